@@ -1,0 +1,145 @@
+"""Assets: graph files (graph-nodes/edges parquet, denormalized text units, GraphML, Neo4j
+CSV), the LanceDB vector index, and index_summary (failures.parquet, index-summary.json)."""
+
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from kgloom import schemas
+from kgloom.assets._common import Timer, preview, read_stage_stats, stages_dir, write_stage_stats
+from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpoints_exist,
+                         kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
+                         write_neo4j_import)
+from kgloom.resources import EmbedderResource, IndexConfigResource
+from kgloom.storage import read_table, write_json, write_table
+
+LANCEDB_DIR = "lancedb"
+GRAPHML_FILE = "graph.graphml"
+NEO4J_DIR = "neo4j"
+SUMMARY_FILE = "index-summary.json"
+# LanceDB table -> (parquet table, how its embedded text is built)
+VECTOR_TABLES = {
+    "text_units": (schemas.TEXT_UNITS, pl.col("text")),
+    "entities": (schemas.ENTITIES, pl.col("title") + pl.lit(": ") + pl.col("description")),
+    "community_reports": (schemas.COMMUNITY_REPORTS, pl.col("full_content")),
+}
+
+
+@dg.asset(group_name="emit", deps=["entities", "relationships", "communities", "text_units"],
+          kinds={"parquet", "duckdb"},
+          check_specs=[dg.AssetCheckSpec("edge_endpoints_exist", asset="graph_files"),
+                       dg.AssetCheckSpec("kg_node_ids_exist", asset="graph_files")])
+def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
+    """graph-nodes / graph-edges parquet, text_units.parquet and documents.parquet with KG
+    columns, graph.graphml and Neo4j import CSVs."""
+    out, sd = index.out, stages_dir(index.out)
+    ents = read_table(out, schemas.ENTITIES)
+    rels = read_table(out, schemas.RELATIONSHIPS)
+    comms = read_table(out, schemas.COMMUNITIES)
+    with Timer() as t:
+        nodes, edges = build_graph_tables(ents, rels, comms)
+        units = denormalize_text_units(read_table(sd, schemas.TEXT_UNITS), ents, rels, comms)
+    write_table(nodes, out, schemas.GRAPH_NODES)
+    write_table(edges, out, schemas.GRAPH_EDGES)
+    write_table(units, out, schemas.TEXT_UNITS)
+    write_table(read_table(sd, schemas.DOCUMENTS), out, schemas.DOCUMENTS)
+    write_graphml(ents, rels, out / GRAPHML_FILE)
+    write_neo4j_import(ents, rels, out / NEO4J_DIR)
+    write_stage_stats(out, "graph_files", t.seconds, nodes=nodes.height, edges=edges.height)
+    yield dg.MaterializeResult(metadata={
+        "nodes": nodes.height, "edges": edges.height, "text_units": units.height,
+        "units_with_entities": units.filter(pl.col("kg_node_ids").list.len() > 0).height,
+        "path": dg.MetadataValue.path(str(out)),
+        "degree_distribution": preview(
+            nodes.group_by("degree").len().sort("degree"), ["degree", "len"], n=30)})
+    ok, meta = edges_endpoints_exist(nodes, edges)
+    yield dg.AssetCheckResult(check_name="edge_endpoints_exist", passed=ok,
+                              metadata={k: dg.MetadataValue.json(v) if isinstance(v, list) else v
+                                        for k, v in meta.items()})
+    ok, meta = kg_node_ids_exist(units, ents)
+    yield dg.AssetCheckResult(check_name="kg_node_ids_exist", passed=ok,
+                              metadata={k: dg.MetadataValue.json(v) if isinstance(v, list) else v
+                                        for k, v in meta.items()})
+
+
+@dg.asset(group_name="emit", deps=[graph_files, "community_reports"], kinds={"lancedb"},
+          check_specs=[dg.AssetCheckSpec("vectors_valid", asset="vector_index"),
+                       dg.AssetCheckSpec("row_counts_match", asset="vector_index")])
+def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
+                 embedder: EmbedderResource):
+    """LanceDB tables text_units, entities, community_reports: idempotent upserts by id."""
+    import lancedb
+
+    from kgloom.vectors import write_lancedb
+
+    out = index.out
+    emb = embedder.load()
+    db_path = out / LANCEDB_DIR
+    written, expected = {}, {}
+    with Timer() as t:
+        for table, (parquet, text_expr) in VECTOR_TABLES.items():
+            df = read_table(out, parquet)
+            texts = df.select(text_expr.fill_null("").alias("t"))["t"].to_list()
+            context.log.info(f"embedding {len(texts)} rows of {table}")
+            written[table] = write_lancedb(db_path, table, df, emb.embed(texts))
+            expected[table] = df.height
+    write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim)
+    yield dg.MaterializeResult(metadata={
+        "path": dg.MetadataValue.path(str(db_path)), "dim": emb.dim,
+        **{f"{k}_rows": v["rows"] for k, v in written.items()},
+        **{f"{k}_version": v["version"] for k, v in written.items()}})
+    db = lancedb.connect(str(db_path))
+    tables = {name: db.open_table(name) for name in VECTOR_TABLES}
+    checks = [vectors_valid(tables[n], emb.dim, expected[n]) for n in VECTOR_TABLES]
+    yield dg.AssetCheckResult(check_name="vectors_valid", passed=all(c[0] for c in checks),
+                              metadata={n: dg.MetadataValue.json(c[1])
+                                        for n, c in zip(VECTOR_TABLES, checks)})
+    ok, meta = row_counts_match(expected, {n: tables[n].count_rows() for n in VECTOR_TABLES})
+    yield dg.AssetCheckResult(check_name="row_counts_match", passed=ok,
+                              metadata={"counts": dg.MetadataValue.json(meta)})
+
+
+def build_index_summary(output_dir: Path) -> dict:
+    """Row counts of every table, LLM calls/tokens/rates and seconds per stage."""
+    from kgloom.storage import table_path
+
+    stats = read_stage_stats(output_dir)
+    tables = {name: pl.scan_parquet(table_path(output_dir, name)).select(pl.len()).collect().item()
+              for name in [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES,
+                           schemas.RELATIONSHIPS, schemas.ENTITY_ALIASES, schemas.COMMUNITIES,
+                           schemas.COMMUNITY_REPORTS, schemas.GRAPH_NODES, schemas.GRAPH_EDGES,
+                           schemas.FAILURES]
+              if table_path(output_dir, name).exists()}
+    llm = {k: v["llm"] for k, v in stats.items() if v.get("llm")}
+    return {
+        "rows": tables,
+        "seconds_per_stage": {k: v["seconds"] for k, v in stats.items()},
+        "llm": llm,
+        "llm_calls": sum(v.get("calls", 0) for v in llm.values()),
+        "llm_cache_hits": sum(v.get("cache_hits", 0) for v in llm.values()),
+        "prompt_tokens": sum(v.get("prompt_tokens", 0) for v in llm.values()),
+        "completion_tokens": sum(v.get("completion_tokens", 0) for v in llm.values()),
+        "stages": stats,
+    }
+
+
+@dg.asset(group_name="emit", deps=[vector_index], kinds={"json", "parquet"})
+def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
+    """failures.parquet (every stage's failures) and index-summary.json."""
+    out, sd = index.out, stages_dir(index.out)
+    parts = sorted(sd.glob(f"{schemas.FAILURES}.*.parquet"))
+    failures = (pl.concat([pl.read_parquet(p) for p in parts]) if parts
+                else schemas.empty(schemas.FAILURES_SCHEMA))
+    write_table(failures, out, schemas.FAILURES)
+    summary = build_index_summary(out)
+    write_json(summary, out / SUMMARY_FILE)
+    return dg.MaterializeResult(metadata={
+        "failures": failures.height, "llm_calls": summary["llm_calls"],
+        "llm_cache_hits": summary["llm_cache_hits"],
+        "prompt_tokens": summary["prompt_tokens"],
+        "completion_tokens": summary["completion_tokens"],
+        "rows": dg.MetadataValue.json(summary["rows"]),
+        "seconds_per_stage": dg.MetadataValue.json(summary["seconds_per_stage"]),
+        "failures_preview": preview(failures, ["stage", "item_id", "reason"])})

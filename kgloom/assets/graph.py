@@ -1,0 +1,111 @@
+"""Assets: entities / relationships / entity_aliases, communities, community_reports."""
+
+
+import datetime as dt
+
+import dagster as dg
+import polars as pl
+
+from kgloom import schemas
+from kgloom.assets._common import (Timer, preview, progress, stages_dir, write_stage_stats)
+from kgloom.assets.extraction import extracted_graph
+from kgloom.graph import compute_graph_metrics, hierarchical_leiden
+from kgloom.reports import STAGE as REPORTS_STAGE
+from kgloom.reports import write_community_reports
+from kgloom.resolution import resolve_entities
+from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
+from kgloom.storage import read_table, write_table
+from kgloom.summaries import STAGE as SUMMARIES_STAGE
+from kgloom.summaries import summarize_descriptions
+from kgloom.tokenizer import default_tokenizer
+
+EMBEDDING_MERGE_THRESHOLD = 0.92
+
+
+@dg.multi_asset(
+    group_name="graph", pool="llm",
+    specs=[dg.AssetSpec(name, deps=[extracted_graph], kinds={"parquet"})
+           for name in ("entities", "relationships", "entity_aliases")])
+def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
+                 llm: LLMResource, embedder: EmbedderResource):
+    """Resolve mentions into entities (alias table), summarize long descriptions, and
+    compute degree, weighted degree, PageRank and combined degree."""
+    sd = stages_dir(index.out)
+    s = index.settings()
+    em = read_table(sd, schemas.ENTITY_MENTIONS)
+    rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
+    with Timer() as t:
+        emb = embedder.load() if em.height else None
+        ents, rels, aliases = resolve_entities(
+            em, rm, embed=emb.embed if emb else None,
+            similarity_threshold=EMBEDDING_MERGE_THRESHOLD)
+        cached = llm.open(index.out)
+        tok = default_tokenizer()
+        report = progress(context, SUMMARIES_STAGE)
+        ents, f1 = summarize_descriptions(ents, "title", cached, s, tok, report)
+        rels, f2 = summarize_descriptions(rels, "source", cached, s, tok, report)
+        ents, rels = compute_graph_metrics(ents, rels)
+    out = index.out
+    write_table(ents, out, schemas.ENTITIES)
+    write_table(rels, out, schemas.RELATIONSHIPS)
+    write_table(aliases, out, schemas.ENTITY_ALIASES)
+    write_table(pl.concat([f1, f2]), sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
+    st = cached.stats.get(SUMMARIES_STAGE)
+    write_stage_stats(out, SUMMARIES_STAGE, t.seconds, st.as_dict() if st else {},
+                      entities=ents.height, relationships=rels.height)
+    merged = aliases.filter(pl.col("method") != "exact").height
+    yield dg.MaterializeResult(asset_key="entities", metadata={
+        "rows": ents.height, "alias_merges": merged,
+        "summary_calls": st.calls if st else 0,
+        "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
+                                   ["title", "type", "degree", "pagerank", "frequency"])})
+    yield dg.MaterializeResult(asset_key="relationships", metadata={
+        "rows": rels.height,
+        "co_mention": rels.filter(pl.col("kind") == "co_mention").height})
+    yield dg.MaterializeResult(asset_key="entity_aliases", metadata={
+        "rows": aliases.height,
+        "by_method": dg.MetadataValue.json(
+            dict(aliases.group_by("method").len().sort("method").iter_rows()))})
+
+
+@dg.asset(group_name="graph", deps=["entities", "relationships"], kinds={"igraph", "parquet"})
+def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
+    """Hierarchical Leiden: every level a partition of all entities (leidenalg, seeded)."""
+    s = index.settings()
+    ents = read_table(index.out, schemas.ENTITIES)
+    rels = read_table(index.out, schemas.RELATIONSHIPS)
+    with Timer() as t:
+        comms, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed,
+                                           period=dt.date.today().isoformat())
+    write_table(comms, index.out, schemas.COMMUNITIES)
+    write_stage_stats(index.out, "communities", t.seconds, **stats)
+    return dg.MaterializeResult(metadata={
+        "rows": comms.height, "levels": stats.get("levels", 0),
+        "stats": dg.MetadataValue.json(stats),
+        "sizes": preview(comms.group_by("level").agg(
+            communities=pl.len(), max_size=pl.col("size").max()).sort("level"),
+            ["level", "communities", "max_size"])})
+
+
+@dg.asset(group_name="reports", deps=[communities], pool="llm", kinds={"llama_cpp", "parquet"})
+def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
+                      llm: LLMResource) -> dg.MaterializeResult:
+    """An LLM report per community, deepest level first (sub-reports stand in when over budget)."""
+    s = index.settings()
+    comms = read_table(index.out, schemas.COMMUNITIES)
+    ents = read_table(index.out, schemas.ENTITIES)
+    rels = read_table(index.out, schemas.RELATIONSHIPS)
+    cached = llm.open(index.out)
+    with Timer() as t:
+        reports, failures, methods = write_community_reports(
+            comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE))
+    write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
+    write_table(failures, stages_dir(index.out), f"{schemas.FAILURES}.{REPORTS_STAGE}")
+    st = cached.stats.get(REPORTS_STAGE)
+    write_stage_stats(index.out, REPORTS_STAGE, t.seconds, st.as_dict() if st else {},
+                      reports=reports.height, failures=failures.height, context_methods=methods)
+    return dg.MaterializeResult(metadata={
+        "rows": reports.height, "communities": comms.height, "failures": failures.height,
+        "context_methods": dg.MetadataValue.json(methods),
+        **{f"llm_{k}": v for k, v in (st.as_dict() if st else {}).items()},
+        "preview": preview(reports, ["community", "level", "title", "rank", "size"])})

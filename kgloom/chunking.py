@@ -1,0 +1,77 @@
+"""Split documents into overlapping token windows: the ``text_units`` table.
+
+A text unit is ``chunk_size`` tokens; consecutive units share ``chunk_overlap`` tokens
+(GraphRAG's token chunker, ``chunking.type: tokens``; kgloom defaults 600/100 per
+DESIGN.md). Units are cut at token boundaries of :mod:`kgloom.tokenizer` and keep the
+document's own characters (``text == doc_text[start_char:end_char]``).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from kgloom import schemas
+from kgloom.ids import content_id
+from kgloom.tokenizer import Tokenizer
+
+
+def token_windows(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Return [start, end) token ranges of ``size`` with ``overlap``, covering all tokens.
+
+    The last window ends at ``n_tokens``; an empty input gives no window.
+
+    Raises:
+        ValueError: when ``overlap`` is not in [0, size).
+    """
+    if not 0 <= overlap < size:
+        raise ValueError(f"overlap must be in [0, {size}), got {overlap}")
+    step, out, start = size - overlap, [], 0
+    while start < n_tokens:
+        end = min(start + size, n_tokens)
+        out.append((start, end))
+        if end == n_tokens:
+            break
+        start += step
+    return out
+
+
+def split_text_units(documents: pl.DataFrame, tokenizer: Tokenizer, chunk_size: int = 600,
+                     chunk_overlap: int = 100) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Chunk every document into text units.
+
+    Args:
+        documents: a ``DOCUMENTS_SCHEMA`` frame.
+        tokenizer: sizes the units (tokens of this tokenizer).
+        chunk_size / chunk_overlap: in tokens.
+
+    Returns:
+        (text_units, documents): text_units conform to ``TEXT_UNITS_SCHEMA`` with the graph
+        columns empty, ``human_readable_id`` in document then chunk order; documents come
+        back with ``text_unit_ids`` filled.
+    """
+    rows: list[dict] = []
+    unit_ids: dict[str, list[str]] = {}
+    for doc in documents.sort("human_readable_id").iter_rows(named=True):
+        text = doc["text"]
+        offs = tokenizer.offsets(text)
+        ids = unit_ids.setdefault(doc["id"], [])
+        for idx, (a, b) in enumerate(token_windows(len(offs), chunk_size, chunk_overlap)):
+            start, end = offs[a][0], offs[b - 1][1]
+            chunk = text[start:end]
+            uid = content_id("text_unit", doc["id"], start, chunk)
+            ids.append(uid)
+            rows.append({"id": uid, "text": chunk, "n_tokens": b - a, "document_id": doc["id"],
+                         "chunk_index": idx, "start_char": start, "end_char": end})
+    base = pl.DataFrame(rows, schema={"id": pl.String, "text": pl.String, "n_tokens": pl.Int64,
+                                      "document_id": pl.String, "chunk_index": pl.Int64,
+                                      "start_char": pl.Int64, "end_char": pl.Int64})
+    empty_str = pl.lit([], dtype=pl.List(pl.String))
+    units = base.with_row_index("human_readable_id").with_columns(
+        pl.col("human_readable_id").cast(pl.Int64),
+        entity_ids=empty_str, relationship_ids=empty_str, covariate_ids=empty_str,
+        kg_node_ids=empty_str, neighbor_entity_ids=empty_str, neighbor_triples=empty_str,
+        community_ids=pl.lit([], dtype=pl.List(pl.Int64)), centrality=pl.lit(0.0))
+    docs = documents.with_columns(
+        text_unit_ids=pl.col("id").replace_strict(unit_ids, default=[],
+                                                  return_dtype=pl.List(pl.String)))
+    return schemas.conform(units, schemas.TEXT_UNITS_SCHEMA), docs

@@ -1,0 +1,63 @@
+"""Index settings shared by the domain modules (no Dagster here).
+
+The Dagster resource ``IndexSettingsResource`` exposes the same fields as run config;
+every default below is the value the README's main command uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# GraphRAG's defaults are organization, person, geo, event (config/defaults.py); kgloom
+# says "location" for "geo" and adds what narrative corpora such as the sample book need.
+DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("PERSON", "ORGANIZATION", "LOCATION", "EVENT")
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Knobs of one index build.
+
+    Attributes:
+        chunk_size: text-unit length in tokens of the chunking tokenizer (DESIGN.md: 600).
+        chunk_overlap: tokens shared by consecutive text units (DESIGN.md: 100).
+        entity_types: allowed entity types (upper case); the extraction schema enforces them.
+        max_relationships_per_unit: ``maxItems`` bound on relationships per reply.
+        max_gleanings: extra "find what you missed" rounds per text unit (0 = off).
+        co_mention_edges: add co-mention edges when a unit yields entities but no
+            relationships, so the graph stays connected.
+        co_mention_strength: weight of one co-mention (an extracted relationship mention
+            weighs ``extraction.EXTRACTED_STRENGTH`` = 2.0).
+        summary_min_descriptions: summarize an entity's descriptions with the LLM only when
+            it has at least this many distinct ones; fewer are joined as they are.
+        summary_max_input_tokens: token budget of the descriptions fed to one summary call.
+        max_cluster_size: Leiden recurses into any community larger than this (GraphRAG: 10).
+        seed: seed of Leiden and of the LLM sampler.
+        report_max_input_tokens: token budget of one community report's context.
+        embedding_window_tokens / embedding_window_stride: windowing of long texts for
+            the embedder (tokens of the embedder's own tokenizer).
+    """
+
+    chunk_size: int = 600
+    chunk_overlap: int = 100
+    entity_types: tuple[str, ...] = DEFAULT_ENTITY_TYPES
+    max_relationships_per_unit: int = 5
+    max_gleanings: int = 0
+    co_mention_edges: bool = True
+    co_mention_strength: float = 1.0
+    summary_min_descriptions: int = 3
+    summary_max_input_tokens: int = 600
+    max_cluster_size: int = 10
+    seed: int = 0xDEADBEEF
+    report_max_input_tokens: int = 1200
+    embedding_window_tokens: int = 256
+    embedding_window_stride: int = 192
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.chunk_size <= 0:
+            raise ValueError(f"chunk_size must be > 0, got {self.chunk_size}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ValueError(
+                f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
+        if self.max_cluster_size < 2:
+            raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")

@@ -1,0 +1,42 @@
+"""The Dagster code location: assets, checks, jobs, schedule, sensor and resources.
+
+Load with ``dagster dev -m kgloom.definitions`` or ``dagster definitions validate -m
+kgloom.definitions``. Resource config comes from env vars so the UI and the CLI agree:
+KGLOOM_INPUT_DIR, KGLOOM_OUTPUT_DIR, KGLOOM_MODEL_PATH, KGLOOM_FAKE_LLM=1 (no model).
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from kgloom.assets import ALL_ASSETS
+from kgloom.pipelines.jobs import (embed_job, index_job, input_folder_sensor,
+                                   nightly_index_schedule, reports_job)
+from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
+
+
+def build_resources(input_dir: str | None = None, output_dir: str | None = None,
+                    model_path: str | None = None, fake_llm: bool | None = None,
+                    **settings) -> dict:
+    """Return the resource dict; unset arguments come from the KGLOOM_* env vars."""
+    env = os.environ
+    fake = fake_llm if fake_llm is not None else env.get("KGLOOM_FAKE_LLM", "") == "1"
+    return {
+        "index": IndexConfigResource(
+            input_dir=input_dir or env.get("KGLOOM_INPUT_DIR", "data/input"),
+            output_dir=output_dir or env.get("KGLOOM_OUTPUT_DIR", "data/output"), **settings),
+        "llm": LLMResource(model_path=model_path or env.get("KGLOOM_MODEL_PATH", ""),
+                           n_gpu_layers=int(env.get("KGLOOM_N_GPU_LAYERS", "0")), fake=fake),
+        "embedder": EmbedderResource(),
+    }
+
+
+defs = dg.Definitions(
+    assets=ALL_ASSETS,
+    jobs=[index_job, reports_job, embed_job],
+    schedules=[nightly_index_schedule],
+    sensors=[input_folder_sensor],
+    resources=build_resources(),
+)

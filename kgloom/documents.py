@@ -1,0 +1,130 @@
+"""Read an input folder into the ``documents`` table; bad files become failures rows.
+
+Supported: ``.txt`` and ``.md`` (one document per file), ``.jsonl`` (one document per
+line; text in ``text``, optional ``title``), ``.csv`` (one document per row; same
+columns). Text is decoded as UTF-8, Unicode-normalized (NFC), with ``\\r\\n`` turned into
+``\\n`` and outer whitespace stripped; the document id is the SHA-256 of that text, so an
+unchanged document keeps its id across runs and renames.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import unicodedata
+from pathlib import Path
+
+import polars as pl
+
+from kgloom import schemas
+from kgloom.ids import content_id
+from kgloom.storage import failures_frame
+
+SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl", ".csv")
+STAGE = "documents"
+
+
+def normalize_text(text: str) -> str:
+    """Return ``text`` NFC-normalized, with ``\\n`` line ends and no outer whitespace."""
+    return unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+
+
+def list_input_files(input_dir: str | Path) -> list[Path]:
+    """Return the supported files under ``input_dir`` (recursive), sorted by path.
+
+    Hidden files and folders (name starting with ".") are skipped.
+
+    Raises:
+        FileNotFoundError: when ``input_dir`` does not exist.
+    """
+    root = Path(input_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"input folder {root} does not exist")
+    return sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+
+
+def _records(path: Path, raw: str) -> list[tuple[str, str, str | None]]:
+    """Split one file's decoded content into (title, text, raw_data json) records."""
+    suffix = path.suffix.lower()
+    if suffix in (".txt", ".md"):
+        return [(path.stem, raw, None)]
+    rows: list[dict] = []
+    if suffix == ".jsonl":
+        for n, line in enumerate(raw.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"line {n} is not JSON: {exc}") from exc
+    else:  # .csv
+        rows = list(csv.DictReader(io.StringIO(raw)))
+    out = []
+    for n, row in enumerate(rows):
+        if not isinstance(row, dict) or "text" not in row:
+            raise ValueError(f"record {n} has no 'text' field")
+        title = str(row.get("title") or f"{path.stem}#{n}")
+        out.append((title, str(row["text"] or ""), json.dumps(row, ensure_ascii=False)))
+    return out
+
+
+def read_documents(input_dir: str | Path,
+                   files: list[Path] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Read every supported file of ``input_dir`` into documents.
+
+    Args:
+        input_dir: the input folder; ``source`` paths are relative to it.
+        files: only these files (e.g. one partition); default: all supported files.
+
+    Returns:
+        (documents, failures): documents conform to ``schemas.DOCUMENTS_SCHEMA`` with
+        ``text_unit_ids`` empty (chunking fills it), one row per distinct document id
+        (a duplicate text is kept once, and the duplicate is a failures row); failures
+        conform to ``schemas.FAILURES_SCHEMA`` with one row per unreadable file, bad
+        record or empty document.
+
+    Raises:
+        FileNotFoundError: when ``input_dir`` does not exist.
+    """
+    root = Path(input_dir)
+    paths = list_input_files(root) if files is None else sorted(files)
+    docs: list[dict] = []
+    failures: list[dict] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        try:
+            raw = path.read_bytes().decode("utf-8-sig")
+            records = _records(path, raw)
+        except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
+            failures.append({"stage": STAGE, "item_id": source,
+                             "reason": f"unreadable file: {type(exc).__name__}",
+                             "detail": str(exc)})
+            continue
+        mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc).isoformat()
+        for title, text, raw_data in records:
+            text = normalize_text(text)
+            if not text:
+                failures.append({"stage": STAGE, "item_id": f"{source}:{title}",
+                                 "reason": "empty document (no text after normalization)",
+                                 "detail": ""})
+                continue
+            doc_id = content_id("document", text)
+            if doc_id in seen:
+                failures.append({"stage": STAGE, "item_id": f"{source}:{title}",
+                                 "reason": "duplicate document: same text already read",
+                                 "detail": f"kept {seen[doc_id]}"})
+                continue
+            seen[doc_id] = f"{source}:{title}"
+            docs.append({"id": doc_id, "title": title, "text": text, "text_unit_ids": [],
+                         "creation_date": mtime, "raw_data": raw_data, "source": source})
+    frame = pl.DataFrame(docs, schema={k: v for k, v in schemas.DOCUMENTS_SCHEMA.items()
+                                       if k != "human_readable_id"})
+    frame = frame.sort("source", "title").with_row_index("human_readable_id").with_columns(
+        pl.col("human_readable_id").cast(pl.Int64))
+    return schemas.conform(frame, schemas.DOCUMENTS_SCHEMA), failures_frame(failures)

@@ -1,0 +1,365 @@
+"""Emit: graph traversal tables, denormalized text-unit KG columns, GraphML and Neo4j CSV.
+
+Polars in, polars out; no Dagster. The emitted products follow the architecture decision
+record in ``reference/003_…`` (graph-nodes / graph-edges parquet for DuckDB multi-hop,
+and 1-hop KG columns on every text unit so any vector store can expand a hit with no
+graph at all). The ``*_exist`` / ``*_valid`` / ``*_match`` functions at the end are pure
+checks for the asset checks: each returns ``(passed, metadata)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from kgloom import schemas
+from kgloom.storage import write_text
+
+# neighbor_triples per text unit are capped so one hub entity cannot bloat every row it
+# touches; over the cap, relationships between two of the unit's own entities come first,
+# then the heaviest (weight), then alphabetical; the kept ones are emitted sorted.
+NEIGHBOR_TRIPLES_CAP = 50
+# A triple's relation is the first line of the relationship description, cut to this.
+RELATION_MAX_CHARS = 120
+
+COMMUNITY_LEVEL_PREFIX = "community_level_"
+
+_STR_LIST = pl.List(pl.String)
+_KG_COLUMNS = ("entity_ids", "relationship_ids", "kg_node_ids", "neighbor_entity_ids",
+               "neighbor_triples", "community_ids", "centrality")
+
+
+# --- graph-nodes / graph-edges --------------------------------------------------------
+def _membership(communities: pl.DataFrame) -> pl.DataFrame:
+    """(level, community, entity_id) rows, one per entity per level."""
+    return (communities.select("level", "community", pl.col("entity_ids").alias("entity_id"))
+            .explode("entity_id").drop_nulls("entity_id"))
+
+
+def _levels(communities: pl.DataFrame) -> list[int]:
+    return sorted(communities["level"].unique().to_list())
+
+
+def build_graph_tables(entities: pl.DataFrame, relationships: pl.DataFrame,
+                       communities: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Build the compact traversal tables graph-nodes and graph-edges.
+
+    Args:
+        entities: ENTITIES_SCHEMA frame (n rows, degree / weighted_degree / pagerank filled).
+        relationships: RELATIONSHIPS_SCHEMA frame (m rows, source_id / target_id filled).
+        communities: COMMUNITIES_SCHEMA frame; levels 0..L-1, each a partition of entities.
+
+    Returns:
+        ``(nodes, edges)``. ``nodes``: n rows, GRAPH_NODES_SCHEMA then one Int64 column
+        ``community_level_<k>`` per level k (-1 for an entity missing from that level);
+        ``node_key`` is dense 0..n-1 in order of sorted entity id. ``edges``: m rows,
+        GRAPH_EDGES_SCHEMA, one per relationship, undirected and stored once with
+        ``src_key <= dst_key``; ``relation`` is the relationship description.
+        Both are sorted by their keys.
+
+    Raises:
+        ValueError: when a relationship endpoint is not an entity id (a dangling edge
+            would make traversal silently wrong).
+    """
+    nodes = (entities.sort("id").with_row_index("node_key")
+             .with_columns(pl.col("node_key").cast(pl.Int64), pl.col("id").alias("entity_id")))
+    membership = _membership(communities)
+    for level in _levels(communities):
+        col = f"{COMMUNITY_LEVEL_PREFIX}{level}"
+        at_level = (membership.filter(pl.col("level") == level)
+                    .select("entity_id", pl.col("community").alias(col))
+                    .unique("entity_id", keep="first"))
+        nodes = (nodes.join(at_level, on="entity_id", how="left", maintain_order="left")
+                 .with_columns(pl.col(col).fill_null(-1).cast(pl.Int64)))
+    level_cols = [c for c in nodes.columns if c.startswith(COMMUNITY_LEVEL_PREFIX)]
+    nodes = nodes.select(*schemas.GRAPH_NODES_SCHEMA, *level_cols)
+    nodes = schemas.conform(nodes, schemas.GRAPH_NODES_SCHEMA)
+
+    keys = nodes.select("entity_id", "node_key")
+    edges = (relationships
+             .join(keys.rename({"entity_id": "source_id", "node_key": "a"}), on="source_id",
+                   how="left", maintain_order="left")
+             .join(keys.rename({"entity_id": "target_id", "node_key": "b"}), on="target_id",
+                   how="left", maintain_order="left"))
+    dangling = edges.filter(pl.col("a").is_null() | pl.col("b").is_null())
+    if dangling.height:
+        raise ValueError(
+            f"{dangling.height} relationships point at unknown entity ids, e.g. "
+            f"{dangling.select('id', 'source_id', 'target_id').head(3).to_dicts()}; "
+            "rebuild entities and relationships together")
+    edges = edges.select(
+        pl.min_horizontal("a", "b").alias("src_key"),
+        pl.max_horizontal("a", "b").alias("dst_key"),
+        pl.col("id").alias("relationship_id"),
+        pl.col("description").alias("relation"),
+        "weight",
+    ).sort("src_key", "dst_key", "relationship_id")
+    return nodes, schemas.conform(edges, schemas.GRAPH_EDGES_SCHEMA)
+
+
+# --- denormalized text-unit columns ---------------------------------------------------
+def _relation_text(description: pl.Expr) -> pl.Expr:
+    """First line of a description, '|' replaced (it separates triple fields), cut."""
+    return (description.fill_null("").str.split("\n").list.first().str.strip_chars()
+            .str.replace_all("|", "/", literal=True).str.slice(0, RELATION_MAX_CHARS))
+
+
+def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
+                           relationships: pl.DataFrame,
+                           communities: pl.DataFrame) -> pl.DataFrame:
+    """Fill the KG columns of ``text_units`` so 1-hop expansion needs no graph store.
+
+    Args:
+        text_units: TEXT_UNITS_SCHEMA frame (u rows); its KG columns are overwritten.
+        entities: ENTITIES_SCHEMA frame; ``text_unit_ids`` says which units mention each.
+        relationships: RELATIONSHIPS_SCHEMA frame with ``source_id`` / ``target_id``.
+        communities: COMMUNITIES_SCHEMA frame, levels 0..L-1.
+
+    Returns:
+        ``text_units`` (same rows, same order) conformed to TEXT_UNITS_SCHEMA with:
+        ``entity_ids`` = ``kg_node_ids``: sorted ids of entities whose text_unit_ids
+        contain the unit; ``relationship_ids``: sorted ids of relationships whose
+        text_unit_ids contain it; ``neighbor_entity_ids``: sorted 1-hop neighbours of the
+        kg nodes, minus the kg nodes; ``neighbor_triples``: ``"source | relation |
+        target"`` (titles; relation = first line of the description, ``|`` -> ``/``, at
+        most RELATION_MAX_CHARS chars) for every relationship touching a kg node, sorted,
+        at most NEIGHBOR_TRIPLES_CAP (over it: edges inside the unit first, then by
+        weight descending); ``community_ids``: L ints, index = level, the
+        community holding most of the unit's entities at that level (ties: smallest
+        number; -1 when the unit has none); ``centrality``: max PageRank of its entities
+        (0.0 when none). Units with no entities get empty lists.
+    """
+    unit_ents = (entities.select(pl.col("id").alias("entity_id"),
+                                 pl.col("text_unit_ids").alias("unit_id"))
+                 .explode("unit_id").drop_nulls("unit_id").unique())
+
+    kg = unit_ents.group_by("unit_id").agg(pl.col("entity_id").sort().alias("kg_node_ids"))
+
+    rel_ids = (relationships.select(pl.col("text_unit_ids").alias("unit_id"), "id")
+               .explode("unit_id").drop_nulls("unit_id").unique()
+               .group_by("unit_id").agg(pl.col("id").sort().alias("relationship_ids")))
+
+    # Each relationship once per endpoint: (entity_id, neighbour, relationship id).
+    ends = pl.concat([
+        relationships.select(pl.col("source_id").alias("entity_id"),
+                             pl.col("target_id").alias("neighbor_id"), "id"),
+        relationships.select(pl.col("target_id").alias("entity_id"),
+                             pl.col("source_id").alias("neighbor_id"), "id"),
+    ])
+    touching = unit_ents.join(ends, on="entity_id")
+    neighbors = (touching.select("unit_id", pl.col("neighbor_id").alias("entity_id"))
+                 .join(unit_ents, on=["unit_id", "entity_id"], how="anti").unique()
+                 .group_by("unit_id")
+                 .agg(pl.col("entity_id").sort().alias("neighbor_entity_ids")))
+
+    triple_of = relationships.select(
+        "id", pl.col("weight").fill_null(0.0),
+        pl.concat_str([pl.col("source").fill_null(""), _relation_text(pl.col("description")),
+                       pl.col("target").fill_null("")], separator=" | ").alias("triple"))
+    # Over the cap, keep edges inside the unit first, then the heaviest; emit them sorted.
+    inside = unit_ents.select("unit_id", pl.col("entity_id").alias("neighbor_id"),
+                              pl.lit(True).alias("inside"))
+    triples = (touching.join(inside, on=["unit_id", "neighbor_id"], how="left")
+               .group_by("unit_id", "id").agg(pl.col("inside").fill_null(False).any())
+               .join(triple_of, on="id")
+               .sort("inside", "weight", "triple", descending=[True, True, False])
+               .unique(["unit_id", "triple"], keep="first", maintain_order=True)
+               .group_by("unit_id", maintain_order=True)
+               .agg(pl.col("triple").head(NEIGHBOR_TRIPLES_CAP).sort()
+                    .alias("neighbor_triples")))
+
+    levels = _levels(communities)
+    votes = (unit_ents.join(_membership(communities), on="entity_id")
+             .group_by("unit_id", "level", "community").agg(pl.len().alias("n"))
+             .sort("unit_id", "level", pl.col("n"), "community",
+                   descending=[False, False, True, False])
+             .unique(["unit_id", "level"], keep="first"))
+    grid = text_units.select(pl.col("id").alias("unit_id")).unique().join(
+        pl.DataFrame({"level": levels}, schema={"level": pl.Int64}), how="cross")
+    community_ids = (grid.join(votes.select("unit_id", "level", "community"),
+                               on=["unit_id", "level"], how="left")
+                     .group_by("unit_id")
+                     .agg(pl.col("community").fill_null(-1).sort_by("level")
+                          .alias("community_ids")))
+
+    centrality = (unit_ents.join(entities.select(pl.col("id").alias("entity_id"), "pagerank"),
+                                 on="entity_id")
+                  .group_by("unit_id").agg(pl.col("pagerank").max().alias("centrality")))
+
+    out = text_units.drop(*_KG_COLUMNS, strict=False)
+    for part in (kg, rel_ids, neighbors, triples, community_ids, centrality):
+        out = out.join(part.rename({"unit_id": "id"}), on="id", how="left", maintain_order="left")
+    empty_list = pl.lit([], dtype=_STR_LIST)
+    out = out.with_columns(
+        pl.col("kg_node_ids").fill_null(empty_list),
+        pl.col("kg_node_ids").fill_null(empty_list).alias("entity_ids"),
+        *(pl.col(c).fill_null(empty_list)
+          for c in ("relationship_ids", "neighbor_entity_ids", "neighbor_triples")),
+        pl.col("community_ids").fill_null(pl.lit([-1] * len(levels), dtype=pl.List(pl.Int64))),
+        pl.col("centrality").fill_null(0.0),
+    )
+    return schemas.conform(out, schemas.TEXT_UNITS_SCHEMA).select(list(schemas.TEXT_UNITS_SCHEMA))
+
+
+# --- interchange files ----------------------------------------------------------------
+def write_graphml(entities: pl.DataFrame, relationships: pl.DataFrame,
+                  path: str | Path) -> Path:
+    """Write the entity graph as GraphML (networkx), atomically; return the path.
+
+    Nodes are entity ids with attributes title, type, description (strings), degree
+    (int), weighted_degree, pagerank (float); edges carry relationship_id, description
+    (string) and weight (float). List columns are left out (GraphML has no list type).
+    The graph is undirected. Source: networkx ``generate_graphml``.
+    """
+    g = nx.Graph()
+    for row in entities.select("id", "title", "type", "description", "degree",
+                               "weighted_degree", "pagerank").iter_rows(named=True):
+        g.add_node(row["id"], title=row["title"] or "", type=row["type"] or "",
+                   description=row["description"] or "", degree=int(row["degree"] or 0),
+                   weighted_degree=float(row["weighted_degree"] or 0.0),
+                   pagerank=float(row["pagerank"] or 0.0))
+    for row in relationships.select("id", "source_id", "target_id", "description",
+                                    "weight").iter_rows(named=True):
+        g.add_edge(row["source_id"], row["target_id"], relationship_id=row["id"],
+                   description=row["description"] or "", weight=float(row["weight"] or 0.0))
+    return write_text("\n".join(nx.generate_graphml(g)) + "\n", path)
+
+
+NEO4J_NODES_HEADER = ["entityId:ID", "title", "type", "description", "degree:long",
+                      "pagerank:double", ":LABEL"]
+NEO4J_RELATIONSHIPS_HEADER = [":START_ID", ":END_ID", ":TYPE", "description", "weight:double"]
+NEO4J_RELATIONSHIP_TYPE = "RELATED"
+
+
+def _csv_text(header: list[str], rows) -> str:
+    buf = io.StringIO()
+    # Fields holding a comma, quote or newline are quoted with inner quotes doubled (""),
+    # which neo4j-admin import reads by default; numbers stay bare for the typed columns.
+    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _neo4j_label(entity_type: str | None) -> str:
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", (entity_type or "").strip())
+    return f"Entity;{clean}" if clean else "Entity"
+
+
+def write_neo4j_import(entities: pl.DataFrame, relationships: pl.DataFrame,
+                       folder: str | Path) -> tuple[Path, Path]:
+    """Write ``nodes.csv`` and ``relationships.csv`` for ``neo4j-admin database import``.
+
+    Headers (neo4j-admin import header syntax)::
+
+        entityId:ID,title,type,description,degree:long,pagerank:double,:LABEL
+        :START_ID,:END_ID,:TYPE,description,weight:double
+
+    A field holding a comma, quote or newline is quoted with inner quotes doubled (RFC
+    4180, Python's ``csv``); descriptions may hold newlines, so import with
+    ``--multiline-fields=true``. An empty string or null becomes an empty field, which
+    neo4j-admin skips (no property). Labels are ``Entity`` plus the entity type
+    (characters outside ``[A-Za-z0-9_]`` become ``_``); the relationship type is
+    ``RELATED``. Each file is written atomically. Import into an empty database with
+    (Neo4j 5, "Import" page of the Neo4j Operations Manual)::
+
+        neo4j-admin database import full neo4j \\
+            --nodes=<folder>/nodes.csv --relationships=<folder>/relationships.csv \\
+            --multiline-fields=true --overwrite-destination
+
+    Returns:
+        ``(nodes_path, relationships_path)``.
+    """
+    folder = Path(folder)
+    node_rows = ((r["id"], r["title"], r["type"], r["description"], r["degree"],
+                  r["pagerank"], _neo4j_label(r["type"]))
+                 for r in entities.sort("id").iter_rows(named=True))
+    rel_rows = ((r["source_id"], r["target_id"], NEO4J_RELATIONSHIP_TYPE, r["description"],
+                 r["weight"]) for r in relationships.sort("id").iter_rows(named=True))
+    nodes_path = write_text(_csv_text(NEO4J_NODES_HEADER, node_rows), folder / "nodes.csv")
+    rels_path = write_text(_csv_text(NEO4J_RELATIONSHIPS_HEADER, rel_rows),
+                           folder / "relationships.csv")
+    return nodes_path, rels_path
+
+
+# --- pure checks for the asset checks: (passed, metadata) -----------------------------
+def edges_endpoints_exist(nodes: pl.DataFrame, edges: pl.DataFrame) -> tuple[bool, dict]:
+    """Every edge's src_key and dst_key is a node_key of ``nodes``.
+
+    Returns ``(passed, {"edges": int, "dangling_edges": int, "examples": [...]})``.
+    """
+    keys = nodes["node_key"].implode()
+    bad = edges.filter(~pl.col("src_key").is_in(keys) | ~pl.col("dst_key").is_in(keys))
+    return bad.height == 0, {"edges": edges.height, "dangling_edges": bad.height,
+                             "examples": bad["relationship_id"].head(5).to_list()}
+
+
+def kg_node_ids_exist(text_units: pl.DataFrame, entities: pl.DataFrame) -> tuple[bool, dict]:
+    """Every id in text_units.kg_node_ids (and neighbor_entity_ids) is an entity id.
+
+    Returns ``(passed, {"references": int, "unknown": int, "examples": [...]})``.
+    """
+    refs = (pl.concat([text_units.select(pl.col("kg_node_ids").alias("eid")),
+                       text_units.select(pl.col("neighbor_entity_ids").alias("eid"))])
+            .explode("eid").drop_nulls())
+    unknown = refs.join(entities.select(pl.col("id").alias("eid")), on="eid", how="anti")
+    return unknown.height == 0, {"references": refs.height, "unknown": unknown.height,
+                                 "examples": unknown["eid"].unique().sort().head(5).to_list()}
+
+
+def _as_matrix(vectors: Any) -> np.ndarray:
+    if isinstance(vectors, np.ndarray):
+        return vectors
+    arrow = vectors.to_arrow() if hasattr(vectors, "to_arrow") else vectors  # LanceDB table
+    column = arrow.column("vector").combine_chunks()
+    if pa.types.is_fixed_size_list(column.type) and column.null_count == 0:
+        values = column.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(len(column), column.type.list_size)
+    return np.asarray(column.to_pylist(), dtype=np.float32)  # ragged lists: dims differ
+
+
+def vectors_valid(vectors: Any, expected_dim: int,
+                  expected_rows: int | None = None) -> tuple[bool, dict]:
+    """Vectors have ``expected_dim`` columns, no NaN/inf, no all-zero row (and n rows).
+
+    Args:
+        vectors: a 2-D numpy array (n, dim), or a LanceDB table / pyarrow table with a
+            ``vector`` column.
+        expected_dim: the embedder's dimension (e.g. 384 for all-MiniLM-L6-v2).
+        expected_rows: when given, the row count must equal it.
+
+    Returns ``(passed, {"rows", "dim", "nan_rows", "zero_rows"})``.
+    """
+    try:
+        m = _as_matrix(vectors)
+    except ValueError as exc:  # ragged: rows of different lengths
+        return False, {"expected_dim": expected_dim, "error": str(exc)[:200]}
+    rows = int(m.shape[0])
+    dim = int(m.shape[1]) if m.ndim == 2 else -1
+    nan_rows = int((~np.isfinite(m)).any(axis=1).sum()) if m.ndim == 2 else rows
+    zero_rows = int((np.abs(m).sum(axis=1) == 0).sum()) if m.ndim == 2 and dim > 0 else 0
+    passed = ((dim == expected_dim or rows == 0) and nan_rows == 0 and zero_rows == 0
+              and (expected_rows is None or rows == expected_rows))
+    return passed, {"rows": rows, "dim": dim, "expected_dim": expected_dim,
+                    "nan_rows": nan_rows, "zero_rows": zero_rows}
+
+
+def row_counts_match(expected: Mapping[str, int],
+                     actual: Mapping[str, int]) -> tuple[bool, dict]:
+    """Each name's actual row count equals its expected one (a missing name fails).
+
+    Example: ``row_counts_match({"graph-nodes": len(entities)}, {"graph-nodes": len(nodes)})``.
+    Returns ``(passed, {name: {"expected": int, "actual": int | None}})``.
+    """
+    meta = {k: {"expected": int(v), "actual": None if actual.get(k) is None else int(actual[k])}
+            for k, v in expected.items()}
+    return all(m["expected"] == m["actual"] for m in meta.values()), meta

@@ -1,0 +1,381 @@
+"""Per-text-unit entity and relationship extraction with a local LLM.
+
+Why it cannot break with small models:
+- The reply is decoded under a JSON schema (llama.cpp grammar) with ``maxItems`` and
+  ``maxLength`` bounds, so it always parses and always closes.
+- Entity names are *grounded by construction*: the proper-name spans of the unit's own
+  text (:func:`candidate_names`) are the schema's property names, and the model gives
+  each a type or ``OTHER``; relationship ``source``/``target`` are enums of them. The
+  model decides and types entities but cannot invent or misspell one. Each stored name
+  is still re-checked against the text.
+- Relationships may only join entities of the same reply; when the model returns
+  entities but no usable relationship, co-mention edges (``kind = co_mention``, lower
+  strength) keep the graph connected.
+- Entity descriptions are extractive: the first sentence of the unit that mentions the
+  entity, so a small model's invented descriptions never enter the graph; the summaries
+  stage condenses them when an entity collects many.
+- Optional gleaning rounds (``max_gleanings``) ask for relationships missed between the
+  unit's entities (GraphRAG's ``CONTINUE_PROMPT`` idea, made grammar-safe).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from kgloom import schemas
+from kgloom.config import IndexSettings
+from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.storage import failures_frame
+
+STAGE = "extraction"
+MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
+DESCRIPTION_MAX_CHARS = 80  # of a relationship description
+NOT_AN_ENTITY = "OTHER"
+EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
+
+_HONORIFIC = r"(?:Mr|Mrs|Ms|Miss|Dr|St|Sir|Lady|Master)\.?"
+_CAP = r"[A-Z][a-z][^\W_]*(?:['’\-][^\W_]+)*"  # a capitalized word, not ALL-CAPS
+_NAME = re.compile(
+    rf"(?:{_HONORIFIC}\s+)?(?:{_CAP})(?:(?:\s+(?:of|of\s+the|to|de|van|von))?\s+(?:{_CAP}))*")
+# Capitalized words that start sentences or address people rather than name anything.
+_STOP = frozenset("""a an and as at but by for from he her here his how i if in is it its
+let me my no not now o of oh on or our she so that the their then there these they this
+those thus to up upon we what when where which while who why will with yes yet you your
+said says mr mrs ms miss dr st sir lady master god good come well ah ha""".split())
+_POSSESSIVE = re.compile(r"['’]s$")
+# a sentence ends at . ! ? (and closing quotes) before a space, except after an honorific
+_SENTENCE_END = re.compile(
+    r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]['\"’”]*\s")
+
+
+def normalize_for_match(text: str) -> str:
+    """Return ``text`` NFKC-normalized, case-folded, with runs of whitespace as one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def is_grounded(name: str, text: str) -> bool:
+    """True when ``name`` occurs in ``text`` after Unicode (NFKC) and case normalization."""
+    n = normalize_for_match(name)
+    return bool(n) and n in normalize_for_match(text)
+
+
+_MID_SENTENCE_WORD = re.compile(r"(?<=[a-z,;] )[A-Z][^\W\d_]+")
+
+
+def word_counts(texts: list[str]) -> Counter[str]:
+    """Return corpus word statistics for :func:`candidate_names`.
+
+    Keys: each word as written (case kept) -> occurrences; and ``("mid", word)`` ->
+    occurrences of a capitalized word right after a lower-case word or a comma, i.e.
+    not at a sentence start.
+    """
+    counts: Counter = Counter()
+    for t in texts:
+        counts.update(re.findall(r"[^\W\d_]+", t))
+        counts.update(("mid", w) for w in _MID_SENTENCE_WORD.findall(t))
+    return counts
+
+
+def candidate_names(text: str, limit: int = MAX_CANDIDATES,
+                    vocabulary: Counter[str] | None = None) -> list[str]:
+    """Return the proper-name spans of ``text`` an entity may be named by.
+
+    A span is a run of capitalized words, optionally led by an honorific (``Mr.``,
+    ``Mrs.`` ...) and joined by ``of``/``of the``/``to`` (``Ghost of Christmas Yet to
+    Come``); a trailing possessive is dropped (``Scrooge's`` -> ``Scrooge``). Spans joined
+    by ``to`` also yield their parts. A one-word span is dropped when it is a stopword or
+    when the same word also occurs in lower case in ``text`` (a sentence-initial common
+    word). With ``vocabulary`` (word counts of the whole corpus, :func:`word_counts`) that
+    test is corpus-wide instead: a one-word span is kept only when the word is capitalized
+    more often than not and at least once in mid-sentence (so "Foggier yet, ..." at a
+    sentence start is no name). ALL-CAPS headings are ignored.
+
+    Returns:
+        at most ``limit`` distinct spans, most frequent first, then by first position.
+    """
+    lower_words = set(re.findall(r"\b[a-z][\w'’\-]*\b", text))
+
+    def common_word(w: str) -> bool:
+        if w.lower() in _STOP or len(w) < 2:
+            return True
+        if vocabulary is not None:  # capitalized mostly, and somewhere mid-sentence
+            return vocabulary[w.lower()] >= vocabulary[w] or not vocabulary[("mid", w)]
+        return w.lower() in lower_words
+
+    counts: Counter[str] = Counter()
+    first: dict[str, int] = {}
+
+    def add(span: str, pos: int) -> None:
+        span = _POSSESSIVE.sub("", span.strip())
+        words = span.split()
+        if not words:
+            return
+        if len(words) == 1:
+            if common_word(words[0]):
+                return
+        elif all(w.lower().rstrip(".") in _STOP for w in words):
+            return
+        # a leading stopword ("But Scrooge") is a sentence start, not part of the name
+        while len(words) > 1 and words[0].lower() in _STOP and not re.fullmatch(_HONORIFIC, words[0]):
+            words = words[1:]
+        span = " ".join(words)
+        if len(words) == 1 and common_word(span):
+            return
+        counts[span] += 1
+        first.setdefault(span, pos)
+
+    for m in _NAME.finditer(text):
+        span = " ".join(m.group(0).split())
+        add(span, m.start())
+        if " to " in span:
+            for part in span.split(" to "):
+                add(part, m.start())
+    ranked = sorted(counts, key=lambda s: (-counts[s], first[s]))
+    return ranked[:limit]
+
+
+def extraction_schema(names: list[str], settings: IndexSettings) -> dict:
+    """Return the bounded JSON schema of one extraction reply for a unit with ``names``.
+
+    ``entities`` is an object with one required property per candidate name, in order,
+    whose value is an entity type or ``OTHER``: the model classifies every candidate
+    once (no duplicates, no invented names, ~6 tokens each). ``relationships`` is an
+    array (``maxItems``) of source/target (enums of the candidates) with a short
+    description (``maxLength``). llama-cpp-python's grammar converter ignores
+    ``minimum``/``maximum``, so no numeric field is asked for; every object forbids
+    additional properties.
+    """
+    name = {"type": "string", "enum": names}
+    return {
+        "type": "object",
+        "properties": {
+            "entities": {"type": "object",
+                         "properties": {n: {"type": "string",
+                                            "enum": [*settings.entity_types, NOT_AN_ENTITY]}
+                                        for n in names},
+                         "required": list(names), "additionalProperties": False},
+            "relationships": {"type": "array", "maxItems": settings.max_relationships_per_unit,
+                              "items": {"type": "object",
+                                        "properties": {
+                                            "source": name, "target": name,
+                                            "description": {"type": "string", "minLength": 1,
+                                                            "maxLength": DESCRIPTION_MAX_CHARS}},
+                                        "required": ["source", "target", "description"],
+                                        "additionalProperties": False}},
+        },
+        "required": ["entities", "relationships"],
+        "additionalProperties": False,
+    }
+
+
+_EXAMPLE_TEXT = ("Dr. Watson met Sherlock Holmes at the laboratory of St. Bartholomew's Hospital "
+                 "in London. Holmes needed a friend to share rooms in Baker Street, and Watson "
+                 "agreed. \"Capital!\" said Mrs. Hudson, their landlady.")
+_EXAMPLE_NAMES = ["Holmes", "Watson", "Sherlock Holmes", "Dr. Watson", "Capital",
+                  "St. Bartholomew's Hospital", "London", "Baker Street", "Mrs. Hudson"]
+_EXAMPLE_REPLY = (
+    '{"entities": {"Holmes": "PERSON", "Watson": "PERSON", "Sherlock Holmes": "PERSON", '
+    '"Dr. Watson": "PERSON", "Capital": "OTHER", "St. Bartholomew\'s Hospital": "ORGANIZATION", '
+    '"London": "LOCATION", "Baker Street": "LOCATION", "Mrs. Hudson": "PERSON"}, '
+    '"relationships": ['
+    '{"source": "Watson", "target": "Holmes", "description": "Watson agrees to share rooms with Holmes"}, '
+    '{"source": "Mrs. Hudson", "target": "Holmes", "description": "Mrs. Hudson is the landlady of Holmes"}, '
+    '{"source": "Holmes", "target": "Baker Street", "description": "Holmes takes rooms in Baker Street"}]}')
+
+_USER = ("Entity types: {types} (OTHER: not an entity)\n"
+         "Names found in the text: {names}\n"
+         "Text:\n\"\"\"\n{text}\n\"\"\"\n"
+         "Give each name its entity type, or OTHER when it is not a person, organization, "
+         "location or event. Then list how the entities are related in this text.")
+
+EXTRACTION_TEMPLATE = PromptTemplate(
+    name="extract_graph",
+    system=("You build a knowledge graph from a text. You answer with JSON only: the type of "
+            "each name found in the text, and the relationships between the entities."),
+    user=_USER,
+    schema={},  # per unit: see extraction_schema
+    max_tokens=600,
+    examples=((_USER.format(types="PERSON, ORGANIZATION, LOCATION, EVENT",
+                            names=", ".join(_EXAMPLE_NAMES), text=_EXAMPLE_TEXT),
+               _EXAMPLE_REPLY),),
+)
+
+GLEANING_TEMPLATE = PromptTemplate(
+    name="extract_graph_gleaning",
+    system=EXTRACTION_TEMPLATE.system,
+    user=("Entities: {names}\n"
+          "Relationships already found: {found}\n"
+          "Text:\n\"\"\"\n{text}\n\"\"\"\n"
+          "Many relationships were missed last time. List other relationships between "
+          "these entities that the text states."),
+    schema={},
+    max_tokens=300,
+)
+
+
+def gleaning_schema(names: list[str], settings: IndexSettings) -> dict:
+    """Schema of a gleaning reply: more relationships between ``names`` only."""
+    rel = extraction_schema(names, settings)["properties"]["relationships"]
+    return {"type": "object", "properties": {"relationships": rel},
+            "required": ["relationships"], "additionalProperties": False}
+
+
+def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
+    """Return the first sentence of ``text`` that mentions ``name`` (grounded description).
+
+    Sentences end at ``.``, ``!`` or ``?`` (plus closing quotes) before a space, but not
+    after an honorific (``Mr.``, ``Mrs.``, ``St.`` ...); whitespace is collapsed, the
+    ``_italics_`` marks of Project Gutenberg texts are dropped, and the sentence is cut
+    to ``max_chars`` characters.
+    """
+    flat = " ".join(text.replace("_", "").split())
+    i = flat.find(name)
+    if i < 0:
+        i = normalize_for_match(flat).find(normalize_for_match(name))
+    if i < 0:
+        return ""
+    bounds = [m.end() for m in _SENTENCE_END.finditer(flat)]
+    start = max((b for b in bounds if b <= i), default=0)
+    end = min((b for b in bounds if b > i), default=len(flat))
+    return flat[start:end].strip()[:max_chars]
+
+
+@dataclass
+class ExtractionResult:
+    """What :func:`extract_graph` returns: three tables and counters."""
+
+    entity_mentions: pl.DataFrame  # ENTITY_MENTIONS_SCHEMA
+    relationship_mentions: pl.DataFrame  # RELATIONSHIP_MENTIONS_SCHEMA
+    failures: pl.DataFrame  # FAILURES_SCHEMA
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter,
+                 allowed: set[str]) -> tuple[list[dict], list[dict]]:
+    """Turn one validated reply into mention rows (entities typed OTHER are dropped)."""
+    ents: dict[str, dict] = {}
+    for raw_name, etype in obj.get("entities", {}).items():
+        name = " ".join(raw_name.split())
+        if etype == NOT_AN_ENTITY:
+            counts["names_typed_other"] += 1
+            continue
+        if name not in allowed or not is_grounded(name, text):
+            counts["ungrounded_entities_dropped"] += 1
+            continue
+        ents[name] = {"text_unit_id": unit_id, "title": name, "type": etype.upper(),
+                      "description": first_sentence_with(name, text)}
+    rels = _parse_relationships(obj, unit_id, ents, counts)
+    return list(ents.values()), rels
+
+
+def _parse_relationships(obj: dict, unit_id: str, ents: dict, counts: Counter) -> list[dict]:
+    rels, seen = [], set()
+    for r in obj.get("relationships", []):
+        s, t = " ".join(r["source"].split()), " ".join(r["target"].split())
+        if s == t or s not in ents or t not in ents or (s, t) in seen:
+            counts["relationships_dropped"] += 1
+            continue
+        seen.add((s, t))
+        rels.append({"text_unit_id": unit_id, "source": s, "target": t,
+                     "description": r["description"].strip(),
+                     "strength": EXTRACTED_STRENGTH, "kind": "extracted"})
+    return rels
+
+
+def _co_mentions(unit_id: str, names: list[str], text: str, strength: float) -> list[dict]:
+    """Co-mention edges between the (at most 5) most mentioned entities of one unit."""
+    norm = normalize_for_match(text)
+    top = sorted(names, key=lambda n: (-norm.count(normalize_for_match(n)), n))[:5]
+    return [{"text_unit_id": unit_id, "source": a, "target": b,
+             "description": "mentioned together in a text unit", "strength": strength,
+             "kind": "co_mention"} for a, b in itertools.combinations(top, 2)]
+
+
+def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
+                 counts: Counter, vocabulary: Counter[str] | None = None,
+                 ) -> tuple[list[dict], list[dict], list[dict]]:
+    """Extract one text unit: returns (entity mention rows, relationship rows, failure rows).
+
+    Rows follow ``ENTITY_MENTIONS_SCHEMA``, ``RELATIONSHIP_MENTIONS_SCHEMA`` and
+    ``FAILURES_SCHEMA``. A unit with no proper name makes no LLM call and yields nothing.
+    """
+    names = candidate_names(text, vocabulary=vocabulary)
+    if not names:
+        counts["units_without_names"] += 1
+        return [], [], []
+    types = ", ".join(settings.entity_types)
+    obj, failure = structured_call(llm, EXTRACTION_TEMPLATE, STAGE, unit_id, settings.seed,
+                                   schema=extraction_schema(names, settings), types=types,
+                                   names=", ".join(names), text=text)
+    if obj is None:
+        return [], [], [failure]
+    ents, rels = _parse_reply(obj, unit_id, text, counts, set(names))
+    failures = []
+    entity_names = [e["title"] for e in ents]
+    for round_no in range(settings.max_gleanings if len(ents) >= 2 else 0):
+        found = "; ".join(f"{r['source']} - {r['target']}" for r in rels) or "(none)"
+        obj, failure = structured_call(
+            llm, GLEANING_TEMPLATE, STAGE, f"{unit_id}#glean{round_no + 1}", settings.seed,
+            schema=gleaning_schema(entity_names, settings), names=", ".join(entity_names),
+            found=found, text=text)
+        if obj is None:
+            failures.append(failure)
+            break
+        known = {(r["source"], r["target"]) for r in rels}
+        more = [r for r in _parse_relationships(obj, unit_id, {n: 1 for n in entity_names},
+                                                counts)
+                if (r["source"], r["target"]) not in known]
+        counts["gleaned_relationships"] += len(more)
+        rels += more
+        if not more:
+            break
+    if len(ents) >= 2 and not rels and settings.co_mention_edges:
+        rels = _co_mentions(unit_id, [e["title"] for e in ents], text,
+                            settings.co_mention_strength)
+        counts["co_mention_edges"] += len(rels)
+    return ents, rels, failures
+
+
+def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSettings,
+                  progress: Callable[[int, int], None] | None = None) -> ExtractionResult:
+    """Extract entity and relationship mentions from every text unit.
+
+    Args:
+        text_units: a ``TEXT_UNITS_SCHEMA`` frame (``id`` and ``text`` are used).
+        llm: the cached LLM; one call per unit plus gleaning rounds (cache hits are free).
+        settings: entity types, bounds, gleanings, co-mention options, seed.
+        progress: called as ``progress(done, total)`` after each unit.
+
+    Returns:
+        an :class:`ExtractionResult`; every unit is either extracted (possibly with no
+        entities) or has a failures row with the reason and the raw reply excerpt.
+    """
+    counts: Counter[str] = Counter()
+    ents: list[dict] = []
+    rels: list[dict] = []
+    fails: list[dict] = []
+    total = text_units.height
+    vocabulary = word_counts(text_units["text"].to_list())
+    for i, row in enumerate(text_units.select("id", "text").iter_rows(named=True), 1):
+        e, r, f = extract_unit(llm, row["id"], row["text"], settings, counts, vocabulary)
+        ents += e
+        rels += r
+        fails += f
+        counts["units_failed"] += bool(f) and not e
+        if progress:
+            progress(i, total)
+    counts["units"] = total
+    counts["entity_mentions"] = len(ents)
+    counts["relationship_mentions"] = len(rels)
+    em = pl.DataFrame(ents, schema=schemas.ENTITY_MENTIONS_SCHEMA) if ents else schemas.empty(
+        schemas.ENTITY_MENTIONS_SCHEMA)
+    rm = pl.DataFrame(rels, schema=schemas.RELATIONSHIP_MENTIONS_SCHEMA) if rels else \
+        schemas.empty(schemas.RELATIONSHIP_MENTIONS_SCHEMA)
+    return ExtractionResult(em, rm, failures_frame(fails), dict(counts))

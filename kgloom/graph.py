@@ -1,0 +1,248 @@
+"""Graph metrics (degree, PageRank) and hierarchical Leiden communities (igraph + leidenalg).
+
+Vertices are always laid out in sorted entity-id order and every output is sorted, so
+the same tables and seed give byte-identical results.
+"""
+
+from __future__ import annotations
+
+import random
+
+import igraph as ig
+import leidenalg
+import polars as pl
+
+from kgloom import schemas
+from kgloom.ids import content_id
+
+MAX_LEVELS = 6
+
+
+def _build_graph(entities: pl.DataFrame, relationships: pl.DataFrame) -> tuple[ig.Graph, list[str]]:
+    """Undirected weighted graph, vertex i = i-th sorted entity id; parallel edges summed,
+    self-loops dropped.
+
+    Raises:
+        ValueError: a relationship endpoint that is not an entity id.
+    """
+    ids = sorted(entities["id"].to_list())
+    index = {eid: i for i, eid in enumerate(ids)}
+    edges, weights = [], []
+    for src, dst, w in relationships.select("source_id", "target_id", "weight").iter_rows():
+        if src not in index or dst not in index:
+            raise ValueError(f"relationship {src}->{dst} names an entity missing from "
+                             "entities; rebuild relationships with resolve_entities")
+        if src != dst:
+            edges.append((index[src], index[dst]))
+            weights.append(float(w or 0.0))
+    g = ig.Graph(n=len(ids), edges=edges, directed=False)
+    g.es["weight"] = weights
+    g.simplify(multiple=True, loops=True, combine_edges={"weight": "sum"})
+    if g.ecount() == 0:
+        g.es["weight"] = []
+    return g, ids
+
+
+def compute_graph_metrics(entities: pl.DataFrame,
+                          relationships: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Fill degree, weighted_degree, pagerank and combined_degree.
+
+    Args:
+        entities: ENTITIES_SCHEMA frame (n rows); isolated entities are kept.
+        relationships: RELATIONSHIPS_SCHEMA frame whose source_id/target_id are entity ids.
+
+    Returns:
+        ``(entities, relationships)`` with the same rows and order, conforming to their
+        schemas: degree (Int64) = number of distinct neighbours; weighted_degree (Float64)
+        = sum of incident edge weights; pagerank (Float64, sums to 1 over all entities) =
+        igraph ``Graph.pagerank(weights="weight", damping=0.85, directed=False)`` (Brin &
+        Page 1998, "The anatomy of a large-scale hypertextual Web search engine");
+        combined_degree (Int64) = degree(source) + degree(target), as in GraphRAG.
+
+    Raises:
+        ValueError: a relationship endpoint that is not an entity id.
+    """
+    g, ids = _build_graph(entities, relationships)
+    if not ids:
+        return (schemas.conform(entities, schemas.ENTITIES_SCHEMA),
+                schemas.conform(relationships, schemas.RELATIONSHIPS_SCHEMA))
+    weight = "weight" if g.ecount() else None
+    metrics = pl.DataFrame({
+        "id": ids,
+        "degree": g.degree(),
+        "weighted_degree": [float(x) for x in g.strength(weights=weight)],
+        "pagerank": g.pagerank(weights=weight, damping=0.85, directed=False),
+    }, schema={"id": pl.String, "degree": pl.Int64, "weighted_degree": pl.Float64,
+               "pagerank": pl.Float64})
+    entities = entities.drop("degree", "weighted_degree", "pagerank").join(
+        metrics, on="id", how="left", maintain_order="left")
+    deg = dict(zip(ids, g.degree()))
+    relationships = relationships.with_columns(
+        (pl.col("source_id").replace_strict(deg, return_dtype=pl.Int64)
+         + pl.col("target_id").replace_strict(deg, return_dtype=pl.Int64)).alias("combined_degree"))
+    return (schemas.conform(entities, schemas.ENTITIES_SCHEMA),
+            schemas.conform(relationships, schemas.RELATIONSHIPS_SCHEMA))
+
+
+def _leiden(g: ig.Graph, seed: int, resolution: float | None = None) -> list[int]:
+    """Leiden membership of ``g`` (modularity, or RB-configuration at ``resolution``)."""
+    weights = "weight" if g.ecount() else None
+    if resolution is None:
+        part = leidenalg.find_partition(g, leidenalg.ModularityVertexPartition,
+                                        weights=weights, n_iterations=-1, seed=seed)
+    else:
+        part = leidenalg.find_partition(g, leidenalg.RBConfigurationVertexPartition,
+                                        weights=weights, n_iterations=-1, seed=seed,
+                                        resolution_parameter=resolution)
+    return list(part.membership)
+
+
+def _groups(members: list[int], membership: list[int]) -> list[list[int]]:
+    """Split ``members`` (sorted vertex ids) by ``membership``; each group stays sorted."""
+    out: dict[int, list[int]] = {}
+    for v, c in zip(members, membership):
+        out.setdefault(c, []).append(v)
+    return sorted(out.values())
+
+
+def _split(g: ig.Graph, members: list[int], seed: int) -> tuple[list[list[int]], str]:
+    """Split one oversized community into >= 2 parts; returns (parts, how).
+
+    Leiden on the induced subgraph; if that keeps it whole, its connected components;
+    then Leiden at rising RB-configuration resolutions (a result of all singletons is
+    refused: on a near-clique it means "no structure"); last, halves in sorted-id order,
+    so the recursion always terminates.
+    """
+    sub = g.induced_subgraph(members)  # keeps the relative vertex order
+    parts = _groups(members, _leiden(sub, seed))
+    if len(parts) > 1:
+        return parts, "leiden"
+    parts = _groups(members, sub.connected_components().membership)
+    if len(parts) > 1:
+        return parts, "components"
+    for resolution in (1.5, 2.0, 4.0, 8.0):
+        parts = _groups(members, _leiden(sub, seed, resolution))
+        if 1 < len(parts) < len(members):  # all singletons says "no structure", not a split
+            return parts, "resolution"
+    half = len(members) // 2
+    return [members[:half], members[half:]], "halves"
+
+
+def _modularity(g: ig.Graph, membership: list[int]) -> float:
+    # Modularity is undefined without edges; report 0.0 rather than NaN.
+    if g.ecount() == 0 or sum(g.es["weight"]) == 0:
+        return 0.0
+    return float(g.modularity(membership, weights="weight"))
+
+
+def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
+                        max_cluster_size: int = 10, seed: int = 0xDEADBEEF,
+                        period: str = "") -> tuple[pl.DataFrame, dict]:
+    """Hierarchical communities: Leiden on the whole graph, then Leiden again inside every
+    community larger than ``max_cluster_size``, until none is.
+
+    Algorithm: Traag, Waltman & van Eck 2019, "From Louvain to Leiden: guaranteeing
+    well-connected communities" (leidenalg ``find_partition`` with
+    ``ModularityVertexPartition``, ``n_iterations=-1``, fixed ``seed``); the recursion on
+    oversized communities and ``max_cluster_size=10`` follow GraphRAG's
+    ``hierarchical_leiden``. Unlike GraphRAG, a community at or below the size limit is
+    carried down unchanged, so EVERY level is a partition of all entities (isolated
+    entities and all connected components included). At most ``MAX_LEVELS`` levels.
+
+    Args:
+        entities: ENTITIES_SCHEMA frame (uses id, text_unit_ids).
+        relationships: RELATIONSHIPS_SCHEMA frame (uses id, source_id, target_id, weight).
+        max_cluster_size: split communities with more entities than this (>= 1).
+        seed: Leiden seed (and igraph's RNG seed for the Louvain baseline).
+        period: date string written to every row (YYYY-MM-DD).
+
+    Returns:
+        ``(communities, stats)``. ``communities`` conforms to COMMUNITIES_SCHEMA, one row
+        per community per level, sorted by community number; numbers are 0..N-1, assigned
+        by (level, smallest member entity id); parent is the containing community one
+        level up (-1 at level 0); children the sorted numbers one level down;
+        relationship_ids the relationships with both ends inside; id =
+        ``content_id("community", level, *sorted member ids)``. ``stats`` holds
+        "levels", "modularity_per_level" (igraph ``Graph.modularity`` of each level's
+        membership), "communities_per_level", "max_size_per_level", "louvain_modularity"
+        (igraph ``community_multilevel`` on the same graph, a baseline for level 0),
+        "splits" (how many oversized communities were split by each method) and
+        "oversized_at_last_level".
+
+    Raises:
+        ValueError: ``max_cluster_size < 1`` or a relationship endpoint not in entities.
+    """
+    if max_cluster_size < 1:
+        raise ValueError(f"max_cluster_size must be >= 1, got {max_cluster_size}")
+    g, ids = _build_graph(entities, relationships)
+    stats: dict = {"levels": 0, "modularity_per_level": [], "communities_per_level": [],
+                   "max_size_per_level": [], "louvain_modularity": 0.0,
+                   "splits": {"leiden": 0, "components": 0, "resolution": 0, "halves": 0},
+                   "oversized_at_last_level": 0, "max_cluster_size": max_cluster_size,
+                   "seed": seed}
+    if not ids:
+        return schemas.empty(schemas.COMMUNITIES_SCHEMA), stats
+
+    # levels[k] = list of communities, each a sorted list of vertex ids (= sorted entity ids)
+    levels = [_groups(list(range(len(ids))), _leiden(g, seed))]
+    while len(levels) < MAX_LEVELS and any(len(c) > max_cluster_size for c in levels[-1]):
+        nxt = []
+        for members in levels[-1]:
+            if len(members) > max_cluster_size:
+                parts, how = _split(g, members, seed)
+                stats["splits"][how] += 1
+                nxt.extend(parts)
+            else:
+                nxt.append(members)
+        levels.append(sorted(nxt))
+
+    # igraph's multilevel draws node order from its RNG: seed it, then restore the default.
+    ig.set_random_number_generator(random.Random(seed))
+    try:
+        louvain = g.community_multilevel(weights="weight" if g.ecount() else None)
+    finally:
+        ig.set_random_number_generator(random)
+    stats["louvain_modularity"] = _modularity(g, louvain.membership)
+
+    units = dict(zip(entities["id"].to_list(), entities["text_unit_ids"].to_list()))
+    index = {eid: v for v, eid in enumerate(ids)}
+    rel_ends = [(rid, index[s], index[t]) for rid, s, t in
+                relationships.select("id", "source_id", "target_id").iter_rows()]
+    rows, number, owner = [], 0, []  # owner[k][vertex] = community number at level k
+    for level, communities in enumerate(levels):
+        membership = [0] * len(ids)
+        level_owner = [0] * len(ids)
+        for i, members in enumerate(communities):
+            for v in members:
+                membership[v] = i
+                level_owner[v] = number + i
+        owner.append(level_owner)
+        stats["modularity_per_level"].append(_modularity(g, membership))
+        stats["communities_per_level"].append(len(communities))
+        stats["max_size_per_level"].append(max(len(c) for c in communities))
+        inside: dict[int, list[str]] = {}  # community number -> relationship ids within
+        for rid, s, t in rel_ends:
+            if level_owner[s] == level_owner[t]:
+                inside.setdefault(level_owner[s], []).append(rid)
+        for i, members in enumerate(communities):
+            member_ids = [ids[v] for v in members]
+            rows.append({
+                "id": content_id("community", level, *member_ids),
+                "community": number + i, "level": level,
+                "parent": owner[level - 1][members[0]] if level else -1,
+                "title": f"Community {number + i}", "entity_ids": member_ids,
+                "relationship_ids": sorted(inside.get(number + i, [])),
+                "text_unit_ids": sorted({u for e in member_ids for u in (units[e] or [])}),
+                "period": period, "size": len(members),
+            })
+        number += len(communities)
+    stats["levels"] = len(levels)
+    stats["oversized_at_last_level"] = sum(len(c) > max_cluster_size for c in levels[-1])
+
+    children: dict[int, list[int]] = {}
+    for r in rows:
+        children.setdefault(r["parent"], []).append(r["community"])
+    for r in rows:
+        r["children"] = sorted(children.get(r["community"], []))
+        r["human_readable_id"] = r["community"]
+    return pl.DataFrame(rows, schema=schemas.COMMUNITIES_SCHEMA), stats

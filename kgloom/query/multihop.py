@@ -1,0 +1,125 @@
+"""Multi-hop traversal with DuckDB straight over graph-nodes.parquet / graph-edges.parquet.
+
+The zero-ops multi-hop path of the architecture decision record (reference/003_…): an
+embedded engine querying the files the pipeline already wrote, read-only, per call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from kgloom import schemas
+from kgloom.storage import table_path
+
+# DuckDB's USING KEY recursive CTEs ("WITH RECURSIVE t(...) USING KEY (k) AS ...", with
+# ``recurring.t`` naming the whole result so far) arrived in 1.3.0.
+USING_KEY_MIN_VERSION = (1, 3, 0)
+
+_EDGES = """
+    adj(a, b) AS (
+        SELECT src_key, dst_key FROM read_parquet($edges)
+        UNION ALL
+        SELECT dst_key, src_key FROM read_parquet($edges)
+    ),
+    seeds AS (
+        SELECT node_key FROM read_parquet($nodes)
+        WHERE list_contains($seeds, entity_id)
+    )"""
+
+# Level-synchronous BFS: the keyed result holds one row per reached node; each round
+# expands only last round's rows and keeps nodes not reached before, so every node is
+# settled at its minimum distance and the recursion stops when a round adds nothing.
+_USING_KEY_SQL = f"""
+WITH RECURSIVE {_EDGES},
+    bfs(node_key, hops) USING KEY (node_key) AS (
+        SELECT node_key, 0 FROM seeds
+        UNION
+        SELECT adj.b, min(bfs.hops + 1)
+        FROM bfs
+        JOIN adj ON adj.a = bfs.node_key
+        LEFT JOIN recurring.bfs AS seen ON seen.node_key = adj.b
+        WHERE bfs.hops < $depth AND seen.node_key IS NULL
+        GROUP BY adj.b
+    )"""
+
+# Portable fallback: enumerate (node, hops) pairs up to depth (UNION drops duplicate
+# pairs, so it terminates) and take min(hops) per node afterwards.
+_PLAIN_SQL = f"""
+WITH RECURSIVE {_EDGES},
+    walk(node_key, hops) AS (
+        SELECT node_key, 0 FROM seeds
+        UNION
+        SELECT adj.b, walk.hops + 1
+        FROM walk JOIN adj ON adj.a = walk.node_key
+        WHERE walk.hops < $depth
+    ),
+    bfs AS (SELECT node_key, min(hops) AS hops FROM walk GROUP BY node_key)"""
+
+_RESULT_SCHEMA = {"node_key": pl.Int64, "entity_id": pl.String, "title": pl.String,
+                  "hops": pl.Int64}
+
+_SELECT = """
+SELECT n.node_key, n.entity_id, n.title, bfs.hops::BIGINT AS hops
+FROM bfs JOIN read_parquet($nodes) AS n USING (node_key)
+ORDER BY hops, n.node_key"""
+
+
+def supports_using_key() -> bool:
+    """True when the installed duckdb has ``USING KEY`` recursive CTEs (>= 1.3.0)."""
+    parts = [int(p) for p in duckdb.__version__.split(".")[:3] if p.isdigit()]
+    return tuple(parts) >= USING_KEY_MIN_VERSION
+
+
+def bfs(graph_dir: str | Path, seed_entity_ids: list[str], depth: int,
+        use_key: bool | None = None) -> pl.DataFrame:
+    """Breadth-first search from seed entities over the emitted graph, edges undirected.
+
+    Reads ``<graph_dir>/graph-nodes.parquet`` and ``<graph_dir>/graph-edges.parquet``
+    (as written by ``kgloom.emit.build_graph_tables``) directly from the files with one
+    DuckDB recursive CTE.
+
+    With duckdb >= 1.3 (kgloom pins a newer one; 2.0.1 when written) the CTE is
+    ``WITH RECURSIVE bfs(node_key, hops) USING KEY (node_key) AS (...)``: the result is
+    a dictionary keyed by node_key, each round expands only the previous round's rows and
+    skips nodes already in ``recurring.bfs``, so work is O(edges reached), not O(paths)
+    (DuckDB docs, "WITH Clause" -> "Recursive CTEs with USING KEY"). On an older duckdb it
+    falls back to a plain ``UNION`` recursive CTE over (node, hops) pairs followed by
+    ``min(hops)`` per node: same answer, more work on dense graphs.
+
+    Args:
+        graph_dir: folder holding the two parquet files.
+        seed_entity_ids: entity ids to start from; ids not in graph-nodes are ignored.
+        depth: maximum hops (0 returns the seeds themselves).
+        use_key: force the USING KEY form (True) or the fallback (False); None picks
+            by the installed duckdb version.
+
+    Returns:
+        One row per reached node, columns node_key (Int64), entity_id (String), title
+        (String), hops (Int64, minimum number of edges from any seed), sorted by hops
+        then node_key. Empty (same columns) when no seed is found.
+
+    Raises:
+        ValueError: when ``depth`` < 0.
+        FileNotFoundError: when either parquet file is missing.
+    """
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, got {depth}")
+    nodes = table_path(graph_dir, schemas.GRAPH_NODES)
+    edges = table_path(graph_dir, schemas.GRAPH_EDGES)
+    for path in (nodes, edges):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: run the emit stage first")
+    if not seed_entity_ids:
+        return schemas.empty(_RESULT_SCHEMA)
+    if use_key is None:
+        use_key = supports_using_key()
+    sql = (_USING_KEY_SQL if use_key else _PLAIN_SQL) + _SELECT
+    params = {"nodes": str(nodes), "edges": str(edges), "seeds": [str(s) for s in seed_entity_ids],
+              "depth": int(depth)}
+    with duckdb.connect() as con:
+        found = con.sql(sql, params=params).pl()
+    return schemas.conform(found, _RESULT_SCHEMA) if found.height else schemas.empty(
+        _RESULT_SCHEMA)

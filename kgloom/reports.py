@@ -1,0 +1,165 @@
+"""Community reports, written bottom-up by the local LLM.
+
+Follows GraphRAG's ``summarize_communities`` (report fields: title, summary, rating with
+explanation, findings with explanations; ``build_mixed_context``): a report's context is
+its member entities and the relationships among them, highest degree first, within
+``report_max_input_tokens``; when that does not fit and the community has
+sub-communities, their reports (largest first) stand in for the raw members. Levels are
+processed deepest first so sub-community reports exist when a parent needs them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import polars as pl
+
+from kgloom import schemas
+from kgloom.config import IndexSettings
+from kgloom.ids import content_id
+from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.storage import failures_frame
+from kgloom.tokenizer import Tokenizer
+
+STAGE = "community_reports"
+
+REPORT_TEMPLATE = PromptTemplate(
+    name="community_report",
+    system=("You write a short report about a community of related entities in a knowledge "
+            "graph, using only the data given. Answer with JSON only."),
+    user=("Community data:\n{context}\n\n"
+          "Write the report: a title naming its key entities, a summary of how they are related, "
+          "an importance rating from 0 to 10 with a one-sentence explanation, and up to three "
+          "findings, each a short statement with an explanation grounded in the data."),
+    schema={
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "minLength": 1, "maxLength": 80},
+            "summary": {"type": "string", "minLength": 1, "maxLength": 400},
+            "rating": {"type": "number", "minimum": 0, "maximum": 10},
+            "rating_explanation": {"type": "string", "minLength": 1, "maxLength": 200},
+            "findings": {"type": "array", "minItems": 1, "maxItems": 3,
+                         "items": {"type": "object",
+                                   "properties": {
+                                       "summary": {"type": "string", "minLength": 1,
+                                                   "maxLength": 100},
+                                       "explanation": {"type": "string", "minLength": 1,
+                                                       "maxLength": 250}},
+                                   "required": ["summary", "explanation"]}},
+        },
+        "required": ["title", "summary", "rating", "rating_explanation", "findings"],
+    },
+    max_tokens=450,
+)
+
+
+def _fit(lines: list[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str], bool]:
+    """Keep leading ``lines`` while their token total stays within ``budget``."""
+    kept, used = [], 0
+    for line in lines:
+        n = tokenizer.count(line) + 1
+        if used + n > budget:
+            return kept, False
+        kept.append(line)
+        used += n
+    return kept, True
+
+
+def build_report_context(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
+                         child_reports: list[dict], budget: int,
+                         tokenizer: Tokenizer) -> tuple[str, str]:
+    """Build one community's report context within ``budget`` tokens.
+
+    Args:
+        community: a ``COMMUNITIES_SCHEMA`` row as a dict.
+        entities / relationships: the full tables (with degree / combined_degree).
+        child_reports: reports (dicts with title, summary, size) of its sub-communities.
+        budget: max tokens of :mod:`kgloom.tokenizer`.
+
+    Returns:
+        (context text, method): method is ``members`` when all members and relationships fit,
+        ``sub_reports`` when sub-community reports stand in, ``truncated`` otherwise.
+    """
+    ids = set(community["entity_ids"])
+    ents = entities.filter(pl.col("id").is_in(ids)).sort(["degree", "title"],
+                                                         descending=[True, False])
+    rels = relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))).sort(
+        ["combined_degree", "id"], descending=[True, False])
+    ent_lines = [f"- {r['title']} ({r['type']}): {r['description']}".replace("\n", " ")
+                 for r in ents.iter_rows(named=True)]
+    rel_lines = [f"- {r['source']} -> {r['target']}: {r['description']}".replace("\n", " ")
+                 for r in rels.iter_rows(named=True)]
+    lines = ["Entities:"] + ent_lines + (["Relationships:"] + rel_lines if rel_lines else [])
+    kept, complete = _fit(lines, budget, tokenizer)
+    if complete:
+        return "\n".join(kept), "members"
+    if child_reports:
+        subs = [f"- {c['title']}: {c['summary']}".replace("\n", " ")
+                for c in sorted(child_reports, key=lambda c: (-c["size"], c["title"]))]
+        kept, _ = _fit(["Sub-community reports:"] + subs, budget, tokenizer)
+        if len(kept) > 1:
+            return "\n".join(kept), "sub_reports"
+    kept, _ = _fit(lines, budget, tokenizer)
+    return "\n".join(kept), "truncated"
+
+
+def _markdown(obj: dict) -> str:
+    parts = [f"# {obj['title']}", "", obj["summary"], "",
+             f"**Rating:** {obj['rating']} — {obj['rating_explanation']}", ""]
+    for f in obj["findings"]:
+        parts += [f"## {f['summary']}", "", f["explanation"], ""]
+    return "\n".join(parts).strip() + "\n"
+
+
+def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
+                            relationships: pl.DataFrame, llm: CachedLLM,
+                            settings: IndexSettings, tokenizer: Tokenizer,
+                            progress: Callable[[int, int], None] | None = None,
+                            ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """Write a report for every community, deepest level first.
+
+    Args:
+        communities: a ``COMMUNITIES_SCHEMA`` frame.
+        entities / relationships: ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames.
+        llm: the cached LLM (stage ``community_reports``); one call per community.
+        settings: ``report_max_input_tokens`` and ``seed``.
+        tokenizer: measures the context budget.
+        progress: called as ``progress(done, total)``.
+
+    Returns:
+        (reports, failures, context_methods): reports conform to
+        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed; every other
+        community has a failures row; context_methods counts how contexts were built.
+    """
+    done: dict[int, dict] = {}
+    failures: list[dict] = []
+    methods: dict[str, int] = {}
+    order = communities.sort(["level", "community"], descending=[True, False])
+    total = order.height
+    for n, c in enumerate(order.iter_rows(named=True), 1):
+        children = [done[k] for k in c["children"] if k in done]
+        context, method = build_report_context(c, entities, relationships, children,
+                                               settings.report_max_input_tokens, tokenizer)
+        methods[method] = methods.get(method, 0) + 1
+        obj, failure = structured_call(llm, REPORT_TEMPLATE, STAGE, str(c["community"]),
+                                       settings.seed, context=context)
+        if obj is None:
+            failures.append(failure)
+        else:
+            done[c["community"]] = {
+                "id": content_id("community_report", c["id"]),
+                "community": c["community"], "level": c["level"], "parent": c["parent"],
+                "children": c["children"], "title": obj["title"].strip(),
+                "summary": obj["summary"].strip(), "full_content": _markdown(obj),
+                "rank": float(obj["rating"]), "rating_explanation": obj["rating_explanation"],
+                "findings": obj["findings"], "full_content_json": json.dumps(obj),
+                "period": c["period"], "size": c["size"]}
+        if progress:
+            progress(n, total)
+    rows = sorted(done.values(), key=lambda r: r["community"])
+    schema = {k: v for k, v in schemas.COMMUNITY_REPORTS_SCHEMA.items() if k != "human_readable_id"}
+    frame = pl.DataFrame(rows, schema=schema).with_row_index("human_readable_id").with_columns(
+        pl.col("human_readable_id").cast(pl.Int64))
+    return (schemas.conform(frame, schemas.COMMUNITY_REPORTS_SCHEMA), failures_frame(failures),
+            methods)

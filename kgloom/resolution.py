@@ -1,0 +1,396 @@
+"""Entity resolution: merge the per-unit mentions of one entity into one entity row.
+
+Three deterministic passes, each recorded in the alias table so a merge can be audited
+and undone:
+
+1. ``normalized``: titles with the same normalization key (:func:`normalize_title`) are
+   one entity ("Mr Scrooge" == "Mr. Scrooge" == "MR.  SCROOGE").
+2. ``name_extension``: a shorter name joins the unique longer name of the same type that
+   contains it as whole tokens ("Scrooge" -> "Ebenezer Scrooge"); an ambiguous short
+   name ("Cratchit" with "Bob Cratchit" and "Mrs. Cratchit") stays alone.
+3. ``embedding`` (optional): nearest-neighbour search over normalized embeddings of
+   "title: description"; pairs of the same type with cosine >= threshold are unioned.
+
+No pass merges across honorific gender: a "Mrs."/"Miss"/"Ms." name never joins a bare or
+"Mr." name, and the other way round.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from kgloom import schemas
+from kgloom.ids import content_id
+
+ALL_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "embedding"})
+
+# Honorifics are evidence: "Mr. Fezziwig" and "Mrs. Fezziwig" are two people.
+MALE_HONORIFICS = frozenset({"mr", "mister", "master", "sir", "lord"})
+FEMALE_HONORIFICS = frozenset({"mrs", "miss", "ms", "madam", "madame", "mistress", "lady", "dame"})
+_HONORIFICS = MALE_HONORIFICS | FEMALE_HONORIFICS
+
+_APOSTROPHES = re.compile(r"['\u2019\u2018\u02bc`]")
+_POSSESSIVE = re.compile(r"['\u2019\u02bc]s\s*$")
+
+
+def normalize_title(title: str) -> str:
+    """Return the normalization key of an extracted title.
+
+    Steps: Unicode NFKC, casefold, drop a trailing possessive "'s", drop apostrophes
+    (so "O'Brien" == "OBrien"), turn every other punctuation or symbol character into a
+    space, collapse whitespace, drop one leading "the ". Honorifics stay as tokens, so
+    "Mr. Scrooge" -> "mr scrooge" and "Mrs. Fezziwig" -> "mrs fezziwig".
+
+    Possessive choice: "Scrooge's" keys as "scrooge". The extractor copies names from
+    the text, and a bare possessive title is almost always the name lifted from "Scrooge's
+    office"; places named by a possessive ("Fezziwig's warehouse") keep their head noun
+    and stay distinct.
+
+    Returns "" for a title with no letters or digits (the caller keeps such titles
+    apart under their casefolded text).
+    """
+    text = unicodedata.normalize("NFKC", title).casefold().strip()
+    text = _POSSESSIVE.sub("", text)
+    text = _APOSTROPHES.sub("", text)
+    text = "".join(" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in text)
+    tokens = text.split()
+    if len(tokens) > 1 and tokens[0] == "the":
+        tokens = tokens[1:]
+    return " ".join(tokens)
+
+
+def _gender(tokens: list[str]) -> str:
+    """"f" for a leading female honorific, "m" for a male one, "" otherwise."""
+    if tokens and tokens[0] in FEMALE_HONORIFICS:
+        return "f"
+    if tokens and tokens[0] in MALE_HONORIFICS:
+        return "m"
+    return ""
+
+
+def _core(tokens: list[str]) -> tuple[str, ...]:
+    """Tokens without leading honorifics."""
+    i = 0
+    while i < len(tokens) - 1 and tokens[i] in _HONORIFICS:
+        i += 1
+    return tuple(tokens[i:])
+
+
+def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
+    n = len(shorter)
+    return any(longer[i:i + n] == shorter for i in range(len(longer) - n + 1))
+
+
+def _compatible(genders_a: set[str], genders_b: set[str]) -> bool:
+    """False when joining would mix a female honorific with a male or bare name."""
+    both = genders_a | genders_b
+    return not ("f" in both and both & {"m", ""})
+
+
+def _vote(values: Iterable[str]) -> str:
+    """Most common value, ties broken alphabetically."""
+    counts = Counter(values)
+    return min(counts, key=lambda v: (-counts[v], v)) if counts else ""
+
+
+class _UnionFind:
+    def __init__(self, items: Iterable[str]):
+        self.parent = {x: x for x in items}
+
+    def find(self, x: str) -> str:
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:  # the smaller key is the root, so the result does not depend on order
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+@dataclass
+class _Key:
+    """Everything known about one normalization key."""
+    tokens: list[str]
+    surfaces: Counter = field(default_factory=Counter)  # surface title -> mention count
+    types: list[str] = field(default_factory=list)
+    descriptions: list[tuple[int, str]] = field(default_factory=list)  # (mention row, text)
+
+    @property
+    def core(self) -> tuple[str, ...]:
+        return _core(self.tokens)
+
+    @property
+    def gender(self) -> str:
+        return _gender(self.tokens)
+
+    @property
+    def specificity(self) -> tuple[int, int]:
+        # "Ebenezer Scrooge" > "Mr. Scrooge" > "Scrooge"
+        return len(self.core), int(self.gender != "")
+
+
+def _canonical_title(keys: dict[str, _Key], members: list[str]) -> tuple[str, str]:
+    """(key, title) of a group: the most frequent surface form among the members with
+    the longest core (honorifics not counted), ties broken alphabetically."""
+    longest = max(len(keys[k].core) for k in members)
+    counts: Counter = Counter()
+    owner: dict[str, str] = {}
+    for k in members:
+        if len(keys[k].core) == longest:
+            for surface, n in keys[k].surfaces.items():
+                counts[surface] += n
+                owner[surface] = k
+    title = min(counts, key=lambda s: (-counts[s], s))
+    return owner[title], title
+
+
+def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
+    """Join each shorter name into the unique longer name (same type) containing it.
+
+    Names are visited from most to least specific, so by the time "Scrooge" is seen,
+    "Mr. Scrooge" already belongs to "Ebenezer Scrooge" and both count as one candidate.
+    A candidate of another honorific gender still counts toward ambiguity (that is what
+    keeps "Cratchit" apart from "Bob Cratchit" when "Mrs. Cratchit" exists).
+    """
+    types = {k: _vote(v.types) for k, v in keys.items()}
+    by_token: dict[str, list[str]] = {}  # core token -> keys whose core holds it
+    for k, v in keys.items():
+        for tok in set(v.core):
+            by_token.setdefault(tok, []).append(k)
+    genders = {k: {v.gender} for k, v in keys.items()}  # per group root
+    order = sorted(keys, key=lambda k: (tuple(-x for x in keys[k].specificity), k))
+    for k in order:
+        info = keys[k]
+        if not info.core:
+            continue
+        roots = {uf.find(c) for c in by_token[info.core[0]]
+                 if c != k and types[c] == types[k]
+                 and keys[c].specificity > info.specificity
+                 and _contains(keys[c].core, info.core)}
+        if len(roots) != 1:
+            continue
+        root = roots.pop()
+        mine = uf.find(k)
+        if _compatible(genders[mine], genders[root]):
+            uf.union(mine, root)
+            genders[uf.find(root)] = genders[mine] | genders[root]
+
+
+def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
+                      embed: Callable[[list[str]], np.ndarray], threshold: float,
+                      k_neighbours: int = 10, block: int = 1024) -> dict[str, float]:
+    """Union groups whose "title: description" embeddings have cosine >= threshold.
+
+    Nearest-neighbour search over the normalized embedding matrix, a block of rows at a
+    time (top ``k_neighbours`` per row), not an all-pairs Python loop. Returns, for every
+    group root that was merged, the best cosine of an accepted pair touching it.
+    """
+    groups: dict[str, list[str]] = {}
+    for k in sorted(keys):
+        groups.setdefault(uf.find(k), []).append(k)
+    roots = sorted(groups)
+    if len(roots) < 2:
+        return {}
+    texts, types, genders = [], [], []
+    for r in roots:
+        members = groups[r]
+        _, title = _canonical_title(keys, members)
+        descs = _descriptions(keys, members)
+        texts.append(f"{title}: {' '.join(descs)}" if descs else title)
+        types.append(_vote(t for m in members for t in keys[m].types))
+        genders.append({keys[m].gender for m in members})
+    vecs = np.asarray(embed(texts), dtype=np.float64)
+    if vecs.ndim != 2 or vecs.shape[0] != len(texts):
+        raise ValueError(f"embed returned shape {vecs.shape} for {len(texts)} texts")
+    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+    k_nn = min(k_neighbours + 1, len(roots))
+    pairs: list[tuple[float, int, int]] = []
+    for start in range(0, len(roots), block):
+        sims = vecs[start:start + block] @ vecs.T
+        nearest = np.argpartition(-sims, k_nn - 1, axis=1)[:, :k_nn]
+        for row, cols in enumerate(nearest):
+            i = start + row
+            for j in map(int, cols):
+                score = float(sims[row, j])
+                if i != j and score >= threshold and types[i] == types[j]:
+                    pairs.append((score, min(i, j), max(i, j)))
+    best: dict[str, float] = {}
+    comp_genders = {r: set(g) for r, g in zip(roots, genders)}
+    for score, i, j in sorted(set(pairs), key=lambda p: (-p[0], p[1], p[2])):
+        a, b = uf.find(roots[i]), uf.find(roots[j])
+        if a == b or not _compatible(comp_genders[a], comp_genders[b]):
+            continue
+        uf.union(a, b)
+        comp_genders[uf.find(a)] = comp_genders[a] | comp_genders[b]
+        for r in (roots[i], roots[j]):
+            best[r] = max(best.get(r, score), score)
+    return best
+
+
+def _descriptions(keys: dict[str, _Key], members: list[str]) -> list[str]:
+    """Distinct descriptions of a group, in input (mention row) order."""
+    return _distinct(d for _, d in sorted(x for m in members for x in keys[m].descriptions))
+
+
+def _distinct(values: Iterable[str | None]) -> list[str]:
+    """Non-empty values, first occurrence order."""
+    return list(dict.fromkeys(v for v in values if v))
+
+
+def resolve_entities(
+    entity_mentions: pl.DataFrame,
+    relationship_mentions: pl.DataFrame,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    similarity_threshold: float = 0.9,
+    methods: frozenset[str] = ALL_METHODS,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Merge entity and relationship mentions into entities, relationships and aliases.
+
+    Args:
+        entity_mentions: ``schemas.ENTITY_MENTIONS_SCHEMA`` rows, one per mention per
+            text unit.
+        relationship_mentions: ``schemas.RELATIONSHIP_MENTIONS_SCHEMA`` rows; source and
+            target are extracted titles. Endpoints that resolve to no entity and
+            self-loops (both ends one entity) are dropped. A null strength counts as 1.0.
+        embed: texts -> float array of shape (len(texts), dim); used only when given and
+            "embedding" is in ``methods``.
+        similarity_threshold: minimum cosine similarity for an embedding merge.
+        methods: which merge passes run, a subset of {"normalized", "name_extension",
+            "embedding"}. Without "normalized" the key is the title as extracted.
+
+    Returns:
+        ``(entities, relationships, entity_aliases)`` conforming to ENTITIES_SCHEMA,
+        RELATIONSHIPS_SCHEMA and ENTITY_ALIASES_SCHEMA, each sorted by id (aliases by
+        alias). Entity id = ``content_id("entity", canonical key)``; the canonical title
+        is the most frequent surface form among the group's names with the longest core
+        (honorifics not counted), ties alphabetical; type by majority vote, ties
+        alphabetical; description = distinct mention descriptions joined by "\\n" in
+        input order; frequency = distinct text units. degree, weighted_degree, pagerank
+        and combined_degree are 0 here (see :mod:`kgloom.graph`). Relationship id =
+        ``content_id("relationship", a, b)`` of the sorted entity id pair; source is the
+        title of the smaller id; weight = sum of strengths; kind "extracted" when any
+        mention was extracted, else "co_mention".
+
+    Raises:
+        ValueError: unknown method names, or ``embed`` returning a wrongly shaped array.
+        KeyError: an input frame lacking a schema column.
+    """
+    unknown = set(methods) - ALL_METHODS
+    if unknown:
+        raise ValueError(f"unknown resolution methods {sorted(unknown)}; use {sorted(ALL_METHODS)}")
+    ents = schemas.conform(entity_mentions, schemas.ENTITY_MENTIONS_SCHEMA)
+    rels = schemas.conform(relationship_mentions, schemas.RELATIONSHIP_MENTIONS_SCHEMA)
+
+    def key_of(title: str) -> str:
+        if "normalized" not in methods:
+            return title
+        return normalize_title(title) or unicodedata.normalize("NFKC", title).casefold().strip()
+
+    # Pass 1: one _Key per normalization key.
+    keys: dict[str, _Key] = {}
+    units_of: dict[str, set[str]] = {}
+    for row, (unit, title, typ, desc) in enumerate(ents.select(
+            "text_unit_id", "title", "type", "description").iter_rows()):
+        if title is None or not title.strip():
+            continue
+        k = key_of(title)
+        info = keys.setdefault(k, _Key(tokens=normalize_title(k).split()))
+        info.surfaces[title] += 1
+        info.types.append((typ or "").strip().upper())
+        info.descriptions.append((row, (desc or "").strip()))
+        units_of.setdefault(k, set()).add(unit)
+
+    uf = _UnionFind(keys)
+    if "name_extension" in methods:
+        _merge_name_extensions(keys, uf)
+    ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
+    emb_score: dict[str, float] = {}
+    if embed is not None and "embedding" in methods:
+        emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold)
+
+    groups: dict[str, list[str]] = {}
+    for k in sorted(keys):
+        groups.setdefault(uf.find(k), []).append(k)
+
+    entity_rows, alias_rows = [], []
+    entity_of_key: dict[str, str] = {}
+    title_of: dict[str, str] = {}
+    for members in groups.values():
+        canon_key, canon_title = _canonical_title(keys, members)
+        eid = content_id("entity", canon_key)
+        title_of[eid] = canon_title
+        units = sorted(set().union(*(units_of[m] for m in members)))
+        entity_rows.append({
+            "id": eid, "title": canon_title,
+            "type": _vote(t for m in members for t in keys[m].types),
+            "description": "\n".join(_descriptions(keys, members)),
+            "text_unit_ids": units, "frequency": len(units), "degree": 0,
+            "weighted_degree": 0.0, "pagerank": 0.0,
+            "aliases": sorted({s for m in members for s in keys[m].surfaces}),
+        })
+        for m in members:
+            entity_of_key[m] = eid
+            if ne_root[m] != ne_root[canon_key]:
+                method, score = "embedding", emb_score.get(ne_root[m], similarity_threshold)
+            elif m != canon_key:
+                method, score = "name_extension", 1.0
+            else:
+                method, score = None, 1.0
+            for surface in keys[m].surfaces:
+                how = method or ("exact" if surface == canon_title else "normalized")
+                alias_rows.append({"alias": surface, "entity_id": eid, "method": how,
+                                   "score": score})
+
+    entities = _with_hrid(pl.DataFrame(entity_rows, schema={
+        c: t for c, t in schemas.ENTITIES_SCHEMA.items() if c != "human_readable_id"}),
+        schemas.ENTITIES_SCHEMA)
+    aliases = (pl.DataFrame(alias_rows, schema=schemas.ENTITY_ALIASES_SCHEMA)
+               .sort("alias", "entity_id"))
+    relationships = _aggregate_relationships(rels, lambda t: entity_of_key.get(key_of(t)),
+                                             title_of)
+    return entities, relationships, aliases
+
+
+def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | None],
+                             title_of: dict[str, str]) -> pl.DataFrame:
+    """Group relationship mentions by their undirected entity pair."""
+    agg: dict[tuple[str, str], dict] = {}
+    for unit, src, dst, desc, strength, kind in rels.select(
+            "text_unit_id", "source", "target", "description", "strength", "kind").iter_rows():
+        a = resolve(src) if src else None
+        b = resolve(dst) if dst else None
+        if a is None or b is None or a == b:
+            continue
+        pair = (min(a, b), max(a, b))
+        row = agg.setdefault(pair, {"descriptions": [], "weight": 0.0, "units": set(),
+                                    "extracted": False})
+        row["descriptions"].append((desc or "").strip())
+        row["weight"] += 1.0 if strength is None else float(strength)
+        row["units"].add(unit)
+        row["extracted"] |= kind == "extracted"
+    rows = [{
+        "id": content_id("relationship", a, b), "source": title_of[a], "target": title_of[b],
+        "description": "\n".join(_distinct(r["descriptions"])), "weight": r["weight"],
+        "combined_degree": 0, "text_unit_ids": sorted(r["units"]), "source_id": a,
+        "target_id": b, "kind": "extracted" if r["extracted"] else "co_mention",
+    } for (a, b), r in agg.items()]
+    return _with_hrid(pl.DataFrame(rows, schema={
+        c: t for c, t in schemas.RELATIONSHIPS_SCHEMA.items() if c != "human_readable_id"}),
+        schemas.RELATIONSHIPS_SCHEMA)
+
+
+def _with_hrid(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Sort by id and number rows 0..n-1 as human_readable_id."""
+    df = df.sort("id").with_row_index("human_readable_id").with_columns(
+        pl.col("human_readable_id").cast(pl.Int64))
+    return schemas.conform(df, schema)

@@ -1,0 +1,61 @@
+"""The LLM resource: a GGUF run by llama.cpp (or the fake backend), behind the cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, LLMCache, LlamaCppBackend, default_model_path,
+                        verify_model_file)
+from kgloom.testing import FakeBackend
+
+CACHE_FILE = "llm_cache.sqlite"
+
+
+class LLMResource(dg.ConfigurableResource):
+    """A local LLM. ``model_path`` empty means the bundled SmolLM2-135M-Instruct (its
+    SHA-256 is verified); env ``KGLOOM_MODEL_PATH`` overrides the default. ``fake`` uses
+    :class:`kgloom.testing.FakeBackend` (tests and demos; no model needed)."""
+
+    model_path: str = ""
+    expected_sha256: str = ""
+    n_ctx: int = 2048
+    n_threads: int = 0  # 0: llama.cpp's default (all cores)
+    n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
+    temperature: float = 0.0
+    fake: bool = False
+
+    def resolved_model_path(self) -> Path:
+        """Return the GGUF path this resource will load."""
+        return Path(self.model_path or os.environ.get("KGLOOM_MODEL_PATH", "") or
+                    default_model_path())
+
+    def verify(self) -> str:
+        """Check the model file before any work; return its SHA-256 (or ``fake-llm``).
+
+        Raises:
+            kgloom.llm.ModelFileError: with the path and the fix.
+        """
+        if self.fake:
+            return "fake-llm"
+        path = self.resolved_model_path()
+        expected = self.expected_sha256 or (
+            SMOLLM2_SHA256 if not self.model_path and not os.environ.get("KGLOOM_MODEL_PATH")
+            else None)
+        return verify_model_file(path, expected)
+
+    def open(self, output_dir: str | Path) -> CachedLLM:
+        """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite``.
+
+        The model is loaded here (about 1 s for the bundled one).
+        """
+        cache = LLMCache(Path(output_dir) / CACHE_FILE)
+        if self.fake:
+            return CachedLLM(FakeBackend(), cache, "fake-llm")
+        path = self.resolved_model_path()
+        model_id = self.verify()
+        backend = LlamaCppBackend(path, n_ctx=self.n_ctx, n_threads=self.n_threads or None,
+                                  n_gpu_layers=self.n_gpu_layers, temperature=self.temperature)
+        return CachedLLM(backend, cache, model_id)

@@ -1,0 +1,40 @@
+"""Where the index reads and writes, and the index settings, as one resource."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from kgloom.config import DEFAULT_ENTITY_TYPES, IndexSettings
+
+
+class IndexConfigResource(dg.ConfigurableResource):
+    """Input and output folders plus :class:`kgloom.config.IndexSettings` fields."""
+
+    input_dir: str = "data/input"
+    output_dir: str = "data/output"
+    chunk_size: int = 600
+    chunk_overlap: int = 100
+    entity_types: list[str] = list(DEFAULT_ENTITY_TYPES)
+    max_gleanings: int = 0
+    co_mention_edges: bool = True
+    max_cluster_size: int = 10
+    seed: int = 0xDEADBEEF
+    report_max_input_tokens: int = 1200
+
+    def settings(self) -> IndexSettings:
+        """Return the domain settings built from this resource's fields."""
+        return IndexSettings(chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap,
+                             entity_types=tuple(t.upper() for t in self.entity_types),
+                             max_gleanings=self.max_gleanings,
+                             co_mention_edges=self.co_mention_edges,
+                             max_cluster_size=self.max_cluster_size, seed=self.seed,
+                             report_max_input_tokens=self.report_max_input_tokens)
+
+    @property
+    def out(self) -> Path:
+        """The output folder (created on first use)."""
+        p = Path(self.output_dir)
+        p.mkdir(parents=True, exist_ok=True)
+        return p

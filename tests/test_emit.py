@@ -1,0 +1,179 @@
+"""kgloom.emit on a small Christmas Carol graph."""
+
+from __future__ import annotations
+
+import csv
+
+import networkx as nx
+import numpy as np
+import polars as pl
+import pytest
+from conftest import carol_entity_id as eid
+from conftest import carol_unit_id as uid
+
+from kgloom import emit, schemas, storage
+
+
+def _by_unit(text_units: pl.DataFrame) -> dict[str, dict]:
+    return {row["id"]: row for row in text_units.iter_rows(named=True)}
+
+
+def test_graph_tables_keys_levels_and_edges(carol_tables):
+    t = carol_tables
+    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+
+    assert list(nodes.columns) == [*schemas.GRAPH_NODES_SCHEMA, "community_level_0",
+                                   "community_level_1"]
+    assert nodes["node_key"].to_list() == list(range(t["entities"].height))
+    assert nodes["entity_id"].to_list() == sorted(t["entities"]["id"].to_list())
+    levels = dict(zip(nodes["entity_id"], zip(nodes["community_level_0"],
+                                               nodes["community_level_1"])))
+    assert levels[eid("TINY TIM")] == (1, 4)
+    assert levels[eid("FEZZIWIG")] == (0, 3)
+
+    assert edges.schema == pl.Schema(schemas.GRAPH_EDGES_SCHEMA)
+    assert edges.height == t["relationships"].height
+    assert (edges["src_key"] <= edges["dst_key"]).all()
+    key = dict(zip(nodes["entity_id"], nodes["node_key"]))
+    tim = edges.filter(pl.col("relation").str.starts_with("Tiny Tim")).row(0, named=True)
+    assert {tim["src_key"], tim["dst_key"]} == {key[eid("BOB CRATCHIT")], key[eid("TINY TIM")]}
+    assert emit.edges_endpoints_exist(nodes, edges)[0]
+
+
+def test_graph_tables_round_trip_parquet(carol_tables, tmp_path):
+    t = carol_tables
+    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    storage.write_table(nodes, tmp_path, schemas.GRAPH_NODES)
+    storage.write_table(edges, tmp_path, schemas.GRAPH_EDGES)
+    assert storage.read_table(tmp_path, schemas.GRAPH_NODES).equals(nodes)
+    assert storage.read_table(tmp_path, schemas.GRAPH_EDGES).equals(edges)
+
+
+def test_dangling_relationship_raises(carol_tables):
+    t = carol_tables
+    rels = t["relationships"].with_columns(
+        pl.when(pl.col("target") == "TINY TIM").then(pl.lit("no-such-entity"))
+        .otherwise(pl.col("target_id")).alias("target_id"))
+    with pytest.raises(ValueError, match="unknown entity ids"):
+        emit.build_graph_tables(t["entities"], rels, t["communities"])
+
+
+def test_edges_endpoints_check_reports_dangling(carol_tables):
+    t = carol_tables
+    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    passed, meta = emit.edges_endpoints_exist(nodes.filter(pl.col("node_key") != 0), edges)
+    assert not passed and meta["dangling_edges"] > 0
+
+
+def test_denormalized_kg_columns(carol_tables):
+    t = carol_tables
+    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                     t["communities"])
+    assert tu.schema == pl.Schema(schemas.TEXT_UNITS_SCHEMA)
+    assert tu["id"].to_list() == t["text_units"]["id"].to_list()
+    units = _by_unit(tu)
+
+    u3 = units[uid("u3")]
+    assert u3["kg_node_ids"] == sorted(eid(x) for x in ("EBENEZER SCROOGE", "BOB CRATCHIT",
+                                                         "TINY TIM"))
+    assert u3["entity_ids"] == u3["kg_node_ids"]
+    assert u3["neighbor_entity_ids"] == sorted(eid(x) for x in (
+        "JACOB MARLEY", "FRED", "GHOST OF CHRISTMAS PAST", "FEZZIWIG"))
+    assert not set(u3["neighbor_entity_ids"]) & set(u3["kg_node_ids"])
+    assert len(u3["relationship_ids"]) == 1
+    assert u3["centrality"] == pytest.approx(0.30)
+
+    u2 = units[uid("u2")]
+    assert ("EBENEZER SCROOGE | Fred is Scrooge's nephew / he invites him to dinner | FRED"
+            in u2["neighbor_triples"])
+    assert ("EBENEZER SCROOGE | Marley was Scrooge's late business partner. | JACOB MARLEY"
+            in u2["neighbor_triples"])  # first line of the description only
+    assert u2["neighbor_triples"] == sorted(u2["neighbor_triples"])
+    assert all(t.count(" | ") == 2 for row in tu["neighbor_triples"] for t in row)
+
+    empty = units[uid("u5")]
+    assert empty["kg_node_ids"] == [] and empty["neighbor_triples"] == []
+    assert empty["centrality"] == 0.0
+
+    assert emit.kg_node_ids_exist(tu, t["entities"])[0]
+
+
+def test_community_ids_per_level(carol_tables):
+    t = carol_tables
+    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                     t["communities"])
+    got = {row["id"]: row["community_ids"] for row in tu.iter_rows(named=True)}
+    assert got[uid("u1")] == [0, 2]  # Scrooge + Marley
+    assert got[uid("u2")] == [0, 2]  # Scrooge, Fred (0/2) outvote Bob (1/4)
+    assert got[uid("u3")] == [1, 4]  # Bob, Tim outvote Scrooge
+    assert got[uid("u4")] == [0, 3]
+    assert got[uid("u5")] == [-1, -1]  # no entities
+    assert got[uid("u6")] == [0, 2]  # Marley vs Tim: a tie, the smaller number wins
+
+
+def test_neighbor_triples_cap(carol_tables, monkeypatch):
+    t = carol_tables
+    monkeypatch.setattr(emit, "NEIGHBOR_TRIPLES_CAP", 2)
+    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                     t["communities"])
+    u4 = _by_unit(tu)[uid("u4")]["neighbor_triples"]
+    # the three edges among u4's own entities rank first; the two heaviest of them stay
+    assert u4 == ["EBENEZER SCROOGE | Scrooge was apprenticed to Fezziwig | FEZZIWIG",
+                  "GHOST OF CHRISTMAS PAST | The Ghost shows Fezziwig's Christmas ball | FEZZIWIG"]
+
+
+def test_kg_node_ids_check_catches_unknown(carol_tables):
+    t = carol_tables
+    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                     t["communities"])
+    passed, meta = emit.kg_node_ids_exist(tu, t["entities"].filter(pl.col("title") != "FRED"))
+    assert not passed and meta["examples"] == [eid("FRED")]
+
+
+def test_graphml_round_trip(carol_tables, tmp_path):
+    t = carol_tables
+    path = emit.write_graphml(t["entities"], t["relationships"], tmp_path / "graph.graphml")
+    g = nx.read_graphml(path)
+    assert g.number_of_nodes() == t["entities"].height
+    assert g.number_of_edges() == t["relationships"].height
+    assert g.nodes[eid("TINY TIM")]["title"] == "TINY TIM"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_neo4j_import_csv(carol_tables, tmp_path):
+    t = carol_tables
+    nodes_csv, rels_csv = emit.write_neo4j_import(t["entities"], t["relationships"], tmp_path)
+    assert nodes_csv.read_text().splitlines()[0] == (
+        "entityId:ID,title,type,description,degree:long,pagerank:double,:LABEL")
+    assert rels_csv.read_text().splitlines()[0] == (
+        ":START_ID,:END_ID,:TYPE,description,weight:double")
+    with nodes_csv.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == emit.NEO4J_NODES_HEADER
+    assert len(rows) == t["entities"].height + 1 and rows[1][-1] == "Entity;PERSON"
+    with rels_csv.open(newline="") as fh:
+        rels = list(csv.DictReader(fh))
+    assert len(rels) == t["relationships"].height
+    clerk = [r for r in rels if "clerk" in r["description"]][0]
+    assert clerk["description"] == "Bob Cratchit is Scrooge's underpaid \"clerk\""  # quotes survive
+    assert '""clerk""' in rels_csv.read_text()  # doubled, as neo4j-admin expects
+    marley = [r for r in rels if "Marley" in r["description"]][0]
+    assert "\n" in marley["description"]  # multiline field kept (import with --multiline-fields)
+
+
+def test_vectors_valid_and_row_counts():
+    good = np.eye(3, 4, dtype=np.float32)
+    assert emit.vectors_valid(good, 4, expected_rows=3)[0]
+    assert not emit.vectors_valid(good, 5)[0]
+    assert not emit.vectors_valid(good, 4, expected_rows=2)[0]
+    nan = good.copy()
+    nan[1, 2] = np.nan
+    assert emit.vectors_valid(nan, 4)[1]["nan_rows"] == 1
+    zero = good.copy()
+    zero[2] = 0
+    passed, meta = emit.vectors_valid(zero, 4)
+    assert not passed and meta["zero_rows"] == 1
+
+    assert emit.row_counts_match({"nodes": 7}, {"nodes": 7})[0]
+    passed, meta = emit.row_counts_match({"nodes": 7, "edges": 7}, {"nodes": 7})
+    assert not passed and meta["edges"]["actual"] is None

@@ -1,0 +1,88 @@
+"""kgloom.query.multihop: DuckDB BFS over the emitted parquet agrees with networkx."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+import polars as pl
+import pytest
+from conftest import carol_entity_id as eid
+
+from kgloom import emit, schemas, storage
+from kgloom.ids import content_id
+from kgloom.query import multihop
+
+
+def _random_graph_tables(n_nodes: int = 300, n_edges: int = 600, seed: int = 7):
+    """A seeded random graph as entities / relationships / communities frames."""
+    g = nx.gnm_random_graph(n_nodes, n_edges, seed=seed)
+    ids = {v: content_id("node", v) for v in g.nodes}
+    entities = schemas.conform(pl.DataFrame({
+        "id": [ids[v] for v in g.nodes], "human_readable_id": list(g.nodes),
+        "title": [f"ENTITY {v}" for v in g.nodes], "type": ["PERSON"] * n_nodes,
+        "description": [""] * n_nodes, "text_unit_ids": [[] for _ in g.nodes],
+        "frequency": [1] * n_nodes, "degree": [g.degree(v) for v in g.nodes],
+        "weighted_degree": [float(g.degree(v)) for v in g.nodes],
+        "pagerank": [1.0 / n_nodes] * n_nodes, "aliases": [[] for _ in g.nodes],
+    }), schemas.ENTITIES_SCHEMA)
+    edges = list(g.edges)
+    relationships = schemas.conform(pl.DataFrame({
+        "id": [content_id(*sorted((ids[a], ids[b]))) for a, b in edges],
+        "human_readable_id": list(range(len(edges))),
+        "source": [f"ENTITY {a}" for a, _ in edges], "target": [f"ENTITY {b}" for _, b in edges],
+        "description": ["related"] * len(edges), "weight": [1.0] * len(edges),
+        "combined_degree": [0] * len(edges), "text_unit_ids": [[] for _ in edges],
+        # alternate direction so traversal must treat edges as undirected
+        "source_id": [ids[a] if i % 2 else ids[b] for i, (a, b) in enumerate(edges)],
+        "target_id": [ids[b] if i % 2 else ids[a] for i, (a, b) in enumerate(edges)],
+        "kind": ["extracted"] * len(edges),
+    }), schemas.RELATIONSHIPS_SCHEMA)
+    communities = schemas.empty(schemas.COMMUNITIES_SCHEMA)
+    return g, ids, entities, relationships, communities
+
+
+def _write_graph(tmp_path, entities, relationships, communities):
+    nodes, edges = emit.build_graph_tables(entities, relationships, communities)
+    storage.write_table(nodes, tmp_path, schemas.GRAPH_NODES)
+    storage.write_table(edges, tmp_path, schemas.GRAPH_EDGES)
+    return tmp_path
+
+
+@pytest.mark.parametrize("use_key", [True, False], ids=["using_key", "plain_cte"])
+def test_depth2_bfs_matches_networkx(tmp_path, use_key):
+    if use_key and not multihop.supports_using_key():
+        pytest.skip("installed duckdb lacks USING KEY")
+    g, ids, entities, relationships, communities = _random_graph_tables()
+    graph_dir = _write_graph(tmp_path, entities, relationships, communities)
+    seeds = random.Random(11).sample(sorted(g.nodes), 5)
+
+    expected: dict[str, int] = {}
+    for s in seeds:
+        for v, hops in nx.single_source_shortest_path_length(g, s, cutoff=2).items():
+            expected[ids[v]] = min(hops, expected.get(ids[v], hops))
+
+    got = multihop.bfs(graph_dir, [ids[s] for s in seeds], depth=2, use_key=use_key)
+    assert got.columns == ["node_key", "entity_id", "title", "hops"]
+    assert set(got["entity_id"]) == set(expected)
+    assert dict(zip(got["entity_id"], got["hops"])) == expected
+    assert got.height == len(expected)  # one row per node
+    assert len(expected) > 20  # the test graph actually branches
+
+
+def test_bfs_on_carol_graph(carol_tables, tmp_path):
+    t = carol_tables
+    graph_dir = _write_graph(tmp_path, t["entities"], t["relationships"], t["communities"])
+    got = multihop.bfs(graph_dir, [eid("TINY TIM")], depth=2)
+    assert dict(zip(got["title"], got["hops"])) == {
+        "TINY TIM": 0, "BOB CRATCHIT": 1, "EBENEZER SCROOGE": 2}
+    assert multihop.bfs(graph_dir, [eid("TINY TIM")], depth=0)["title"].to_list() == ["TINY TIM"]
+    assert multihop.bfs(graph_dir, ["not-an-entity"], depth=3).is_empty()
+    assert multihop.bfs(graph_dir, [], depth=3).is_empty()
+
+
+def test_bfs_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        multihop.bfs(tmp_path, ["x"], depth=1)
+    with pytest.raises(ValueError):
+        multihop.bfs(tmp_path, ["x"], depth=-1)

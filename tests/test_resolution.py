@@ -1,0 +1,224 @@
+"""Entity resolution on mentions shaped like extractions from A Christmas Carol."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from kgloom import schemas
+from kgloom.ids import content_id
+from kgloom.resolution import normalize_title, resolve_entities
+
+P = "PERSON"
+
+MENTIONS = [
+    ("u1", "Ebenezer Scrooge", P, "A covetous old sinner."),
+    ("u1", "Scrooge", P, "Marley's sole executor."),
+    ("u1", "Jacob Marley", P, "Scrooge's dead partner."),
+    ("u2", "Mr. Scrooge", P, "Addressed by the portly gentlemen."),
+    ("u2", "SCROOGE", P, "A covetous old sinner."),
+    ("u2", "Bob Cratchit", P, "Scrooge's clerk."),
+    ("u3", "Mrs. Cratchit", P, "Bob's wife, dressed out but poorly."),
+    ("u3", "Cratchit", P, "Somebody in the Cratchit house."),
+    ("u3", "Mr Fezziwig", P, "Scrooge's old master."),
+    ("u3", "Mr. Fezziwig", P, "A kind employer."),
+    ("u3", "Mrs. Fezziwig", P, "One vast substantial smile."),
+    ("u4", "the Ghost of Christmas Past", P, "A strange figure like a child."),
+    ("u4", "Ghost of Christmas Past", P, "It wore a tunic of the purest white."),
+    ("u4", "Ghost of  Christmas-Past", P, None),
+    ("u4", "London", "LOCATION", "The city."),
+]
+
+REL_MENTIONS = [
+    ("u1", "Scrooge", "Jacob Marley", "Partners in business.", 8.0, "extracted"),
+    ("u2", "Mr. Scrooge", "jacob marley", "Marley's ghost visits Scrooge.", 9.0, "extracted"),
+    ("u2", "Ebenezer Scrooge", "Scrooge", "Same person: a self-loop.", 5.0, "extracted"),
+    ("u2", "Bob Cratchit", "Scrooge", "Bob works for Scrooge.", 7.0, "extracted"),
+    ("u3", "Bob Cratchit", "Mrs. Cratchit", "", 1.0, "co_mention"),
+    ("u3", "Mr. Fezziwig", "Mrs. Fezziwig", "Husband and wife.", 6.0, "extracted"),
+    ("u3", "Mrs. Fezziwig", "Mr Fezziwig", "They dance together.", 4.0, "extracted"),
+    ("u4", "Ghost of Christmas Past", "Nobody Known", "Dangling endpoint.", 3.0, "extracted"),
+]
+
+
+def _frames(mentions=MENTIONS, rels=REL_MENTIONS):
+    em = pl.DataFrame(mentions, schema=schemas.ENTITY_MENTIONS_SCHEMA, orient="row")
+    rm = pl.DataFrame(rels, schema=schemas.RELATIONSHIP_MENTIONS_SCHEMA, orient="row")
+    return em, rm
+
+
+@pytest.fixture(scope="module")
+def resolved():
+    return resolve_entities(*_frames())
+
+
+def _entity(entities: pl.DataFrame, alias: str) -> dict:
+    rows = entities.filter(pl.col("aliases").list.contains(alias)).to_dicts()
+    assert len(rows) == 1, f"{alias!r} is in {len(rows)} entities"
+    return rows[0]
+
+
+def test_normalize_title_keeps_honorifics_and_drops_noise():
+    assert normalize_title("Mr Scrooge") == normalize_title("Mr. Scrooge") == "mr scrooge"
+    assert normalize_title("Mrs. Fezziwig") != normalize_title("Mr. Fezziwig")
+    assert normalize_title("the Ghost of Christmas Past") == "ghost of christmas past"
+    assert normalize_title("  GHOST of Christmas-Past ") == "ghost of christmas past"
+    assert normalize_title("Scrooge\u2019s") == normalize_title("Scrooge's") == "scrooge"
+    assert normalize_title("The") == "the"  # a lone "the" is not emptied
+
+
+def test_outputs_conform_to_schemas(resolved):
+    entities, relationships, aliases = resolved
+    assert entities.schema == pl.Schema(schemas.ENTITIES_SCHEMA)
+    assert relationships.schema == pl.Schema(schemas.RELATIONSHIPS_SCHEMA)
+    assert aliases.schema == pl.Schema(schemas.ENTITY_ALIASES_SCHEMA)
+    assert entities["human_readable_id"].to_list() == list(range(entities.height))
+    assert entities["id"].to_list() == sorted(entities["id"].to_list())
+    assert relationships["human_readable_id"].to_list() == list(range(relationships.height))
+
+
+def test_scrooge_names_become_one_entity(resolved):
+    entities, _, aliases = resolved
+    scrooge = _entity(entities, "Scrooge")
+    assert scrooge["title"] == "Ebenezer Scrooge"
+    assert scrooge["id"] == content_id("entity", "ebenezer scrooge")
+    assert scrooge["aliases"] == ["Ebenezer Scrooge", "Mr. Scrooge", "SCROOGE", "Scrooge"]
+    assert scrooge["text_unit_ids"] == ["u1", "u2"]
+    assert scrooge["frequency"] == 2
+    # distinct descriptions, first-seen order ("A covetous old sinner." only once)
+    assert scrooge["description"].split("\n") == [
+        "A covetous old sinner.", "Marley's sole executor.", "Addressed by the portly gentlemen."]
+    methods = dict(aliases.filter(pl.col("entity_id") == scrooge["id"])
+                   .select("alias", "method").iter_rows())
+    assert methods == {"Ebenezer Scrooge": "exact", "Scrooge": "name_extension",
+                       "SCROOGE": "name_extension", "Mr. Scrooge": "name_extension"}
+
+
+def test_honorific_gender_keeps_fezziwigs_apart(resolved):
+    entities, _, aliases = resolved
+    mr, mrs = _entity(entities, "Mr. Fezziwig"), _entity(entities, "Mrs. Fezziwig")
+    assert mr["id"] != mrs["id"]
+    assert mr["aliases"] == ["Mr Fezziwig", "Mr. Fezziwig"]
+    assert aliases.filter(pl.col("alias") == "Mr Fezziwig")["method"].item() in {
+        "exact", "normalized"}
+
+
+def test_ambiguous_bare_cratchit_stays_alone(resolved):
+    entities, _, _ = resolved
+    bob, mrs, bare = (_entity(entities, t) for t in ("Bob Cratchit", "Mrs. Cratchit", "Cratchit"))
+    assert len({bob["id"], mrs["id"], bare["id"]}) == 3
+    assert bare["aliases"] == ["Cratchit"]
+
+
+def test_bare_name_joins_unique_longer_name_even_with_mrs_absent():
+    em, rm = _frames([("u1", "Bob Cratchit", P, "clerk"), ("u2", "Cratchit", P, "clerk")], [])
+    entities, _, aliases = resolve_entities(em, rm)
+    assert entities["title"].to_list() == ["Bob Cratchit"]
+    assert aliases.sort("alias")["method"].to_list() == ["exact", "name_extension"]
+
+
+def test_mrs_never_joins_a_bare_name():
+    em, rm = _frames([("u1", "Mrs. Cratchit", P, "wife"), ("u1", "Bob Cratchit", P, "clerk")], [])
+    entities, _, _ = resolve_entities(em, rm)
+    assert entities.height == 2
+
+
+def test_case_whitespace_punctuation_variants_merge(resolved):
+    entities, _, aliases = resolved
+    ghost = _entity(entities, "Ghost of  Christmas-Past")
+    assert set(ghost["aliases"]) == {
+        "the Ghost of Christmas Past", "Ghost of Christmas Past", "Ghost of  Christmas-Past"}
+    assert ghost["text_unit_ids"] == ["u4"] and ghost["frequency"] == 1
+    by_alias = dict(aliases.filter(pl.col("entity_id") == ghost["id"])
+                    .select("alias", "method").iter_rows())
+    assert sorted(by_alias.values()) == ["exact", "normalized", "normalized"]
+
+
+def test_every_extracted_title_has_one_alias_row(resolved):
+    entities, _, aliases = resolved
+    titles = {m[1] for m in MENTIONS}
+    assert sorted(aliases["alias"].to_list()) == sorted(titles)
+    assert set(aliases["entity_id"]) == set(entities["id"])
+    assert (aliases["score"] == 1.0).all()
+
+
+def test_type_vote_most_common_then_alphabetical():
+    em, rm = _frames([("u1", "Marley", "PERSON", "a"), ("u2", "Marley", "EVENT", "b"),
+                      ("u3", "Marley", "PERSON", "c"), ("u1", "Fog", "LOCATION", ""),
+                      ("u2", "Fog", "EVENT", "")], [])
+    entities, _, _ = resolve_entities(em, rm)
+    assert dict(entities.select("title", "type").iter_rows()) == {"Marley": "PERSON",
+                                                                  "Fog": "EVENT"}
+
+
+def test_relationships_aggregate_and_drop_self_loops(resolved):
+    entities, relationships, _ = resolved
+    scrooge, marley = _entity(entities, "Scrooge"), _entity(entities, "Jacob Marley")
+    pair = sorted([scrooge["id"], marley["id"]])
+    rel = relationships.filter(pl.col("id") == content_id("relationship", *pair)).to_dicts()[0]
+    assert rel["weight"] == 17.0
+    assert rel["text_unit_ids"] == ["u1", "u2"]
+    assert rel["description"] == "Partners in business.\nMarley's ghost visits Scrooge."
+    assert (rel["source_id"], rel["target_id"]) == tuple(pair)
+    assert {rel["source"], rel["target"]} == {"Ebenezer Scrooge", "Jacob Marley"}
+    assert rel["kind"] == "extracted" and rel["combined_degree"] == 0
+    assert (relationships["source_id"] != relationships["target_id"]).all()
+    # the two Fezziwig mentions (either direction) are one undirected edge; the dangling
+    # "Nobody Known" mention is dropped
+    fez = relationships.filter(pl.col("description").str.contains("dance"))
+    assert fez["weight"].to_list() == [10.0]
+    assert relationships.height == 4
+    assert relationships.filter(pl.col("description") == "")["kind"].to_list() == ["co_mention"]
+
+
+def test_deterministic_and_order_independent():
+    a = resolve_entities(*_frames())
+    b = resolve_entities(*_frames())
+    for x, y in zip(a, b):
+        assert x.equals(y)
+    shuffled = resolve_entities(*_frames(list(reversed(MENTIONS)), list(reversed(REL_MENTIONS))))
+    assert shuffled[0].select("id", "title", "aliases", "frequency").equals(
+        a[0].select("id", "title", "aliases", "frequency"))
+
+
+def test_methods_switch_passes_off():
+    em, rm = _frames()
+    entities, _, _ = resolve_entities(em, rm, methods=frozenset({"normalized"}))
+    assert _entity(entities, "Scrooge")["aliases"] == ["SCROOGE", "Scrooge"]
+    with pytest.raises(ValueError, match="unknown resolution methods"):
+        resolve_entities(em, rm, methods=frozenset({"llm"}))
+
+
+def _fake_embed(vectors: dict[str, list[float]]):
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.array([vectors[t.split(":")[0]] for t in texts], dtype=float)
+    return embed
+
+
+def test_embedding_merges_similar_same_type_and_respects_gender():
+    em, rm = _frames([
+        ("u1", "Ghost of Christmas Past", P, "a spirit"),
+        ("u2", "Spirit of Christmas Past", P, "a spirit"),
+        ("u3", "Christmas Past", "EVENT", "a time"),  # near in vector space, other type
+        ("u1", "Mr. Fezziwig", P, "dancer"),
+        ("u2", "Mrs. Fezziwig", P, "dancer"),  # identical vector, other honorific gender
+    ], [])
+    embed = _fake_embed({"Ghost of Christmas Past": [1, 0, 0], "Spirit of Christmas Past":
+                         [0.95, 0.05, 0], "Christmas Past": [1, 0, 0],
+                         "Mr. Fezziwig": [0, 0, 1], "Mrs. Fezziwig": [0, 0, 1]})
+    entities, _, aliases = resolve_entities(em, rm, embed=embed, similarity_threshold=0.9)
+    ghost = _entity(entities, "Spirit of Christmas Past")
+    assert ghost["aliases"] == ["Ghost of Christmas Past", "Spirit of Christmas Past"]
+    assert ghost["title"] == "Ghost of Christmas Past"  # tie in count -> alphabetical
+    row = aliases.filter(pl.col("alias") == "Spirit of Christmas Past").to_dicts()[0]
+    assert row["method"] == "embedding" and 0.99 < row["score"] <= 1.0
+    assert entities.height == 4
+    # without embed, nothing beyond the rule-based passes happens
+    assert resolve_entities(em, rm)[0].height == 5
+
+
+def test_embed_with_wrong_shape_raises():
+    em, rm = _frames([("u1", "Belle", P, ""), ("u1", "Fan", P, "")], [])
+    with pytest.raises(ValueError, match="shape"):
+        resolve_entities(em, rm, embed=lambda texts: np.zeros((1, 3)))

@@ -1,0 +1,138 @@
+"""kgloom.vectors: windowed embeddings (no truncation) and idempotent LanceDB tables."""
+
+from __future__ import annotations
+
+import lancedb
+import numpy as np
+import polars as pl
+import pytest
+
+from kgloom import emit
+from kgloom.vectors import Embedder, write_lancedb
+
+# Stave One's opening, repeated: well over the 256-token window of all-MiniLM-L6-v2.
+LONG_TEXT = " ".join([
+    "Marley was dead: to begin with. There is no doubt whatever about that. The register "
+    "of his burial was signed by the clergyman, the clerk, the undertaker, and the chief "
+    "mourner. Scrooge signed it: and Scrooge's name was good upon 'Change, for anything he "
+    "chose to put his hand to. Old Marley was as dead as a door-nail.",
+    "Oh! But he was a tight-fisted hand at the grindstone, Scrooge! a squeezing, wrenching, "
+    "grasping, scraping, clutching, covetous, old sinner! Hard and sharp as flint, from "
+    "which no steel had ever struck out generous fire; secret, and self-contained, and "
+    "solitary as an oyster.",
+    "Once upon a time -- of all the good days in the year, on Christmas Eve -- old Scrooge "
+    "sat busy in his counting-house. It was cold, bleak, biting weather: foggy withal: and "
+    "he could hear the people in the court outside, go wheezing up and down.",
+] * 3 + ["At the very end, Tiny Tim said: God bless Us, Every One!"])
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    return Embedder()
+
+
+@pytest.mark.slow
+def test_dim_and_unit_vectors(embedder):
+    assert embedder.dim == embedder.model.get_embedding_dimension() == 384
+    vecs = embedder.embed(["Ebenezer Scrooge", "Tiny Tim", "", LONG_TEXT])
+    assert vecs.shape == (4, embedder.dim) and vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert emit.vectors_valid(vecs, embedder.dim, expected_rows=4)[0]
+    assert embedder.embed([]).shape == (0, embedder.dim)
+
+
+@pytest.mark.slow
+def test_short_text_is_embedded_as_is(embedder):
+    text = "Scrooge's nephew Fred wishes him a merry Christmas."
+    assert embedder.windows_for(text) == [text]
+    plain = embedder.model.encode([text], normalize_embeddings=True)
+    assert np.allclose(embedder.embed([text]), plain, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_long_text_is_windowed_not_truncated(embedder):
+    n_tokens = len(embedder.tokenizer(LONG_TEXT, add_special_tokens=False)["input_ids"])
+    assert n_tokens > embedder.window_tokens
+    windows = embedder.windows_for(LONG_TEXT)
+    assert len(windows) > 1
+    sizes = [len(embedder.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in windows]
+    assert max(sizes) <= embedder.window_tokens - 2
+    assert LONG_TEXT.startswith(windows[0]) and LONG_TEXT.endswith(windows[-1])
+    assert "Tiny Tim" in windows[-1]  # the tail past 256 tokens is embedded
+    assert sum(sizes) >= n_tokens  # windows overlap, nothing is left out
+
+    whole, first = embedder.embed([LONG_TEXT, windows[0]])
+    # plain sentence-transformers keeps only the first 254 tokens (about windows[0])
+    truncated = embedder.model.encode([LONG_TEXT], normalize_embeddings=True)[0]
+    assert float(truncated @ first) > 0.99
+    assert float(whole @ first) < 0.999 and float(whole @ truncated) < 0.999
+
+
+@pytest.mark.slow
+def test_embedder_rejects_window_over_model_limit(embedder):
+    with pytest.raises(ValueError, match="window_tokens"):
+        Embedder(embedder.model_path, window_tokens=1000)
+
+
+def _frame_and_vectors(n: int, dim: int = 8, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    df = pl.DataFrame({
+        "id": [f"unit-{i:04d}" for i in range(n)],
+        "text": [f"Stave {i % 5 + 1}, paragraph {i}" for i in range(n)],
+        "kg_node_ids": [[f"e{i}", f"e{i + 1}"] for i in range(n)],
+        "community_ids": [[0, i % 3] for i in range(n)],
+        "centrality": [i / n for i in range(n)],
+    })
+    return df, vectors
+
+
+def test_write_lancedb_is_idempotent_and_versioned(tmp_path):
+    df, vectors = _frame_and_vectors(20)
+    first = write_lancedb(tmp_path / "lance", "text_units", df, vectors)
+    second = write_lancedb(tmp_path / "lance", "text_units", df, vectors)
+    assert first["rows"] == second["rows"] == 20 and first["dim"] == 8
+    assert second["version"] > first["version"] and not second["indexed"]
+
+    table = lancedb.connect(str(tmp_path / "lance")).open_table("text_units")
+    assert table.count_rows() == 20
+    table.checkout(first["version"])
+    assert table.count_rows() == 20  # the previous version stays readable
+    table.checkout_latest()
+
+    got = pl.from_arrow(table.to_arrow()).sort("id")
+    assert got["kg_node_ids"].to_list() == df["kg_node_ids"].to_list()  # lists survive
+    assert got["community_ids"].to_list() == df["community_ids"].to_list()
+    assert emit.vectors_valid(table, 8, expected_rows=20)[0]
+
+    # drop two rows and change one: the table mirrors the frame again
+    changed = df.slice(2).with_columns(
+        pl.when(pl.col("id") == "unit-0005").then(pl.lit("changed")).otherwise(pl.col("text"))
+        .alias("text"))
+    third = write_lancedb(tmp_path / "lance", "text_units", changed, vectors[2:])
+    assert third["rows"] == 18
+    table = lancedb.connect(str(tmp_path / "lance")).open_table("text_units")
+    got = pl.from_arrow(table.to_arrow())
+    assert sorted(got["id"]) == sorted(changed["id"])
+    assert got.filter(pl.col("id") == "unit-0005")["text"].item() == "changed"
+    table.checkout(second["version"])
+    assert table.count_rows() == 20
+
+
+def test_write_lancedb_rejects_bad_input(tmp_path):
+    df, vectors = _frame_and_vectors(4)
+    with pytest.raises(ValueError, match="shape"):
+        write_lancedb(tmp_path, "t", df, vectors[:3])
+    with pytest.raises(ValueError, match="unique"):
+        write_lancedb(tmp_path, "t", pl.concat([df, df]), np.vstack([vectors, vectors]))
+
+
+def test_write_lancedb_builds_ann_index_over_threshold(tmp_path):
+    df, vectors = _frame_and_vectors(600, dim=32)
+    result = write_lancedb(tmp_path, "entities", df, vectors, ann_min_rows=500)
+    assert result["indexed"]
+    table = lancedb.connect(str(tmp_path)).open_table("entities")
+    assert table.list_indices()
+    hit = table.search(vectors[7]).limit(1).to_list()[0]
+    assert hit["id"] == "unit-0007"
