@@ -22,6 +22,8 @@ class IndexSettings:
         chunk_overlap: tokens shared by consecutive text units (DESIGN.md: 100).
         entity_types: allowed entity types (upper case); the extraction schema enforces them.
         max_relationships_per_unit: ``maxItems`` bound on relationships per reply.
+        llm_descriptions: the LLM writes entity and relationship descriptions; off, they
+            are the text's evidence sentences (better with tiny models, fewer tokens).
         max_gleanings: extra "find what you missed" rounds per text unit (0 = off).
         co_mention_edges: add co-mention edges when a unit yields entities but no
             relationships, so the graph stays connected.
@@ -42,6 +44,7 @@ class IndexSettings:
     entity_types: tuple[str, ...] = DEFAULT_ENTITY_TYPES
     max_relationships_per_unit: int = 5
     max_gleanings: int = 0
+    llm_descriptions: bool = False
     co_mention_edges: bool = True
     co_mention_strength: float = 1.0
     summary_min_descriptions: int = 3

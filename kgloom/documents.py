@@ -106,6 +106,10 @@ def read_documents(input_dir: str | Path,
                              "reason": f"unreadable file: {type(exc).__name__}",
                              "detail": str(exc)})
             continue
+        if not records:  # an empty .jsonl / header-only .csv: never silence (DESIGN.md)
+            failures.append({"stage": STAGE, "item_id": source,
+                             "reason": "empty file: no records", "detail": ""})
+            continue
         mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc).isoformat()
         for title, text, raw_data in records:
             text = normalize_text(text)

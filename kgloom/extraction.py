@@ -21,6 +21,7 @@ Why it cannot break with small models:
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import unicodedata
 from collections import Counter
@@ -147,27 +148,31 @@ def extraction_schema(names: list[str], settings: IndexSettings) -> dict:
     ``entities`` is an object with one required property per candidate name, in order,
     whose value is an entity type or ``OTHER``: the model classifies every candidate
     once (no duplicates, no invented names, ~6 tokens each). ``relationships`` is an
-    array (``maxItems``) of source/target (enums of the candidates) with a short
-    description (``maxLength``). llama-cpp-python's grammar converter ignores
+    array (``maxItems``) of source/target pairs (enums of the candidates). With
+    ``settings.llm_descriptions`` the model also writes each entity's and relationship's
+    description (``maxLength``); otherwise descriptions are the evidence sentences of the
+    text (:func:`first_sentence_with`, :func:`evidence_for`), which measured far more
+    faithful for a 135M model and costs a third of the output tokens. llama-cpp-python's grammar converter ignores
     ``minimum``/``maximum``, so no numeric field is asked for; every object forbids
     additional properties.
     """
     name = {"type": "string", "enum": names}
+    etype = {"type": "string", "enum": [*settings.entity_types, NOT_AN_ENTITY]}
+    text = {"type": "string", "minLength": 1, "maxLength": DESCRIPTION_MAX_CHARS}
+    if settings.llm_descriptions:
+        entity_value = {"type": "object", "properties": {"type": etype, "description": text},
+                        "required": ["type", "description"], "additionalProperties": False}
+        rel_props = {"source": name, "target": name, "description": text}
+    else:
+        entity_value, rel_props = etype, {"source": name, "target": name}
     return {
         "type": "object",
         "properties": {
-            "entities": {"type": "object",
-                         "properties": {n: {"type": "string",
-                                            "enum": [*settings.entity_types, NOT_AN_ENTITY]}
-                                        for n in names},
+            "entities": {"type": "object", "properties": {n: entity_value for n in names},
                          "required": list(names), "additionalProperties": False},
             "relationships": {"type": "array", "maxItems": settings.max_relationships_per_unit,
-                              "items": {"type": "object",
-                                        "properties": {
-                                            "source": name, "target": name,
-                                            "description": {"type": "string", "minLength": 1,
-                                                            "maxLength": DESCRIPTION_MAX_CHARS}},
-                                        "required": ["source", "target", "description"],
+                              "items": {"type": "object", "properties": rel_props,
+                                        "required": list(rel_props),
                                         "additionalProperties": False}},
         },
         "required": ["entities", "relationships"],
@@ -180,36 +185,53 @@ _EXAMPLE_TEXT = ("Dr. Watson met Sherlock Holmes at the laboratory of St. Bartho
                  "agreed. \"Capital!\" said Mrs. Hudson, their landlady.")
 _EXAMPLE_NAMES = ["Holmes", "Watson", "Sherlock Holmes", "Dr. Watson", "Capital",
                   "St. Bartholomew's Hospital", "London", "Baker Street", "Mrs. Hudson"]
-_EXAMPLE_REPLY = (
-    '{"entities": {"Holmes": "PERSON", "Watson": "PERSON", "Sherlock Holmes": "PERSON", '
-    '"Dr. Watson": "PERSON", "Capital": "OTHER", "St. Bartholomew\'s Hospital": "ORGANIZATION", '
-    '"London": "LOCATION", "Baker Street": "LOCATION", "Mrs. Hudson": "PERSON"}, '
-    '"relationships": ['
-    '{"source": "Watson", "target": "Holmes", "description": "Watson agrees to share rooms with Holmes"}, '
-    '{"source": "Mrs. Hudson", "target": "Holmes", "description": "Mrs. Hudson is the landlady of Holmes"}, '
-    '{"source": "Holmes", "target": "Baker Street", "description": "Holmes takes rooms in Baker Street"}]}')
+_EXAMPLE_TYPES = ["PERSON", "PERSON", "PERSON", "PERSON", "OTHER", "ORGANIZATION", "LOCATION",
+                  "LOCATION", "PERSON"]
+_EXAMPLE_DESCRIPTIONS = ["A detective looking for rooms", "A doctor who shares rooms with Holmes",
+                         "A detective looking for rooms", "A doctor who shares rooms with Holmes",
+                         "", "A hospital with a laboratory", "The city where they meet",
+                         "The street where Holmes and Watson share rooms",
+                         "The landlady of Holmes and Watson"]
+_EXAMPLE_RELS = [("Watson", "Holmes", "Watson agrees to share rooms with Holmes"),
+                 ("Mrs. Hudson", "Holmes", "Mrs. Hudson is the landlady of Holmes"),
+                 ("Holmes", "Baker Street", "Holmes takes rooms in Baker Street")]
 
+
+def _example_reply(llm_descriptions: bool) -> str:
+    if llm_descriptions:
+        ents = {n: {"type": t, "description": d} if t != "OTHER" else {"type": t, "description": "-"}
+                for n, t, d in zip(_EXAMPLE_NAMES, _EXAMPLE_TYPES, _EXAMPLE_DESCRIPTIONS)}
+        rels = [{"source": a, "target": b, "description": d} for a, b, d in _EXAMPLE_RELS]
+    else:
+        ents = dict(zip(_EXAMPLE_NAMES, _EXAMPLE_TYPES))
+        rels = [{"source": a, "target": b} for a, b, _ in _EXAMPLE_RELS]
+    return json.dumps({"entities": ents, "relationships": rels})
+
+_SYSTEM = ("You build a knowledge graph from a text. You answer with JSON only: the type of "
+           "each name found in the text, and the relationships between the entities.")
 _USER = ("Entity types: {types} (OTHER: not an entity)\n"
          "Names found in the text: {names}\n"
          "Text:\n\"\"\"\n{text}\n\"\"\"\n"
          "Give each name its entity type, or OTHER when it is not a person, organization, "
          "location or event. Then list how the entities are related in this text.")
 
-EXTRACTION_TEMPLATE = PromptTemplate(
-    name="extract_graph",
-    system=("You build a knowledge graph from a text. You answer with JSON only: the type of "
-            "each name found in the text, and the relationships between the entities."),
-    user=_USER,
-    schema={},  # per unit: see extraction_schema
-    max_tokens=600,
-    examples=((_USER.format(types="PERSON, ORGANIZATION, LOCATION, EVENT",
-                            names=", ".join(_EXAMPLE_NAMES), text=_EXAMPLE_TEXT),
-               _EXAMPLE_REPLY),),
-)
+def extraction_template(llm_descriptions: bool) -> PromptTemplate:
+    """The extraction prompt; its few-shot reply matches :func:`extraction_schema`."""
+    return PromptTemplate(
+        name="extract_graph",
+        system=_SYSTEM,
+        user=_USER,
+        schema={},  # per unit: see extraction_schema
+        max_tokens=700 if llm_descriptions else 400,
+        examples=((_USER.format(types="PERSON, ORGANIZATION, LOCATION, EVENT",
+                                names=", ".join(_EXAMPLE_NAMES), text=_EXAMPLE_TEXT),
+                   _example_reply(llm_descriptions)),),
+    )
+
 
 GLEANING_TEMPLATE = PromptTemplate(
     name="extract_graph_gleaning",
-    system=EXTRACTION_TEMPLATE.system,
+    system=_SYSTEM,
     user=("Entities: {names}\n"
           "Relationships already found: {found}\n"
           "Text:\n\"\"\"\n{text}\n\"\"\"\n"
@@ -247,6 +269,10 @@ def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
     return flat[start:end].strip()[:max_chars]
 
 
+UNIT_STATUS_SCHEMA = {"text_unit_id": pl.String, "status": pl.String,
+                      "entities": pl.Int64, "relationships": pl.Int64}
+
+
 @dataclass
 class ExtractionResult:
     """What :func:`extract_graph` returns: three tables and counters."""
@@ -254,28 +280,45 @@ class ExtractionResult:
     entity_mentions: pl.DataFrame  # ENTITY_MENTIONS_SCHEMA
     relationship_mentions: pl.DataFrame  # RELATIONSHIP_MENTIONS_SCHEMA
     failures: pl.DataFrame  # FAILURES_SCHEMA
+    units: pl.DataFrame  # UNIT_STATUS_SCHEMA: one row per text unit
     counts: dict[str, int] = field(default_factory=dict)
+
+
+def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> str:
+    """Return the evidence of a relationship: the first sentence of ``text`` naming both
+    ``source`` and ``target``, else their first sentences joined by `` … ``."""
+    flat = " ".join(text.replace("_", "").split())
+    starts = [0] + [m.end() for m in _SENTENCE_END.finditer(flat)] + [len(flat)]
+    for a, b in zip(starts, starts[1:]):
+        sentence = flat[a:b]
+        if source in sentence and target in sentence:
+            return sentence.strip()[:max_chars]
+    return f"{first_sentence_with(source, text, max_chars // 2)} … " \
+           f"{first_sentence_with(target, text, max_chars // 2)}"
 
 
 def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter,
                  allowed: set[str]) -> tuple[list[dict], list[dict]]:
     """Turn one validated reply into mention rows (entities typed OTHER are dropped)."""
     ents: dict[str, dict] = {}
-    for raw_name, etype in obj.get("entities", {}).items():
+    for raw_name, value in obj.get("entities", {}).items():
         name = " ".join(raw_name.split())
+        etype = value["type"] if isinstance(value, dict) else value
         if etype == NOT_AN_ENTITY:
             counts["names_typed_other"] += 1
             continue
         if name not in allowed or not is_grounded(name, text):
             counts["ungrounded_entities_dropped"] += 1
             continue
+        desc = value["description"].strip() if isinstance(value, dict) else ""
         ents[name] = {"text_unit_id": unit_id, "title": name, "type": etype.upper(),
-                      "description": first_sentence_with(name, text)}
-    rels = _parse_relationships(obj, unit_id, ents, counts)
+                      "description": desc or first_sentence_with(name, text)}
+    rels = _parse_relationships(obj, unit_id, ents, counts, text)
     return list(ents.values()), rels
 
 
-def _parse_relationships(obj: dict, unit_id: str, ents: dict, counts: Counter) -> list[dict]:
+def _parse_relationships(obj: dict, unit_id: str, ents: dict, counts: Counter,
+                         text: str) -> list[dict]:
     rels, seen = [], set()
     for r in obj.get("relationships", []):
         s, t = " ".join(r["source"].split()), " ".join(r["target"].split())
@@ -283,8 +326,9 @@ def _parse_relationships(obj: dict, unit_id: str, ents: dict, counts: Counter) -
             counts["relationships_dropped"] += 1
             continue
         seen.add((s, t))
+        desc = r["description"].strip() if "description" in r else ""
         rels.append({"text_unit_id": unit_id, "source": s, "target": t,
-                     "description": r["description"].strip(),
+                     "description": desc or evidence_for(s, t, text),
                      "strength": EXTRACTED_STRENGTH, "kind": "extracted"})
     return rels
 
@@ -311,7 +355,8 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
         counts["units_without_names"] += 1
         return [], [], []
     types = ", ".join(settings.entity_types)
-    obj, failure = structured_call(llm, EXTRACTION_TEMPLATE, STAGE, unit_id, settings.seed,
+    obj, failure = structured_call(llm, extraction_template(settings.llm_descriptions), STAGE,
+                                   unit_id, settings.seed,
                                    schema=extraction_schema(names, settings), types=types,
                                    names=", ".join(names), text=text)
     if obj is None:
@@ -330,7 +375,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
             break
         known = {(r["source"], r["target"]) for r in rels}
         more = [r for r in _parse_relationships(obj, unit_id, {n: 1 for n in entity_names},
-                                                counts)
+                                                counts, text)
                 if (r["source"], r["target"]) not in known]
         counts["gleaned_relationships"] += len(more)
         rels += more
@@ -354,13 +399,15 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         progress: called as ``progress(done, total)`` after each unit.
 
     Returns:
-        an :class:`ExtractionResult`; every unit is either extracted (possibly with no
-        entities) or has a failures row with the reason and the raw reply excerpt.
+        an :class:`ExtractionResult`; ``units`` says for every unit whether it was
+        extracted (possibly with no entity) or failed; a failed unit has a failures row
+        with the reason and the raw reply excerpt.
     """
     counts: Counter[str] = Counter()
     ents: list[dict] = []
     rels: list[dict] = []
     fails: list[dict] = []
+    status: list[dict] = []
     total = text_units.height
     vocabulary = word_counts(text_units["text"].to_list())
     for i, row in enumerate(text_units.select("id", "text").iter_rows(named=True), 1):
@@ -368,7 +415,10 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         ents += e
         rels += r
         fails += f
-        counts["units_failed"] += bool(f) and not e
+        failed = bool(f) and not e
+        counts["units_failed"] += failed
+        status.append({"text_unit_id": row["id"], "entities": len(e), "relationships": len(r),
+                       "status": "failed" if failed else "extracted"})
         if progress:
             progress(i, total)
     counts["units"] = total
@@ -378,4 +428,5 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         schemas.ENTITY_MENTIONS_SCHEMA)
     rm = pl.DataFrame(rels, schema=schemas.RELATIONSHIP_MENTIONS_SCHEMA) if rels else \
         schemas.empty(schemas.RELATIONSHIP_MENTIONS_SCHEMA)
-    return ExtractionResult(em, rm, failures_frame(fails), dict(counts))
+    return ExtractionResult(em, rm, failures_frame(fails),
+                            pl.DataFrame(status, schema=UNIT_STATUS_SCHEMA), dict(counts))

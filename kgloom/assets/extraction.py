@@ -26,6 +26,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     write_table(result.entity_mentions, sd, schemas.ENTITY_MENTIONS)
     write_table(result.relationship_mentions, sd, schemas.RELATIONSHIP_MENTIONS)
     write_table(result.failures, sd, f"{schemas.FAILURES}.{STAGE}")
+    write_table(result.units, sd, "extraction_units")
     llm_stats = cached.stats.get(STAGE)
     stats = write_stage_stats(index.out, STAGE, t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, **result.counts)

@@ -1,0 +1,141 @@
+"""Token windows and text units: coverage, overlap, offsets, stable ids."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from kgloom import schemas
+from kgloom.chunking import split_text_units, token_windows
+from kgloom.ids import content_id
+from kgloom.tokenizer import default_tokenizer
+
+# A Christmas Carol, Stave One (Project Gutenberg text, lightly trimmed).
+STAVE_ONE = """Marley was dead, to begin with. There is no doubt whatever about that. The
+register of his burial was signed by the clergyman, the clerk, the undertaker, and the chief
+mourner. Scrooge signed it. And Scrooge's name was good upon 'Change for anything he chose to
+put his hand to. Old Marley was as dead as a door-nail.
+
+Mind! I don't mean to say that I know of my own knowledge, what there is particularly dead
+about a door-nail. I might have been inclined, myself, to regard a coffin-nail as the deadest
+piece of ironmongery in the trade. But the wisdom of our ancestors is in the simile; and my
+unhallowed hands shall not disturb it, or the country's done for. You will, therefore, permit
+me to repeat, emphatically, that Marley was as dead as a door-nail.
+
+Scrooge knew he was dead? Of course he did. How could it be otherwise? Scrooge and he were
+partners for I don't know how many years. Scrooge was his sole executor, his sole
+administrator, his sole assign, his sole residuary legatee, his sole friend, and sole
+mourner."""
+
+SHORT = "Bob Cratchit carried Tiny Tim upon his shoulder."
+
+
+def _docs(*texts: str) -> pl.DataFrame:
+    return pl.DataFrame([
+        {"id": content_id("document", t), "human_readable_id": i, "title": f"doc{i}", "text": t,
+         "text_unit_ids": [], "creation_date": "2024-12-24T00:00:00+00:00", "raw_data": None,
+         "source": f"doc{i}.txt"} for i, t in enumerate(texts)], schema=schemas.DOCUMENTS_SCHEMA)
+
+
+@pytest.mark.parametrize("n, size, overlap", [
+    (10, 4, 1), (11, 4, 1), (600, 600, 100), (601, 600, 100), (1000, 600, 100), (7, 3, 0),
+    (2, 5, 4), (50, 10, 9)])
+def test_token_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
+    windows = token_windows(n, size, overlap)
+    assert windows[0][0] == 0
+    assert windows[-1][1] == n
+    assert all(0 < b - a <= size for a, b in windows)
+    covered = set().union(*(range(a, b) for a, b in windows))
+    assert covered == set(range(n))
+    for (a1, b1), (a2, b2) in zip(windows, windows[1:]):
+        assert b1 - a2 == overlap  # consecutive windows share exactly `overlap` tokens
+        assert a2 > a1  # always moves forward
+    # every window but possibly the last is full
+    assert all(b - a == size for a, b in windows[:-1])
+
+
+def test_token_windows_edge_cases():
+    assert token_windows(0, 600, 100) == []
+    assert token_windows(5, 600, 100) == [(0, 5)]
+    assert token_windows(600, 600, 100) == [(0, 600)]  # no tail window of pure overlap
+
+
+@pytest.mark.parametrize("overlap", [-1, 10, 11])
+def test_token_windows_rejects_bad_overlap(overlap):
+    with pytest.raises(ValueError, match="overlap"):
+        token_windows(100, 10, overlap)
+
+
+def test_text_units_of_a_real_passage():
+    tok = default_tokenizer()
+    size, overlap = 40, 8
+    docs = _docs(STAVE_ONE)
+    units, docs_out = split_text_units(docs, tok, chunk_size=size, chunk_overlap=overlap)
+
+    assert units.columns == list(schemas.TEXT_UNITS_SCHEMA)
+    offs = tok.offsets(STAVE_ONE)
+    expected = token_windows(len(offs), size, overlap)
+    assert units.height == len(expected) > 3
+    for u, (a, b) in zip(units.sort("chunk_index").iter_rows(named=True), expected):
+        # the unit keeps the document's own characters
+        assert u["text"] == STAVE_ONE[u["start_char"]:u["end_char"]]
+        assert u["n_tokens"] <= size
+        # n_tokens is the number of document tokens inside the unit's character span
+        inside = [o for o in offs if o[0] >= u["start_char"] and o[1] <= u["end_char"]]
+        assert len(inside) == u["n_tokens"] == b - a
+        assert tok.count(u["text"]) <= size
+        assert u["document_id"] == docs["id"][0]
+    # first unit starts at the text, last ends at its end; neighbours overlap in characters
+    ordered = units.sort("chunk_index")
+    assert ordered["start_char"][0] == 0
+    assert ordered["end_char"][-1] == len(STAVE_ONE)
+    assert (ordered["start_char"][1:] < ordered["end_char"][:-1]).all()
+    # graph columns are empty until extraction / emit fill them
+    assert ordered["entity_ids"].to_list() == [[]] * units.height
+    # the document lists its units in chunk order
+    assert docs_out["text_unit_ids"][0].to_list() == ordered["id"].to_list()
+
+
+def test_text_unit_ids_are_stable_and_distinct():
+    tok = default_tokenizer()
+    docs = _docs(STAVE_ONE, SHORT)
+    a, _ = split_text_units(docs, tok, chunk_size=40, chunk_overlap=8)
+    b, _ = split_text_units(docs, tok, chunk_size=40, chunk_overlap=8)
+    assert a["id"].to_list() == b["id"].to_list()
+    assert a["id"].n_unique() == a.height
+    # human_readable_id runs in document, then chunk order
+    assert a["human_readable_id"].to_list() == list(range(a.height))
+    assert a["document_id"].to_list() == sorted(a["document_id"].to_list(),
+                                                key=docs["id"].to_list().index)
+    # other chunk settings cut other units
+    c, _ = split_text_units(docs, tok, chunk_size=50, chunk_overlap=8)
+    assert set(c["id"]) != set(a["id"])
+
+
+def test_document_shorter_than_one_chunk_is_one_unit():
+    tok = default_tokenizer()
+    units, docs = split_text_units(_docs(SHORT), tok, chunk_size=600, chunk_overlap=100)
+    assert units.height == 1
+    assert units["text"][0] == SHORT
+    assert units["n_tokens"][0] == tok.count(SHORT)
+    assert (units["start_char"][0], units["end_char"][0]) == (0, len(SHORT))
+    assert docs["text_unit_ids"][0].to_list() == units["id"].to_list()
+
+
+def test_default_sizes_on_a_long_document():
+    tok = default_tokenizer()
+    text = "\n\n".join([STAVE_ONE] * 8)
+    units, _ = split_text_units(_docs(text), tok)  # 600 / 100
+    n = tok.count(text)
+    assert n > 600
+    assert units["n_tokens"].max() <= 600
+    # total tokens = n plus the 100 shared by each pair of neighbours
+    assert units["n_tokens"].sum() == n + 100 * (units.height - 1)
+
+
+def test_tokenizer_truncate_keeps_a_prefix_within_budget():
+    tok = default_tokenizer()
+    cut = tok.truncate(STAVE_ONE, 12)
+    assert STAVE_ONE.startswith(cut)
+    assert tok.count(cut) == 12
+    assert tok.truncate(SHORT, 1000) == SHORT

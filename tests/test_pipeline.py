@@ -1,0 +1,178 @@
+"""The Dagster asset graph end to end with the fake LLM: outputs, failures, cache reuse,
+GraphRAG column compatibility, definitions, sensor and schedule."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from kgloom import reports, schemas
+from kgloom.assets import ALL_ASSETS
+from kgloom.definitions import build_resources, defs
+from kgloom.pipelines.jobs import input_folder_sensor, nightly_index_schedule
+
+BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+EXPECTED_FILES = ["documents.parquet", "text_units.parquet", "entities.parquet",
+                  "relationships.parquet", "entity_aliases.parquet", "communities.parquet",
+                  "community_reports.parquet", "graph-nodes.parquet", "graph-edges.parquet",
+                  "failures.parquet", "index-summary.json", "graph.graphml",
+                  "neo4j/nodes.csv", "neo4j/relationships.csv", "llm_cache.sqlite"]
+
+
+def book_excerpt(start: int, n_chars: int) -> str:
+    """A slice of the bundled book, from the first paragraph break after ``start``."""
+    text = BOOK.read_text(encoding="utf-8")
+    i = text.index("\n\n", start)
+    return text[i: i + n_chars].strip()
+
+
+def run_index(input_dir: Path, output_dir: Path) -> dict:
+    """Materialize every asset with the fake LLM; return index-summary.json."""
+    resources = build_resources(str(input_dir), str(output_dir), fake_llm=True,
+                                chunk_size=200, chunk_overlap=40)
+    result = dg.materialize(ALL_ASSETS, resources=resources,
+                            instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    return json.loads((output_dir / "index-summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("input")
+    (d / "stave1.txt").write_text(book_excerpt(20000, 3000), encoding="utf-8")
+    (d / "stave3.md").write_text(book_excerpt(90000, 2500), encoding="utf-8")
+    (d / "empty.txt").write_text("   \n", encoding="utf-8")
+    (d / "broken.txt").write_bytes(b"\xff\xfe\xfa not utf-8 \xc3\x28")
+    return d
+
+
+@pytest.fixture(scope="module")
+def indexed(corpus, tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("output")
+    return out, run_index(corpus, out)
+
+
+def test_every_output_file_is_written(indexed):
+    out, summary = indexed
+    for name in EXPECTED_FILES:
+        assert (out / name).exists(), name
+    assert summary["rows"]["documents"] == 2
+    assert summary["rows"]["text_units"] >= 4
+    assert summary["llm_calls"] > 0
+    assert set(summary["seconds_per_stage"]) >= {"documents", "extraction", "community_reports"}
+
+
+def test_bad_input_files_become_failures_rows(indexed):
+    out, _ = indexed
+    failures = pl.read_parquet(out / "failures.parquet")
+    docs = failures.filter(pl.col("stage") == "documents")
+    assert any("empty.txt" in i for i in docs["item_id"])
+    assert any("broken.txt" in i for i in docs["item_id"])
+    assert all(r for r in docs["reason"])
+
+
+def test_every_text_unit_extracted_or_listed_as_failure(indexed):
+    out, _ = indexed
+    units = pl.read_parquet(out / "text_units.parquet")
+    status = pl.read_parquet(out / "stages" / "extraction_units.parquet")
+    failures = pl.read_parquet(out / "failures.parquet").filter(pl.col("stage") == "extraction")
+    assert set(status["text_unit_id"]) == set(units["id"])
+    failed = set(status.filter(pl.col("status") == "failed")["text_unit_id"])
+    assert failed <= set(failures["item_id"])
+    mentions = pl.read_parquet(out / "stages" / "entity_mentions.parquet")
+    assert set(mentions["text_unit_id"]) <= set(status.filter(
+        pl.col("status") == "extracted")["text_unit_id"])
+
+
+def test_each_community_level_partitions_all_entities_and_has_reports(indexed):
+    out, _ = indexed
+    entities = pl.read_parquet(out / "entities.parquet")
+    comms = pl.read_parquet(out / "communities.parquet")
+    for level in comms["level"].unique():
+        members = comms.filter(pl.col("level") == level)["entity_ids"].explode()
+        assert members.len() == members.n_unique() == entities.height
+    reports_ = pl.read_parquet(out / "community_reports.parquet")
+    assert set(reports_["community"]) == set(comms["community"])
+
+
+def test_graphrag_tables_have_graphrag_columns_first(indexed):
+    out, _ = indexed
+    for table, columns in schemas.GRAPHRAG_COLUMNS.items():
+        df = pl.read_parquet(out / f"{table}.parquet")
+        assert df.columns[: len(columns)] == columns, table
+        for col in columns:
+            assert df.schema[col] == schemas.GRAPHRAG_TABLES[table][col], (table, col)
+
+
+def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports(
+        indexed, corpus, monkeypatch):
+    out, first = indexed
+    again = run_index(corpus, out)
+    assert again["llm_calls"] == 0
+    assert again["llm_cache_hits"] == first["llm_calls"] + first["llm_cache_hits"]
+    edited = dataclasses.replace(reports.REPORT_TEMPLATE,
+                                 user=reports.REPORT_TEMPLATE.user + "\nBe brief.")
+    monkeypatch.setattr(reports, "REPORT_TEMPLATE", edited)
+    third = run_index(corpus, out)
+    assert third["llm"]["extraction"]["calls"] == 0
+    assert third["llm"].get("summaries", {}).get("calls", 0) == 0
+    assert third["llm"]["community_reports"]["calls"] == third["rows"]["communities"]
+
+
+def test_denormalized_columns_and_lancedb_tables(indexed):
+    import lancedb
+
+    out, _ = indexed
+    units = pl.read_parquet(out / "text_units.parquet")
+    entity_ids = set(pl.read_parquet(out / "entities.parquet")["id"])
+    assert set(units["kg_node_ids"].explode().drop_nulls()) <= entity_ids
+    db = lancedb.connect(str(out / "lancedb"))
+    assert db.open_table("text_units").count_rows() == units.height
+    row = db.open_table("text_units").to_arrow().slice(0, 1).to_pylist()[0]
+    assert {"kg_node_ids", "neighbor_entity_ids", "neighbor_triples", "vector"} <= set(row)
+
+
+def test_definitions_load():
+    dg.Definitions.validate_loadable(defs)
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"documents", "text_units", "extracted_graph", "entities", "relationships",
+            "entity_aliases", "communities", "community_reports", "graph_files",
+            "vector_index", "index_summary"} <= keys
+
+
+def test_missing_model_stops_before_any_work(tmp_path, corpus):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["index", "--input-dir", str(corpus), "--output-dir", str(out),
+                                   "--model-path", str(tmp_path / "nope.gguf")])
+    assert res.exit_code == 2
+    assert "nope.gguf" in res.output and "does not exist" in res.output
+    assert not out.exists()
+
+
+def test_sensor_requests_a_run_only_when_input_changes(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("Scrooge and Marley.", encoding="utf-8")
+    monkeypatch.setenv("KGLOOM_INPUT_DIR", str(tmp_path))
+    ctx = dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral())
+    first = input_folder_sensor(ctx)
+    assert isinstance(first, dg.RunRequest)
+    ctx2 = dg.build_sensor_context(cursor=ctx.cursor, instance=dg.DagsterInstance.ephemeral())
+    assert isinstance(input_folder_sensor(ctx2), dg.SkipReason)
+    (tmp_path / "b.md").write_text("Bob Cratchit.", encoding="utf-8")
+    ctx3 = dg.build_sensor_context(cursor=ctx.cursor, instance=dg.DagsterInstance.ephemeral())
+    assert isinstance(input_folder_sensor(ctx3), dg.RunRequest)
+
+
+def test_nightly_schedule_is_utc_at_two():
+    assert nightly_index_schedule.cron_schedule == "0 2 * * *"
+    assert nightly_index_schedule.execution_timezone == "UTC"
+    assert os.environ.get("HF_HUB_OFFLINE", "1") == "1"
