@@ -49,28 +49,40 @@ def list_input_files(input_dir: str | Path) -> list[Path]:
     )
 
 
-def _records(path: Path, raw: str) -> list[tuple[str, str, str | None]]:
-    """Split one file's decoded content into (title, text, raw_data json) records."""
+def _records(path: Path, raw: str) -> tuple[list[tuple[str, str, str | None]],
+                                            list[tuple[str, str]]]:
+    """Split one file's decoded content into records.
+
+    Returns:
+        ((title, text, raw_data json) per good record, (record label, reason) per bad
+        record): one bad JSONL line or CSV row loses only itself, never the whole file.
+
+    Raises:
+        csv.Error: when the CSV cannot be parsed at all.
+    """
     suffix = path.suffix.lower()
     if suffix in (".txt", ".md"):
-        return [(path.stem, raw, None)]
-    rows: list[dict] = []
+        return [(path.stem, raw, None)], []
+    rows: list[tuple[str, object]] = []
+    bad: list[tuple[str, str]] = []
     if suffix == ".jsonl":
         for n, line in enumerate(raw.splitlines(), 1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    rows.append((f"line {n}", json.loads(line)))
                 except json.JSONDecodeError as exc:
-                    raise ValueError(f"line {n} is not JSON: {exc}") from exc
+                    bad.append((f"line {n}", f"not JSON: {exc.msg}"))
     else:  # .csv
-        rows = list(csv.DictReader(io.StringIO(raw)))
+        rows = [(f"row {n}", r) for n, r in enumerate(csv.DictReader(io.StringIO(raw)), 2)]
     out = []
-    for n, row in enumerate(rows):
-        if not isinstance(row, dict) or "text" not in row:
-            raise ValueError(f"record {n} has no 'text' field")
-        title = str(row.get("title") or f"{path.stem}#{n}")
+    for label, row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("text"), (str, type(None))) \
+                or "text" not in row:
+            bad.append((label, "record has no 'text' string field"))
+            continue
+        title = str(row.get("title") or f"{path.stem}#{label.split()[-1]}")
         out.append((title, str(row["text"] or ""), json.dumps(row, ensure_ascii=False)))
-    return out
+    return out, bad
 
 
 def read_documents(input_dir: str | Path,
@@ -100,13 +112,16 @@ def read_documents(input_dir: str | Path,
         source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
         try:
             raw = path.read_bytes().decode("utf-8-sig")
-            records = _records(path, raw)
-        except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
+            records, bad = _records(path, raw)
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
             failures.append({"stage": STAGE, "item_id": source,
                              "reason": f"unreadable file: {type(exc).__name__}",
                              "detail": str(exc)})
             continue
-        if not records:  # an empty .jsonl / header-only .csv: never silence (DESIGN.md)
+        for label, reason in bad:
+            failures.append({"stage": STAGE, "item_id": f"{source}:{label}",
+                             "reason": f"bad record: {reason}", "detail": ""})
+        if not records and not bad:  # empty .jsonl / header-only .csv: never silence
             failures.append({"stage": STAGE, "item_id": source,
                              "reason": "empty file: no records", "detail": ""})
             continue

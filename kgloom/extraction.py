@@ -67,15 +67,18 @@ def is_grounded(name: str, text: str) -> bool:
     return bool(n) and n in normalize_for_match(text)
 
 
-_MID_SENTENCE_WORD = re.compile(r"(?<=[a-z,;] )[A-Z][^\W\d_]+")
+# after a lower-case word, a comma/semicolon, a closing quote, or an honorific
+_MID_SENTENCE_WORD = re.compile(
+    r"(?:(?<=[a-z,;] )|(?<=['’”] )|(?<=\bMr\. )|(?<=\bMrs\. )|(?<=\bMr )|(?<=\bMrs ))"
+    r"[A-Z][^\W\d_]+")
 
 
 def word_counts(texts: list[str]) -> Counter[str]:
     """Return corpus word statistics for :func:`candidate_names`.
 
     Keys: each word as written (case kept) -> occurrences; and ``("mid", word)`` ->
-    occurrences of a capitalized word right after a lower-case word or a comma, i.e.
-    not at a sentence start.
+    occurrences of a capitalized word right after a lower-case word, a comma, a closing
+    quote or an honorific (``Mr. Scrooge``), i.e. most likely not a sentence start.
     """
     counts: Counter = Counter()
     for t in texts:

@@ -54,16 +54,23 @@ REPORT_TEMPLATE = PromptTemplate(
 )
 
 
+_HEADINGS = ("Entities:", "Relationships:", "Sub-community reports:")
+
+
 def _fit(lines: list[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str], bool]:
-    """Keep leading ``lines`` while their token total stays within ``budget``."""
-    kept, used = [], 0
+    """Keep leading ``lines`` while their token total stays within ``budget``; a heading
+    left with nothing under it is dropped."""
+    kept, used, complete = [], 0, True
     for line in lines:
         n = tokenizer.count(line) + 1
         if used + n > budget:
-            return kept, False
+            complete = False
+            break
         kept.append(line)
         used += n
-    return kept, True
+    while kept and kept[-1] in _HEADINGS:
+        kept.pop()
+    return kept, complete
 
 
 def build_report_context(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,

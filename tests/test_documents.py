@@ -63,11 +63,11 @@ def test_each_format_is_read_one_document_per_record(tmp_path):
     assert by_title["stave1"]["text"] == MARLEY
     assert by_title["stave1"]["raw_data"] is None
     assert by_title["notes"]["text"].endswith(CRATCHIT)
-    # jsonl / csv: the title field, or "<stem>#<record number>" when it is absent or empty
+    # jsonl / csv: the title field, or "<stem>#<line or row number>" when absent or empty
     assert by_title["The ball"]["text"] == FEZZIWIG
-    assert by_title["ball#1"]["text"] == BALL
+    assert by_title["ball#3"]["text"] == BALL  # line 3 (line 2 is blank)
     assert by_title["Fog"]["text"] == FOG
-    assert by_title["weather#1"]["text"] == "It was cold."
+    assert by_title["weather#3"]["text"] == "It was cold."  # row 3 (row 1 is the header)
     assert json.loads(by_title["The ball"]["raw_data"]) == {"title": "The ball",
                                                             "text": FEZZIWIG}
     assert by_title["Fog"]["source"] == "weather.csv"
@@ -87,7 +87,8 @@ def test_bad_files_become_failures_while_good_files_are_read(tmp_path):
 
     docs, failures = read_documents(tmp_path)
 
-    assert sorted(docs["text"]) == sorted([MARLEY, CRATCHIT])
+    # one bad JSONL line loses only itself: the good line of broken.jsonl is kept
+    assert sorted(docs["text"]) == sorted([MARLEY, CRATCHIT, FEZZIWIG])
     assert failures.columns == list(schemas.FAILURES_SCHEMA)
     rows = _by_source(failures)
     assert set(rows) == {"empty.txt", "blank.md", "latin1.txt", "broken.jsonl", "notext.csv"}
@@ -95,8 +96,9 @@ def test_bad_files_become_failures_while_good_files_are_read(tmp_path):
     assert "empty" in rows["empty.txt"]["reason"]
     assert "empty" in rows["blank.md"]["reason"]
     assert "UnicodeDecodeError" in rows["latin1.txt"]["reason"]
-    assert "line 2 is not JSON" in rows["broken.jsonl"]["detail"]
-    assert "'text'" in rows["notext.csv"]["detail"]
+    assert rows["broken.jsonl"]["item_id"] == "broken.jsonl:line 2"
+    assert "not JSON" in rows["broken.jsonl"]["reason"]
+    assert "'text'" in rows["notext.csv"]["reason"]
     assert all(r["reason"] for r in rows.values())
 
 

@@ -1,0 +1,56 @@
+"""End to end with the real bundled GGUF (SmolLM2-135M-Instruct) on a tiny input.
+
+Slow by nature (about a minute on 2 cores): one extraction call plus one report call
+per community, then the same run again from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from kgloom.assets import ALL_ASSETS
+from kgloom.definitions import build_resources
+from kgloom.extraction import is_grounded
+
+PASSAGE = """Oh! but he was a tight-fisted hand at the grindstone, Scrooge! a squeezing,
+wrenching, grasping, scraping, clutching, covetous old sinner! External heat and cold had
+little influence on Scrooge. Once upon a time--of all the good days in the year, on
+Christmas Eve--old Scrooge sat busy in his counting-house. The door of Scrooge's
+counting-house was open, that he might keep his eye upon his clerk, Bob Cratchit, who in a
+dismal little cell beyond was copying letters. 'A merry Christmas, uncle! God save you!'
+cried a cheerful voice. It was the voice of Scrooge's nephew, Fred, who came upon him so
+quickly that this was the first intimation he had of his approach. Jacob Marley had been
+dead these seven years, and Scrooge and Marley was still the name over the warehouse door
+in London."""
+
+
+@pytest.mark.slow
+def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    (inp / "carol.txt").write_text(PASSAGE, encoding="utf-8")
+    resources = build_resources(str(inp), str(out), fake_llm=False)
+    assert dg.materialize(ALL_ASSETS, resources=resources,
+                          instance=dg.DagsterInstance.ephemeral()).success
+    summary = json.loads((out / "index-summary.json").read_text())
+    assert summary["llm"]["extraction"]["calls"] == 1
+    assert summary["llm"]["extraction"]["failures"] == 0
+    failures = pl.read_parquet(out / "failures.parquet")
+    assert failures.filter(pl.col("reason").str.contains("not JSON|breaks the schema")).height == 0
+    entities = pl.read_parquet(out / "entities.parquet")
+    assert entities.height >= 2
+    for title in pl.read_parquet(out / "stages" / "entity_mentions.parquet")["title"]:
+        assert is_grounded(title, PASSAGE), title
+    comms = pl.read_parquet(out / "communities.parquet")
+    reports = pl.read_parquet(out / "community_reports.parquet")
+    assert set(reports["community"]) == set(comms["community"])
+    assert reports["full_content"].str.starts_with("# ").all()
+
+    assert dg.materialize(ALL_ASSETS, resources=resources,
+                          instance=dg.DagsterInstance.ephemeral()).success
+    again = json.loads((out / "index-summary.json").read_text())
+    assert again["llm_calls"] == 0

@@ -1,0 +1,303 @@
+"""Extraction on real passages of A Christmas Carol, with fake and scripted backends."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from kgloom import schemas
+from kgloom.config import IndexSettings
+from kgloom.extraction import (candidate_names, evidence_for, extract_graph, extraction_schema,
+                               first_sentence_with, is_grounded, word_counts)
+from kgloom.ids import content_id
+from kgloom.llm import CachedLLM, Completion, LLMCache
+from kgloom.testing import FakeBackend
+
+CHARACTERS = """Bob Cratchit, clerk to Ebenezer Scrooge.
+Mr. Fezziwig, a kind-hearted, jovial old merchant.
+Fred, Scrooge's nephew.
+Ghost of Christmas Yet to Come, an apparition showing the shadows
+  of things which yet may happen.
+Mrs. Fezziwig, the worthy partner of Mr. Fezziwig."""
+
+BALL = """In came a fiddler with a music-book, and went up to the lofty desk, and
+made an orchestra of it, and tuned like fifty stomach-aches. In came
+Mrs. Fezziwig, one vast substantial smile. In came the three Miss
+Fezziwigs, beaming and lovable. Then old Fezziwig stood
+out to dance with Mrs. Fezziwig. When the clock struck eleven, this domestic ball broke
+up. Mr. and Mrs. Fezziwig took their stations, one on either side the door."""
+
+GENTLEMEN = """'Scrooge and Marley's, I believe,' said one of the gentlemen, referring
+to his list. 'Have I the pleasure of addressing Mr. Scrooge, or Mr.
+Marley?'
+
+'Mr. Marley has been dead these seven years,' Scrooge replied. 'He died
+seven years ago, this very night.'"""
+
+FOG = """Foggier yet, and colder! Piercing, searching, biting cold. If the good
+St. Dunstan had but nipped the Evil Spirit's nose with a touch of such
+weather as that, instead of using his familiar weapons, then indeed he
+would have roared to lusty purpose. The owner of one scant young nose
+stooped down at Scrooge's keyhole to regale him with a Christmas carol."""
+
+NO_NAMES = "it was a bitter, biting day, and the fog came pouring in at every chink."
+
+SETTINGS = IndexSettings()
+
+
+def _units(*texts: str) -> pl.DataFrame:
+    return pl.DataFrame([
+        {"id": content_id("unit", t), "human_readable_id": i, "text": t,
+         "n_tokens": len(t.split()), "document_id": "carol", "entity_ids": [],
+         "relationship_ids": [], "covariate_ids": [], "chunk_index": i, "start_char": 0,
+         "end_char": len(t), "kg_node_ids": [], "neighbor_entity_ids": [],
+         "neighbor_triples": [], "community_ids": [], "centrality": 0.0}
+        for i, t in enumerate(texts)], schema=schemas.TEXT_UNITS_SCHEMA)
+
+
+def _llm(tmp_path, backend) -> CachedLLM:
+    return CachedLLM(backend, LLMCache(tmp_path / "cache.sqlite"), backend.model_id)
+
+
+def _names_in(messages) -> str:
+    return messages[-1]["content"]
+
+
+class ScriptedBackend:
+    """Types every candidate name ``etype`` and returns ``relationships`` (as pairs of names
+    present in the schema); ``broken_if`` text in the prompt gives a reply that is not JSON;
+    ``descriptions`` switches to the llm_descriptions reply shape."""
+
+    def __init__(self, etype="PERSON", pairs=(), broken_if=None, descriptions=False):
+        self.model_id = "scripted"
+        self.etype, self.pairs, self.broken_if = etype, list(pairs), broken_if
+        self.descriptions = descriptions
+        self.calls = 0
+        self.prompts: list[str] = []
+
+    def complete(self, messages, schema, max_tokens, seed):
+        self.calls += 1
+        self.prompts.append(_names_in(messages))
+        if self.broken_if and self.broken_if in _names_in(messages):
+            return Completion("Sure! Here are the entities: Scrooge, Marley", 10, 8, 0.0)
+        names = list(schema["properties"]["entities"]["properties"])
+        if self.descriptions:
+            ents = {n: {"type": self.etype, "description": f"{n} as the text tells"}
+                    for n in names}
+            rels = [{"source": a, "target": b, "description": f"{a} knows {b}"}
+                    for a, b in self.pairs if a in names and b in names]
+        else:
+            ents = {n: self.etype for n in names}
+            rels = [{"source": a, "target": b} for a, b in self.pairs
+                    if a in names and b in names]
+        return Completion(json.dumps({"entities": ents, "relationships": rels}), 10, 8, 0.0)
+
+
+# --- candidate names -------------------------------------------------------------------
+
+def test_candidate_names_keep_honorifics_distinct_and_spans_whole():
+    names = candidate_names(CHARACTERS, limit=100)
+    assert "Mr. Fezziwig" in names and "Mrs. Fezziwig" in names
+    assert "Ghost of Christmas Yet to Come" in names
+    assert "Scrooge" in names and "Scrooge's" not in names  # possessive stripped
+    assert "Ebenezer Scrooge" in names and "Bob Cratchit" in names
+    # every candidate really occurs in the text
+    assert all(is_grounded(n, CHARACTERS) for n in names)
+
+
+def test_candidate_names_drop_sentence_initial_common_words():
+    text = ("Away went Scrooge. He ran away from the Ghost. In came Bob Cratchit. The "
+            "Spirit stood still; the spirit said nothing.")
+    names = candidate_names(text)
+    assert "Away" not in names  # also written in lower case in the text
+    assert "Spirit" not in names
+    assert "In" not in names and "The" not in names and "He" not in names  # stopwords
+    assert {"Scrooge", "Ghost", "Bob Cratchit"} <= set(names)
+
+
+def test_candidate_names_with_corpus_vocabulary():
+    corpus = [FOG, "They were foggier still, and the cold was piercing, the previous Monday."]
+    names = candidate_names(FOG, vocabulary=word_counts(corpus))
+    assert "Foggier" not in names and "Piercing" not in names
+    assert "St. Dunstan" in names and "Scrooge" in names
+
+
+def test_candidate_names_are_ranked_and_limited():
+    names = candidate_names(BALL, limit=2)
+    assert len(names) == 2
+    # "Fezziwig" is inside every Mrs./Mr. mention but is counted as its own span only once
+    # ("old Fezziwig"); "Mrs. Fezziwig" occurs three times
+    assert names[0] == "Mrs. Fezziwig"
+
+
+# --- schema ------------------------------------------------------------------------------
+
+def test_extraction_schema_is_bounded_and_closed():
+    names = ["Scrooge", "Mr. Marley", "Marley"]
+    s = extraction_schema(names, IndexSettings(max_relationships_per_unit=4))
+    assert s["additionalProperties"] is False
+    ents = s["properties"]["entities"]
+    assert list(ents["properties"]) == names and ents["required"] == names
+    assert ents["additionalProperties"] is False
+    assert set(ents["properties"]["Scrooge"]["enum"]) == {*SETTINGS.entity_types, "OTHER"}
+    rels = s["properties"]["relationships"]
+    assert rels["maxItems"] == 4
+    assert rels["items"]["additionalProperties"] is False
+    assert rels["items"]["properties"]["source"]["enum"] == names
+
+    with_desc = extraction_schema(names, IndexSettings(llm_descriptions=True))
+    value = with_desc["properties"]["entities"]["properties"]["Marley"]
+    assert value["additionalProperties"] is False
+    assert value["properties"]["description"]["maxLength"] > 0
+    assert with_desc["properties"]["relationships"]["items"]["properties"][
+        "description"]["maxLength"] > 0
+
+
+# --- sentences ---------------------------------------------------------------------------
+
+def test_first_sentence_with_does_not_split_at_honorifics():
+    assert first_sentence_with("Mrs. Fezziwig", BALL) == \
+        "In came Mrs. Fezziwig, one vast substantial smile."
+    took = first_sentence_with("stations", BALL)
+    assert took.startswith("Mr. and Mrs. Fezziwig took their stations")
+    dunstan = first_sentence_with("St. Dunstan", FOG)
+    assert dunstan.startswith("If the good St. Dunstan had but nipped")
+    assert dunstan.endswith("lusty purpose.")
+    assert first_sentence_with("Tiny Tim", BALL) == ""
+    assert len(first_sentence_with("Dunstan", FOG, max_chars=30)) == 30
+
+
+def test_evidence_for_prefers_a_sentence_naming_both():
+    ev = evidence_for("Scrooge", "Marley", GENTLEMEN)
+    assert "Scrooge" in ev and "Marley" in ev
+    assert ev.startswith("'Scrooge and Marley's")
+    # no sentence with both: the first sentence of each, joined
+    ev = evidence_for("Mrs. Fezziwig", "Scrooge", BALL + " " + FOG)
+    assert " … " in ev
+    left, right = ev.split(" … ")
+    assert "Mrs. Fezziwig" in left and "Scrooge" in right
+
+
+# --- extract_graph -----------------------------------------------------------------------
+
+def test_extract_graph_with_fake_backend_is_grounded(tmp_path):
+    units = _units(BALL, GENTLEMEN, FOG)
+    backend = FakeBackend()
+    result = extract_graph(units, _llm(tmp_path, backend), SETTINGS)
+
+    assert backend.calls == 3
+    em, rm = result.entity_mentions, result.relationship_mentions
+    assert em.columns == list(schemas.ENTITY_MENTIONS_SCHEMA)
+    assert rm.columns == list(schemas.RELATIONSHIP_MENTIONS_SCHEMA)
+    assert em.height > 0
+    text_of = dict(zip(units["id"], units["text"]))
+    for e in em.iter_rows(named=True):
+        assert is_grounded(e["title"], text_of[e["text_unit_id"]])
+        assert e["type"] in SETTINGS.entity_types
+        assert e["description"]  # the evidence sentence
+    ents_of = {u: set(g["title"]) for (u,), g in em.group_by("text_unit_id")}
+    for r in rm.iter_rows(named=True):
+        assert r["source"] != r["target"]
+        assert {r["source"], r["target"]} <= ents_of[r["text_unit_id"]]
+    assert result.counts["units"] == 3
+    assert result.failures.height == 0
+
+
+def test_co_mention_edges_when_no_relationship_is_extracted(tmp_path):
+    units = _units(GENTLEMEN, BALL, NO_NAMES)
+    backend = ScriptedBackend(etype="PERSON", pairs=())
+    result = extract_graph(units, _llm(tmp_path, backend), SETTINGS)
+
+    assert backend.calls == 2  # a unit without any proper name makes no call
+    assert result.counts["units_without_names"] == 1
+    rm = result.relationship_mentions
+    assert rm.height > 0 and set(rm["kind"]) == {"co_mention"}
+    assert set(rm["strength"]) == {SETTINGS.co_mention_strength}
+    for uid in units["id"][:2]:
+        n = result.entity_mentions.filter(pl.col("text_unit_id") == uid).height
+        k = min(n, 5)  # between the (at most) five most mentioned entities
+        assert rm.filter(pl.col("text_unit_id") == uid).height == k * (k - 1) // 2
+    assert result.entity_mentions.filter(pl.col("text_unit_id") == units["id"][2]).height == 0
+
+    # switched off: no edges at all
+    off = extract_graph(units, _llm(tmp_path, backend),
+                        IndexSettings(co_mention_edges=False))
+    assert off.relationship_mentions.height == 0
+
+
+def test_extracted_relationships_replace_co_mentions(tmp_path):
+    units = _units(GENTLEMEN)
+    pairs = [("Mr. Scrooge", "Mr. Marley"), ("Mr. Scrooge", "Mr. Scrooge"),
+             ("Mr. Marley", "Nobody"), ("Mr. Scrooge", "Mr. Marley")]
+    result = extract_graph(units, _llm(tmp_path, ScriptedBackend(pairs=pairs)), SETTINGS)
+    rm = result.relationship_mentions
+    # the self-loop and the duplicate are dropped; "Nobody" is not a candidate so the
+    # scripted backend cannot send it (the schema's enum forbids it)
+    assert rm.select("source", "target", "kind").rows() == [
+        ("Mr. Scrooge", "Mr. Marley", "extracted")]
+    # no LLM description: the evidence is the sentence of the text naming both
+    assert rm["description"][0] == evidence_for("Mr. Scrooge", "Mr. Marley", GENTLEMEN)
+    assert "Mr. Scrooge, or Mr. Marley?" in rm["description"][0]
+    assert result.counts["relationships_dropped"] == 2
+
+
+def test_entities_typed_other_are_dropped(tmp_path):
+    result = extract_graph(_units(GENTLEMEN), _llm(tmp_path, ScriptedBackend(etype="OTHER")),
+                           SETTINGS)
+    assert result.entity_mentions.height == 0
+    assert result.relationship_mentions.height == 0
+    assert result.counts["names_typed_other"] == len(candidate_names(
+        GENTLEMEN, vocabulary=word_counts([GENTLEMEN])))
+
+
+def test_unparseable_reply_is_a_failure_and_other_units_are_extracted(tmp_path):
+    units = _units(BALL, GENTLEMEN, FOG)
+    backend = ScriptedBackend(broken_if="St. Dunstan")
+    result = extract_graph(units, _llm(tmp_path, backend), SETTINGS)
+
+    fog_id = units["id"][2]
+    assert result.failures["item_id"].to_list() == [fog_id]
+    f = result.failures.row(0, named=True)
+    assert f["stage"] == "extraction"
+    assert "not JSON" in f["reason"]
+    assert "Here are the entities" in f["detail"]
+    assert result.counts["units_failed"] == 1
+    done = set(result.entity_mentions["text_unit_id"])
+    assert done == {units["id"][0], units["id"][1]}
+
+
+def test_second_run_makes_no_backend_call(tmp_path):
+    units = _units(BALL, GENTLEMEN, FOG)
+    backend = FakeBackend()
+    first = extract_graph(units, _llm(tmp_path, backend), SETTINGS)
+    calls = backend.calls
+    # a new process: new backend, same cache file
+    fresh = FakeBackend()
+    second = extract_graph(units, _llm(tmp_path, fresh), SETTINGS)
+    assert fresh.calls == 0
+    assert calls == 3
+    assert second.entity_mentions.equals(first.entity_mentions)
+    assert second.relationship_mentions.equals(first.relationship_mentions)
+
+
+def test_llm_descriptions_are_used_when_enabled(tmp_path):
+    settings = IndexSettings(llm_descriptions=True)
+    units = _units(GENTLEMEN)
+    backend = ScriptedBackend(pairs=[("Mr. Scrooge", "Mr. Marley")], descriptions=True)
+    result = extract_graph(units, _llm(tmp_path, backend), settings)
+    em = result.entity_mentions
+    assert em.height > 0
+    assert all(d == f"{t} as the text tells" for t, d in zip(em["title"], em["description"]))
+    rm = result.relationship_mentions
+    assert rm.select("source", "target", "description", "kind").rows() == [
+        ("Mr. Scrooge", "Mr. Marley", "Mr. Scrooge knows Mr. Marley", "extracted")]
+
+    # the FakeBackend also answers the description-shaped schema
+    fake = extract_graph(_units(BALL), _llm(tmp_path, FakeBackend()), settings)
+    assert fake.failures.height == 0
+    # same units, other setting: other prompt and schema, so no stale cache hit
+    plain_backend = ScriptedBackend(pairs=[("Mr. Scrooge", "Mr. Marley")])
+    plain = extract_graph(units, _llm(tmp_path, plain_backend), SETTINGS)
+    assert plain_backend.calls == 1
+    assert plain.relationship_mentions["description"][0] != "Mr. Scrooge knows Mr. Marley"

@@ -1,0 +1,212 @@
+"""The LLM layer without a model: cache keys, retries, failures, model-file checks, stats."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import jsonschema
+import pytest
+
+from kgloom import schemas
+from kgloom.llm import (CachedLLM, Completion, LLMCache, ModelFileError, PromptTemplate,
+                        StageStats, structured_call, verify_model_file)
+from kgloom.testing import FakeBackend
+
+TEMPLATE = PromptTemplate(
+    name="describe",
+    system="You describe a character of a novel. Answer with JSON only.",
+    user="Character: {name}\nText: {text}",
+    schema={"type": "object",
+            "properties": {"description": {"type": "string", "minLength": 1, "maxLength": 60},
+                           "role": {"type": "string", "enum": ["hero", "villain", "other"]},
+                           "mentions": {"type": "array", "maxItems": 2,
+                                        "items": {"type": "string", "maxLength": 20}}},
+            "required": ["description", "role", "mentions"], "additionalProperties": False},
+    max_tokens=80,
+)
+TEXT = "Old Marley was as dead as a door-nail."
+
+
+def _llm(tmp_path, backend=None) -> tuple[CachedLLM, FakeBackend]:
+    backend = backend or FakeBackend()
+    return CachedLLM(backend, LLMCache(tmp_path / "llm_cache.sqlite"), backend.model_id), backend
+
+
+def test_structured_call_returns_a_schema_valid_object(tmp_path):
+    llm, backend = _llm(tmp_path)
+    obj, failure = structured_call(llm, TEMPLATE, "test", "marley", seed=1, name="Marley",
+                                   text=TEXT)
+    assert failure is None
+    jsonschema.validate(obj, TEMPLATE.schema)
+    assert backend.calls == 1
+    assert llm.stats["test"].calls == 1 and llm.stats["test"].cache_hits == 0
+
+
+def test_identical_call_is_a_cache_hit(tmp_path):
+    llm, backend = _llm(tmp_path)
+    first, _ = structured_call(llm, TEMPLATE, "test", "marley", seed=1, name="Marley", text=TEXT)
+    second, _ = structured_call(llm, TEMPLATE, "test", "marley", seed=1, name="Marley", text=TEXT)
+    assert second == first
+    assert backend.calls == 1
+    assert llm.stats["test"].cache_hits == 1
+
+
+@pytest.mark.parametrize("change", [
+    {"system": "You describe a character. JSON only."},
+    {"user": "Name: {name}\nPassage: {text}"},
+    {"max_tokens": 81},
+    {"examples": (("Character: Fred", '{"description": "nephew", "role": "hero", '
+                                      '"mentions": []}'),)},
+])
+def test_changing_the_template_changes_the_key(tmp_path, change):
+    llm, backend = _llm(tmp_path)
+    structured_call(llm, TEMPLATE, "test", "marley", seed=1, name="Marley", text=TEXT)
+    edited = dataclasses.replace(TEMPLATE, **change)
+    assert edited.hash != TEMPLATE.hash
+    structured_call(llm, edited, "test", "marley", seed=1, name="Marley", text=TEXT)
+    assert backend.calls == 2
+
+
+def test_changing_inputs_seed_or_schema_changes_the_key(tmp_path):
+    llm, backend = _llm(tmp_path)
+    structured_call(llm, TEMPLATE, "test", "a", seed=1, name="Marley", text=TEXT)
+    structured_call(llm, TEMPLATE, "test", "a", seed=1, name="Scrooge", text=TEXT)
+    structured_call(llm, TEMPLATE, "test", "a", seed=2, name="Marley", text=TEXT)
+    narrower = {**TEMPLATE.schema, "properties": {**TEMPLATE.schema["properties"],
+                                                  "role": {"type": "string", "enum": ["other"]}}}
+    obj, _ = structured_call(llm, TEMPLATE, "test", "a", seed=1, schema=narrower, name="Marley",
+                             text=TEXT)
+    assert backend.calls == 4
+    assert obj["role"] == "other"  # the per-call schema is the one the reply follows
+
+
+def test_unparseable_reply_is_retried_once_then_a_failure_row(tmp_path):
+    llm, backend = _llm(tmp_path, FakeBackend(broken_every=1))
+    obj, failure = structured_call(llm, TEMPLATE, "test", "marley", seed=1, name="Marley",
+                                   text=TEXT)
+    assert obj is None
+    assert backend.calls == 2  # the first try and one retry (with another seed)
+    assert set(failure) == set(schemas.FAILURES_SCHEMA)
+    assert failure["stage"] == "test" and failure["item_id"] == "marley"
+    assert "not JSON" in failure["reason"]
+    assert failure["detail"].startswith('{"entities": [{"name": ')  # the raw reply excerpt
+    st = llm.stats["test"]
+    assert (st.retries, st.failures) == (1, 1)
+
+
+class _WrongShape:
+    """Replies valid JSON that breaks the schema (a required field is missing)."""
+
+    model_id = "wrong-shape"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, messages, schema, max_tokens, seed):
+        self.calls += 1
+        return Completion('{"description": "a ghost"}', 10, 5, 0.1)
+
+
+class _Crashing:
+    model_id = "crashing"
+
+    def complete(self, messages, schema, max_tokens, seed):
+        raise RuntimeError("llama_decode returned -1")
+
+
+def test_schema_violation_and_crash_become_failure_rows(tmp_path):
+    llm, backend = _llm(tmp_path, _WrongShape())
+    obj, failure = structured_call(llm, TEMPLATE, "test", "x", seed=1, name="Marley", text=TEXT)
+    assert obj is None and backend.calls == 2
+    assert "breaks the schema" in failure["reason"] and "role" in failure["reason"]
+    assert failure["detail"] == '{"description": "a ghost"}'
+
+    llm2 = CachedLLM(_Crashing(), LLMCache(tmp_path / "other.sqlite"), "crashing")
+    obj, failure = structured_call(llm2, TEMPLATE, "test", "y", seed=1, name="Marley", text=TEXT)
+    assert obj is None
+    assert "RuntimeError" in failure["reason"]
+    assert "llama_decode" in failure["detail"]
+
+
+def test_cache_only_run_raises_lookup_error_on_a_miss(tmp_path):
+    llm = CachedLLM(None, LLMCache(tmp_path / "c.sqlite"), "fake-llm")
+    with pytest.raises(LookupError):
+        structured_call(llm, TEMPLATE, "test", "x", seed=1, name="Marley", text=TEXT)
+
+
+def test_cache_persists_across_reopen(tmp_path):
+    path = tmp_path / "llm_cache.sqlite"
+    llm, backend = _llm(tmp_path)
+    first, _ = structured_call(llm, TEMPLATE, "test", "marley", seed=1, name="Marley", text=TEXT)
+    llm.cache.close()
+
+    reopened = LLMCache(path)
+    assert reopened.summary()[0]["stage"] == "test"
+    assert reopened.summary()[0]["rows"] == 1
+    again = CachedLLM(FakeBackend(), reopened, backend.model_id)
+    second, _ = structured_call(again, TEMPLATE, "test", "marley", seed=1, name="Marley",
+                                text=TEXT)
+    assert second == first
+    assert again.backend.calls == 0
+    # another model id is another key
+    other = CachedLLM(FakeBackend(), reopened, "another-model")
+    structured_call(other, TEMPLATE, "test", "marley", seed=1, name="Marley", text=TEXT)
+    assert other.backend.calls == 1
+
+
+def test_cache_get_put_roundtrip(tmp_path):
+    cache = LLMCache(tmp_path / "sub" / "c.sqlite")  # the folder is created
+    key = LLMCache.key("m", "t", "i", {"seed": 1})
+    assert cache.get(key) is None
+    reply = Completion('{"a": 1}', 12, 3, 0.5)
+    cache.put(key, "stage", "m", "t", "i", {"seed": 1}, reply)
+    assert cache.get(key) == reply
+    cache.close()
+    assert LLMCache(tmp_path / "sub" / "c.sqlite").get(key) == reply
+    # parameter order does not matter, values do
+    assert LLMCache.key("m", "t", "i", {"a": 1, "b": 2}) == LLMCache.key("m", "t", "i",
+                                                                         {"b": 2, "a": 1})
+    assert LLMCache.key("m", "t", "i", {"seed": 1}) != LLMCache.key("m", "t", "i", {"seed": 2})
+
+
+def test_verify_model_file(tmp_path):
+    missing = tmp_path / "nowhere.gguf"
+    with pytest.raises(ModelFileError, match="nowhere.gguf"):
+        verify_model_file(missing)
+
+    not_gguf = tmp_path / "weights.bin"
+    not_gguf.write_bytes(b"PK\x03\x04 a zip, not a model")
+    with pytest.raises(ModelFileError, match="weights.bin.*not a GGUF"):
+        verify_model_file(not_gguf)
+
+    fake = tmp_path / "tiny.gguf"
+    content = b"GGUF" + bytes(range(60))
+    fake.write_bytes(content)
+    digest = hashlib.sha256(content).hexdigest()
+    assert verify_model_file(fake) == digest
+    assert verify_model_file(fake, expected_sha256=digest.upper()) == digest
+    with pytest.raises(ModelFileError, match="tiny.gguf.*expected") as exc:
+        verify_model_file(fake, expected_sha256="0" * 64)
+    assert digest in str(exc.value)
+    # ModelFileError is a FileNotFoundError, so callers can catch either
+    assert issubclass(ModelFileError, FileNotFoundError)
+
+
+def test_stage_stats_rates():
+    st = StageStats(calls=3, cache_hits=1, prompt_tokens=500, completion_tokens=60, seconds=4.0)
+    d = st.as_dict()
+    assert d["prompt_tokens_per_s"] == 125.0
+    assert d["completion_tokens_per_s"] == 15.0
+    assert d["cache_hit_rate"] == 0.25
+    assert d["calls"] == 3 and d["failures"] == 0
+    idle = StageStats().as_dict()
+    assert (idle["prompt_tokens_per_s"], idle["completion_tokens_per_s"],
+            idle["cache_hit_rate"]) == (0.0, 0.0, 0.0)
+
+
+def test_template_messages_put_examples_between_system_and_user():
+    t = dataclasses.replace(TEMPLATE, examples=(("Character: Fred", "{}"),))
+    msgs = t.messages(name="Marley", text=TEXT)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    assert msgs[-1]["content"] == f"Character: Marley\nText: {TEXT}"

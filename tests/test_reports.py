@@ -1,0 +1,192 @@
+"""Community reports over the Christmas Carol fixture graph, with a fake LLM."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from kgloom import schemas
+from kgloom.config import IndexSettings
+from kgloom.llm import CachedLLM, Completion, LLMCache
+from kgloom.reports import REPORT_TEMPLATE, build_report_context, write_community_reports
+from kgloom.testing import FakeBackend
+from kgloom.tokenizer import default_tokenizer
+
+from tests.conftest import build_carol_tables
+
+
+@pytest.fixture
+def tables() -> dict[str, pl.DataFrame]:
+    """The fixture graph, with each community's relationship_ids filled in (the
+    relationships whose two ends are both members), as the communities stage does."""
+    t = build_carol_tables()
+    rels = t["relationships"]
+    rel_ids = []
+    for members in t["communities"]["entity_ids"].to_list():
+        inside = rels.filter(pl.col("source_id").is_in(members)
+                             & pl.col("target_id").is_in(members))
+        rel_ids.append(inside["id"].to_list())
+    t["communities"] = t["communities"].with_columns(
+        relationship_ids=pl.Series(rel_ids, dtype=pl.List(pl.String)))
+    return t
+
+
+def _llm(tmp_path, backend) -> CachedLLM:
+    return CachedLLM(backend, LLMCache(tmp_path / "cache.sqlite"), backend.model_id)
+
+
+def _community(tables, number: int) -> dict:
+    return tables["communities"].filter(pl.col("community") == number).row(0, named=True)
+
+
+def test_every_community_gets_a_graphrag_report(tmp_path, tables):
+    backend = FakeBackend()
+    llm = _llm(tmp_path, backend)
+    reports, failures, methods = write_community_reports(
+        tables["communities"], tables["entities"], tables["relationships"],
+        llm, IndexSettings(), default_tokenizer())
+
+    assert failures.height == 0
+    assert reports.columns == list(schemas.COMMUNITY_REPORTS_SCHEMA)
+    assert reports.schema == pl.Schema(schemas.COMMUNITY_REPORTS_SCHEMA)
+    assert sorted(reports["community"]) == sorted(tables["communities"]["community"])
+    # one call per community, except that community 4 (level 1) has the same members and
+    # context as its parent 1, so its call is a cache hit
+    assert methods == {"members": 5}
+    assert backend.calls == 4
+    assert llm.stats["community_reports"].cache_hits == 1
+    assert sum(methods.values()) == tables["communities"].height
+    assert reports["rank"].is_between(0, 10).all()
+    for r in reports.iter_rows(named=True):
+        assert r["full_content"].startswith(f"# {r['title']}\n")
+        assert r["summary"] in r["full_content"]
+        assert all(f"## {f['summary']}" in r["full_content"] for f in r["findings"])
+        assert json.loads(r["full_content_json"])["title"] == r["title"]
+        assert 1 <= len(r["findings"]) <= 3
+    # hierarchy copied from the communities
+    c = tables["communities"].sort("community")
+    rs = reports.sort("community")
+    assert rs["level"].to_list() == c["level"].to_list()
+    assert rs["parent"].to_list() == c["parent"].to_list()
+    assert rs["children"].to_list() == c["children"].to_list()
+    assert rs["size"].to_list() == c["size"].to_list()
+    assert rs["id"].n_unique() == rs.height
+
+
+def test_reports_are_cached_and_failures_are_rows(tmp_path, tables):
+    args = (tables["communities"], tables["entities"], tables["relationships"])
+    settings, tok = IndexSettings(), default_tokenizer()
+    first, _, _ = write_community_reports(*args, _llm(tmp_path, FakeBackend()), settings, tok)
+    again_backend = FakeBackend()
+    second, _, _ = write_community_reports(*args, _llm(tmp_path, again_backend), settings, tok)
+    assert again_backend.calls == 0
+    assert second.equals(first)
+
+    broken = FakeBackend(broken_every=1)
+    reports, failures, _ = write_community_reports(
+        *args, CachedLLM(broken, LLMCache(tmp_path / "other.sqlite"), "broken"), settings, tok)
+    assert reports.height == 0
+    assert reports.columns == list(schemas.COMMUNITY_REPORTS_SCHEMA)
+    assert sorted(failures["item_id"].cast(pl.Int64)) == sorted(
+        tables["communities"]["community"])
+    assert set(failures["stage"]) == {"community_reports"}
+
+
+class _Recording:
+    """Answers a fixed valid report and records each prompt's context."""
+
+    model_id = "recording"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def complete(self, messages, schema, max_tokens, seed):
+        self.prompts.append(messages[-1]["content"])
+        n = len(self.prompts)
+        return Completion(json.dumps({
+            "title": f"Report {n}", "summary": f"Summary {n}", "rating": 7.5,
+            "rating_explanation": "central characters",
+            "findings": [{"summary": "Scrooge", "explanation": "he is everywhere"}]}), 1, 1, 0.0)
+
+
+def test_parents_use_child_reports_when_over_budget(tmp_path, tables):
+    backend = _Recording()
+    reports, failures, methods = write_community_reports(
+        tables["communities"], tables["entities"], tables["relationships"],
+        _llm(tmp_path, backend), IndexSettings(report_max_input_tokens=60), default_tokenizer())
+    assert failures.height == 0
+    assert reports["rank"].to_list() == [7.5] * reports.height
+    assert methods.get("sub_reports", 0) >= 1
+    # the deepest level is written first, and a parent's context quotes its children
+    levels = [_community(tables, c)["level"] for c in reports.sort("community")["community"]]
+    assert levels == [0, 0, 1, 1, 1]
+    order = {r["community"]: int(r["title"].split()[1]) for r in reports.iter_rows(named=True)}
+    assert max(order[c] for c in (2, 3, 4)) < min(order[c] for c in (0, 1))
+    assert any("Sub-community reports:" in p for p in backend.prompts)
+    sub_prompt = next(p for p in backend.prompts if "Sub-community reports:" in p)
+    assert "Report " in sub_prompt and "Summary " in sub_prompt
+
+
+def test_context_members_when_it_fits(tables):
+    tok = default_tokenizer()
+    c = _community(tables, 0)
+    ctx, method = build_report_context(c, tables["entities"], tables["relationships"], [],
+                                       10_000, tok)
+    assert method == "members"
+    lines = ctx.split("\n")
+    assert lines[0] == "Entities:"
+    assert "Relationships:" in lines
+    for title in ["EBENEZER SCROOGE", "JACOB MARLEY", "FRED", "GHOST OF CHRISTMAS PAST",
+                  "FEZZIWIG"]:
+        assert any(line.startswith(f"- {title} (PERSON): ") for line in lines)
+    assert "BOB CRATCHIT" not in ctx  # not a member
+    # highest degree first: Scrooge has the most relationships
+    assert lines[1].startswith("- EBENEZER SCROOGE")
+    # a relationship description with a newline stays on one line
+    assert "- EBENEZER SCROOGE -> JACOB MARLEY: Marley was Scrooge's late business partner. " \
+           "They traded as Scrooge and Marley." in lines
+
+
+@pytest.mark.parametrize("budget", [25, 40, 60])
+def test_context_sub_reports_or_truncated_within_budget(tables, budget):
+    tok = default_tokenizer()
+    c = _community(tables, 0)
+    full, _ = build_report_context(c, tables["entities"], tables["relationships"], [],
+                                   10_000, tok)
+    assert tok.count(full) > budget  # so the budget really binds
+
+    children = [{"title": "Scrooge and Marley", "summary": "The old firm.", "size": 3},
+                {"title": "Christmas Past", "summary": "The Ghost and Fezziwig.", "size": 2}]
+    ctx, method = build_report_context(c, tables["entities"], tables["relationships"],
+                                       children, budget, tok)
+    assert method == "sub_reports"
+    assert ctx.split("\n")[:2] == ["Sub-community reports:",
+                                   "- Scrooge and Marley: The old firm."]  # largest first
+    assert tok.count(ctx) <= budget
+
+    ctx, method = build_report_context(c, tables["entities"], tables["relationships"], [],
+                                       budget, tok)
+    assert method == "truncated"
+    assert tok.count(ctx) <= budget
+    assert full.startswith(ctx)  # a prefix of the members context, whole lines only
+
+
+def test_context_truncated_when_even_one_child_report_does_not_fit(tables):
+    tok = default_tokenizer()
+    c = _community(tables, 0)
+    long_child = [{"title": "Scrooge", "summary": "Scrooge " * 50, "size": 3}]
+    ctx, method = build_report_context(c, tables["entities"], tables["relationships"],
+                                       long_child, 30, tok)
+    assert method == "truncated"
+    assert tok.count(ctx) <= 30
+    ctx, method = build_report_context(c, tables["entities"], tables["relationships"],
+                                       long_child, 1, tok)
+    assert (ctx, method) == ("", "truncated")
+
+
+def test_report_template_schema_bounds_the_rating():
+    rating = REPORT_TEMPLATE.schema["properties"]["rating"]
+    assert (rating["minimum"], rating["maximum"]) == (0, 10)
+    assert REPORT_TEMPLATE.schema["properties"]["findings"]["maxItems"] == 3

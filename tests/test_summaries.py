@@ -1,0 +1,112 @@
+"""Description summaries: who gets an LLM call, what is kept on failure."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from kgloom.config import IndexSettings
+from kgloom.llm import CachedLLM, Completion, LLMCache
+from kgloom.summaries import summarize_descriptions
+from kgloom.testing import FakeBackend
+from kgloom.tokenizer import default_tokenizer
+
+SCROOGE = ("Scrooge signed the register of Marley's burial.\n"
+           "Scrooge was Marley's sole executor and sole mourner.\n"
+           "Scrooge never painted out Old Marley's name.\n"
+           "Scrooge was a squeezing, wrenching, grasping, scraping, clutching, covetous old "
+           "sinner!")
+FRED = "Fred is Scrooge's nephew.\nFred wished his uncle a merry Christmas."
+BELLE = "Belle was a fair young girl in a mourning-dress."
+
+
+def _entities() -> pl.DataFrame:
+    return pl.DataFrame({"title": ["EBENEZER SCROOGE", "FRED", "BELLE", "NOBODY"],
+                         "description": [SCROOGE, FRED, BELLE, ""]})
+
+
+class _Summarizer:
+    """A stand-in model: answers the same description for every call; records prompts."""
+
+    model_id = "summarizer"
+
+    def __init__(self, reply: str | None = None) -> None:
+        self.reply = reply
+        self.prompts: list[str] = []
+
+    def complete(self, messages, schema, max_tokens, seed):
+        self.prompts.append(messages[-1]["content"])
+        text = self.reply if self.reply is not None else json.dumps(
+            {"description": "  A covetous old sinner, Marley's executor.  "})
+        return Completion(text, 1, 1, 0.0)
+
+
+def _llm(tmp_path, backend) -> CachedLLM:
+    return CachedLLM(backend, LLMCache(tmp_path / "cache.sqlite"), backend.model_id)
+
+
+def test_only_long_description_lists_are_summarized(tmp_path):
+    backend = _Summarizer()
+    out, failures = summarize_descriptions(_entities(), "title", _llm(tmp_path, backend),
+                                           IndexSettings(summary_min_descriptions=3),
+                                           default_tokenizer())
+    assert failures.height == 0
+    assert len(backend.prompts) == 1  # only Scrooge has >= 3 descriptions
+    assert "Name: EBENEZER SCROOGE" in backend.prompts[0]
+    for line in SCROOGE.split("\n"):
+        assert f"- {line}" in backend.prompts[0]
+    desc = dict(zip(out["title"], out["description"]))
+    assert desc["EBENEZER SCROOGE"] == "A covetous old sinner, Marley's executor."
+    assert desc["FRED"] == FRED  # 2 descriptions: joined text kept, no call
+    assert desc["BELLE"] == BELLE
+    assert desc["NOBODY"] == ""
+    assert out.columns == _entities().columns and out.height == 4
+
+
+def test_threshold_is_a_setting(tmp_path):
+    backend = _Summarizer()
+    out, _ = summarize_descriptions(_entities(), "title", _llm(tmp_path, backend),
+                                    IndexSettings(summary_min_descriptions=2),
+                                    default_tokenizer())
+    assert len(backend.prompts) == 2  # Scrooge and Fred
+    assert dict(zip(out["title"], out["description"]))["BELLE"] == BELLE
+
+
+def test_failed_summary_keeps_the_joined_text_and_adds_a_failure(tmp_path):
+    backend = _Summarizer(reply="Scrooge is a miser")  # not JSON
+    out, failures = summarize_descriptions(_entities(), "title", _llm(tmp_path, backend),
+                                           IndexSettings(), default_tokenizer())
+    assert dict(zip(out["title"], out["description"]))["EBENEZER SCROOGE"] == SCROOGE
+    assert failures.height == 1
+    row = failures.row(0, named=True)
+    assert (row["stage"], row["item_id"]) == ("summaries", "EBENEZER SCROOGE")
+    assert "not JSON" in row["reason"] and row["detail"] == "Scrooge is a miser"
+    assert len(backend.prompts) == 2  # one retry
+
+
+def test_relationship_names_and_input_budget(tmp_path):
+    rels = pl.DataFrame({"source": ["BOB CRATCHIT"], "target": ["TINY TIM"],
+                         "description": ["\n".join(
+                             f"Bob Cratchit carried Tiny Tim upon his shoulder, day {i}."
+                             for i in range(200))]})
+    backend = _Summarizer()
+    settings = IndexSettings(summary_max_input_tokens=50)
+    out, _ = summarize_descriptions(rels, "source", _llm(tmp_path, backend), settings,
+                                    default_tokenizer())
+    prompt = backend.prompts[0]
+    assert "Name: BOB CRATCHIT -> TINY TIM" in prompt
+    descriptions = prompt.split("Descriptions:\n", 1)[1].rsplit("\nWrite one description", 1)[0]
+    assert default_tokenizer().count(descriptions) <= 50
+    assert out["description"][0] == "A covetous old sinner, Marley's executor."
+
+
+def test_second_run_is_served_from_the_cache(tmp_path):
+    first_backend = FakeBackend()
+    a, _ = summarize_descriptions(_entities(), "title", _llm(tmp_path, first_backend),
+                                  IndexSettings(), default_tokenizer())
+    again = FakeBackend()
+    b, _ = summarize_descriptions(_entities(), "title", _llm(tmp_path, again),
+                                  IndexSettings(), default_tokenizer())
+    assert first_backend.calls == 1 and again.calls == 0
+    assert a.equals(b)
