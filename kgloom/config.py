@@ -24,6 +24,11 @@ class IndexSettings:
         max_relationships_per_unit: ``maxItems`` bound on relationships per reply.
         llm_descriptions: the LLM writes entity and relationship descriptions; off, they
             are the text's evidence sentences (better with tiny models, fewer tokens).
+        resolution_methods: entity-resolution passes to run (see ``kgloom.resolution``);
+            drop one to turn its merges off.
+        embedding_merge_threshold: cosine similarity of "title: description" embeddings
+            (all-MiniLM-L6-v2) at or above which two entities are merge candidates.
+        verify_merges_with_llm: ask the LLM yes/no about each embedding candidate pair.
         max_gleanings: extra "find what you missed" rounds per text unit (0 = off).
         co_mention_edges: add co-mention edges when a unit yields entities but no
             relationships, so the graph stays connected.
@@ -45,6 +50,9 @@ class IndexSettings:
     max_relationships_per_unit: int = 5
     max_gleanings: int = 0
     llm_descriptions: bool = False
+    resolution_methods: tuple[str, ...] = ("normalized", "name_extension", "embedding")
+    embedding_merge_threshold: float = 0.92
+    verify_merges_with_llm: bool = True
     co_mention_edges: bool = True
     co_mention_strength: float = 1.0
     summary_min_descriptions: int = 3

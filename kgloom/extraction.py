@@ -37,6 +37,8 @@ from kgloom.storage import failures_frame
 
 STAGE = "extraction"
 MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
+MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
+MAX_NAME_CHARS = 60
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
 NOT_AN_ENTITY = "OTHER"
 EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
@@ -131,6 +133,8 @@ def candidate_names(text: str, limit: int = MAX_CANDIDATES,
             words = words[1:]
         span = " ".join(words)
         if len(words) == 1 and common_word(span):
+            return
+        if len(words) > MAX_NAME_WORDS or len(span) > MAX_NAME_CHARS:
             return
         counts[span] += 1
         first.setdefault(span, pos)

@@ -88,6 +88,42 @@ def verify_model_file(path: str | Path, expected_sha256: str | None = None) -> s
     return digest
 
 
+def reply_char_bound(schema: dict[str, Any]) -> int | None:
+    """Return an upper bound on the length (characters) of any JSON the grammar of
+    ``schema`` can produce, or None when the schema is unbounded.
+
+    Bounded means: every array has ``maxItems`` and every string an ``enum`` or a
+    ``maxLength``; numbers count 24 characters. Separators count one optional space each
+    (llama-cpp-python's grammar ``space ::= " "?``). A string character is counted once
+    (a ``\\uXXXX`` escape, rare in practice, would be longer). Since every token is at
+    least one character, the bound is also a bound on reply tokens: used as
+    ``max_tokens``, a bounded reply is never cut off.
+    """
+    t = schema.get("type")
+    if "enum" in schema:
+        return max(len(json.dumps(v)) for v in schema["enum"])
+    if t == "object":
+        total = 2
+        for key, sub in schema.get("properties", {}).items():
+            inner = reply_char_bound(sub)
+            if inner is None:
+                return None
+            total += len(json.dumps(key)) + 4 + inner  # ": " and ", " with spaces
+        return total
+    if t == "array":
+        if "maxItems" not in schema:
+            return None
+        inner = reply_char_bound(schema.get("items", {}))
+        return None if inner is None else 2 + schema["maxItems"] * (inner + 2)
+    if t == "string":
+        return schema["maxLength"] + 2 if "maxLength" in schema else None
+    if t in ("integer", "number"):
+        return 24
+    if t == "boolean":
+        return 5
+    return None
+
+
 @dataclass(frozen=True)
 class Completion:
     """One LLM reply. Tokens are the model's own; seconds are wall-clock."""
@@ -126,7 +162,7 @@ class LlamaCppBackend:
         ModelFileError: when the model file is missing, unreadable or fails its checksum.
     """
 
-    def __init__(self, model_path: str | Path, n_ctx: int = 2048, n_threads: int | None = None,
+    def __init__(self, model_path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
                  n_gpu_layers: int = 0, temperature: float = 0.0,
                  expected_sha256: str | None = None, reuse_prefix: bool = True) -> None:
         self.model_path = Path(model_path)
@@ -308,7 +344,8 @@ class PromptTemplate:
     """A prompt: system text, few-shot turns and a user template with ``{placeholders}``.
 
     Its ``hash`` covers every fixed part and the schema, so editing any of them changes
-    the cache key of exactly the calls that use this template.
+    the cache key of exactly the calls that use this template. ``max_tokens`` is used
+    only for an unbounded schema; a bounded one gets :func:`reply_char_bound`.
     """
 
     name: str
@@ -354,6 +391,8 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
             retries are turned into a failure row, not raised.
     """
     schema = schema or template.schema
+    # a bounded schema gets max_tokens = its longest possible reply, so nothing is cut
+    max_tokens = reply_char_bound(schema) or template.max_tokens
     input_hash = content_id("inputs", json.dumps(inputs, sort_keys=True))
     messages = template.messages(**inputs)
     problem, raw = "", ""
@@ -361,7 +400,7 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
     for attempt in range(2):
         try:
             reply = llm.call(stage, template.hash, input_hash, messages, schema,
-                             template.max_tokens, seed + attempt)
+                             max_tokens, seed + attempt)
         except LookupError:
             raise
         except Exception as exc:  # the model crashed even after retries: record, go on
@@ -374,7 +413,7 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
             jsonschema.validate(obj, schema)
             return obj, None
         except json.JSONDecodeError as exc:
-            problem = f"reply is not JSON ({exc.msg}; max_tokens {template.max_tokens} reached?)"
+            problem = f"reply is not JSON ({exc.msg}; max_tokens {max_tokens} reached?)"
         except jsonschema.ValidationError as exc:
             problem = f"reply breaks the schema: {exc.message[:200]}"
         if attempt == 0:

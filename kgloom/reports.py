@@ -37,7 +37,8 @@ REPORT_TEMPLATE = PromptTemplate(
         "properties": {
             "title": {"type": "string", "minLength": 1, "maxLength": 80},
             "summary": {"type": "string", "minLength": 1, "maxLength": 400},
-            "rating": {"type": "number", "minimum": 0, "maximum": 10},
+            # an enum, since llama-cpp-python's grammar ignores minimum/maximum
+            "rating": {"type": "integer", "enum": list(range(11))},
             "rating_explanation": {"type": "string", "minLength": 1, "maxLength": 200},
             "findings": {"type": "array", "minItems": 1, "maxItems": 3,
                          "items": {"type": "object",

@@ -187,12 +187,15 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
 
 def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
                       embed: Callable[[list[str]], np.ndarray], threshold: float,
-                      k_neighbours: int = 10, block: int = 1024) -> dict[str, float]:
+                      k_neighbours: int = 10, block: int = 1024,
+                      verify: Callable[[str, str], bool] | None = None) -> dict[str, float]:
     """Union groups whose "title: description" embeddings have cosine >= threshold.
 
     Nearest-neighbour search over the normalized embedding matrix, a block of rows at a
-    time (top ``k_neighbours`` per row), not an all-pairs Python loop. Returns, for every
-    group root that was merged, the best cosine of an accepted pair touching it.
+    time (top ``k_neighbours`` per row), not an all-pairs Python loop. When ``verify`` is
+    given, a candidate pair is merged only if ``verify(text_a, text_b)`` says yes (e.g.
+    an LLM yes/no question). Returns, for every group root that was merged, the best
+    cosine of an accepted pair touching it.
     """
     groups: dict[str, list[str]] = {}
     for k in sorted(keys):
@@ -230,6 +233,8 @@ def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
         a, b = uf.find(roots[i]), uf.find(roots[j])
         if a == b or not _compatible(comp_genders[a], comp_genders[b]):
             continue
+        if verify is not None and not verify(texts[i], texts[j]):
+            continue
         uf.union(a, b)
         comp_genders[uf.find(a)] = comp_genders[a] | comp_genders[b]
         for r in (roots[i], roots[j]):
@@ -253,6 +258,7 @@ def resolve_entities(
     embed: Callable[[list[str]], np.ndarray] | None = None,
     similarity_threshold: float = 0.9,
     methods: frozenset[str] = ALL_METHODS,
+    verify: Callable[[str, str], bool] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Merge entity and relationship mentions into entities, relationships and aliases.
 
@@ -267,6 +273,8 @@ def resolve_entities(
         similarity_threshold: minimum cosine similarity for an embedding merge.
         methods: which merge passes run, a subset of {"normalized", "name_extension",
             "embedding"}. Without "normalized" the key is the title as extracted.
+        verify: optional yes/no check of each embedding candidate pair, called with the
+            two "title: description" texts (see ``summaries.llm_verifier``).
 
     Returns:
         ``(entities, relationships, entity_aliases)`` conforming to ENTITIES_SCHEMA,
@@ -316,7 +324,7 @@ def resolve_entities(
     ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
     emb_score: dict[str, float] = {}
     if embed is not None and "embedding" in methods:
-        emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold)
+        emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold, verify=verify)
 
     groups: dict[str, list[str]] = {}
     for k in sorted(keys):

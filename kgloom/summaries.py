@@ -70,3 +70,31 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
         if progress:
             progress(n, len(todo))
     return table.with_columns(description=pl.Series(out, dtype=pl.String)), failures_frame(failures)
+
+
+SAME_ENTITY_TEMPLATE = PromptTemplate(
+    name="verify_same_entity",
+    system="You decide whether two descriptions are about the same real-world entity. Answer with JSON only.",
+    user="A: {a}\nB: {b}\nAre A and B the same entity?",
+    schema={"type": "object", "properties": {"same": {"type": "string", "enum": ["yes", "no"]}},
+            "required": ["same"], "additionalProperties": False},
+    max_tokens=12,
+)
+VERIFY_STAGE = "resolution"
+
+
+def llm_verifier(llm: CachedLLM, settings: IndexSettings, tokenizer: Tokenizer,
+                 max_tokens_each: int = 150) -> Callable[[str, str], bool]:
+    """Return ``verify(a, b) -> bool`` asking the LLM whether two "title: description"
+    texts name the same entity (stage ``resolution``, cached, constrained to yes/no).
+
+    A reply that fails twice counts as "no": a merge needs a positive answer.
+    """
+
+    def verify(a: str, b: str) -> bool:
+        obj, _ = structured_call(llm, SAME_ENTITY_TEMPLATE, VERIFY_STAGE, f"{a[:40]} | {b[:40]}",
+                                 settings.seed, a=tokenizer.truncate(a, max_tokens_each),
+                                 b=tokenizer.truncate(b, max_tokens_each))
+        return bool(obj) and obj["same"] == "yes"
+
+    return verify

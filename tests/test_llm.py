@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 
 import jsonschema
 import pytest
@@ -210,3 +211,22 @@ def test_template_messages_put_examples_between_system_and_user():
     msgs = t.messages(name="Marley", text=TEXT)
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
     assert msgs[-1]["content"] == f"Character: Marley\nText: {TEXT}"
+
+
+def test_reply_char_bound_covers_every_reply_of_a_bounded_schema():
+    from kgloom.llm import reply_char_bound
+    from kgloom.testing import schema_instance
+
+    schema = {"type": "object", "properties": {
+        "names": {"type": "object", "properties": {"Scrooge": {"type": "string",
+                                                               "enum": ["PERSON", "OTHER"]}}},
+        "pairs": {"type": "array", "maxItems": 4, "items": {
+            "type": "object", "properties": {"text": {"type": "string", "maxLength": 30},
+                                             "n": {"type": "integer"}}}}}}
+    bound = reply_char_bound(schema)
+    longest = {"names": {"Scrooge": "PERSON"},
+               "pairs": [{"text": "x" * 30, "n": -123456789}] * 4}
+    assert len(json.dumps(longest)) <= bound
+    assert len(json.dumps(schema_instance(schema))) <= bound
+    assert reply_char_bound({"type": "array", "items": {"type": "string"}}) is None
+    assert reply_char_bound({"type": "string"}) is None

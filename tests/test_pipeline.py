@@ -112,9 +112,21 @@ def test_graphrag_tables_have_graphrag_columns_first(indexed):
 
 def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports(
         indexed, corpus, monkeypatch):
+    import lancedb
+
     out, first = indexed
+    db = lancedb.connect(str(out / "lancedb"))
+    before = {n: (db.open_table(n).count_rows(), db.open_table(n).version)
+              for n in ("text_units", "entities", "community_reports")}
     again = run_index(corpus, out)
     assert again["llm_calls"] == 0
+    # re-materializing the emit assets adds no row, and the previous version stays readable
+    for name, (rows, version) in before.items():
+        table = db.open_table(name)
+        assert table.count_rows() == rows, name
+        assert table.version > version, name
+        table.checkout(version)
+        assert table.count_rows() == rows, name
     assert again["llm_cache_hits"] == first["llm_calls"] + first["llm_cache_hits"]
     edited = dataclasses.replace(reports.REPORT_TEMPLATE,
                                  user=reports.REPORT_TEMPLATE.user + "\nBe brief.")
@@ -136,6 +148,18 @@ def test_denormalized_columns_and_lancedb_tables(indexed):
     assert db.open_table("text_units").count_rows() == units.height
     row = db.open_table("text_units").to_arrow().slice(0, 1).to_pylist()[0]
     assert {"kg_node_ids", "neighbor_entity_ids", "neighbor_triples", "vector"} <= set(row)
+
+
+def test_dagster_cli_validates_the_definitions(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-m",
+                          "kgloom.definitions"], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Validation successful" in res.stdout + res.stderr
 
 
 def test_definitions_load():

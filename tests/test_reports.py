@@ -106,7 +106,7 @@ class _Recording:
         self.prompts.append(messages[-1]["content"])
         n = len(self.prompts)
         return Completion(json.dumps({
-            "title": f"Report {n}", "summary": f"Summary {n}", "rating": 7.5,
+            "title": f"Report {n}", "summary": f"Summary {n}", "rating": 7,
             "rating_explanation": "central characters",
             "findings": [{"summary": "Scrooge", "explanation": "he is everywhere"}]}), 1, 1, 0.0)
 
@@ -117,7 +117,7 @@ def test_parents_use_child_reports_when_over_budget(tmp_path, tables):
         tables["communities"], tables["entities"], tables["relationships"],
         _llm(tmp_path, backend), IndexSettings(report_max_input_tokens=60), default_tokenizer())
     assert failures.height == 0
-    assert reports["rank"].to_list() == [7.5] * reports.height
+    assert reports["rank"].to_list() == [7.0] * reports.height
     assert methods.get("sub_reports", 0) >= 1
     # the deepest level is written first, and a parent's context quotes its children
     levels = [_community(tables, c)["level"] for c in reports.sort("community")["community"]]
@@ -187,6 +187,7 @@ def test_context_truncated_when_even_one_child_report_does_not_fit(tables):
 
 
 def test_report_template_schema_bounds_the_rating():
+    # an enum, because llama-cpp-python's grammar converter ignores minimum/maximum
     rating = REPORT_TEMPLATE.schema["properties"]["rating"]
-    assert (rating["minimum"], rating["maximum"]) == (0, 10)
+    assert rating["enum"] == list(range(11))
     assert REPORT_TEMPLATE.schema["properties"]["findings"]["maxItems"] == 3

@@ -10,16 +10,16 @@ from kgloom import schemas
 from kgloom.assets._common import (Timer, preview, progress, stages_dir, write_stage_stats)
 from kgloom.assets.extraction import extracted_graph
 from kgloom.graph import compute_graph_metrics, hierarchical_leiden
+from kgloom.llm import StageStats
 from kgloom.reports import STAGE as REPORTS_STAGE
 from kgloom.reports import write_community_reports
 from kgloom.resolution import resolve_entities
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.storage import read_table, write_table
 from kgloom.summaries import STAGE as SUMMARIES_STAGE
-from kgloom.summaries import summarize_descriptions
+from kgloom.summaries import VERIFY_STAGE
+from kgloom.summaries import llm_verifier, summarize_descriptions
 from kgloom.tokenizer import default_tokenizer
-
-EMBEDDING_MERGE_THRESHOLD = 0.92
 
 
 @dg.multi_asset(
@@ -35,12 +35,15 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     em = read_table(sd, schemas.ENTITY_MENTIONS)
     rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
     with Timer() as t:
-        emb = embedder.load() if em.height else None
-        ents, rels, aliases = resolve_entities(
-            em, rm, embed=emb.embed if emb else None,
-            similarity_threshold=EMBEDDING_MERGE_THRESHOLD)
         cached = llm.open(index.out)
         tok = default_tokenizer()
+        use_embedding = "embedding" in s.resolution_methods and em.height > 0
+        emb = embedder.load() if use_embedding else None
+        ents, rels, aliases = resolve_entities(
+            em, rm, embed=emb.embed if emb else None,
+            similarity_threshold=s.embedding_merge_threshold,
+            methods=frozenset(s.resolution_methods),
+            verify=llm_verifier(cached, s, tok) if s.verify_merges_with_llm else None)
         report = progress(context, SUMMARIES_STAGE)
         ents, f1 = summarize_descriptions(ents, "title", cached, s, tok, report)
         rels, f2 = summarize_descriptions(rels, "source", cached, s, tok, report)
@@ -50,9 +53,13 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     write_table(rels, out, schemas.RELATIONSHIPS)
     write_table(aliases, out, schemas.ENTITY_ALIASES)
     write_table(pl.concat([f1, f2]), sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
+    write_stage_stats(out, "entities", t.seconds, entities=ents.height,
+                      relationships=rels.height)
+    # LLM sub-stages: their seconds are model time inside the entities stage
+    for stage in (SUMMARIES_STAGE, VERIFY_STAGE):  # always written: no stale file survives
+        st = cached.stats.get(stage, StageStats())
+        write_stage_stats(out, stage, st.seconds, st.as_dict())
     st = cached.stats.get(SUMMARIES_STAGE)
-    write_stage_stats(out, SUMMARIES_STAGE, t.seconds, st.as_dict() if st else {},
-                      entities=ents.height, relationships=rels.height)
     merged = aliases.filter(pl.col("method") != "exact").height
     yield dg.MaterializeResult(asset_key="entities", metadata={
         "rows": ents.height, "alias_merges": merged,

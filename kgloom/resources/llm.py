@@ -21,7 +21,9 @@ class LLMResource(dg.ConfigurableResource):
 
     model_path: str = ""
     expected_sha256: str = ""
-    n_ctx: int = 2048
+    # prompt (<= ~1.7k model tokens for a 600-token unit or a 1.2k-token report context)
+    # plus the longest reply the bounded schemas allow (see llm.reply_char_bound)
+    n_ctx: int = 4096
     n_threads: int = 0  # 0: llama.cpp's default (all cores)
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
     temperature: float = 0.0

@@ -22,6 +22,10 @@ class IndexConfigResource(dg.ConfigurableResource):
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 1200
+    llm_descriptions: bool = False
+    resolution_methods: list[str] = ["normalized", "name_extension", "embedding"]
+    embedding_merge_threshold: float = 0.92
+    verify_merges_with_llm: bool = True
 
     def settings(self) -> IndexSettings:
         """Return the domain settings built from this resource's fields."""
@@ -30,7 +34,11 @@ class IndexConfigResource(dg.ConfigurableResource):
                              max_gleanings=self.max_gleanings,
                              co_mention_edges=self.co_mention_edges,
                              max_cluster_size=self.max_cluster_size, seed=self.seed,
-                             report_max_input_tokens=self.report_max_input_tokens)
+                             report_max_input_tokens=self.report_max_input_tokens,
+                             llm_descriptions=self.llm_descriptions,
+                             resolution_methods=tuple(self.resolution_methods),
+                             embedding_merge_threshold=self.embedding_merge_threshold,
+                             verify_merges_with_llm=self.verify_merges_with_llm)
 
     @property
     def out(self) -> Path:
