@@ -31,7 +31,8 @@ class IndexSettings:
         verify_merges_with_llm: ask the LLM yes/no about each embedding candidate pair.
         max_gleanings: extra "find what you missed" rounds per text unit (0 = off).
         co_mention_edges: add co-mention edges when a unit yields entities but no
-            relationships, so the graph stays connected.
+            relationships, and for entities a unit's relationships leave out, so the
+            graph stays connected.
         co_mention_strength: weight of one co-mention (an extracted relationship mention
             weighs ``extraction.EXTRACTED_STRENGTH`` = 2.0).
         summary_min_descriptions: summarize an entity's descriptions with the LLM only when

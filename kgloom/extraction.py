@@ -10,7 +10,9 @@ Why it cannot break with small models:
   is still re-checked against the text.
 - Relationships may only join entities of the same reply; when the model returns
   entities but no usable relationship, co-mention edges (``kind = co_mention``, lower
-  strength) keep the graph connected.
+  strength) join the unit's main entities, and an entity the model left without any
+  relationship is joined to the unit's most mentioned entity, so no entity of a unit
+  ends up isolated.
 - Entity descriptions are extractive: the first sentence of the unit that mentions the
   entity, so a small model's invented descriptions never enter the graph; the summaries
   stage condenses them when an entity collects many.
@@ -39,6 +41,7 @@ STAGE = "extraction"
 MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
 MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
 MAX_NAME_CHARS = 60
+TO_SPAN_MIN_COUNT = 3  # corpus occurrences (overlaps count twice) to keep "X to Y" whole
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
 NOT_AN_ENTITY = "OTHER"
 EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
@@ -75,33 +78,45 @@ _MID_SENTENCE_WORD = re.compile(
     r"[A-Z][^\W\d_]+")
 
 
-def word_counts(texts: list[str]) -> Counter[str]:
-    """Return corpus word statistics for :func:`candidate_names`.
+def word_counts(texts: list[str]) -> Counter:
+    """Return corpus statistics for :func:`candidate_names`.
 
-    Keys: each word as written (case kept) -> occurrences; and ``("mid", word)`` ->
+    Keys: each word as written (case kept) -> occurrences; ``("mid", word)`` ->
     occurrences of a capitalized word right after a lower-case word, a comma, a closing
-    quote or an honorific (``Mr. Scrooge``), i.e. most likely not a sentence start.
+    quote or an honorific (``Mr. Scrooge``), i.e. most likely not a sentence start; and
+    ``("to", span)`` -> occurrences of each name span joined by "to" (``Ghost of
+    Christmas Yet to Come``). Counts include the overlap of consecutive text units.
     """
     counts: Counter = Counter()
     for t in texts:
         counts.update(re.findall(r"[^\W\d_]+", t))
         counts.update(("mid", w) for w in _MID_SENTENCE_WORD.findall(t))
+        counts.update(("to", " ".join(m.group(0).split())) for m in _NAME.finditer(t)
+                      if " to " in m.group(0))
     return counts
 
 
 def candidate_names(text: str, limit: int = MAX_CANDIDATES,
-                    vocabulary: Counter[str] | None = None) -> list[str]:
+                    vocabulary: Counter | None = None) -> list[str]:
     """Return the proper-name spans of ``text`` an entity may be named by.
 
     A span is a run of capitalized words, optionally led by an honorific (``Mr.``,
-    ``Mrs.`` ...) and joined by ``of``/``of the``/``to`` (``Ghost of Christmas Yet to
-    Come``); a trailing possessive is dropped (``Scrooge's`` -> ``Scrooge``). Spans joined
-    by ``to`` also yield their parts. A one-word span is dropped when it is a stopword or
-    when the same word also occurs in lower case in ``text`` (a sentence-initial common
-    word). With ``vocabulary`` (word counts of the whole corpus, :func:`word_counts`) that
-    test is corpus-wide instead: a one-word span is kept only when the word is capitalized
-    more often than not and at least once in mid-sentence (so "Foggier yet, ..." at a
-    sentence start is no name). ALL-CAPS headings are ignored.
+    ``Mrs.`` ...) and joined by ``of``/``of the``/``to``. Then:
+    - a trailing possessive is dropped (``Scrooge's`` -> ``Scrooge``), and a word
+      repeated back to back is kept once;
+    - leading common words are dropped (``Perhaps Scrooge`` -> ``Scrooge``,
+      ``But Marley`` -> ``Marley``); honorifics stay;
+    - a one-word span that is a common word is dropped;
+    - a span joined by "to" is kept whole only when it recurs in the corpus (``Ghost of
+      Christmas Yet to Come``, not ``Christmas to Scrooge``); its parts are always tried;
+    - spans over MAX_NAME_WORDS words or MAX_NAME_CHARS characters are run-on headings.
+
+    A word is *common* when it is a stopword, or, with ``vocabulary`` (corpus statistics
+    from :func:`word_counts`), when it is written in lower case at least as often as
+    capitalized, or is never capitalized mid-sentence ("Piercing, searching..." opens a
+    sentence, it names nothing). Without a vocabulary, a word is common when it occurs
+    in lower case in ``text``.
+    ALL-CAPS headings are ignored.
 
     Returns:
         at most ``limit`` distinct spans, most frequent first, then by first position.
@@ -111,29 +126,29 @@ def candidate_names(text: str, limit: int = MAX_CANDIDATES,
     def common_word(w: str) -> bool:
         if w.lower() in _STOP or len(w) < 2:
             return True
-        if vocabulary is not None:  # capitalized mostly, and somewhere mid-sentence
-            return vocabulary[w.lower()] >= vocabulary[w] or not vocabulary[("mid", w)]
-        return w.lower() in lower_words
+        if vocabulary is None:
+            return w.lower() in lower_words
+        # written in lower case as often, or never capitalized mid-sentence. A name that
+        # only ever opens sentences ("Belle" in the sample book) is lost with the many
+        # sentence-opening words ("Alas", "Meanwhile") this rule removes.
+        return vocabulary[w.lower()] >= vocabulary[w] or not vocabulary[("mid", w)]
 
     counts: Counter[str] = Counter()
     first: dict[str, int] = {}
 
     def add(span: str, pos: int) -> None:
-        span = _POSSESSIVE.sub("", span.strip())
-        words = span.split()
-        if not words:
-            return
-        if len(words) == 1:
-            if common_word(words[0]):
-                return
-        elif all(w.lower().rstrip(".") in _STOP for w in words):
-            return
-        # a leading stopword ("But Scrooge") is a sentence start, not part of the name
-        while len(words) > 1 and words[0].lower() in _STOP and not re.fullmatch(_HONORIFIC, words[0]):
+        words: list[str] = []
+        for w in _POSSESSIVE.sub("", span.strip()).split():
+            if not words or w != words[-1]:
+                words.append(w)
+        while (len(words) > 1 and not re.fullmatch(_HONORIFIC, words[0])
+               and words[1][:1].isupper() and common_word(words[0])):
             words = words[1:]
-        span = " ".join(words)
-        if len(words) == 1 and common_word(span):
+        if not words or (len(words) == 1 and common_word(words[0])):
             return
+        if all(w.lower().rstrip(".") in _STOP for w in words):
+            return
+        span = " ".join(words)
         if len(words) > MAX_NAME_WORDS or len(span) > MAX_NAME_CHARS:
             return
         counts[span] += 1
@@ -141,10 +156,13 @@ def candidate_names(text: str, limit: int = MAX_CANDIDATES,
 
     for m in _NAME.finditer(text):
         span = " ".join(m.group(0).split())
-        add(span, m.start())
         if " to " in span:
+            if vocabulary is None or vocabulary[("to", span)] >= TO_SPAN_MIN_COUNT:
+                add(span, m.start())
             for part in span.split(" to "):
                 add(part, m.start())
+        else:
+            add(span, m.start())
     ranked = sorted(counts, key=lambda s: (-counts[s], first[s]))
     return ranked[:limit]
 
@@ -340,13 +358,25 @@ def _parse_relationships(obj: dict, unit_id: str, ents: dict, counts: Counter,
     return rels
 
 
-def _co_mentions(unit_id: str, names: list[str], text: str, strength: float) -> list[dict]:
-    """Co-mention edges between the (at most 5) most mentioned entities of one unit."""
+def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
+                 rels: list[dict]) -> list[dict]:
+    """Co-mention edges that keep a unit's entities connected.
+
+    With no relationship at all: edges between the (at most 5) most mentioned entities.
+    Otherwise: each entity left without a relationship gets one edge to the most
+    mentioned entity that has one. Descriptions are the evidence sentence (:func:`evidence_for`).
+    """
     norm = normalize_for_match(text)
-    top = sorted(names, key=lambda n: (-norm.count(normalize_for_match(n)), n))[:5]
+    ranked = sorted(names, key=lambda n: (-norm.count(normalize_for_match(n)), n))
+    if not rels:
+        pairs = list(itertools.combinations(ranked[:5], 2))
+    else:
+        linked = {r["source"] for r in rels} | {r["target"] for r in rels}
+        hub = next(n for n in ranked if n in linked)  # so the unit ends up one component
+        pairs = [(hub, n) for n in ranked if n not in linked]
     return [{"text_unit_id": unit_id, "source": a, "target": b,
-             "description": "mentioned together in a text unit", "strength": strength,
-             "kind": "co_mention"} for a, b in itertools.combinations(top, 2)]
+             "description": evidence_for(a, b, text), "strength": strength,
+             "kind": "co_mention"} for a, b in pairs]
 
 
 def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
@@ -388,10 +418,11 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
         rels += more
         if not more:
             break
-    if len(ents) >= 2 and not rels and settings.co_mention_edges:
-        rels = _co_mentions(unit_id, [e["title"] for e in ents], text,
-                            settings.co_mention_strength)
-        counts["co_mention_edges"] += len(rels)
+    if len(ents) >= 2 and settings.co_mention_edges:
+        extra = _co_mentions(unit_id, [e["title"] for e in ents], text,
+                             settings.co_mention_strength, rels)
+        counts["co_mention_edges"] += len(extra)
+        rels += extra
     return ents, rels, failures
 
 

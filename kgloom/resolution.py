@@ -153,15 +153,21 @@ def _canonical_title(keys: dict[str, _Key], members: list[str]) -> tuple[str, st
     return owner[title], title
 
 
+_CONJUNCTIONS = frozenset({"and", "&", "und", "et"})
+
+
 def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
-    """Join each shorter name into the unique longer name (same type) containing it.
+    """Join each shorter name into the unique longer name containing it.
+
+    Types are not compared: a small model's types are too noisy to veto "Jacob Marley"
+    (LOCATION in one unit) absorbing "Marley". A longer name that joins names with a
+    conjunction ("Scrooge and Marley", a firm) never absorbs a part.
 
     Names are visited from most to least specific, so by the time "Scrooge" is seen,
     "Mr. Scrooge" already belongs to "Ebenezer Scrooge" and both count as one candidate.
     A candidate of another honorific gender still counts toward ambiguity (that is what
     keeps "Cratchit" apart from "Bob Cratchit" when "Mrs. Cratchit" exists).
     """
-    types = {k: _vote(v.types) for k, v in keys.items()}
     by_token: dict[str, list[str]] = {}  # core token -> keys whose core holds it
     for k, v in keys.items():
         for tok in set(v.core):
@@ -173,7 +179,7 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
         if not info.core:
             continue
         roots = {uf.find(c) for c in by_token[info.core[0]]
-                 if c != k and types[c] == types[k]
+                 if c != k and not _CONJUNCTIONS & set(keys[c].core)
                  and keys[c].specificity > info.specificity
                  and _contains(keys[c].core, info.core)}
         if len(roots) != 1:

@@ -231,11 +231,16 @@ def test_extracted_relationships_replace_co_mentions(tmp_path):
     pairs = [("Mr. Scrooge", "Mr. Marley"), ("Mr. Scrooge", "Mr. Scrooge"),
              ("Mr. Marley", "Nobody"), ("Mr. Scrooge", "Mr. Marley")]
     result = extract_graph(units, _llm(tmp_path, ScriptedBackend(pairs=pairs)), SETTINGS)
-    rm = result.relationship_mentions
+    rm = result.relationship_mentions.filter(pl.col("kind") == "extracted")
     # the self-loop and the duplicate are dropped; "Nobody" is not a candidate so the
     # scripted backend cannot send it (the schema's enum forbids it)
     assert rm.select("source", "target", "kind").rows() == [
         ("Mr. Scrooge", "Mr. Marley", "extracted")]
+    # every other entity of the unit is joined to its most mentioned one by a co-mention
+    co = result.relationship_mentions.filter(pl.col("kind") == "co_mention")
+    linked = set(co["source"]) | set(co["target"]) | {"Mr. Scrooge", "Mr. Marley"}
+    assert linked == set(result.entity_mentions["title"])
+    assert co.height == result.entity_mentions.height - 2
     # no LLM description: the evidence is the sentence of the text naming both
     assert rm["description"][0] == evidence_for("Mr. Scrooge", "Mr. Marley", GENTLEMEN)
     assert "Mr. Scrooge, or Mr. Marley?" in rm["description"][0]
@@ -289,7 +294,7 @@ def test_llm_descriptions_are_used_when_enabled(tmp_path):
     em = result.entity_mentions
     assert em.height > 0
     assert all(d == f"{t} as the text tells" for t, d in zip(em["title"], em["description"]))
-    rm = result.relationship_mentions
+    rm = result.relationship_mentions.filter(pl.col("kind") == "extracted")
     assert rm.select("source", "target", "description", "kind").rows() == [
         ("Mr. Scrooge", "Mr. Marley", "Mr. Scrooge knows Mr. Marley", "extracted")]
 

@@ -222,3 +222,17 @@ def test_embed_with_wrong_shape_raises():
     em, rm = _frames([("u1", "Belle", P, ""), ("u1", "Fan", P, "")], [])
     with pytest.raises(ValueError, match="shape"):
         resolve_entities(em, rm, embed=lambda texts: np.zeros((1, 3)))
+
+
+def test_name_extension_ignores_noisy_types_but_never_splits_a_conjunction():
+    # a tiny model typed "Marley" LOCATION once; it is still Jacob Marley
+    mentions = [("u1", "Jacob Marley", P, "Scrooge's partner."),
+                ("u2", "Marley", "LOCATION", "Dead as a door-nail."),
+                ("u4", "Marley", P, "His ghost visits Scrooge."),
+                ("u3", "Scrooge and Marley", "ORGANIZATION", "The firm."),
+                ("u3", "Scrooge", P, "The surviving partner.")]
+    ents, _, aliases = resolve_entities(*_frames(mentions, []))
+    owner = dict(zip(aliases["alias"], aliases["entity_id"]))
+    assert owner["Marley"] == owner["Jacob Marley"]
+    assert owner["Scrooge and Marley"] not in {owner["Marley"], owner["Scrooge"]}
+    assert ents.filter(pl.col("id") == owner["Marley"])["type"].item() == P
