@@ -126,12 +126,21 @@ def reply_char_bound(schema: dict[str, Any]) -> int | None:
 
 @dataclass(frozen=True)
 class Completion:
-    """One LLM reply. Tokens are the model's own; seconds are wall-clock."""
+    """One LLM reply. Tokens are the model's own; seconds are wall-clock.
+
+    ``prompt_eval_tokens`` are the prompt tokens the model really evaluated: fewer than
+    ``prompt_tokens`` when the KV cache of a shared prefix was reused. ``prompt_seconds``
+    and ``generation_seconds`` split the model time (llama.cpp's perf counters); 0 when
+    unknown (cached replies, other backends).
+    """
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    prompt_eval_tokens: int = 0
+    prompt_seconds: float = 0.0
+    generation_seconds: float = 0.0
 
 
 class LLMBackend(Protocol):
@@ -198,19 +207,26 @@ class LlamaCppBackend:
 
         Retries twice with exponential backoff (tenacity) on an exception from llama.cpp.
         """
+        import llama_cpp
+
         with self._lock:
             if not self.reuse_prefix:
                 self._llm.reset()
+            ctx = self._llm._ctx.ctx  # llama.cpp perf counters: prompt vs generation time
+            llama_cpp.llama_perf_context_reset(ctx)
             t0 = time.perf_counter()
             out = self._llm.create_chat_completion(
                 messages=messages, grammar=self._grammar(schema), max_tokens=max_tokens,
                 temperature=self.temperature, seed=seed)
             seconds = time.perf_counter() - t0
+            perf = llama_cpp.llama_perf_context(ctx)
         usage = out.get("usage") or {}
         return Completion(text=out["choices"][0]["message"]["content"] or "",
                           prompt_tokens=int(usage.get("prompt_tokens", 0)),
                           completion_tokens=int(usage.get("completion_tokens", 0)),
-                          seconds=seconds)
+                          seconds=seconds, prompt_eval_tokens=int(perf.n_p_eval),
+                          prompt_seconds=perf.t_p_eval_ms / 1000.0,
+                          generation_seconds=perf.t_eval_ms / 1000.0)
 
 
 @dataclass
@@ -224,13 +240,21 @@ class StageStats:
     seconds: float = 0.0
     failures: int = 0
     retries: int = 0
+    prompt_eval_tokens: int = 0  # prompt tokens evaluated (the rest came from the KV cache)
+    prompt_seconds: float = 0.0
+    generation_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        """Return the counters plus derived rates (tokens per second of model time)."""
+        """Return the counters plus derived rates: prompt tokens/s and generation
+        tokens/s (llama.cpp's own timings of each phase), and the share of prompt tokens
+        served from the reused KV-cache prefix."""
         d = dict(self.__dict__)
-        d["prompt_tokens_per_s"] = round(self.prompt_tokens / self.seconds, 1) if self.seconds else 0.0
-        d["completion_tokens_per_s"] = (round(self.completion_tokens / self.seconds, 1)
-                                        if self.seconds else 0.0)
+        d["prompt_tokens_per_s"] = (round(self.prompt_eval_tokens / self.prompt_seconds, 1)
+                                    if self.prompt_seconds else 0.0)
+        d["generation_tokens_per_s"] = (round(self.completion_tokens / self.generation_seconds, 1)
+                                        if self.generation_seconds else 0.0)
+        d["prefix_reuse_rate"] = (round(1 - self.prompt_eval_tokens / self.prompt_tokens, 4)
+                                  if self.prompt_tokens and self.prompt_eval_tokens else 0.0)
         total = self.calls + self.cache_hits
         d["cache_hit_rate"] = round(self.cache_hits / total, 4) if total else 0.0
         return d
@@ -335,6 +359,9 @@ class CachedLLM:
         st.prompt_tokens += reply.prompt_tokens
         st.completion_tokens += reply.completion_tokens
         st.seconds += reply.seconds
+        st.prompt_eval_tokens += reply.prompt_eval_tokens
+        st.prompt_seconds += reply.prompt_seconds
+        st.generation_seconds += reply.generation_seconds
         self.cache.put(key, stage, self.model_id, template_hash, input_hash, params, reply)
         return reply
 

@@ -166,7 +166,9 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
     Names are visited from most to least specific, so by the time "Scrooge" is seen,
     "Mr. Scrooge" already belongs to "Ebenezer Scrooge" and both count as one candidate.
     A candidate of another honorific gender still counts toward ambiguity (that is what
-    keeps "Cratchit" apart from "Bob Cratchit" when "Mrs. Cratchit" exists).
+    keeps "Cratchit" apart from "Bob Cratchit" when "Mrs. Cratchit" exists), except that
+    a bare surname whose only candidates are one "Mr." name and "Mrs."/"Miss" names
+    joins the "Mr." name.
     """
     by_token: dict[str, list[str]] = {}  # core token -> keys whose core holds it
     for k, v in keys.items():
@@ -182,6 +184,13 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
                  if c != k and not _CONJUNCTIONS & set(keys[c].core)
                  and keys[c].specificity > info.specificity
                  and _contains(keys[c].core, info.core)}
+        if len(roots) > 1 and info.gender == "":
+            # a bare surname against exactly one "Mr." name and only "Mrs."/"Miss" names
+            # is the man ("Fezziwig" with "Mr. Fezziwig" and "Mrs. Fezziwig"): English
+            # usage names a woman by her honorific, not by the bare surname
+            male = [r for r in roots if "m" in genders[r] and "f" not in genders[r]]
+            if len(male) == 1 and all(genders[r] == {"f"} for r in roots if r != male[0]):
+                roots = {male[0]}
         if len(roots) != 1:
             continue
         root = roots.pop()
@@ -194,11 +203,16 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
 def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
                       embed: Callable[[list[str]], np.ndarray], threshold: float,
                       k_neighbours: int = 10, block: int = 1024,
-                      verify: Callable[[str, str], bool] | None = None) -> dict[str, float]:
+                      verify: Callable[[str, str], bool] | None = None,
+                      units_of: dict[str, set[str]] | None = None) -> dict[str, float]:
     """Union groups whose "title: description" embeddings have cosine >= threshold.
 
     Nearest-neighbour search over the normalized embedding matrix, a block of rows at a
-    time (top ``k_neighbours`` per row), not an all-pairs Python loop. When ``verify`` is
+    time (top ``k_neighbours`` per row), not an all-pairs Python loop. Two groups that
+    are both named in one text unit are never merged here (a cannot-link constraint):
+    two different names side by side in one passage are almost always two things, and
+    evidence-sentence descriptions of such names are near-identical, so their
+    embeddings would match. When ``verify`` is
     given, a candidate pair is merged only if ``verify(text_a, text_b)`` says yes (e.g.
     an LLM yes/no question). Returns, for every group root that was merged, the best
     cosine of an accepted pair touching it.
@@ -235,14 +249,19 @@ def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
                     pairs.append((score, min(i, j), max(i, j)))
     best: dict[str, float] = {}
     comp_genders = {r: set(g) for r, g in zip(roots, genders)}
+    comp_units = {r: set().union(*((units_of or {}).get(m, set()) for m in groups[r]))
+                  for r in roots}
     for score, i, j in sorted(set(pairs), key=lambda p: (-p[0], p[1], p[2])):
         a, b = uf.find(roots[i]), uf.find(roots[j])
         if a == b or not _compatible(comp_genders[a], comp_genders[b]):
+            continue
+        if comp_units[a] & comp_units[b]:
             continue
         if verify is not None and not verify(texts[i], texts[j]):
             continue
         uf.union(a, b)
         comp_genders[uf.find(a)] = comp_genders[a] | comp_genders[b]
+        comp_units[uf.find(a)] = comp_units[a] | comp_units[b]
         for r in (roots[i], roots[j]):
             best[r] = max(best.get(r, score), score)
     return best
@@ -330,7 +349,8 @@ def resolve_entities(
     ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
     emb_score: dict[str, float] = {}
     if embed is not None and "embedding" in methods:
-        emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold, verify=verify)
+        emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold, verify=verify,
+                                      units_of=units_of)
 
     groups: dict[str, list[str]] = {}
     for k in sorted(keys):

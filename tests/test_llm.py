@@ -195,15 +195,18 @@ def test_verify_model_file(tmp_path):
 
 
 def test_stage_stats_rates():
-    st = StageStats(calls=3, cache_hits=1, prompt_tokens=500, completion_tokens=60, seconds=4.0)
+    # 500 prompt tokens of which 400 came from the reused prefix: 100 evaluated in 0.5 s
+    st = StageStats(calls=3, cache_hits=1, prompt_tokens=500, completion_tokens=60, seconds=4.0,
+                    prompt_eval_tokens=100, prompt_seconds=0.5, generation_seconds=3.0)
     d = st.as_dict()
-    assert d["prompt_tokens_per_s"] == 125.0
-    assert d["completion_tokens_per_s"] == 15.0
+    assert d["prompt_tokens_per_s"] == 200.0
+    assert d["generation_tokens_per_s"] == 20.0
+    assert d["prefix_reuse_rate"] == 0.8
     assert d["cache_hit_rate"] == 0.25
     assert d["calls"] == 3 and d["failures"] == 0
     idle = StageStats().as_dict()
-    assert (idle["prompt_tokens_per_s"], idle["completion_tokens_per_s"],
-            idle["cache_hit_rate"]) == (0.0, 0.0, 0.0)
+    assert (idle["prompt_tokens_per_s"], idle["generation_tokens_per_s"],
+            idle["prefix_reuse_rate"], idle["cache_hit_rate"]) == (0.0, 0.0, 0.0, 0.0)
 
 
 def test_template_messages_put_examples_between_system_and_user():

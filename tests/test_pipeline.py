@@ -200,3 +200,16 @@ def test_nightly_schedule_is_utc_at_two():
     assert nightly_index_schedule.cron_schedule == "0 2 * * *"
     assert nightly_index_schedule.execution_timezone == "UTC"
     assert os.environ.get("HF_HUB_OFFLINE", "1") == "1"
+
+
+def test_cache_command_shows_calls_per_stage(indexed):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+
+    out, _ = indexed
+    res = CliRunner().invoke(app, ["cache", "--output-dir", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = {line.split()[0]: line.split() for line in res.output.splitlines()[1:] if line.strip()}
+    assert {"extraction", "community_reports"} <= set(lines)
+    assert int(lines["extraction"][1]) > 0  # rows in the cache table

@@ -236,3 +236,31 @@ def test_name_extension_ignores_noisy_types_but_never_splits_a_conjunction():
     assert owner["Marley"] == owner["Jacob Marley"]
     assert owner["Scrooge and Marley"] not in {owner["Marley"], owner["Scrooge"]}
     assert ents.filter(pl.col("id") == owner["Marley"])["type"].item() == P
+
+
+def test_bare_surname_joins_the_only_mr_when_the_rest_are_mrs():
+    mentions = [("u1", "Mr. Fezziwig", P, "Scrooge's old master."),
+                ("u1", "Mrs. Fezziwig", P, "One vast substantial smile."),
+                ("u2", "Fezziwig", P, "Old Fezziwig laid down his pen."),
+                ("u3", "Bob Cratchit", P, "The clerk."),
+                ("u3", "Mrs. Cratchit", P, "His wife."),
+                ("u3", "Cratchit", P, "The family name.")]
+    _, _, aliases = resolve_entities(*_frames(mentions, []))
+    owner = dict(zip(aliases["alias"], aliases["entity_id"]))
+    assert owner["Fezziwig"] == owner["Mr. Fezziwig"] != owner["Mrs. Fezziwig"]
+    # "Bob Cratchit" has no honorific: bare "Cratchit" stays ambiguous
+    assert owner["Cratchit"] not in {owner["Bob Cratchit"], owner["Mrs. Cratchit"]}
+
+
+def test_embedding_never_merges_names_that_share_a_text_unit():
+    same = lambda texts: np.ones((len(texts), 4))  # every pair looks identical
+    mentions = [("u1", "Stave One", P, "List of Illustrations."),
+                ("u1", "List of Coloured Illustrations", P, "List of Illustrations."),
+                ("u2", "The Phantom", P, "A solemn shape, draped and hooded."),
+                ("u3", "Spirit of the Future", P, "A solemn shape, draped and hooded.")]
+    ents, _, aliases = resolve_entities(*_frames(mentions, []), embed=same)
+    owner = dict(zip(aliases["alias"], aliases["entity_id"]))
+    assert owner["Stave One"] != owner["List of Coloured Illustrations"]
+    assert owner["The Phantom"] == owner["Spirit of the Future"]
+    assert set(aliases.filter(pl.col("method") == "embedding")["alias"]) >= {"The Phantom"} or \
+        set(aliases.filter(pl.col("method") == "embedding")["alias"]) >= {"Spirit of the Future"}
