@@ -72,7 +72,7 @@ def index(input_dir: str = typer.Option("data/input", help="folder of documents"
 @app.command()
 def cache(output_dir: str = typer.Option("data/output")) -> None:
     """Show the LLM cache: rows, tokens and model seconds per stage, and last run's hit rate."""
-    from kgloom.assets._common import read_stage_stats
+    from kgloom.stats import read_stage_stats
     from kgloom.llm import LLMCache
     from kgloom.resources.llm import CACHE_FILE
 
@@ -94,7 +94,7 @@ def cache(output_dir: str = typer.Option("data/output")) -> None:
 @app.command()
 def status(output_dir: str = typer.Option("data/output")) -> None:
     """Show what each stage last produced (rows, seconds, LLM calls)."""
-    from kgloom.assets._common import read_stage_stats
+    from kgloom.stats import read_stage_stats
 
     for stage, st in read_stage_stats(Path(output_dir)).items():
         llm = st.get("llm") or {}

@@ -16,6 +16,15 @@ import pyarrow as pa
 # Set before sentence_transformers / huggingface_hub are imported anywhere through us.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from kgloom import schemas  # noqa: E402
+
+# LanceDB table -> (parquet table it mirrors, the text embedded for each row)
+VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
+    "text_units": (schemas.TEXT_UNITS, pl.col("text")),
+    "entities": (schemas.ENTITIES, pl.col("title") + pl.lit(": ") + pl.col("description")),
+    "community_reports": (schemas.COMMUNITY_REPORTS, pl.col("full_content")),
+}
+
 # IVF_PQ trains k-means on the vectors (256 centroids per PQ sub-vector, ~sqrt(n)
 # partitions); below a few thousand rows training is poor and a flat scan is fast anyway.
 ANN_INDEX_MIN_ROWS = 5000

@@ -1,26 +1,12 @@
-"""Wiring shared by the assets: progress reporting and per-stage stats files."""
+"""Wiring shared by the assets: progress reporting, metadata previews, timing."""
 
-
-import json
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
 from tqdm import tqdm
-
-from kgloom.storage import write_json
-
-STAGES_DIR = "stages"  # intermediate tables and per-stage stats, under the output folder
-
-
-def stages_dir(output_dir: Path) -> Path:
-    """Return ``<output_dir>/stages`` (created)."""
-    p = Path(output_dir) / STAGES_DIR
-    p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 def progress(context: dg.AssetExecutionContext, stage: str) -> Callable[[int, int], None]:
@@ -41,23 +27,6 @@ def progress(context: dg.AssetExecutionContext, stage: str) -> Callable[[int, in
             state["bar"].close()
 
     return report
-
-
-def write_stage_stats(output_dir: Path, stage: str, seconds: float, llm: dict | None = None,
-                      **counts) -> dict:
-    """Write ``stages/<stage>.stats.json`` (seconds, LLM stats, counts); return the dict."""
-    stats = {"stage": stage, "seconds": round(seconds, 2), "llm": llm or {}, **counts}
-    write_json(stats, stages_dir(output_dir) / f"{stage}.stats.json")
-    return stats
-
-
-def read_stage_stats(output_dir: Path) -> dict[str, dict]:
-    """Return every ``stages/*.stats.json`` keyed by stage."""
-    out = {}
-    for p in sorted(stages_dir(output_dir).glob("*.stats.json")):
-        d = json.loads(p.read_text())
-        out[d["stage"]] = d
-    return out
 
 
 def preview(df: pl.DataFrame, columns: list[str], n: int = 10) -> dg.MetadataValue:

@@ -2,13 +2,13 @@
 CSV), the LanceDB vector index, and index_summary (failures.parquet, index-summary.json)."""
 
 
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, preview, read_stage_stats, stages_dir, write_stage_stats
+from kgloom.assets._common import Timer, preview
+from kgloom.stats import build_index_summary, stages_dir, write_stage_stats
 from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpoints_exist,
                          kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
                          write_neo4j_import)
@@ -19,12 +19,6 @@ LANCEDB_DIR = "lancedb"
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"
 SUMMARY_FILE = "index-summary.json"
-# LanceDB table -> (parquet table, how its embedded text is built)
-VECTOR_TABLES = {
-    "text_units": (schemas.TEXT_UNITS, pl.col("text")),
-    "entities": (schemas.ENTITIES, pl.col("title") + pl.lit(": ") + pl.col("description")),
-    "community_reports": (schemas.COMMUNITY_REPORTS, pl.col("full_content")),
-}
 
 
 @dg.asset(group_name="emit", deps=["entities", "relationships", "communities", "text_units"],
@@ -72,7 +66,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     """LanceDB tables text_units, entities, community_reports: idempotent upserts by id."""
     import lancedb
 
-    from kgloom.vectors import write_lancedb
+    from kgloom.vectors import VECTOR_TABLES, write_lancedb
 
     out = index.out
     emb = embedder.load()
@@ -91,38 +85,14 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
         **{f"{k}_rows": v["rows"] for k, v in written.items()},
         **{f"{k}_version": v["version"] for k, v in written.items()}})
     db = lancedb.connect(str(db_path))
-    tables = {name: db.open_table(name) for name in VECTOR_TABLES}
-    checks = [vectors_valid(tables[n], emb.dim, expected[n]) for n in VECTOR_TABLES]
+    tables = {name: db.open_table(name) for name in expected}
+    checks = [vectors_valid(tables[n], emb.dim, expected[n]) for n in expected]
     yield dg.AssetCheckResult(check_name="vectors_valid", passed=all(c[0] for c in checks),
                               metadata={n: dg.MetadataValue.json(c[1])
-                                        for n, c in zip(VECTOR_TABLES, checks)})
-    ok, meta = row_counts_match(expected, {n: tables[n].count_rows() for n in VECTOR_TABLES})
+                                        for n, c in zip(expected, checks)})
+    ok, meta = row_counts_match(expected, {n: tables[n].count_rows() for n in expected})
     yield dg.AssetCheckResult(check_name="row_counts_match", passed=ok,
                               metadata={"counts": dg.MetadataValue.json(meta)})
-
-
-def build_index_summary(output_dir: Path) -> dict:
-    """Row counts of every table, LLM calls/tokens/rates and seconds per stage."""
-    from kgloom.storage import table_path
-
-    stats = read_stage_stats(output_dir)
-    tables = {name: pl.scan_parquet(table_path(output_dir, name)).select(pl.len()).collect().item()
-              for name in [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES,
-                           schemas.RELATIONSHIPS, schemas.ENTITY_ALIASES, schemas.COMMUNITIES,
-                           schemas.COMMUNITY_REPORTS, schemas.GRAPH_NODES, schemas.GRAPH_EDGES,
-                           schemas.FAILURES]
-              if table_path(output_dir, name).exists()}
-    llm = {k: v["llm"] for k, v in stats.items() if v.get("llm")}
-    return {
-        "rows": tables,
-        "seconds_per_stage": {k: v["seconds"] for k, v in stats.items()},
-        "llm": llm,
-        "llm_calls": sum(v.get("calls", 0) for v in llm.values()),
-        "llm_cache_hits": sum(v.get("cache_hits", 0) for v in llm.values()),
-        "prompt_tokens": sum(v.get("prompt_tokens", 0) for v in llm.values()),
-        "completion_tokens": sum(v.get("completion_tokens", 0) for v in llm.values()),
-        "stages": stats,
-    }
 
 
 @dg.asset(group_name="emit", deps=[vector_index], kinds={"json", "parquet"})

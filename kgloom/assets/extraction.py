@@ -4,7 +4,8 @@
 import dagster as dg
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, preview, progress, stages_dir, write_stage_stats
+from kgloom.assets._common import Timer, preview, progress
+from kgloom.stats import stages_dir, write_stage_stats
 from kgloom.assets.ingest import text_units
 from kgloom.extraction import STAGE, extract_graph
 from kgloom.resources import IndexConfigResource, LLMResource

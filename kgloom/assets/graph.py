@@ -7,7 +7,8 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import (Timer, preview, progress, stages_dir, write_stage_stats)
+from kgloom.assets._common import Timer, preview, progress
+from kgloom.stats import stages_dir, write_stage_stats
 from kgloom.assets.extraction import extracted_graph
 from kgloom.graph import compute_graph_metrics, hierarchical_leiden
 from kgloom.llm import StageStats

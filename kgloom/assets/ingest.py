@@ -4,7 +4,8 @@
 import dagster as dg
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, preview, stages_dir, write_stage_stats
+from kgloom.assets._common import Timer, preview
+from kgloom.stats import stages_dir, write_stage_stats
 from kgloom.chunking import split_text_units
 from kgloom.documents import read_documents
 from kgloom.resources import IndexConfigResource
