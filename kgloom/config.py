@@ -51,7 +51,7 @@ class IndexSettings:
     max_relationships_per_unit: int = 5
     max_gleanings: int = 0
     llm_descriptions: bool = False
-    resolution_methods: tuple[str, ...] = ("normalized", "name_extension", "embedding")
+    resolution_methods: tuple[str, ...] = ("normalized", "name_extension", "name_context", "embedding")
     embedding_merge_threshold: float = 0.92
     verify_merges_with_llm: bool = True
     co_mention_edges: bool = True
@@ -60,7 +60,7 @@ class IndexSettings:
     summary_max_input_tokens: int = 600
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
-    report_max_input_tokens: int = 1200
+    report_max_input_tokens: int = 800
     embedding_window_tokens: int = 256
     embedding_window_stride: int = 192
     extra: dict[str, str] = field(default_factory=dict)

@@ -5,9 +5,11 @@ and undone:
 
 1. ``normalized``: titles with the same normalization key (:func:`normalize_title`) are
    one entity ("Mr Scrooge" == "Mr. Scrooge" == "MR.  SCROOGE").
-2. ``name_extension``: a shorter name joins the unique longer name of the same type that
-   contains it as whole tokens ("Scrooge" -> "Ebenezer Scrooge"); an ambiguous short
-   name ("Cratchit" with "Bob Cratchit" and "Mrs. Cratchit") stays alone.
+2. ``name_extension``: a shorter name joins the unique longer name that contains it as
+   whole tokens ("Scrooge" -> "Ebenezer Scrooge").
+   ``name_context``: an ambiguous short name ("Tim" with "Tiny Tim" and "Tim Cratchit")
+   joins the candidate it shares the most text units with, when that one is strictly
+   ahead (local-context disambiguation); with no such candidate it stays alone.
 3. ``embedding`` (optional): nearest-neighbour search over normalized embeddings of
    "title: description"; pairs of the same type with cosine >= threshold are unioned.
 
@@ -29,7 +31,8 @@ import polars as pl
 from kgloom import schemas
 from kgloom.ids import content_id
 
-ALL_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "embedding"})
+ALL_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "name_context",
+                                         "embedding"})
 
 # Honorifics are evidence: "Mr. Fezziwig" and "Mrs. Fezziwig" are two people.
 MALE_HONORIFICS = frozenset({"mr", "mister", "master", "sir", "lord"})
@@ -156,7 +159,8 @@ def _canonical_title(keys: dict[str, _Key], members: list[str]) -> tuple[str, st
 _CONJUNCTIONS = frozenset({"and", "&", "und", "et"})
 
 
-def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
+def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
+                           units_of: dict[str, set[str]] | None = None) -> set[str]:
     """Join each shorter name into the unique longer name containing it.
 
     Types are not compared: a small model's types are too noisy to veto "Jacob Marley"
@@ -168,8 +172,14 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
     A candidate of another honorific gender still counts toward ambiguity (that is what
     keeps "Cratchit" apart from "Bob Cratchit" when "Mrs. Cratchit" exists), except that
     a bare surname whose only candidates are one "Mr." name and "Mrs."/"Miss" names
-    joins the "Mr." name.
+    joins the "Mr." name. With ``units_of`` (key -> text units naming it), a name still
+    ambiguous joins the gender-compatible candidate sharing the most text units with it,
+    when that count is positive and strictly the highest.
+
+    Returns the keys merged by that context rule.
     """
+    by_context: set[str] = set()
+    units = {k: set((units_of or {}).get(k, set())) for k in keys}  # per group root
     by_token: dict[str, list[str]] = {}  # core token -> keys whose core holds it
     for k, v in keys.items():
         for tok in set(v.core):
@@ -191,13 +201,25 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind) -> None:
             male = [r for r in roots if "m" in genders[r] and "f" not in genders[r]]
             if len(male) == 1 and all(genders[r] == {"f"} for r in roots if r != male[0]):
                 roots = {male[0]}
+        mine = uf.find(k)
+        if len(roots) > 1 and units_of is not None:
+            # only candidates it could be compete ("Mr. X" is never "Mrs. X")
+            shared = sorted(((len(units[mine] & units[r]), r) for r in roots
+                             if _compatible(genders[mine], genders[r])), reverse=True)
+            if shared and shared[0][0] > 0 and (len(shared) == 1 or shared[0][0] > shared[1][0]):
+                roots = {shared[0][1]}
+                by_context.add(k)
         if len(roots) != 1:
             continue
         root = roots.pop()
-        mine = uf.find(k)
         if _compatible(genders[mine], genders[root]):
             uf.union(mine, root)
-            genders[uf.find(root)] = genders[mine] | genders[root]
+            joined = uf.find(root)
+            genders[joined] = genders[mine] | genders[root]
+            units[joined] = units[mine] | units[root]
+        else:
+            by_context.discard(k)
+    return by_context
 
 
 def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
@@ -297,7 +319,7 @@ def resolve_entities(
             "embedding" is in ``methods``.
         similarity_threshold: minimum cosine similarity for an embedding merge.
         methods: which merge passes run, a subset of {"normalized", "name_extension",
-            "embedding"}. Without "normalized" the key is the title as extracted.
+            "name_context", "embedding"} ("name_context" needs "name_extension"). Without "normalized" the key is the title as extracted.
         verify: optional yes/no check of each embedding candidate pair, called with the
             two "title: description" texts (see ``summaries.llm_verifier``).
 
@@ -344,8 +366,10 @@ def resolve_entities(
         units_of.setdefault(k, set()).add(unit)
 
     uf = _UnionFind(keys)
+    by_context: set[str] = set()
     if "name_extension" in methods:
-        _merge_name_extensions(keys, uf)
+        by_context = _merge_name_extensions(
+            keys, uf, units_of if "name_context" in methods else None)
     ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
     emb_score: dict[str, float] = {}
     if embed is not None and "embedding" in methods:
@@ -376,6 +400,8 @@ def resolve_entities(
             entity_of_key[m] = eid
             if ne_root[m] != ne_root[canon_key]:
                 method, score = "embedding", emb_score.get(ne_root[m], similarity_threshold)
+            elif m in by_context:
+                method, score = "name_context", 1.0
             elif m != canon_key:
                 method, score = "name_extension", 1.0
             else:

@@ -245,11 +245,16 @@ def test_bare_surname_joins_the_only_mr_when_the_rest_are_mrs():
                 ("u3", "Bob Cratchit", P, "The clerk."),
                 ("u3", "Mrs. Cratchit", P, "His wife."),
                 ("u3", "Cratchit", P, "The family name.")]
-    _, _, aliases = resolve_entities(*_frames(mentions, []))
+    rule_only = frozenset({"normalized", "name_extension"})
+    _, _, aliases = resolve_entities(*_frames(mentions, []), methods=rule_only)
     owner = dict(zip(aliases["alias"], aliases["entity_id"]))
     assert owner["Fezziwig"] == owner["Mr. Fezziwig"] != owner["Mrs. Fezziwig"]
-    # "Bob Cratchit" has no honorific: bare "Cratchit" stays ambiguous
+    # "Bob Cratchit" has no honorific: by the rule alone bare "Cratchit" stays ambiguous
     assert owner["Cratchit"] not in {owner["Bob Cratchit"], owner["Mrs. Cratchit"]}
+    # by context it joins Bob, the only candidate it could be that shares its unit
+    _, _, aliases = resolve_entities(*_frames(mentions, []))
+    owner = dict(zip(aliases["alias"], aliases["entity_id"]))
+    assert owner["Cratchit"] == owner["Bob Cratchit"] != owner["Mrs. Cratchit"]
 
 
 def test_embedding_never_merges_names_that_share_a_text_unit():
@@ -264,3 +269,28 @@ def test_embedding_never_merges_names_that_share_a_text_unit():
     assert owner["The Phantom"] == owner["Spirit of the Future"]
     assert set(aliases.filter(pl.col("method") == "embedding")["alias"]) >= {"The Phantom"} or \
         set(aliases.filter(pl.col("method") == "embedding")["alias"]) >= {"Spirit of the Future"}
+
+
+def test_ambiguous_short_name_joins_the_candidate_it_shares_most_units_with():
+    mentions = [("u1", "Tiny Tim", P, "Bob's crippled son."),
+                ("u1", "Tim", P, "Sat upon his father's knee."),
+                ("u2", "Tiny Tim", P, "God bless us every one."),
+                ("u2", "Tim", P, "His active little crutch."),
+                ("u3", "Tim Cratchit", P, "A Cratchit child."),
+                ("u3", "Tim", P, "Mentioned once."),
+                ("u4", "Mr. Fezziwig", P, "Old master."),
+                ("u4", "Mrs. Fezziwig", P, "His wife."),
+                ("u5", "Mrs. Fezziwig", P, "Dancing."),
+                ("u5", "Fezziwig", P, "Dancing too.")]
+    _, _, aliases = resolve_entities(*_frames(mentions, []))
+    owner = dict(zip(aliases["alias"], aliases["entity_id"]))
+    method = dict(zip(aliases["alias"], aliases["method"]))
+    assert owner["Tim"] == owner["Tiny Tim"] != owner["Tim Cratchit"]
+    assert method["Tim"] == "name_context"
+    # context never overrides gender: "Fezziwig" shares u5 with "Mrs. Fezziwig" only,
+    # and still joins the only "Mr." name
+    assert owner["Fezziwig"] == owner["Mr. Fezziwig"] != owner["Mrs. Fezziwig"]
+    off = resolve_entities(*_frames(mentions, []),
+                           methods=frozenset({"normalized", "name_extension"}))[2]
+    owner_off = dict(zip(off["alias"], off["entity_id"]))
+    assert owner_off["Tim"] not in {owner_off["Tiny Tim"], owner_off["Tim Cratchit"]}

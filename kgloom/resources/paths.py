@@ -21,9 +21,9 @@ class IndexConfigResource(dg.ConfigurableResource):
     co_mention_edges: bool = True
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
-    report_max_input_tokens: int = 1200
+    report_max_input_tokens: int = 800
     llm_descriptions: bool = False
-    resolution_methods: list[str] = ["normalized", "name_extension", "embedding"]
+    resolution_methods: list[str] = ["normalized", "name_extension", "name_context", "embedding"]
     embedding_merge_threshold: float = 0.92
     verify_merges_with_llm: bool = True
 
