@@ -19,6 +19,7 @@ import networkx as nx
 import polars as pl
 
 from kgloom.config import IndexSettings
+from kgloom.extraction import is_grounded
 from kgloom.graph import hierarchical_leiden
 from kgloom.query.multihop import bfs
 
@@ -76,7 +77,26 @@ def main() -> None:
     for seed in seeds:
         ref |= set(nx.single_source_shortest_path_length(g, seed, cutoff=2))
 
+    mentions = pl.read_parquet(out / "stages" / "entity_mentions.parquet")
+    unit_text = dict(pl.read_parquet(out / "text_units.parquet").select("id", "text").iter_rows())
+    grounded = sum(is_grounded(t, unit_text[u]) for u, t in
+                   mentions.select("text_unit_id", "title").iter_rows())
+    failures = pl.read_parquet(out / "failures.parquet")
+    unparseable = failures.filter(pl.col("reason").str.contains("not JSON|breaks the schema"))
+
+    status = pl.read_parquet(out / "stages" / "extraction_units.parquet")
+    failed_units = set(status.filter(pl.col("status") == "failed")["text_unit_id"])
+
     result = {
+        "text_units": len(unit_text),
+        "text_units_with_status": status.height,
+        "text_units_extracted": status.filter(pl.col("status") == "extracted").height,
+        "text_units_failed": len(failed_units),
+        "failed_units_listed_in_failures": failed_units <= set(failures["item_id"]),
+        "entity_mentions": mentions.height,
+        "entity_mentions_grounded_rate": round(grounded / max(mentions.height, 1), 4),
+        "unparseable_replies": unparseable.height,
+        "failures_by_stage": dict(failures.group_by("stage").len().iter_rows()),
         "entities": ents.height, "relationships": rels.height,
         "connected_components": nx.number_connected_components(g),
         "entities_outside_largest_component": ents.height - len(max(nx.connected_components(g),

@@ -1,6 +1,5 @@
 """Assets: entities / relationships / entity_aliases, communities, community_reports."""
 
-
 import datetime as dt
 
 import dagster as dg
@@ -8,18 +7,17 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.assets._common import Timer, preview, progress
-from kgloom.stats import stages_dir, write_stage_stats
 from kgloom.assets.extraction import extracted_graph
-from kgloom.graph import compute_graph_metrics, hierarchical_leiden
+from kgloom.entities import build_entity_tables
+from kgloom.graph import hierarchical_leiden
 from kgloom.llm import StageStats
 from kgloom.reports import STAGE as REPORTS_STAGE
 from kgloom.reports import write_community_reports
-from kgloom.resolution import resolve_entities
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
+from kgloom.stats import stages_dir, write_stage_stats
 from kgloom.storage import read_table, write_table
 from kgloom.summaries import STAGE as SUMMARIES_STAGE
 from kgloom.summaries import VERIFY_STAGE
-from kgloom.summaries import llm_verifier, summarize_descriptions
 from kgloom.tokenizer import default_tokenizer
 
 
@@ -35,25 +33,18 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     s = index.settings()
     em = read_table(sd, schemas.ENTITY_MENTIONS)
     rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
+    cached = llm.open(index.out)
+    use_embedding = "embedding" in s.resolution_methods and em.height > 0
+    emb = embedder.load() if use_embedding else None
     with Timer() as t:
-        cached = llm.open(index.out)
-        tok = default_tokenizer()
-        use_embedding = "embedding" in s.resolution_methods and em.height > 0
-        emb = embedder.load() if use_embedding else None
-        ents, rels, aliases = resolve_entities(
-            em, rm, embed=emb.embed if emb else None,
-            similarity_threshold=s.embedding_merge_threshold,
-            methods=frozenset(s.resolution_methods),
-            verify=llm_verifier(cached, s, tok) if s.verify_merges_with_llm else None)
-        report = progress(context, SUMMARIES_STAGE)
-        ents, f1 = summarize_descriptions(ents, "title", cached, s, tok, report)
-        rels, f2 = summarize_descriptions(rels, "source", cached, s, tok, report)
-        ents, rels = compute_graph_metrics(ents, rels)
+        ents, rels, aliases, failures = build_entity_tables(
+            em, rm, cached, s, default_tokenizer(), embed=emb.embed if emb else None,
+            progress=progress(context, SUMMARIES_STAGE))
     out = index.out
     write_table(ents, out, schemas.ENTITIES)
     write_table(rels, out, schemas.RELATIONSHIPS)
     write_table(aliases, out, schemas.ENTITY_ALIASES)
-    write_table(pl.concat([f1, f2]), sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
+    write_table(failures, sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
     write_stage_stats(out, "entities", t.seconds, entities=ents.height,
                       relationships=rels.height)
     # LLM sub-stages: their seconds are model time inside the entities stage

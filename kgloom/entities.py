@@ -1,0 +1,52 @@
+"""From extracted mentions to the final entities and relationships tables (no Dagster).
+
+One function, :func:`build_entity_tables`, runs the three steps in order: entity
+resolution (:mod:`kgloom.resolution`, with the optional LLM yes/no check of embedding
+candidates), description summaries (:mod:`kgloom.summaries`), and graph metrics
+(:mod:`kgloom.graph`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+
+from kgloom.config import IndexSettings
+from kgloom.graph import compute_graph_metrics
+from kgloom.llm import CachedLLM
+from kgloom.resolution import resolve_entities
+from kgloom.summaries import llm_verifier, summarize_descriptions
+from kgloom.tokenizer import Tokenizer
+
+
+def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl.DataFrame,
+                        llm: CachedLLM, settings: IndexSettings, tokenizer: Tokenizer,
+                        embed: Callable[[list[str]], np.ndarray] | None = None,
+                        progress: Callable[[int, int], None] | None = None,
+                        ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Resolve, summarize and measure.
+
+    Args:
+        entity_mentions / relationship_mentions: the extraction's mention tables.
+        llm: the cached LLM (stages ``resolution`` and ``summaries``).
+        settings: resolution methods and threshold, LLM verification, summary options.
+        tokenizer: budgets of the summary and verification prompts (tokens).
+        embed: texts -> (n, dim) array for the embedding pass; None skips that pass.
+        progress: ``progress(done, total)`` over the summary calls.
+
+    Returns:
+        (entities, relationships, entity_aliases, failures) conforming to
+        ENTITIES_SCHEMA (degree, weighted degree, PageRank filled), RELATIONSHIPS_SCHEMA
+        (combined_degree filled), ENTITY_ALIASES_SCHEMA and FAILURES_SCHEMA.
+    """
+    verify = llm_verifier(llm, settings, tokenizer) if settings.verify_merges_with_llm else None
+    ents, rels, aliases = resolve_entities(
+        entity_mentions, relationship_mentions, embed=embed,
+        similarity_threshold=settings.embedding_merge_threshold,
+        methods=frozenset(settings.resolution_methods), verify=verify)
+    ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress)
+    rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress)
+    ents, rels = compute_graph_metrics(ents, rels)
+    return ents, rels, aliases, pl.concat([f1, f2])
