@@ -213,3 +213,29 @@ def test_cache_command_shows_calls_per_stage(indexed):
     lines = {line.split()[0]: line.split() for line in res.output.splitlines()[1:] if line.strip()}
     assert {"extraction", "community_reports"} <= set(lines)
     assert int(lines["extraction"][1]) > 0  # rows in the cache table
+
+
+# A snapshot of the definitions surface (STYLE.md, Dagster open platform's test_defs):
+# renaming an asset or rewiring a dependency must be a deliberate edit of this table.
+ASSET_GRAPH = {
+    "documents": [], "text_units": ["documents"], "extracted_graph": ["text_units"],
+    "entities": ["extracted_graph"], "relationships": ["extracted_graph"],
+    "entity_aliases": ["extracted_graph"], "communities": ["entities", "relationships"],
+    "community_reports": ["communities"],
+    "graph_files": ["communities", "entities", "relationships", "text_units"],
+    "vector_index": ["community_reports", "graph_files"], "index_summary": ["vector_index"],
+}
+
+
+def test_definitions_surface_snapshot():
+    graph = defs.resolve_asset_graph()
+    surface = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
+               for k in graph.get_all_asset_keys()}
+    assert surface == ASSET_GRAPH
+    assert sorted(j.name for j in defs.jobs) == ["embed_job", "index_job", "reports_job"]
+    assert [s.name for s in defs.schedules] == ["nightly_index_schedule"]
+    assert [s.name for s in defs.sensors] == ["input_folder_sensor"]
+    llm_assets = {k.to_user_string() for k in graph.get_all_asset_keys()
+                  if graph.get(k).pools == {"llm"}}
+    assert llm_assets == {"extracted_graph", "entities", "relationships", "entity_aliases",
+                          "community_reports"}
