@@ -274,24 +274,26 @@ def gleaning_schema(names: list[str], settings: IndexSettings) -> dict:
             "required": ["relationships"], "additionalProperties": False}
 
 
-def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
-    """Return the first sentence of ``text`` that mentions ``name`` (grounded description).
+def sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences, whitespace collapsed.
 
     Sentences end at ``.``, ``!`` or ``?`` (plus closing quotes) before a space, but not
-    after an honorific (``Mr.``, ``Mrs.``, ``St.`` ...); whitespace is collapsed, the
-    ``_italics_`` marks of Project Gutenberg texts are dropped, and the sentence is cut
-    to ``max_chars`` characters.
+    after an honorific (``Mr.``, ``Mrs.``, ``St.`` ...); the ``_italics_`` marks of
+    Project Gutenberg texts are dropped.
     """
     flat = " ".join(text.replace("_", "").split())
-    i = flat.find(name)
-    if i < 0:
-        i = normalize_for_match(flat).find(normalize_for_match(name))
-    if i < 0:
-        return ""
-    bounds = [m.end() for m in _SENTENCE_END.finditer(flat)]
-    start = max((b for b in bounds if b <= i), default=0)
-    end = min((b for b in bounds if b > i), default=len(flat))
-    return flat[start:end].strip()[:max_chars]
+    bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(flat)] + [len(flat)]
+    return [flat[a:b].strip() for a, b in zip(bounds, bounds[1:]) if flat[a:b].strip()]
+
+
+def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
+    """Return the first of :func:`sentences` of ``text`` that mentions ``name`` (exactly,
+    else after Unicode and case normalization), cut to ``max_chars``; "" when none does.
+    """
+    found = sentences(text)
+    hit = next((x for x in found if name in x), None) or next(
+        (x for x in found if is_grounded(name, x)), "")
+    return hit[:max_chars]
 
 
 UNIT_STATUS_SCHEMA = {"text_unit_id": pl.String, "status": pl.String,
@@ -312,12 +314,9 @@ class ExtractionResult:
 def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> str:
     """Return the evidence of a relationship: the first sentence of ``text`` naming both
     ``source`` and ``target``, else their first sentences joined by `` … ``."""
-    flat = " ".join(text.replace("_", "").split())
-    starts = [0] + [m.end() for m in _SENTENCE_END.finditer(flat)] + [len(flat)]
-    for a, b in zip(starts, starts[1:]):
-        sentence = flat[a:b]
+    for sentence in sentences(text):
         if source in sentence and target in sentence:
-            return sentence.strip()[:max_chars]
+            return sentence[:max_chars]
     return f"{first_sentence_with(source, text, max_chars // 2)} … " \
            f"{first_sentence_with(target, text, max_chars // 2)}"
 

@@ -99,17 +99,16 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
     rel_lines = [f"- {r['source']} -> {r['target']}: {r['description']}".replace("\n", " ")
                  for r in rels.iter_rows(named=True)]
     lines = ["Entities:"] + ent_lines + (["Relationships:"] + rel_lines if rel_lines else [])
-    kept, complete = _fit(lines, budget, tokenizer)
+    members, complete = _fit(lines, budget, tokenizer)
     if complete:
-        return "\n".join(kept), "members"
+        return "\n".join(members), "members"
     if child_reports:
         subs = [f"- {c['title']}: {c['summary']}".replace("\n", " ")
                 for c in sorted(child_reports, key=lambda c: (-c["size"], c["title"]))]
         kept, _ = _fit(["Sub-community reports:"] + subs, budget, tokenizer)
         if len(kept) > 1:
             return "\n".join(kept), "sub_reports"
-    kept, _ = _fit(lines, budget, tokenizer)
-    return "\n".join(kept), "truncated"
+    return "\n".join(members), "truncated"
 
 
 def _markdown(obj: dict) -> str:

