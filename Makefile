@@ -22,8 +22,10 @@ index: setup
 test: setup
 	$(PY) -m pytest -q -rs --durations=10 || [ $$? -eq 5 ]
 
+# the quick benches over an existing index (run `make index` first); see README for the others
 bench: setup
-	$(PY) bench/bench_index.py
+	$(PY) bench/eval_gold.py
+	$(PY) bench/bench_graph.py
 
 ui: setup
 	$(VENV)/bin/kgloom ui

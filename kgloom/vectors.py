@@ -17,6 +17,7 @@ import pyarrow as pa
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from kgloom import schemas  # noqa: E402
+from kgloom.ids import content_id  # noqa: E402
 
 # LanceDB table -> (parquet table it mirrors, the text embedded for each row)
 VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
@@ -147,6 +148,50 @@ class Embedder:
         np.add.at(pooled, np.asarray(owner), vecs * np.asarray(weights, dtype=np.float64)[:, None])
         pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
         return pooled.astype(np.float32)
+
+
+    @property
+    def key(self) -> str:
+        """What an embedding depends on besides its text: model folder, window, stride."""
+        return f"{Path(self.model_path).name}|{self.window_tokens}|{self.stride}"
+
+
+EMBEDDING_KEY = "embedding_key"  # LanceDB column: content_id(embedder key, embedded text)
+
+
+def embed_with_reuse(embedder: Embedder, db_path: str | Path, table_name: str,
+                     texts: list[str]) -> tuple[np.ndarray, pl.Series, int]:
+    """Embed ``texts`` for LanceDB table ``table_name``, reusing the stored vector of any
+    row whose ``embedding_key`` (a hash of the embedder's :attr:`Embedder.key` and the
+    text) is already in the table, so an incremental run embeds only new or changed text.
+
+    Returns:
+        (vectors float32 (len(texts), dim), the keys as a String Series to store in the
+        ``embedding_key`` column, how many vectors were reused).
+    """
+    import lancedb
+
+    keys = [content_id("embedding", embedder.key, t) for t in texts]
+    known: dict[str, np.ndarray] = {}
+    try:
+        table = lancedb.connect(str(db_path)).open_table(table_name)
+    except ValueError:  # no such table yet
+        table = None
+    if table is not None and EMBEDDING_KEY in table.schema.names:
+        stored = table.search().select([EMBEDDING_KEY, "vector"]).limit(None).to_arrow()
+        wanted = set(keys)
+        for k, v in zip(stored[EMBEDDING_KEY].to_pylist(), stored["vector"].to_pylist()):
+            if k in wanted:
+                known[k] = np.asarray(v, dtype=np.float32)
+    todo = [i for i, k in enumerate(keys) if k not in known]
+    fresh = embedder.embed([texts[i] for i in todo])
+    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    for row, i in enumerate(todo):
+        out[i] = fresh[row]
+    for i, k in enumerate(keys):
+        if k in known and known[k].shape == (embedder.dim,):
+            out[i] = known[k]
+    return out, pl.Series(EMBEDDING_KEY, keys, dtype=pl.String), len(texts) - len(todo)
 
 
 def _to_arrow(df: pl.DataFrame, vectors: np.ndarray) -> pa.Table:

@@ -136,3 +136,21 @@ def test_write_lancedb_builds_ann_index_over_threshold(tmp_path):
     assert table.list_indices()
     hit = table.search(vectors[7]).limit(1).to_list()[0]
     assert hit["id"] == "unit-0007"
+
+
+def test_unchanged_texts_reuse_their_stored_vectors(tmp_path, embedder):
+    from kgloom.vectors import EMBEDDING_KEY, embed_with_reuse, write_lancedb
+
+    texts = ["Scrooge counted his money.", "Bob Cratchit warmed his hands at the candle.",
+             "Tiny Tim said God bless us, every one."]
+    df = pl.DataFrame({"id": ["a", "b", "c"], "text": texts})
+    vecs, keys, reused = embed_with_reuse(embedder, tmp_path, "t", texts)
+    assert reused == 0 and vecs.shape == (3, embedder.dim)
+    write_lancedb(tmp_path, "t", df.with_columns(keys), vecs)
+    changed = texts[:2] + ["Marley was dead, to begin with."]
+    again, keys2, reused = embed_with_reuse(embedder, tmp_path, "t", changed)
+    assert reused == 2
+    assert np.allclose(again[:2], vecs[:2])
+    assert np.allclose(again[2], embedder.embed([changed[2]])[0], atol=1e-6)
+    assert keys2[:2].to_list() == keys[:2].to_list() and keys2[2] != keys[2]
+    assert keys.name == EMBEDDING_KEY

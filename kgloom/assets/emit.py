@@ -66,22 +66,27 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     """LanceDB tables text_units, entities, community_reports: idempotent upserts by id."""
     import lancedb
 
-    from kgloom.vectors import VECTOR_TABLES, write_lancedb
+    from kgloom.vectors import VECTOR_TABLES, embed_with_reuse, write_lancedb
 
     out = index.out
     emb = embedder.load()
     db_path = out / LANCEDB_DIR
-    written, expected = {}, {}
+    written, expected, reused = {}, {}, {}
     with Timer() as t:
         for table, (parquet, text_expr) in VECTOR_TABLES.items():
             df = read_table(out, parquet)
             texts = df.select(text_expr.fill_null("").alias("t"))["t"].to_list()
-            context.log.info(f"embedding {len(texts)} rows of {table}")
-            written[table] = write_lancedb(db_path, table, df, emb.embed(texts))
+            vectors, keys, reused[table] = embed_with_reuse(emb, db_path, table, texts)
+            context.log.info(f"{table}: embedded {len(texts) - reused[table]} rows, "
+                             f"reused {reused[table]} unchanged")
+            written[table] = write_lancedb(db_path, table, df.with_columns(keys), vectors)
             expected[table] = df.height
-    write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim)
+    write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim,
+                      reused_vectors=reused)
     yield dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(db_path)), "dim": emb.dim,
+        **{f"{k}_embedded": expected[k] - v for k, v in reused.items()},
+        **{f"{k}_reused": v for k, v in reused.items()},
         **{f"{k}_rows": v["rows"] for k, v in written.items()},
         **{f"{k}_version": v["version"] for k, v in written.items()}})
     db = lancedb.connect(str(db_path))
