@@ -1,4 +1,4 @@
-"""``kgloom`` command line: index, cache, status, ui.
+"""``kgloom`` command line: index, backfill, partitions, status, cache, ui.
 
 ``kgloom index`` materializes every asset in this process against a persistent Dagster
 instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in the UI.
@@ -29,23 +29,13 @@ def _dagster_home() -> Path:
     return home
 
 
-@app.command()
-def index(input_dir: str = typer.Option("data/input", help="folder of documents"),
-          output_dir: str = typer.Option("data/output", help="where the index is written"),
-          model_path: str = typer.Option("", help="a GGUF file (default: bundled SmolLM2-135M)"),
-          fake_llm: bool = typer.Option(False, help="deterministic fake LLM (no model)"),
-          select: str = typer.Option("*", help="asset selection, e.g. 'community_reports*'"),
-          max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
-          ) -> None:
-    """Build (or refresh) the index of INPUT_DIR into OUTPUT_DIR; shows progress bars."""
-    import dagster as dg
-
-    from kgloom.assets import ALL_ASSETS
+def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
+               **settings) -> dict:
+    """Resources for a command, with the model checked and the input folder present."""
     from kgloom.definitions import build_resources
     from kgloom.llm import ModelFileError
 
-    resources = build_resources(input_dir, output_dir, model_path, fake_llm,
-                                max_gleanings=max_gleanings)
+    resources = build_resources(input_dir, output_dir, model_path, fake_llm, **settings)
     try:
         resources["llm"].verify()  # a missing model stops the run before any work
     except ModelFileError as exc:
@@ -54,19 +44,114 @@ def index(input_dir: str = typer.Option("data/input", help="folder of documents"
     if not Path(input_dir).is_dir():
         typer.echo(f"error: input folder {input_dir} does not exist", err=True)
         raise typer.Exit(2)
-    instance = dg.DagsterInstance.get() if _dagster_home() else None
-    result = dg.materialize(ALL_ASSETS, resources=resources, instance=instance,
-                            selection=select, raise_on_error=False)
+    return resources
+
+
+def _instance():
+    import dagster as dg
+
+    _dagster_home()
+    return dg.DagsterInstance.get()
+
+
+def _cache_rows(output_dir: str) -> dict[str, int]:
+    from kgloom.llm import LLMCache
+    from kgloom.resources.llm import CACHE_FILE
+
+    path = Path(output_dir) / CACHE_FILE
+    return {r["stage"]: r["rows"] for r in LLMCache(path).summary()} if path.exists() else {}
+
+
+def _finish(output_dir: str, before: dict[str, int], report) -> None:
+    """Print this command's LLM calls (new cache rows per stage) and row counts; exit 1
+    when a run failed."""
+    after = _cache_rows(output_dir)
+    calls = {k: n - before.get(k, 0) for k, n in after.items() if n - before.get(k, 0)}
     summary_path = Path(output_dir) / "index-summary.json"
-    if summary_path.exists():
-        s = json.loads(summary_path.read_text())
-        typer.echo(json.dumps({k: s[k] for k in ("rows", "llm_calls", "llm_cache_hits",
-                                                 "prompt_tokens", "completion_tokens",
-                                                 "seconds_per_stage")}, indent=2))
-    if not result.success:
-        typer.echo("error: the run failed; see the log above", err=True)
+    rows = json.loads(summary_path.read_text())["rows"] if summary_path.exists() else {}
+    typer.echo(json.dumps({"llm_calls_this_run": calls, "rows": rows,
+                           "partition_runs": len(report.partition_runs),
+                           "failed_partitions": report.failed_partitions,
+                           "graph_run": report.graph_run}, indent=2))
+    if not report.success:
+        typer.echo("error: a run failed; see the log above and `kgloom status`", err=True)
         raise typer.Exit(1)
-    typer.echo(f"index written to {output_dir} (run {result.run_id})")
+    typer.echo(f"index written to {output_dir}")
+
+
+INPUT = typer.Option("data/input", help="folder of documents")
+OUTPUT = typer.Option("data/output", help="where the index is written")
+MODEL = typer.Option("", help="a GGUF file (default: bundled SmolLM2-135M)")
+FAKE = typer.Option(False, help="deterministic fake LLM (no model)")
+
+
+@app.command()
+def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
+          fake_llm: bool = FAKE,
+          force: bool = typer.Option(False, help="re-run every partition, changed or not"),
+          max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
+          ) -> None:
+    """Index INPUT_DIR into OUTPUT_DIR incrementally, with progress bars.
+
+    One partition per input file: new and changed files are read, chunked and extracted
+    (one run each), deleted files' partitions are removed, then the graph-wide assets
+    are refreshed once. Runs are recorded in $DAGSTER_HOME (default .dagster_home/), so
+    they show in `kgloom ui`.
+    """
+    from kgloom.pipelines.runner import index_folder
+
+    resources = _resources(input_dir, output_dir, model_path, fake_llm,
+                           max_gleanings=max_gleanings)
+    before = _cache_rows(output_dir)
+    diff, report = index_folder(resources, _instance(), force=force,
+                                tags={"kgloom/command": "index"})
+    typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
+               f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
+    _finish(output_dir, before, report)
+
+
+@app.command()
+def backfill(partition: list[str] = typer.Option(
+                 [], "--partition", "-p", help="an input file's partition key (repeatable)"),
+             all_partitions: bool = typer.Option(False, "--all", help="every input file"),
+             graph: bool = typer.Option(True, help="refresh the graph-wide assets afterwards"),
+             input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
+             fake_llm: bool = FAKE) -> None:
+    """Re-run documents, text_units and extracted_graph for chosen partitions (keys are
+    paths relative to INPUT_DIR, see `kgloom partitions`), then the graph refresh.
+    Unchanged text units are served by the LLM cache."""
+    import uuid
+
+    from kgloom.pipelines.runner import materialize_partitions, refresh_graph, sync_partitions
+
+    resources = _resources(input_dir, output_dir, model_path, fake_llm)
+    instance = _instance()
+    diff = sync_partitions(instance, input_dir, output_dir)
+    known = set(diff.added + diff.changed + diff.unchanged)
+    keys = sorted(known) if all_partitions else list(dict.fromkeys(partition))
+    unknown = [k for k in keys if k not in known]
+    if unknown or not keys:
+        typer.echo(f"error: unknown partition(s) {unknown}; known: {sorted(known)}"
+                   if keys else "error: give --partition KEY (repeatable) or --all", err=True)
+        raise typer.Exit(2)
+    before = _cache_rows(output_dir)
+    tags = {"kgloom/command": "backfill", "kgloom/backfill_id": uuid.uuid4().hex[:8]}
+    report = materialize_partitions(keys, resources, instance, tags)
+    if graph:
+        refresh_graph(resources, instance, tags, report)
+    _finish(output_dir, before, report)
+
+
+@app.command()
+def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
+    """Register one partition per input file in the Dagster instance (deleting those of
+    removed files) and list them with their state against the stored index."""
+    from kgloom.pipelines.runner import sync_partitions
+
+    diff = sync_partitions(_instance(), input_dir, output_dir)
+    for state, keys in diff.as_dict().items():
+        for k in keys:
+            typer.echo(f"{state:<10} {k}")
 
 
 @app.command()
@@ -92,14 +177,23 @@ def cache(output_dir: str = typer.Option("data/output")) -> None:
 
 
 @app.command()
-def status(output_dir: str = typer.Option("data/output")) -> None:
-    """Show what each stage last produced (rows, seconds, LLM calls)."""
-    from kgloom.stats import read_stage_stats
+def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
+    """What is materialized, stale or failed: input files against their partitions, each
+    asset's last materialization in the Dagster instance, and recent failed runs."""
+    from kgloom.pipelines.status import index_status
 
-    for stage, st in read_stage_stats(Path(output_dir)).items():
-        llm = st.get("llm") or {}
-        typer.echo(f"{stage:<20} {st['seconds']:>8.1f}s  llm calls {llm.get('calls', 0):>4}  "
-                   f"hits {llm.get('cache_hits', 0):>4}")
+    st = index_status(_instance(), input_dir, output_dir)
+    typer.echo("input files:")
+    for state, keys in st["inputs"].items():
+        for k in keys:
+            typer.echo(f"  {state:<10} {k}")
+    typer.echo(f"\n{'asset':<20}{'state':<12}{'last materialized (UTC)':<26}detail")
+    for a in st["assets"]:
+        typer.echo(f"{a['asset']:<20}{a['state']:<12}{a['last'] or '-':<26}{a['detail']}")
+    if st["failed_runs"]:
+        typer.echo("\nrecent failed runs:")
+        for r in st["failed_runs"]:
+            typer.echo(f"  {r['run_id'][:8]}  {r['job']:<12} {r['partition'] or ''}")
 
 
 @app.command()

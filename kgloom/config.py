@@ -41,6 +41,9 @@ class IndexSettings:
         max_cluster_size: Leiden recurses into any community larger than this (GraphRAG: 10).
         seed: seed of Leiden and of the LLM sampler.
         report_max_input_tokens: token budget of one community report's context.
+        reuse_reports: keep the report of a community whose members and internal
+            relationships are unchanged since the last run (``reports.report_key``), so an
+            incremental run rewrites only the communities it changed.
         embedding_window_tokens / embedding_window_stride: windowing of long texts for
             the embedder (tokens of the embedder's own tokenizer).
     """
@@ -61,6 +64,7 @@ class IndexSettings:
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
+    reuse_reports: bool = True
     embedding_window_tokens: int = 256
     embedding_window_stride: int = 192
     extra: dict[str, str] = field(default_factory=dict)

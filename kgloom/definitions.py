@@ -12,8 +12,8 @@ import os
 import dagster as dg
 
 from kgloom.assets import ALL_ASSETS
-from kgloom.pipelines.jobs import (embed_job, index_job, input_folder_sensor,
-                                   nightly_index_schedule, reports_job)
+from kgloom.pipelines.jobs import (embed_job, graph_job, index_job, ingest_job,
+                                   input_folder_sensor, nightly_index_schedule, reports_job)
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 
 
@@ -35,7 +35,7 @@ def build_resources(input_dir: str | None = None, output_dir: str | None = None,
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,
-    jobs=[index_job, reports_job, embed_job],
+    jobs=[index_job, ingest_job, graph_job, reports_job, embed_job],
     schedules=[nightly_index_schedule],
     sensors=[input_folder_sensor],
     resources=build_resources(),

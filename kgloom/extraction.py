@@ -296,6 +296,7 @@ def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
     return hit[:max_chars]
 
 
+UNIT_STATUS = "extraction_units"  # table name: extraction status per text unit
 UNIT_STATUS_SCHEMA = {"text_unit_id": pl.String, "status": pl.String,
                       "entities": pl.Int64, "relationships": pl.Int64}
 

@@ -119,32 +119,71 @@ def _markdown(obj: dict) -> str:
     return "\n".join(parts).strip() + "\n"
 
 
+def report_key(community: dict, model_id: str, settings: IndexSettings) -> str:
+    """Return the reuse key of one community's report: a hash of the community's member
+    entity ids and internal relationship ids (its structure, not its level or number),
+    the report template, the model and the context settings. Two communities with the
+    same key get the same report."""
+    return content_id("report", REPORT_TEMPLATE.hash, model_id, settings.seed,
+                      settings.report_max_input_tokens, *sorted(community["entity_ids"]), "|",
+                      *sorted(community["relationship_ids"]))
+
+
+def _placement(community: dict) -> dict:
+    """The report fields that come from the community itself, not from the LLM."""
+    return {"id": content_id("community_report", community["id"]),
+            "community": community["community"], "level": community["level"],
+            "parent": community["parent"], "children": community["children"],
+            "period": community["period"], "size": community["size"]}
+
+
 def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             relationships: pl.DataFrame, llm: CachedLLM,
                             settings: IndexSettings, tokenizer: Tokenizer,
                             progress: Callable[[int, int], None] | None = None,
+                            previous: pl.DataFrame | None = None,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Write a report for every community, deepest level first.
+
+    Incremental indexing: a community whose :func:`report_key` (members, internal
+    relationships, template, model, settings) equals that of a report in ``previous`` keeps
+    that report (its title, summary, rating and findings) with no LLM call, even if the
+    community's number changed; so after adding or deleting a document only communities
+    whose membership or internal relationships changed are rewritten (GraphRAG's
+    incremental update likewise keeps the reports of unchanged communities). Edits to
+    member descriptions alone do not rewrite a kept report; pass ``previous=None`` to
+    rewrite every report (the prompt cache still saves unchanged prompts).
 
     Args:
         communities: a ``COMMUNITIES_SCHEMA`` frame.
         entities / relationships: ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames.
-        llm: the cached LLM (stage ``community_reports``); one call per community.
+        llm: the cached LLM (stage ``community_reports``); at most one call per community.
         settings: ``report_max_input_tokens`` and ``seed``.
         tokenizer: measures the context budget.
         progress: called as ``progress(done, total)``.
+        previous: the last ``COMMUNITY_REPORTS_SCHEMA`` table, or None.
 
     Returns:
         (reports, failures, context_methods): reports conform to
         ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed; every other
-        community has a failures row; context_methods counts how contexts were built.
+        community has a failures row; context_methods counts how contexts were built, with
+        ``reused`` for kept reports.
     """
     done: dict[int, dict] = {}
     failures: list[dict] = []
     methods: dict[str, int] = {}
+    kept = ({} if previous is None or "report_key" not in previous.columns else
+            {r["report_key"]: r for r in previous.iter_rows(named=True)})
     order = communities.sort(["level", "community"], descending=[True, False])
     total = order.height
     for n, c in enumerate(order.iter_rows(named=True), 1):
+        key = report_key(c, llm.model_id, settings)
+        if key in kept:
+            methods["reused"] = methods.get("reused", 0) + 1
+            done[c["community"]] = {**kept[key], **_placement(c), "report_key": key}
+            if progress:
+                progress(n, total)
+            continue
         children = [done[k] for k in c["children"] if k in done]
         context, method = build_report_context(c, entities, relationships, children,
                                                settings.report_max_input_tokens, tokenizer)
@@ -155,17 +194,15 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             failures.append(failure)
         else:
             done[c["community"]] = {
-                "id": content_id("community_report", c["id"]),
-                "community": c["community"], "level": c["level"], "parent": c["parent"],
-                "children": c["children"], "title": obj["title"].strip(),
+                **_placement(c), "title": obj["title"].strip(),
                 "summary": obj["summary"].strip(), "full_content": _markdown(obj),
                 "rank": float(obj["rating"]), "rating_explanation": obj["rating_explanation"],
                 "findings": obj["findings"], "full_content_json": json.dumps(obj),
-                "period": c["period"], "size": c["size"]}
+                "report_key": key}
         if progress:
             progress(n, total)
-    rows = sorted(done.values(), key=lambda r: r["community"])
     schema = {k: v for k, v in schemas.COMMUNITY_REPORTS_SCHEMA.items() if k != "human_readable_id"}
+    rows = [{k: r[k] for k in schema} for r in sorted(done.values(), key=lambda r: r["community"])]
     frame = pl.DataFrame(rows, schema=schema).with_row_index("human_readable_id").with_columns(
         pl.col("human_readable_id").cast(pl.Int64))
     return (schemas.conform(frame, schemas.COMMUNITY_REPORTS_SCHEMA), failures_frame(failures),

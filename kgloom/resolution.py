@@ -7,14 +7,18 @@ and undone:
    one entity ("Mr Scrooge" == "Mr. Scrooge" == "MR.  SCROOGE").
 2. ``name_extension``: a shorter name joins the unique longer name that contains it as
    whole tokens ("Scrooge" -> "Ebenezer Scrooge").
-   ``name_context``: an ambiguous short name ("Tim" with "Tiny Tim" and "Tim Cratchit")
-   joins the candidate it shares the most text units with, when that one is strictly
-   ahead (local-context disambiguation); with no such candidate it stays alone.
+   ``name_context``: once every unambiguous merge is done, a short name with several
+   such candidates ("Tim" with "Tiny Tim" and "Tim Cratchit") joins the candidate whose
+   group shares the most text units with its own group, when that one is strictly ahead
+   (local-context disambiguation); with no such candidate it stays alone.
 3. ``embedding`` (optional): nearest-neighbour search over normalized embeddings of
    "title: description"; pairs of the same type with cosine >= threshold are unioned.
 
 No pass merges across honorific gender: a "Mrs."/"Miss"/"Ms." name never joins a bare or
-"Mr." name, and the other way round.
+"Mr." name, and the other way round. Life-stage honorifics ("Master" a boy, "Mr." a
+man; "Miss" an unmarried woman or girl, "Mrs." a married woman) only decide between
+candidates in ``name_context``: "Mr. Cratchit" prefers "Bob Cratchit" to "Master Peter
+Cratchit".
 """
 
 from __future__ import annotations
@@ -38,6 +42,14 @@ ALL_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "name_c
 MALE_HONORIFICS = frozenset({"mr", "mister", "master", "sir", "lord"})
 FEMALE_HONORIFICS = frozenset({"mrs", "miss", "ms", "madam", "madame", "mistress", "lady", "dame"})
 _HONORIFICS = MALE_HONORIFICS | FEMALE_HONORIFICS
+# Honorifics that also tell a stage of life, after English forms of address: "Master"
+# is the title of a boy too young to be called "Mr."; "Miss" of a girl or unmarried
+# woman, "Mrs." of a married woman. One person can carry both over a story (the
+# schoolboy "Master Scrooge" is "Mr. Scrooge" later), so a stage mismatch never vetoes
+# a merge; it only rules a candidate out of a name_context contest ("Mr. Cratchit" is
+# the father Bob, not "Master Peter Cratchit", his son).
+_LIFE_STAGE = {"master": "boy", "mr": "man", "mister": "man", "miss": "unmarried",
+               "mrs": "married"}
 
 _APOSTROPHES = re.compile(r"['\u2019\u2018\u02bc`]")
 _POSSESSIVE = re.compile(r"['\u2019\u02bc]s\s*$")
@@ -136,6 +148,11 @@ class _Key:
         return _gender(self.tokens)
 
     @property
+    def stage(self) -> str:
+        """Life stage of the leading honorific (see ``_LIFE_STAGE``), "" for none."""
+        return _LIFE_STAGE.get(self.tokens[0], "") if self.tokens else ""
+
+    @property
     def specificity(self) -> tuple[int, int]:
         # "Ebenezer Scrooge" > "Mr. Scrooge" > "Scrooge"
         return len(self.core), int(self.gender != "")
@@ -161,35 +178,44 @@ _CONJUNCTIONS = frozenset({"and", "&", "und", "et"})
 
 def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
                            units_of: dict[str, set[str]] | None = None) -> set[str]:
-    """Join each shorter name into the unique longer name containing it.
+    """Join each shorter name into the unique longer name containing it; with
+    ``units_of``, then settle the ambiguous ones by shared text units.
 
-    Types are not compared: a small model's types are too noisy to veto "Jacob Marley"
-    (LOCATION in one unit) absorbing "Marley". A longer name that joins names with a
-    conjunction ("Scrooge and Marley", a firm) never absorbs a part.
+    Candidates of a name are the groups holding a more specific name whose core contains
+    its core as whole tokens. Types are not compared: a small model's types are too
+    noisy to veto "Jacob Marley" (LOCATION in one unit) absorbing "Marley". A longer name
+    that joins names with a conjunction ("Scrooge and Marley", a firm) is never a
+    candidate. A candidate of another honorific gender still counts toward ambiguity
+    (that is what keeps "Cratchit" apart from "Bob Cratchit" when "Mrs. Cratchit"
+    exists), except that a bare surname whose only candidates are one "Mr." name and
+    "Mrs."/"Miss" names has the "Mr." name alone.
 
-    Names are visited from most to least specific, so by the time "Scrooge" is seen,
-    "Mr. Scrooge" already belongs to "Ebenezer Scrooge" and both count as one candidate.
-    A candidate of another honorific gender still counts toward ambiguity (that is what
-    keeps "Cratchit" apart from "Bob Cratchit" when "Mrs. Cratchit" exists), except that
-    a bare surname whose only candidates are one "Mr." name and "Mrs."/"Miss" names
-    joins the "Mr." name. With ``units_of`` (key -> text units naming it), a name still
-    ambiguous joins the gender-compatible candidate sharing the most text units with it,
-    when that count is positive and strictly the highest.
+    Pass 1 (``name_extension``) visits names from most to least specific, so by the time
+    "Scrooge" is seen, "Mr. Scrooge" already belongs to "Ebenezer Scrooge" and both count
+    as one candidate; a name with exactly one candidate joins it when the genders of the
+    two groups are compatible, and a name with several is kept for pass 2.
 
-    Returns the keys merged by that context rule.
+    Pass 2 (``name_context``, only with ``units_of``: key -> text units naming it) visits
+    the kept names in the same order, after every unambiguous merge, so a group's text
+    units include those of every name already in it ("Bob" is in Bob Cratchit's group
+    when "Mr. Cratchit" is decided). Candidates are recomputed (pass-2 merges of more
+    specific names can leave one); with several, only those of a compatible gender and
+    no conflicting life stage (``_LIFE_STAGE``) compete, and the name joins the one whose
+    group shares the most text units with its own group, when that count is positive and
+    strictly the highest.
+
+    Returns the keys merged in pass 2.
     """
-    by_context: set[str] = set()
     units = {k: set((units_of or {}).get(k, set())) for k in keys}  # per group root
+    genders = {k: {v.gender} for k, v in keys.items()}  # per group root
+    stages = {k: {v.stage} - {""} for k, v in keys.items()}  # per group root
     by_token: dict[str, list[str]] = {}  # core token -> keys whose core holds it
     for k, v in keys.items():
         for tok in set(v.core):
             by_token.setdefault(tok, []).append(k)
-    genders = {k: {v.gender} for k, v in keys.items()}  # per group root
-    order = sorted(keys, key=lambda k: (tuple(-x for x in keys[k].specificity), k))
-    for k in order:
+
+    def candidates(k: str) -> set[str]:
         info = keys[k]
-        if not info.core:
-            continue
         roots = {uf.find(c) for c in by_token[info.core[0]]
                  if c != k and not _CONJUNCTIONS & set(keys[c].core)
                  and keys[c].specificity > info.specificity
@@ -201,25 +227,53 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
             male = [r for r in roots if "m" in genders[r] and "f" not in genders[r]]
             if len(male) == 1 and all(genders[r] == {"f"} for r in roots if r != male[0]):
                 roots = {male[0]}
+        return roots
+
+    def join(k: str, root: str) -> bool:
         mine = uf.find(k)
-        if len(roots) > 1 and units_of is not None:
-            # only candidates it could be compete ("Mr. X" is never "Mrs. X")
+        if not _compatible(genders[mine], genders[root]):
+            return False
+        uf.union(mine, root)
+        joined = uf.find(root)
+        genders[joined] = genders[mine] | genders[root]
+        units[joined] = units[mine] | units[root]
+        stages[joined] = stages[mine] | stages[root]
+        return True
+
+    order = sorted((k for k in keys if keys[k].core),
+                   key=lambda k: (tuple(-x for x in keys[k].specificity), k))
+    ambiguous: list[str] = []
+    for k in order:
+        roots = candidates(k)
+        if len(roots) == 1:
+            join(k, roots.pop())
+        elif roots:
+            ambiguous.append(k)
+    if units_of is None:
+        return set()
+
+    by_context: set[str] = set()
+    for k in ambiguous:
+        roots, mine = candidates(k), uf.find(k)
+        if len(roots) > 1:
+            # only candidates it could be compete ("Mr. X" is never "Mrs. X", and a
+            # "Mr." name does not pick a "Master" group over the others)
             shared = sorted(((len(units[mine] & units[r]), r) for r in roots
-                             if _compatible(genders[mine], genders[r])), reverse=True)
+                             if _compatible(genders[mine], genders[r])
+                             and not _stages_conflict(stages[mine], stages[r])),
+                            reverse=True)
             if shared and shared[0][0] > 0 and (len(shared) == 1 or shared[0][0] > shared[1][0]):
                 roots = {shared[0][1]}
-                by_context.add(k)
-        if len(roots) != 1:
-            continue
-        root = roots.pop()
-        if _compatible(genders[mine], genders[root]):
-            uf.union(mine, root)
-            joined = uf.find(root)
-            genders[joined] = genders[mine] | genders[root]
-            units[joined] = units[mine] | units[root]
-        else:
-            by_context.discard(k)
+        if len(roots) == 1 and join(k, roots.pop()):
+            by_context.add(k)
     return by_context
+
+
+def _stages_conflict(stages_a: set[str], stages_b: set[str]) -> bool:
+    """True when both groups carry life-stage honorifics and share none ({"man"} vs
+    {"boy"}); a group that already holds both, or either side without one, is no
+    conflict."""
+    return bool(stages_a) and bool(stages_b) and not stages_a & stages_b
 
 
 def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,

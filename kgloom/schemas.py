@@ -124,6 +124,8 @@ COMMUNITY_REPORTS_SCHEMA: dict[str, pl.DataType] = {
     "full_content_json": pl.String,
     "period": pl.String,
     "size": pl.Int64,
+    # kgloom
+    "report_key": pl.String,  # reports.report_key: the same key keeps the same report
 }
 
 # --- kgloom's own tables ------------------------------------------------------------

@@ -29,20 +29,46 @@ def stages_dir(output_dir: str | Path) -> Path:
 
 
 def write_stage_stats(output_dir: str | Path, stage: str, seconds: float,
-                      llm: dict | None = None, **counts) -> dict:
-    """Write ``stages/<stage>.stats.json``: ``seconds`` (wall-clock), ``llm`` (a
-    ``StageStats.as_dict()``) and any counts; return the dict."""
+                      llm: dict | None = None, folder: str | Path | None = None,
+                      **counts) -> dict:
+    """Write ``<folder>/<stage>.stats.json`` (default folder: ``<output_dir>/stages``):
+    ``seconds`` (wall-clock), ``llm`` (a ``StageStats.as_dict()``) and any counts;
+    return the dict. Partitioned stages pass their partition's folder."""
     stats = {"stage": stage, "seconds": round(seconds, 2), "llm": llm or {}, **counts}
-    write_json(stats, stages_dir(output_dir) / f"{stage}.stats.json")
+    write_json(stats, Path(folder or stages_dir(output_dir)) / f"{stage}.stats.json")
     return stats
 
 
+def _add(total: dict, part: dict) -> dict:
+    """Sum the numeric fields of two stats dicts (recursively); keep total's others."""
+    out = dict(total)
+    for k, v in part.items():
+        if isinstance(v, bool) or k == "stage":
+            continue
+        if isinstance(v, (int, float)):
+            out[k] = round(out.get(k, 0) + v, 4)
+        elif isinstance(v, dict):
+            out[k] = _add(out.get(k) or {}, v)
+    return out
+
+
 def read_stage_stats(output_dir: str | Path) -> dict[str, dict]:
-    """Return every ``stages/*.stats.json`` keyed by stage name."""
-    out = {}
-    for p in sorted(stages_dir(output_dir).glob("*.stats.json")):
+    """Return the stats of every stage keyed by stage name: ``stages/*.stats.json`` of
+    the graph-wide stages, and for each partitioned stage the sum of its partitions'
+    ``stages/partitions/*/<stage>.stats.json`` (seconds, counts and LLM counters of each
+    partition's latest materialization; derived rates are recomputed per partition, so
+    only the additive fields are meaningful in the sum)."""
+    sd = stages_dir(output_dir)
+    out: dict[str, dict] = {}
+    for p in sorted(sd.glob("*.stats.json")):
         d = json.loads(p.read_text())
         out[d["stage"]] = d
+    summed: dict[str, dict] = {}
+    for p in sorted(sd.glob("partitions/*/*.stats.json")):
+        d = json.loads(p.read_text())
+        summed[d["stage"]] = _add(summed.get(d["stage"], {"stage": d["stage"]}),
+                                  {**d, "partitions": 1})
+    out.update(summed)  # a partitioned stage's sum replaces any pre-partition file
     return out
 
 

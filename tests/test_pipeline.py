@@ -4,6 +4,7 @@ GraphRAG column compatibility, definitions, sensor and schedule."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -13,9 +14,9 @@ import polars as pl
 import pytest
 
 from kgloom import reports, schemas
-from kgloom.assets import ALL_ASSETS
 from kgloom.definitions import build_resources, defs
-from kgloom.pipelines.jobs import input_folder_sensor, nightly_index_schedule
+from kgloom.pipelines.jobs import nightly_index_schedule
+from kgloom.pipelines.runner import index_folder
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 EXPECTED_FILES = ["documents.parquet", "text_units.parquet", "entities.parquet",
@@ -32,13 +33,13 @@ def book_excerpt(start: int, n_chars: int) -> str:
     return text[i: i + n_chars].strip()
 
 
-def run_index(input_dir: Path, output_dir: Path) -> dict:
-    """Materialize every asset with the fake LLM; return index-summary.json."""
+def run_index(input_dir: Path, output_dir: Path, **settings) -> dict:
+    """Materialize every partition (changed or not) and the graph with the fake LLM in a
+    fresh ephemeral instance; return index-summary.json."""
     resources = build_resources(str(input_dir), str(output_dir), fake_llm=True,
-                                chunk_size=200, chunk_overlap=40)
-    result = dg.materialize(ALL_ASSETS, resources=resources,
-                            instance=dg.DagsterInstance.ephemeral())
-    assert result.success
+                                chunk_size=200, chunk_overlap=40, **settings)
+    _, report = index_folder(resources, dg.DagsterInstance.ephemeral(), force=True)
+    assert report.success
     return json.loads((output_dir / "index-summary.json").read_text())
 
 
@@ -127,7 +128,11 @@ def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports
         assert table.version > version, name
         table.checkout(version)
         assert table.count_rows() == rows, name
-    assert again["llm_cache_hits"] == first["llm_calls"] + first["llm_cache_hits"]
+    # unchanged communities keep their reports with no call; every other call is a hit
+    reused = again["stages"]["community_reports"]["context_methods"]["reused"]
+    assert reused == again["rows"]["communities"]
+    assert again["llm_cache_hits"] == (first["llm_calls"] + first["llm_cache_hits"]
+                                       - first["llm"]["community_reports"]["calls"])
     edited = dataclasses.replace(reports.REPORT_TEMPLATE,
                                  user=reports.REPORT_TEMPLATE.user + "\nBe brief.")
     monkeypatch.setattr(reports, "REPORT_TEMPLATE", edited)
@@ -183,23 +188,14 @@ def test_missing_model_stops_before_any_work(tmp_path, corpus):
     assert not out.exists()
 
 
-def test_sensor_requests_a_run_only_when_input_changes(tmp_path, monkeypatch):
-    (tmp_path / "a.txt").write_text("Scrooge and Marley.", encoding="utf-8")
-    monkeypatch.setenv("KGLOOM_INPUT_DIR", str(tmp_path))
-    ctx = dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral())
-    first = input_folder_sensor(ctx)
-    assert isinstance(first, dg.RunRequest)
-    ctx2 = dg.build_sensor_context(cursor=ctx.cursor, instance=dg.DagsterInstance.ephemeral())
-    assert isinstance(input_folder_sensor(ctx2), dg.SkipReason)
-    (tmp_path / "b.md").write_text("Bob Cratchit.", encoding="utf-8")
-    ctx3 = dg.build_sensor_context(cursor=ctx.cursor, instance=dg.DagsterInstance.ephemeral())
-    assert isinstance(input_folder_sensor(ctx3), dg.RunRequest)
-
-
-def test_nightly_schedule_is_utc_at_two():
+def test_nightly_schedule_refreshes_the_graph_at_two_utc():
     assert nightly_index_schedule.cron_schedule == "0 2 * * *"
     assert nightly_index_schedule.execution_timezone == "UTC"
-    assert os.environ.get("HF_HUB_OFFLINE", "1") == "1"
+    assert nightly_index_schedule.job_name == "graph_job"
+    ctx = dg.build_schedule_context(scheduled_execution_time=dt.datetime(
+        2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
+    requests = list(nightly_index_schedule.evaluate_tick(ctx).run_requests or [])
+    assert len(requests) == 1
 
 
 def test_cache_command_shows_calls_per_stage(indexed):
@@ -232,7 +228,13 @@ def test_definitions_surface_snapshot():
     surface = {k.to_user_string(): sorted(p.to_user_string() for p in graph.get(k).parent_keys)
                for k in graph.get_all_asset_keys()}
     assert surface == ASSET_GRAPH
-    assert sorted(j.name for j in defs.jobs) == ["embed_job", "index_job", "reports_job"]
+    assert sorted(j.name for j in defs.jobs) == ["embed_job", "graph_job", "index_job",
+                                                  "ingest_job", "reports_job"]
+    partitioned = {k.to_user_string() for k in graph.get_all_asset_keys()
+                   if graph.get(k).is_partitioned}
+    assert partitioned == {"documents", "text_units", "extracted_graph"}
+    for key in partitioned:
+        assert graph.get(dg.AssetKey(key)).partitions_def.name == "input_files"
     assert [s.name for s in defs.schedules] == ["nightly_index_schedule"]
     assert [s.name for s in defs.sensors] == ["input_folder_sensor"]
     llm_assets = {k.to_user_string() for k in graph.get_all_asset_keys()

@@ -294,3 +294,74 @@ def test_ambiguous_short_name_joins_the_candidate_it_shares_most_units_with():
                            methods=frozenset({"normalized", "name_extension"}))[2]
     owner_off = dict(zip(off["alias"], off["entity_id"]))
     assert owner_off["Tim"] not in {owner_off["Tiny Tim"], owner_off["Tim Cratchit"]}
+
+
+# The Cratchit household as the extractor saw it in A Christmas Carol: Stave Three names
+# the whole family; in Stave Four the unit quoting Fred ("I am heartily sorry for it,
+# Mr. Cratchit") names the father only as "Bob" and the son only as "Peter".
+CRATCHITS = [
+    ("u1", "Bob Cratchit", P, "Scrooge's clerk, with Tiny Tim upon his shoulder."),
+    ("u1", "Mrs. Cratchit", P, "Dressed out but poorly in a twice-turned gown."),
+    ("u1", "Master Peter Cratchit", P, "Plunged a fork into the saucepan of potatoes."),
+    ("u1", "Belinda Cratchit", P, "The second of her daughters."),
+    ("u2", "Bob", P, "Told them of the extraordinary kindness of Mr. Scrooge's nephew."),
+    ("u2", "Peter", P, "'Everybody knows that,' said Peter."),
+    ("u2", "Mrs. Cratchit", P, "'I'm sure he's a good soul!' said Mrs. Cratchit."),
+    ("u2", "Mr. Cratchit", P, "'I am heartily sorry for it, Mr. Cratchit,' he said."),
+    ("u3", "Bob", P, "Came in with his comforter hanging down before him."),
+    ("u3", "Bob Cratchit", P, "The clerk."),
+    ("u4", "Peter", P, "Read the book aloud."),
+]
+
+
+def _owners(mentions, **kwargs) -> tuple[dict[str, str], dict[str, str]]:
+    """(alias -> entity id, alias -> method) after resolving ``mentions``."""
+    aliases = resolve_entities(*_frames(mentions, []), **kwargs)[2]
+    return (dict(zip(aliases["alias"], aliases["entity_id"])),
+            dict(zip(aliases["alias"], aliases["method"])))
+
+
+def test_mr_surname_joins_the_father_not_the_master_son_nor_the_wife():
+    owner, method = _owners(CRATCHITS)
+    assert owner["Mr. Cratchit"] == owner["Bob Cratchit"] == owner["Bob"]
+    assert method["Mr. Cratchit"] == "name_context"
+    assert owner["Peter"] == owner["Master Peter Cratchit"] != owner["Bob Cratchit"]
+    assert len({owner["Bob Cratchit"], owner["Mrs. Cratchit"], owner["Belinda Cratchit"]}) == 3
+    # without the context pass "Mr. Cratchit" has five Cratchit candidates and stays alone
+    owner_off, _ = _owners(CRATCHITS, methods=frozenset({"normalized", "name_extension"}))
+    assert owner_off["Mr. Cratchit"] not in {owner_off["Bob Cratchit"],
+                                             owner_off["Master Peter Cratchit"]}
+
+
+def test_context_counts_units_of_names_already_merged_into_a_candidate():
+    # "Mr. Wilkins" shares no unit with "Dick Wilkins" itself, only with "Dick", which
+    # has no other candidate and belongs to Dick Wilkins
+    mentions = [("u1", "Dick Wilkins", P, "Scrooge's fellow-'prentice at Fezziwig's."),
+                ("u2", "Tom Wilkins", P, "A cousin."),
+                ("u3", "Dick", P, "Poor Dick! Dear, dear!"),
+                ("u3", "Mr. Wilkins", P, "The other apprentice.")]
+    owner, method = _owners(mentions)
+    assert owner["Mr. Wilkins"] == owner["Dick"] == owner["Dick Wilkins"] != owner["Tom Wilkins"]
+    assert method["Mr. Wilkins"] == "name_context" and method["Dick"] == "name_extension"
+
+
+@pytest.mark.parametrize("short, other_stage, same_stage", [
+    ("Mr. Cratchit", "Master Peter Cratchit", "Bob Cratchit"),  # a man is not the boy
+    ("Mrs. Bennet", "Miss Lydia Bennet", "Mrs. Fanny Bennet"),  # the wife is not the girl
+])
+def test_a_tie_in_context_is_broken_by_life_stage_honorifics(short, other_stage, same_stage):
+    mentions = [("u1", short, P, "x"), ("u1", other_stage, P, "y"), ("u1", same_stage, P, "z")]
+    owner, method = _owners(mentions)
+    assert owner[short] == owner[same_stage] != owner[other_stage]
+    assert method[short] == "name_context"
+
+
+def test_master_and_mr_of_one_unique_name_stay_one_person():
+    # the schoolboy and the old man: "Master Scrooge" has one candidate, Ebenezer Scrooge
+    # (who is also "Mr. Scrooge"), and joins him
+    mentions = [("u1", "Ebenezer Scrooge", P, "A squeezing, wrenching old sinner."),
+                ("u2", "Mr. Scrooge", P, "Addressed by the portly gentlemen."),
+                ("u3", "Master Scrooge", P, "'Bring down Master Scrooge's box, there!'"),
+                ("u3", "Scrooge", P, "A solitary child, neglected by his friends.")]
+    owner, _ = _owners(mentions)
+    assert len(set(owner.values())) == 1

@@ -48,3 +48,10 @@ class Timer:
 
     def __exit__(self, *exc) -> None:
         self.seconds = time.perf_counter() - self.t0
+
+
+def png_md(png: bytes, alt: str) -> dg.MetadataValue:
+    """A PNG embedded in markdown metadata as a data URI (the Dagster UI renders it)."""
+    import base64
+
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")

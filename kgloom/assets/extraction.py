@@ -1,36 +1,42 @@
-"""Asset: extracted_graph, the LLM's entity and relationship mentions per text unit."""
-
+"""Asset: extracted_graph, the LLM's entity and relationship mentions per text unit, one
+partition per input file."""
 
 import dagster as dg
 
 from kgloom import schemas
 from kgloom.assets._common import Timer, preview, progress
-from kgloom.stats import stages_dir, write_stage_stats
 from kgloom.assets.ingest import text_units
-from kgloom.extraction import STAGE, extract_graph
+from kgloom.extraction import STAGE, UNIT_STATUS, extract_graph
+from kgloom.partitions import mark_stage, partition_dir
+from kgloom.pipelines.partitions import input_files_partitions
 from kgloom.resources import IndexConfigResource, LLMResource
+from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table
 
 FAILED_UNITS_MAX_RATE = 0.05
 
 
-@dg.asset(group_name="extraction", deps=[text_units], pool="llm", kinds={"llama_cpp", "parquet"},
+@dg.asset(group_name="extraction", partitions_def=input_files_partitions, deps=[text_units],
+          pool="llm", kinds={"llama_cpp", "parquet"},
           check_specs=[dg.AssetCheckSpec("failed_units_rate", asset="extracted_graph")])
 def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                     llm: LLMResource):
-    """Entities and relationships per text unit, JSON-schema-constrained and cached."""
-    units = read_table(stages_dir(index.out), schemas.TEXT_UNITS)
+    """Entities and relationships per text unit of one input file, JSON-schema-constrained
+    and cached (an unchanged unit costs no LLM call)."""
+    pdir = partition_dir(index.out, context.partition_key)
+    units = read_table(pdir, schemas.TEXT_UNITS)
     cached = llm.open(index.out)
     with Timer() as t:
         result = extract_graph(units, cached, index.settings(), progress(context, STAGE))
-    sd = stages_dir(index.out)
-    write_table(result.entity_mentions, sd, schemas.ENTITY_MENTIONS)
-    write_table(result.relationship_mentions, sd, schemas.RELATIONSHIP_MENTIONS)
-    write_table(result.failures, sd, f"{schemas.FAILURES}.{STAGE}")
-    write_table(result.units, sd, "extraction_units")
+    write_table(result.entity_mentions, pdir, schemas.ENTITY_MENTIONS)
+    write_table(result.relationship_mentions, pdir, schemas.RELATIONSHIP_MENTIONS)
+    write_table(result.failures, pdir, f"{schemas.FAILURES}.{STAGE}")
+    write_table(result.units, pdir, UNIT_STATUS)
     llm_stats = cached.stats.get(STAGE)
     stats = write_stage_stats(index.out, STAGE, t.seconds,
-                              llm_stats.as_dict() if llm_stats else {}, **result.counts)
+                              llm_stats.as_dict() if llm_stats else {}, folder=pdir,
+                              **result.counts)
+    mark_stage(index.out, context.partition_key, STAGE)
     failed = result.counts.get("units_failed", 0)
     rate = failed / max(units.height, 1)
     yield dg.MaterializeResult(metadata={

@@ -1,16 +1,20 @@
 """Assets: entities / relationships / entity_aliases, communities, community_reports."""
 
 import datetime as dt
+from collections import Counter
 
 import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, preview, progress
+from kgloom.assets._common import Timer, png_md, preview, progress
 from kgloom.assets.extraction import extracted_graph
 from kgloom.entities import build_entity_tables
 from kgloom.graph import hierarchical_leiden
 from kgloom.llm import StageStats
+from kgloom.partitions import refresh_corpus
+from kgloom.pipelines.partitions import live_partition_keys
+from kgloom.plots import bar_chart_png
 from kgloom.reports import STAGE as REPORTS_STAGE
 from kgloom.reports import write_community_reports
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
@@ -27,12 +31,17 @@ from kgloom.tokenizer import default_tokenizer
            for name in ("entities", "relationships", "entity_aliases")])
 def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                  llm: LLMResource, embedder: EmbedderResource):
-    """Resolve mentions into entities (alias table), summarize long descriptions, and
-    compute degree, weighted degree, PageRank and combined degree."""
+    """Combine the mentions of every live input-file partition (a deleted file's
+    partition and its contribution are removed here), resolve them into entities (alias
+    table), summarize long descriptions, and compute degree, weighted degree, PageRank
+    and combined degree."""
     sd = stages_dir(index.out)
     s = index.settings()
-    em = read_table(sd, schemas.ENTITY_MENTIONS)
-    rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
+    keys = live_partition_keys(context.instance)
+    corpus, removed = refresh_corpus(index.out, keys)
+    if removed:
+        context.log.info(f"removed the contribution of deleted partitions: {removed}")
+    em, rm = corpus.entity_mentions, corpus.relationship_mentions
     cached = llm.open(index.out)
     use_embedding = "embedding" in s.resolution_methods and em.height > 0
     emb = embedder.load() if use_embedding else None
@@ -53,8 +62,13 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         write_stage_stats(out, stage, st.seconds, st.as_dict())
     st = cached.stats.get(SUMMARIES_STAGE)
     merged = aliases.filter(pl.col("method") != "exact").height
+    degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
     yield dg.MaterializeResult(asset_key="entities", metadata={
-        "rows": ents.height, "alias_merges": merged,
+        "rows": ents.height, "alias_merges": merged, "partitions": len(keys),
+        "removed_partitions": dg.MetadataValue.json(removed),
+        "text_units": corpus.text_units.height,
+        "degree_distribution": png_md(bar_chart_png(
+            degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
         "summary_calls": st.calls if st else 0,
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
                                    ["title", "type", "degree", "pagerank", "frequency"])})
@@ -78,8 +92,14 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
                                            period=dt.date.today().isoformat())
     write_table(comms, index.out, schemas.COMMUNITIES)
     write_stage_stats(index.out, "communities", t.seconds, **stats)
+    sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))
     return dg.MaterializeResult(metadata={
         "rows": comms.height, "levels": stats.get("levels", 0),
+        "level_0_modularity": round(stats["modularity_per_level"][0], 4) if comms.height else 0.0,
+        "louvain_modularity": round(stats.get("louvain_modularity", 0.0), 4),
+        "size_distribution": png_md(bar_chart_png(
+            sizes, "Level-0 community sizes", "entities per community", "communities"),
+            "community sizes"),
         "stats": dg.MetadataValue.json(stats),
         "sizes": preview(comms.group_by("level").agg(
             communities=pl.len(), max_size=pl.col("size").max()).sort("level"),
@@ -94,10 +114,13 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     comms = read_table(index.out, schemas.COMMUNITIES)
     ents = read_table(index.out, schemas.ENTITIES)
     rels = read_table(index.out, schemas.RELATIONSHIPS)
+    previous = (read_table(index.out, schemas.COMMUNITY_REPORTS, schemas.COMMUNITY_REPORTS_SCHEMA)
+                if s.reuse_reports else None)
     cached = llm.open(index.out)
     with Timer() as t:
         reports, failures, methods = write_community_reports(
-            comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE))
+            comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
+            previous=previous)
     write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
     write_table(failures, stages_dir(index.out), f"{schemas.FAILURES}.{REPORTS_STAGE}")
     st = cached.stats.get(REPORTS_STAGE)

@@ -1,47 +1,55 @@
-"""Assets: documents and text_units (no LLM)."""
-
+"""Assets: documents and text_units (no LLM), one partition per input file."""
 
 import dagster as dg
 
 from kgloom import schemas
 from kgloom.assets._common import Timer, preview
-from kgloom.stats import stages_dir, write_stage_stats
 from kgloom.chunking import split_text_units
-from kgloom.documents import read_documents
+from kgloom.documents import STAGE as DOCUMENTS_STAGE
+from kgloom.partitions import mark_stage, partition_dir, read_partition_documents
+from kgloom.pipelines.partitions import input_files_partitions
 from kgloom.resources import IndexConfigResource
-from kgloom.storage import write_table
+from kgloom.stats import write_stage_stats
+from kgloom.storage import read_table, write_table
 from kgloom.tokenizer import default_tokenizer
 
 
-@dg.asset(group_name="ingest", kinds={"polars", "parquet"})
+@dg.asset(group_name="ingest", partitions_def=input_files_partitions, kinds={"polars", "parquet"})
 def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
-    """Every supported input file read into documents.parquet; bad files become failures."""
+    """The documents of one input file (a JSONL/CSV file holds many); bad files and
+    records become failures rows. Rewrites only this partition's folder."""
+    key = context.partition_key
     with Timer() as t:
-        docs, failures = read_documents(index.input_dir)
-    write_table(docs, stages_dir(index.out), schemas.DOCUMENTS)
-    write_table(failures, stages_dir(index.out), f"{schemas.FAILURES}.documents")
+        docs, failures, sha = read_partition_documents(index.input_dir, key)
+    pdir = partition_dir(index.out, key)
+    write_table(docs, pdir, schemas.DOCUMENTS)
+    write_table(failures, pdir, f"{schemas.FAILURES}.{DOCUMENTS_STAGE}")
     for row in failures.iter_rows(named=True):
         context.log.warning(f"{row['item_id']}: {row['reason']}")
-    write_stage_stats(index.out, "documents", t.seconds, documents=docs.height,
-                      failures=failures.height)
+    write_stage_stats(index.out, DOCUMENTS_STAGE, t.seconds, folder=pdir,
+                      documents=docs.height, failures=failures.height)
+    mark_stage(index.out, key, DOCUMENTS_STAGE, sha256=sha)
     return dg.MaterializeResult(metadata={
-        "rows": docs.height, "failures": failures.height, "input_dir": index.input_dir,
+        "rows": docs.height, "failures": failures.height, "input_file": key,
+        "sha256": sha or "(missing)",
         "preview": preview(docs, ["human_readable_id", "title", "source", "creation_date"])})
 
 
-@dg.asset(group_name="ingest", deps=[documents], kinds={"polars", "parquet"})
+@dg.asset(group_name="ingest", partitions_def=input_files_partitions, deps=[documents],
+          kinds={"polars", "parquet"})
 def text_units(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
-    """Documents split into text units of chunk_size tokens with chunk_overlap."""
-    from kgloom.storage import read_table
-
+    """One input file's documents split into text units of chunk_size tokens with
+    chunk_overlap."""
     s = index.settings()
     tok = default_tokenizer()
+    pdir = partition_dir(index.out, context.partition_key)
     with Timer() as t:
-        docs = read_table(stages_dir(index.out), schemas.DOCUMENTS)
+        docs = read_table(pdir, schemas.DOCUMENTS)
         units, docs = split_text_units(docs, tok, s.chunk_size, s.chunk_overlap)
-    write_table(units, stages_dir(index.out), schemas.TEXT_UNITS)
-    write_table(docs, stages_dir(index.out), schemas.DOCUMENTS)
-    write_stage_stats(index.out, "text_units", t.seconds, text_units=units.height)
+    write_table(units, pdir, schemas.TEXT_UNITS)
+    write_table(docs, pdir, schemas.DOCUMENTS)
+    write_stage_stats(index.out, "text_units", t.seconds, folder=pdir, text_units=units.height)
+    mark_stage(index.out, context.partition_key, "text_units")
     return dg.MaterializeResult(metadata={
         "rows": units.height, "tokenizer": tok.name, "chunk_size_tokens": s.chunk_size,
         "chunk_overlap_tokens": s.chunk_overlap,

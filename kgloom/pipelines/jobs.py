@@ -1,16 +1,39 @@
-"""Jobs, the nightly schedule and the input-folder sensor."""
+"""Jobs, the nightly schedule and the input-folder sensor.
+
+- ``ingest_job`` (partitioned by input file): documents -> text_units -> extracted_graph
+  for one file. The sensor launches one run per new or changed file.
+- ``graph_job`` (unpartitioned): the graph-wide refresh, entities onward; it reads every
+  live partition from storage and drops deleted ones. Run nightly by the schedule and by
+  the sensor once the ingest runs it launched are done or files were deleted.
+- ``index_job``: every asset; a run for one partition ingests that file and refreshes the
+  graph. For many files, "Materialize all" in the UI (an asset backfill runs each
+  partition, then the graph-wide assets once) or ``kgloom index`` / ``kgloom backfill``.
+- ``reports_job`` / ``embed_job``: rewrite community reports / re-embed only.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
 
 import dagster as dg
 
-from kgloom.documents import list_input_files
+from kgloom.partitions import diff_inputs, input_hashes, manifest_hashes
+from kgloom.pipelines.partitions import INPUT_FILES, input_files_partitions, live_partition_keys
 
-index_job = dg.define_asset_job("index_job", selection=dg.AssetSelection.all(),
-                                description="Build the whole index from the input folder.")
+INGEST_ASSETS = dg.AssetSelection.assets("documents", "text_units", "extracted_graph")
+GRAPH_ASSETS = dg.AssetSelection.all() - INGEST_ASSETS
+
+ingest_job = dg.define_asset_job(
+    "ingest_job", selection=INGEST_ASSETS,
+    description="Read, chunk and extract one input file (a partition of input_files).")
+graph_job = dg.define_asset_job(
+    "graph_job", selection=GRAPH_ASSETS,
+    description="Graph-wide refresh from every live partition: entities, relationships, "
+                "communities, reports, emitted files and vectors.")
+index_job = dg.define_asset_job(
+    "index_job", selection=dg.AssetSelection.all(),
+    description="Index one input file (the run's partition) and refresh the whole graph.")
 reports_job = dg.define_asset_job(
     "reports_job", selection=dg.AssetSelection.assets("community_reports").downstream(),
     description="Rewrite community reports (and what is emitted from them) only.")
@@ -19,31 +42,65 @@ embed_job = dg.define_asset_job(
     description="Re-embed into LanceDB only.")
 
 nightly_index_schedule = dg.ScheduleDefinition(
-    job=index_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
-    name="nightly_index_schedule")
+    job=graph_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
+    name="nightly_index_schedule",
+    description="Nightly graph-wide refresh (UTC); unchanged work is served by the caches.")
+
+_IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
+              dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
 
-def input_fingerprint(input_dir: str) -> str:
-    """SHA-256 over (relative path, size, mtime in ns) of every supported input file."""
-    h = hashlib.sha256()
-    for p in list_input_files(input_dir):
-        st = p.stat()
-        h.update(f"{p.relative_to(input_dir)}\x1f{st.st_size}\x1f{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
+def _ingest_runs_in_flight(instance: dg.DagsterInstance) -> bool:
+    return bool(instance.get_runs(
+        filters=dg.RunsFilter(job_name=ingest_job.name, statuses=_IN_FLIGHT), limit=1))
 
 
-@dg.sensor(job=index_job, minimum_interval_seconds=60,
+@dg.sensor(jobs=[ingest_job, graph_job], minimum_interval_seconds=60,
            default_status=dg.DefaultSensorStatus.STOPPED)
 def input_folder_sensor(context: dg.SensorEvaluationContext):
-    """Request an index run when a file under the input folder (env KGLOOM_INPUT_DIR,
-    default data/input) is added, changed or deleted; the cursor is the folder's
-    fingerprint. Unchanged text units cost no LLM call thanks to the cache."""
+    """Watch the input folder (env KGLOOM_INPUT_DIR, default data/input).
+
+    - A new file: add its ``input_files`` partition and run ``ingest_job`` for it.
+    - A changed file (SHA-256 differs): run ``ingest_job`` for its partition again.
+    - A deleted file: delete its partition.
+    - Then, on a tick when no ingest run is queued or running, one ``graph_job`` run
+      rebuilds entities onward from the live partitions, which removes a deleted file's
+      contribution and adds the new ones.
+
+    Cursor: JSON ``{"files": {key: sha256}, "graph_pending": bool, "tick": int}``. With
+    no cursor, the hashes recorded by the last materialization of each partition (in
+    env KGLOOM_OUTPUT_DIR, default data/output) are the previous state, so turning the
+    sensor on after ``kgloom index`` re-runs nothing.
+    """
     input_dir = os.environ.get("KGLOOM_INPUT_DIR", "data/input")
+    output_dir = os.environ.get("KGLOOM_OUTPUT_DIR", "data/output")
+    state = json.loads(context.cursor) if context.cursor else {
+        "files": manifest_hashes(output_dir), "graph_pending": False, "tick": 0}
     try:
-        fp = input_fingerprint(input_dir)
+        current = input_hashes(input_dir)
     except FileNotFoundError:
         return dg.SkipReason(f"input folder {input_dir} does not exist")
-    if fp == context.cursor:
+    live = set(live_partition_keys(context.instance))
+    diff = diff_inputs(state["files"], current)
+    to_run = sorted(set(diff.to_materialize) | (set(current) - live))
+    deleted = sorted((live | set(diff.deleted)) - set(current))
+    pending = state["graph_pending"] or bool(to_run) or bool(deleted)
+    if not (to_run or deleted or pending):
         return dg.SkipReason("no input file changed")
-    context.update_cursor(fp)
-    return dg.RunRequest(run_key=fp)
+    tick = state["tick"] + 1
+    runs = [dg.RunRequest(job_name=ingest_job.name, partition_key=k,
+                          run_key=f"{k}@{current[k][:16]}#{tick}") for k in to_run]
+    if not runs and not deleted and _ingest_runs_in_flight(context.instance):
+        return dg.SkipReason("graph refresh waits for the ingest runs in flight")
+    if pending and not runs and not _ingest_runs_in_flight(context.instance):
+        runs.append(dg.RunRequest(job_name=graph_job.name, run_key=f"graph#{tick}"))
+        pending = False
+    requests = []
+    if set(current) - live:
+        requests.append(dg.AddDynamicPartitionsRequest(INPUT_FILES, sorted(set(current) - live)))
+    if live & set(deleted):
+        requests.append(dg.DeleteDynamicPartitionsRequest(INPUT_FILES, sorted(live & set(deleted))))
+    context.log.info(f"input changes: {diff.as_dict() | {'deleted': deleted}}")
+    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests,
+                           cursor=json.dumps({"files": current, "graph_pending": pending,
+                                              "tick": tick}))

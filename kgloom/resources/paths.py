@@ -22,6 +22,7 @@ class IndexConfigResource(dg.ConfigurableResource):
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
+    reuse_reports: bool = True
     llm_descriptions: bool = False
     resolution_methods: list[str] = ["normalized", "name_extension", "name_context", "embedding"]
     embedding_merge_threshold: float = 0.92
@@ -35,6 +36,7 @@ class IndexConfigResource(dg.ConfigurableResource):
                              co_mention_edges=self.co_mention_edges,
                              max_cluster_size=self.max_cluster_size, seed=self.seed,
                              report_max_input_tokens=self.report_max_input_tokens,
+                             reuse_reports=self.reuse_reports,
                              llm_descriptions=self.llm_descriptions,
                              resolution_methods=tuple(self.resolution_methods),
                              embedding_merge_threshold=self.embedding_merge_threshold,

@@ -1,0 +1,290 @@
+"""Per-input-file partitions of the index (no Dagster here).
+
+One partition per input file: its key is the file's path relative to the input folder,
+in POSIX form (``book.txt``, ``letters/1843.jsonl``); a JSONL or CSV file holds many
+documents but is one partition. The partitioned stages (documents, text_units,
+extraction) write their tables under ``<output>/stages/partitions/<quoted key>/``; the
+whole folder belongs to that partition alone, so materializing a partition again
+replaces exactly its own files (idempotent) and deleting it removes its contribution.
+
+Provenance: every text unit belongs to one document of one partition, and every entity
+or relationship mention carries its text unit id, so the graph-wide stages, which rebuild
+entities, relationships, communities and reports from the mentions of the *live*
+partitions (:func:`read_partitions`), drop a deleted file's contribution by construction.
+
+Change detection (:func:`diff_inputs`) compares each file's SHA-256 with the one recorded
+when its partition was last materialized (``manifest.json``) or with a sensor cursor.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+import polars as pl
+
+from kgloom import schemas
+from kgloom.documents import STAGE as FIRST_STAGE
+from kgloom.documents import list_input_files, read_documents
+from kgloom.extraction import STAGE as LAST_STAGE  # a partition is complete after it
+from kgloom.extraction import UNIT_STATUS, UNIT_STATUS_SCHEMA
+from kgloom.ids import file_sha256
+from kgloom.stats import stages_dir
+from kgloom.storage import failures_frame, write_json, write_table
+
+PARTITIONS_DIR = "partitions"
+MANIFEST = "manifest.json"
+
+
+def partition_key(input_dir: str | Path, path: str | Path) -> str:
+    """Return the partition key of input file ``path``: its POSIX path relative to
+    ``input_dir`` (e.g. ``letters/1843.jsonl``).
+
+    Raises:
+        ValueError: when ``path`` is not under ``input_dir``.
+    """
+    return Path(path).resolve().relative_to(Path(input_dir).resolve()).as_posix()
+
+
+def input_path(input_dir: str | Path, key: str) -> Path:
+    """Return the input file of partition ``key``."""
+    return Path(input_dir) / Path(*key.split("/"))
+
+
+def partitions_root(output_dir: str | Path) -> Path:
+    """Return ``<output_dir>/stages/partitions`` (created)."""
+    p = stages_dir(output_dir) / PARTITIONS_DIR
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def partition_dir(output_dir: str | Path, key: str) -> Path:
+    """Return (and create) the folder of partition ``key``; the key is percent-quoted
+    (``letters%2F1843.jsonl``) so every key is one folder name."""
+    p = partitions_root(output_dir) / quote(key, safe="")
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def stored_partitions(output_dir: str | Path) -> list[str]:
+    """Return the keys of the partitions that have a folder under the output, sorted."""
+    return sorted(unquote(p.name) for p in partitions_root(output_dir).iterdir() if p.is_dir())
+
+
+def input_hashes(input_dir: str | Path) -> dict[str, str]:
+    """Return {partition key: hex SHA-256 of the file's bytes} for every supported file.
+
+    Raises:
+        FileNotFoundError: when ``input_dir`` does not exist.
+    """
+    return {partition_key(input_dir, p): file_sha256(str(p)) for p in list_input_files(input_dir)}
+
+
+def read_manifest(output_dir: str | Path, key: str) -> dict:
+    """Return partition ``key``'s manifest ({} when it has none)."""
+    m = partitions_root(output_dir) / quote(key, safe="") / MANIFEST
+    return json.loads(m.read_text()) if m.exists() else {}
+
+
+def mark_stage(output_dir: str | Path, key: str, stage: str, **fields) -> dict:
+    """Record in partition ``key``'s manifest that ``stage`` finished, with ``fields``.
+
+    The first stage (``documents``) passes ``sha256`` (the input file's hash, None when
+    the file was missing) and starts a fresh manifest; later stages are appended to
+    ``stages``. Returns the manifest dict (written atomically).
+    """
+    m = {"key": key, "stages": []} if stage == FIRST_STAGE else read_manifest(output_dir, key)
+    m.update(fields)
+    m["stages"] = [s for s in m.get("stages", []) if s != stage] + [stage]
+    write_json(m, partition_dir(output_dir, key) / MANIFEST)
+    return m
+
+
+def manifest_hashes(output_dir: str | Path) -> dict[str, str | None]:
+    """Return {partition key: input SHA-256} for every stored partition whose last stage
+    (extraction) completed after its documents were read; a partition interrupted
+    half-way maps to None, so it counts as changed."""
+    out: dict[str, str | None] = {}
+    for key in stored_partitions(output_dir):
+        m = read_manifest(output_dir, key)
+        out[key] = m.get("sha256") if LAST_STAGE in m.get("stages", []) else None
+    return out
+
+
+def read_partition_documents(input_dir: str | Path, key: str
+                             ) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
+    """Read the documents of partition ``key``'s input file.
+
+    Returns:
+        (documents, failures, sha256): as :func:`kgloom.documents.read_documents`, plus
+        the file's hex SHA-256. A missing file gives no documents, one failures row
+        ("input file is gone") and sha256 None: the partition should be deleted, which
+        the sensor and ``kgloom index`` do.
+    """
+    path = input_path(input_dir, key)
+    if not path.is_file():
+        return (schemas.empty(schemas.DOCUMENTS_SCHEMA),
+                failures_frame([{"stage": FIRST_STAGE, "item_id": key,
+                                 "reason": "input file is gone: delete its partition",
+                                 "detail": str(path)}]), None)
+    docs, failures = read_documents(input_dir, files=[path])
+    return docs, failures, file_sha256(str(path))
+
+
+@dataclass
+class InputDiff:
+    """What changed in the input folder relative to a previous state (keys sorted)."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def to_materialize(self) -> list[str]:
+        """Partitions whose stages must run: added and changed files."""
+        return sorted(self.added + self.changed)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """Return the four key lists as a dict."""
+        return {"added": self.added, "changed": self.changed, "deleted": self.deleted,
+                "unchanged": self.unchanged}
+
+
+def diff_inputs(previous: dict[str, str | None], current: dict[str, str]) -> InputDiff:
+    """Compare two {partition key: SHA-256} maps (e.g. manifests or a sensor cursor,
+    and :func:`input_hashes`). Returns an :class:`InputDiff`."""
+    return InputDiff(
+        added=sorted(k for k in current if k not in previous),
+        changed=sorted(k for k in current if k in previous and previous[k] != current[k]),
+        deleted=sorted(k for k in previous if k not in current),
+        unchanged=sorted(k for k in current if previous.get(k) == current[k]))
+
+
+def remove_partitions(output_dir: str | Path, keep: set[str] | list[str]) -> list[str]:
+    """Delete the folders of stored partitions not in ``keep``; return their keys.
+
+    This is how a deleted input file's documents, text units and mentions leave the index:
+    the graph-wide stages then rebuild without them.
+    """
+    keep = set(keep)
+    gone = [k for k in stored_partitions(output_dir) if k not in keep]
+    for key in gone:
+        shutil.rmtree(partitions_root(output_dir) / quote(key, safe=""), ignore_errors=True)
+    return gone
+
+
+def read_partitions(output_dir: str | Path, keys: list[str], table: str,
+                    schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Concatenate table ``table`` of the partitions ``keys`` (in sorted key order), with
+    a ``partition`` column (String) appended. Partitions not materialized yet are skipped;
+    with none, an empty frame of ``schema`` plus ``partition`` is returned."""
+    frames = []
+    for key in sorted(keys):
+        path = partitions_root(output_dir) / quote(key, safe="") / f"{table}.parquet"
+        if path.exists():
+            frames.append(schemas.conform(pl.read_parquet(path), schema)
+                          .with_columns(partition=pl.lit(key)))
+    if not frames:
+        return schemas.empty(schema).with_columns(partition=pl.lit(None, dtype=pl.String))
+    return pl.concat(frames, how="vertical")
+
+
+@dataclass
+class CorpusTables:
+    """The live partitions' tables, combined for the graph-wide stages."""
+
+    documents: pl.DataFrame  # DOCUMENTS_SCHEMA, human_readable_id renumbered
+    text_units: pl.DataFrame  # TEXT_UNITS_SCHEMA, human_readable_id renumbered
+    entity_mentions: pl.DataFrame  # ENTITY_MENTIONS_SCHEMA
+    relationship_mentions: pl.DataFrame  # RELATIONSHIP_MENTIONS_SCHEMA
+    failures: pl.DataFrame  # FAILURES_SCHEMA: documents and extraction stages
+    unit_status: pl.DataFrame  # extraction status per text unit
+    duplicates: int  # documents found in more than one partition (kept once)
+
+
+def _only(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return schemas.conform(df, schema).select(list(schema))
+
+
+def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
+    """Combine the partition tables of ``keys`` into corpus-wide tables.
+
+    A document whose text appears in several files (same content id) is kept once, from
+    the first partition in key order, together with its text units; the other copies'
+    units and mentions are dropped and a failures row says so. ``human_readable_id`` is
+    renumbered 0..n-1 over the corpus (documents by source then title; text units in
+    document then chunk order).
+    """
+    docs = read_partitions(output_dir, keys, schemas.DOCUMENTS, schemas.DOCUMENTS_SCHEMA)
+    units = read_partitions(output_dir, keys, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA)
+    em = read_partitions(output_dir, keys, schemas.ENTITY_MENTIONS,
+                         schemas.ENTITY_MENTIONS_SCHEMA)
+    rm = read_partitions(output_dir, keys, schemas.RELATIONSHIP_MENTIONS,
+                         schemas.RELATIONSHIP_MENTIONS_SCHEMA)
+    status = read_partitions(output_dir, keys, UNIT_STATUS, UNIT_STATUS_SCHEMA)
+    fails = pl.concat([read_partitions(output_dir, keys, f"{schemas.FAILURES}.{stage}",
+                                       schemas.FAILURES_SCHEMA)
+                       for stage in ("documents", "extraction")], how="vertical")
+    owner = docs.unique("id", keep="first", maintain_order=True).select(
+        "id", owner=pl.col("partition"))
+    dup = docs.join(owner, on="id").filter(pl.col("partition") != pl.col("owner"))
+    dup_failures = dup.select(
+        stage=pl.lit("documents"), item_id=pl.col("source") + ":" + pl.col("title"),
+        reason=pl.lit("duplicate document: same text in another input file"),
+        detail=pl.lit("kept from ") + pl.col("owner"), partition=pl.col("partition"))
+    unit_owner = units.join(owner, left_on="document_id", right_on="id").filter(
+        pl.col("partition") == pl.col("owner")).select("id", "partition")
+
+    def owned(df: pl.DataFrame, col: str) -> pl.DataFrame:
+        return df.join(unit_owner, left_on=[col, "partition"], right_on=["id", "partition"],
+                       how="semi")
+
+    docs = docs.join(owner, on="id").filter(pl.col("partition") == pl.col("owner"))
+    docs = docs.sort("source", "title").drop("human_readable_id").with_row_index(
+        "human_readable_id")
+    order = docs.select(pl.col("id").alias("document_id"), doc_rank=pl.col("human_readable_id"))
+    units = owned(units, "id").join(order, on="document_id").sort("doc_rank", "chunk_index")
+    units = units.drop("human_readable_id").with_row_index("human_readable_id")
+    return CorpusTables(
+        documents=_only(docs.with_columns(pl.col("human_readable_id").cast(pl.Int64)),
+                        schemas.DOCUMENTS_SCHEMA),
+        text_units=_only(units.with_columns(pl.col("human_readable_id").cast(pl.Int64)),
+                         schemas.TEXT_UNITS_SCHEMA),
+        entity_mentions=_only(owned(em, "text_unit_id"), schemas.ENTITY_MENTIONS_SCHEMA),
+        relationship_mentions=_only(owned(rm, "text_unit_id"),
+                                    schemas.RELATIONSHIP_MENTIONS_SCHEMA),
+        failures=_only(pl.concat([fails, dup_failures], how="vertical_relaxed"),
+                       schemas.FAILURES_SCHEMA),
+        unit_status=_only(owned(status, "text_unit_id"), UNIT_STATUS_SCHEMA),
+        duplicates=dup.height)
+
+
+def refresh_corpus(output_dir: str | Path, live_keys: list[str]) -> tuple[CorpusTables, list[str]]:
+    """Bring the corpus-wide stage tables in line with the live partitions.
+
+    Deletes the stored partitions not in ``live_keys`` (:func:`remove_partitions`), then
+    combines the rest (:func:`combine_partitions`) and writes, atomically, under
+    ``<output_dir>/stages/``: documents, text_units, entity_mentions,
+    relationship_mentions, extraction_units, failures.documents, failures.extraction.
+    These are what the graph-wide stages read.
+
+    Returns:
+        (the combined tables, the keys of the partitions removed).
+    """
+    removed = remove_partitions(output_dir, live_keys)
+    corpus = combine_partitions(output_dir, [k for k in live_keys
+                                             if k in set(stored_partitions(output_dir))])
+    sd = stages_dir(output_dir)
+    write_table(corpus.documents, sd, schemas.DOCUMENTS)
+    write_table(corpus.text_units, sd, schemas.TEXT_UNITS)
+    write_table(corpus.entity_mentions, sd, schemas.ENTITY_MENTIONS)
+    write_table(corpus.relationship_mentions, sd, schemas.RELATIONSHIP_MENTIONS)
+    write_table(corpus.unit_status, sd, UNIT_STATUS)
+    for stage in (FIRST_STAGE, LAST_STAGE):
+        write_table(corpus.failures.filter(pl.col("stage") == stage), sd,
+                    f"{schemas.FAILURES}.{stage}")
+    return corpus, removed

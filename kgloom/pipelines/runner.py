@@ -1,0 +1,95 @@
+"""Run the asset graph in this process against a Dagster instance (what ``kgloom index``
+and ``kgloom backfill`` do; tests use it too). Runs are recorded in the instance, so
+they show in the UI when it is persistent (``$DAGSTER_HOME``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import dagster as dg
+from tqdm import tqdm
+
+from kgloom.assets import ALL_ASSETS
+from kgloom.partitions import InputDiff, diff_inputs, input_hashes, manifest_hashes
+from kgloom.pipelines.jobs import GRAPH_ASSETS, INGEST_ASSETS
+from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
+
+
+def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: str) -> InputDiff:
+    """Make the instance's ``input_files`` partitions equal the input folder's files.
+
+    Returns the :class:`kgloom.partitions.InputDiff` of the folder against what each
+    partition was last built from (its manifest): ``added``/``changed`` need an ingest
+    run, ``deleted`` were removed from the instance (their stored tables go at the next
+    graph refresh). A partition whose last build did not finish counts as changed.
+
+    Raises:
+        FileNotFoundError: when ``input_dir`` does not exist.
+    """
+    current = input_hashes(input_dir)
+    live = set(live_partition_keys(instance))
+    previous = {k: v for k, v in manifest_hashes(output_dir).items()}
+    previous.update({k: None for k in live if k not in previous})  # registered, never built
+    diff = diff_inputs(previous, current)
+    new = sorted(set(current) - live)
+    if new:
+        instance.add_dynamic_partitions(INPUT_FILES, new)
+    for key in sorted(live - set(current)):
+        instance.delete_dynamic_partition(INPUT_FILES, key)
+    return diff
+
+
+@dataclass
+class RunReport:
+    """What one ``kgloom`` command ran: run ids, failed partitions, graph success."""
+
+    partition_runs: dict[str, str] = field(default_factory=dict)  # key -> run id
+    failed_partitions: list[str] = field(default_factory=list)
+    graph_run: str | None = None
+    graph_ok: bool | None = None
+
+    @property
+    def success(self) -> bool:
+        """True when every partition run and the graph refresh (if run) succeeded."""
+        return not self.failed_partitions and self.graph_ok is not False
+
+
+def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.DagsterInstance,
+                           tags: dict[str, str] | None = None,
+                           report: RunReport | None = None) -> RunReport:
+    """Run documents -> text_units -> extracted_graph for each partition key (one Dagster
+    run each, a progress bar over partitions). A failed partition is recorded and the
+    others go on."""
+    report = report or RunReport()
+    keys = list(keys)
+    for key in tqdm(keys, desc="partitions", unit="file", disable=not keys):
+        result = dg.materialize(ALL_ASSETS, selection=INGEST_ASSETS, partition_key=key,
+                                resources=resources, instance=instance, tags=tags,
+                                raise_on_error=False)
+        report.partition_runs[key] = result.run_id
+        if not result.success:
+            report.failed_partitions.append(key)
+    return report
+
+
+def refresh_graph(resources: dict, instance: dg.DagsterInstance,
+                  tags: dict[str, str] | None = None,
+                  report: RunReport | None = None) -> RunReport:
+    """Run the graph-wide assets (entities onward) once, over every live partition."""
+    report = report or RunReport()
+    result = dg.materialize(ALL_ASSETS, selection=GRAPH_ASSETS, resources=resources,
+                            instance=instance, tags=tags, raise_on_error=False)
+    report.graph_run, report.graph_ok = result.run_id, result.success
+    return report
+
+
+def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = False,
+                 tags: dict[str, str] | None = None) -> tuple[InputDiff, RunReport]:
+    """Sync partitions with the input folder, ingest the new and changed files (all of
+    them with ``force``), then refresh the graph. Returns (the diff, the run report)."""
+    index = resources["index"]
+    diff = sync_partitions(instance, index.input_dir, index.output_dir)
+    keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
+    report = materialize_partitions(keys, resources, instance, tags)
+    return diff, refresh_graph(resources, instance, tags, report)

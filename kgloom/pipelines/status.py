@@ -1,0 +1,78 @@
+"""``kgloom status``: what is materialized, stale or failed, read from the Dagster
+instance and the input folder (nothing is changed)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+
+from kgloom.partitions import diff_inputs, input_hashes, manifest_hashes
+from kgloom.pipelines.partitions import live_partition_keys
+
+
+def _utc(ts: float | None) -> str | None:
+    return (dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            if ts else None)
+
+
+def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
+                 failed_runs_limit: int = 5) -> dict:
+    """Return ``{"inputs": InputDiff.as_dict(), "assets": [...], "failed_runs": [...]}``.
+
+    Each asset row: ``asset``, ``state`` (``ok``, ``stale``, ``missing`` or ``failed``),
+    ``last`` (UTC time of its latest materialization) and ``detail``. An unpartitioned
+    asset is stale when an upstream asset was materialized after it or an input file
+    was added, changed or deleted since the partitions were built; a partitioned one
+    when some live partition has no materialization or its file changed. ``failed``
+    means a run that targeted the asset failed after its latest materialization.
+    """
+    from kgloom.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    try:
+        diff = diff_inputs(manifest_hashes(output_dir), input_hashes(input_dir))
+    except FileNotFoundError:
+        diff = diff_inputs(manifest_hashes(output_dir), {})
+    pending = bool(diff.added or diff.changed or diff.deleted)
+    live = set(live_partition_keys(instance))
+    failed = [r for r in instance.get_run_records(
+        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]), limit=50)]
+    last: dict[dg.AssetKey, float | None] = {}
+    keys = list(graph.toposorted_asset_keys)
+    for key in keys:
+        ev = instance.get_latest_materialization_event(key)
+        last[key] = ev.timestamp if ev else None
+    rows = []
+    for key in keys:
+        node = graph.get(key)
+        state, detail = "ok", ""
+        if last[key] is None:
+            state, detail = "missing", "never materialized"
+        elif node.is_partitioned:
+            done = set(instance.get_materialized_partitions(key)) & live
+            todo = sorted(live - done)
+            if todo or diff.added or diff.changed:
+                state = "stale"
+                detail = f"{len(done)}/{len(live)} partitions; to run: " + ", ".join(
+                    sorted(set(todo) | set(diff.added) | set(diff.changed)))[:120]
+            else:
+                detail = f"{len(done)}/{len(live)} partitions"
+        else:
+            newer = [p.to_user_string() for p in node.parent_keys
+                     if last.get(p) and last[p] > last[key]]
+            if newer or pending:
+                state = "stale"
+                detail = ("newer upstream: " + ", ".join(sorted(newer))) if newer else \
+                    "input files changed since the last build"
+        for rec in failed:
+            sel = rec.dagster_run.asset_selection or set()
+            if key in sel and rec.end_time and (last[key] or 0) < rec.end_time:
+                state, detail = "failed", f"run {rec.dagster_run.run_id[:8]} failed"
+                break
+        rows.append({"asset": key.to_user_string(), "state": state, "last": _utc(last[key]),
+                     "detail": detail})
+    runs = [{"run_id": r.dagster_run.run_id, "job": r.dagster_run.job_name,
+             "partition": r.dagster_run.tags.get("dagster/partition"),
+             "ended": _utc(r.end_time)} for r in failed[:failed_runs_limit]]
+    return {"inputs": diff.as_dict(), "assets": rows, "failed_runs": runs}
