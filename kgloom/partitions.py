@@ -31,7 +31,8 @@ from kgloom.documents import STAGE as FIRST_STAGE
 from kgloom.documents import list_input_files, read_documents
 from kgloom.extraction import STAGE as LAST_STAGE  # a partition is complete after it
 from kgloom.extraction import UNIT_STATUS, UNIT_STATUS_SCHEMA
-from kgloom.ids import file_sha256
+from kgloom.config import IndexSettings
+from kgloom.ids import content_id, file_sha256
 from kgloom.stats import stages_dir
 from kgloom.storage import failures_frame, write_json, write_table
 
@@ -103,14 +104,31 @@ def mark_stage(output_dir: str | Path, key: str, stage: str, **fields) -> dict:
     return m
 
 
-def manifest_hashes(output_dir: str | Path) -> dict[str, str | None]:
+# the settings that change what a partition's stages produce
+PARTITION_SETTINGS = ("chunk_size", "chunk_overlap", "entity_types",
+                      "max_relationships_per_unit", "max_gleanings", "llm_descriptions",
+                      "co_mention_edges", "co_mention_strength", "seed")
+
+
+def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
+    """Return a hex SHA-256 of the model id and the :data:`PARTITION_SETTINGS` fields: a
+    partition built under another fingerprint must be rebuilt."""
+    return content_id("partition-settings", model_id,
+                      *(repr(getattr(settings, f)) for f in PARTITION_SETTINGS))
+
+
+def manifest_hashes(output_dir: str | Path,
+                    settings: str | None = None) -> dict[str, str | None]:
     """Return {partition key: input SHA-256} for every stored partition whose last stage
-    (extraction) completed after its documents were read; a partition interrupted
-    half-way maps to None, so it counts as changed."""
+    (extraction) completed after its documents were read, and, when ``settings`` (a
+    :func:`settings_fingerprint`) is given, under those settings; any other partition
+    maps to None, so it counts as changed."""
     out: dict[str, str | None] = {}
     for key in stored_partitions(output_dir):
         m = read_manifest(output_dir, key)
-        out[key] = m.get("sha256") if LAST_STAGE in m.get("stages", []) else None
+        done = LAST_STAGE in m.get("stages", [])
+        same = settings is None or m.get("settings") == settings
+        out[key] = m.get("sha256") if done and same else None
     return out
 
 

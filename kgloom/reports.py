@@ -167,20 +167,27 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         (reports, failures, context_methods): reports conform to
         ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed; every other
         community has a failures row; context_methods counts how contexts were built, with
-        ``reused`` for kept reports.
+        ``reused`` for reports kept from ``previous`` and ``carried_down`` for a community
+        repeated unchanged on a higher level, which gets its deeper copy's report (so
+        one LLM call per distinct :func:`report_key`).
     """
     done: dict[int, dict] = {}
     failures: list[dict] = []
     methods: dict[str, int] = {}
+    written: dict[str, dict] = {}  # report_key -> report written in this call
     kept = ({} if previous is None or "report_key" not in previous.columns else
             {r["report_key"]: r for r in previous.iter_rows(named=True)})
     order = communities.sort(["level", "community"], descending=[True, False])
     total = order.height
     for n, c in enumerate(order.iter_rows(named=True), 1):
         key = report_key(c, llm.model_id, settings)
-        if key in kept:
-            methods["reused"] = methods.get("reused", 0) + 1
-            done[c["community"]] = {**kept[key], **_placement(c), "report_key": key}
+        if key in kept or key in written:
+            # "reused": from the previous run; "carried_down": the same community one
+            # level deeper (communities at or below max_cluster_size repeat per level)
+            how = "reused" if key in kept else "carried_down"
+            methods[how] = methods.get(how, 0) + 1
+            done[c["community"]] = {**(kept.get(key) or written[key]), **_placement(c),
+                                    "report_key": key}
             if progress:
                 progress(n, total)
             continue
@@ -199,6 +206,7 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                 "rank": float(obj["rating"]), "rating_explanation": obj["rating_explanation"],
                 "findings": obj["findings"], "full_content_json": json.dumps(obj),
                 "report_key": key}
+            written[key] = done[c["community"]]
         if progress:
             progress(n, total)
     schema = {k: v for k, v in schemas.COMMUNITY_REPORTS_SCHEMA.items() if k != "human_readable_id"}

@@ -52,11 +52,13 @@ def test_every_community_gets_a_graphrag_report(tmp_path, tables):
     assert reports.columns == list(schemas.COMMUNITY_REPORTS_SCHEMA)
     assert reports.schema == pl.Schema(schemas.COMMUNITY_REPORTS_SCHEMA)
     assert sorted(reports["community"]) == sorted(tables["communities"]["community"])
-    # one call per community, except that community 4 (level 1) has the same members and
-    # context as its parent 1, so its call is a cache hit
-    assert methods == {"members": 5}
+    # one call per community, except that parent 1 (level 0) has the same members and
+    # relationships as its child 4 (level 1): it gets the child's report with no call
+    assert methods == {"members": 4, "carried_down": 1}
     assert backend.calls == 4
-    assert llm.stats["community_reports"].cache_hits == 1
+    assert llm.stats["community_reports"].cache_hits == 0
+    same = reports.filter(pl.col("community").is_in([1, 4]))
+    assert same["report_key"].n_unique() == 1 and same["full_content"].n_unique() == 1
     assert sum(methods.values()) == tables["communities"].height
     assert reports["rank"].is_between(0, 10).all()
     for r in reports.iter_rows(named=True):
@@ -123,7 +125,8 @@ def test_parents_use_child_reports_when_over_budget(tmp_path, tables):
     levels = [_community(tables, c)["level"] for c in reports.sort("community")["community"]]
     assert levels == [0, 0, 1, 1, 1]
     order = {r["community"]: int(r["title"].split()[1]) for r in reports.iter_rows(named=True)}
-    assert max(order[c] for c in (2, 3, 4)) < min(order[c] for c in (0, 1))
+    assert max(order[c] for c in (2, 3, 4)) < order[0]
+    assert order[1] == order[4]  # 1 is 4 carried up a level: the same report, no call
     assert any("Sub-community reports:" in p for p in backend.prompts)
     sub_prompt = next(p for p in backend.prompts if "Sub-community reports:" in p)
     assert "Report " in sub_prompt and "Summary " in sub_prompt
@@ -191,3 +194,32 @@ def test_report_template_schema_bounds_the_rating():
     rating = REPORT_TEMPLATE.schema["properties"]["rating"]
     assert rating["enum"] == list(range(11))
     assert REPORT_TEMPLATE.schema["properties"]["findings"]["maxItems"] == 3
+
+
+def test_only_communities_whose_structure_changed_get_a_new_report(tmp_path, tables):
+    backend = FakeBackend()
+    llm = _llm(tmp_path, backend)
+    args = (tables["entities"], tables["relationships"], llm, IndexSettings(),
+            default_tokenizer())
+    first, _, _ = write_community_reports(tables["communities"], *args)
+    calls = backend.calls
+    # the same communities, renumbered: every report is kept, none is rewritten
+    shifted = tables["communities"].with_columns(
+        pl.col("community") + 100, pl.when(pl.col("parent") >= 0).then(pl.col("parent") + 100).otherwise(-1),
+        pl.col("children").list.eval(pl.element() + 100))
+    again, _, methods = write_community_reports(shifted, *args, previous=first)
+    assert backend.calls == calls
+    assert methods == {"reused": shifted.height}
+    assert sorted(again["community"]) == sorted(shifted["community"])
+    assert (again.sort("community")["full_content"].to_list()
+            == first.sort("community")["full_content"].to_list())
+    # one member more in community 2 (and its level-0 parent 0): exactly those two change
+    grown = shifted.with_columns(pl.when(pl.col("community").is_in([100, 102]))
+                                 .then(pl.col("entity_ids").list.concat(pl.lit(["x" * 64])))
+                                 .otherwise(pl.col("entity_ids")).alias("entity_ids"))
+    third, _, methods = write_community_reports(grown, *args, previous=again)
+    assert methods.get("reused") == shifted.height - 2
+    assert sum(v for k, v in methods.items() if k != "reused") == 2  # written, not kept
+    # a new report template rewrites everything: reuse is keyed on the template too
+    fresh, _, methods = write_community_reports(grown, *args, previous=None)
+    assert "reused" not in methods

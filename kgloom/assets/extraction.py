@@ -7,7 +7,7 @@ from kgloom import schemas
 from kgloom.assets._common import Timer, preview, progress
 from kgloom.assets.ingest import text_units
 from kgloom.extraction import STAGE, UNIT_STATUS, extract_graph
-from kgloom.partitions import mark_stage, partition_dir
+from kgloom.partitions import mark_stage, partition_dir, settings_fingerprint
 from kgloom.pipelines.partitions import input_files_partitions
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
@@ -36,7 +36,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     stats = write_stage_stats(index.out, STAGE, t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, folder=pdir,
                               **result.counts)
-    mark_stage(index.out, context.partition_key, STAGE)
+    mark_stage(index.out, context.partition_key, STAGE,
+               settings=settings_fingerprint(index.settings(), cached.model_id))
     failed = result.counts.get("units_failed", 0)
     rate = failed / max(units.height, 1)
     yield dg.MaterializeResult(metadata={

@@ -11,25 +11,29 @@ import dagster as dg
 from tqdm import tqdm
 
 from kgloom.assets import ALL_ASSETS
-from kgloom.partitions import InputDiff, diff_inputs, input_hashes, manifest_hashes
+from kgloom.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
+                               settings_fingerprint)
 from kgloom.pipelines.jobs import GRAPH_ASSETS, INGEST_ASSETS
 from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 
 
-def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: str) -> InputDiff:
+def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
+                    settings: str | None = None) -> InputDiff:
     """Make the instance's ``input_files`` partitions equal the input folder's files.
 
     Returns the :class:`kgloom.partitions.InputDiff` of the folder against what each
     partition was last built from (its manifest): ``added``/``changed`` need an ingest
     run, ``deleted`` were removed from the instance (their stored tables go at the next
-    graph refresh). A partition whose last build did not finish counts as changed.
+    graph refresh). A partition whose last build did not finish, or ran under another
+    ``settings`` fingerprint (:func:`kgloom.partitions.settings_fingerprint`; None
+    ignores settings), counts as changed.
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.
     """
     current = input_hashes(input_dir)
     live = set(live_partition_keys(instance))
-    previous = {k: v for k, v in manifest_hashes(output_dir).items()}
+    previous = manifest_hashes(output_dir, settings)
     previous.update({k: None for k in live if k not in previous})  # registered, never built
     diff = diff_inputs(previous, current)
     new = sorted(set(current) - live)
@@ -89,7 +93,8 @@ def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = Fa
     """Sync partitions with the input folder, ingest the new and changed files (all of
     them with ``force``), then refresh the graph. Returns (the diff, the run report)."""
     index = resources["index"]
-    diff = sync_partitions(instance, index.input_dir, index.output_dir)
+    fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
+    diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
     report = materialize_partitions(keys, resources, instance, tags)
     return diff, refresh_graph(resources, instance, tags, report)
