@@ -2,7 +2,7 @@
 document, delete it. Prints and saves the figures as JSON.
 
 Usage: python bench/bench_incremental.py [--work-dir /tmp/kgloom-bench-inc] [--fake-llm]
-                                         [--save bench/results/incremental.json]
+                                         [--save bench/results/incremental.json] [--resume]
 
 Each step runs ``kgloom index`` as a subprocess (real model unless --fake-llm) against a
 fresh output folder and a fresh DAGSTER_HOME, so the first run is a real first run (empty
@@ -98,18 +98,27 @@ def main() -> None:
     ap.add_argument("--work-dir", default="/tmp/kgloom-bench-inc")
     ap.add_argument("--fake-llm", action="store_true")
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "incremental.json"))
+    ap.add_argument("--resume", action="store_true",
+                    help="keep --work-dir's index and the first run's figures from --save; "
+                         "measure the other steps again (e.g. after a code change)")
     args = ap.parse_args()
     work = Path(args.work_dir)
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "input").mkdir(parents=True)
-    shutil.copy(BOOK, work / "input" / BOOK.name)
     out = work / "output"
-    res: dict = {"model": "fake" if args.fake_llm else "bundled SmolLM2-135M-Instruct",
-                 "corpus": BOOK.name, "added_document": ADDED.name}
-
-    print("first run (empty cache) ...", flush=True)
-    res["first_run"] = run_index(work, args.fake_llm)
-    print(json.dumps(res["first_run"]), flush=True)
+    if args.resume:
+        res = json.loads(Path(args.save).read_text())
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "input").mkdir(parents=True)
+        shutil.copy(BOOK, work / "input" / BOOK.name)
+        res = {"model": "fake" if args.fake_llm else "bundled SmolLM2-135M-Instruct",
+               "corpus": BOOK.name, "added_document": ADDED.name}
+        print("first run (empty cache) ...", flush=True)
+        res["first_run"] = run_index(work, args.fake_llm)
+        print(json.dumps(res["first_run"]), flush=True)
+    res["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                   capture_output=True, text=True).stdout.strip()
+    res["first_run"].setdefault("commit", res["commit"])
+    (work / "input" / ADDED.name).unlink(missing_ok=True)
     print("no-change run ...", flush=True)
     res["no_change_run"] = run_index(work, args.fake_llm)
     res["no_change_wall_share"] = round(res["no_change_run"]["wall_seconds"]
@@ -129,8 +138,17 @@ def main() -> None:
     add["communities_with_changed_membership"] = len(m1 - m0)
     add["communities_with_new_report_key"] = len(k1 - k0)
     add["extraction_calls_equal_units"] = add["llm_calls"].get("extraction", 0) == len(unit_ids)
-    add["report_calls_equal_changed_communities"] = (
-        add["llm_calls"].get("community_reports", 0) == len(k1 - k0))
+    st = json.loads((out / "stages" / "community_reports.stats.json").read_text())
+    add["report_stage"] = {"llm_calls": st["llm"].get("calls", 0),
+                           "prompt_cache_hits": st["llm"].get("cache_hits", 0),
+                           "context_methods": st.get("context_methods", {})}
+    # every community with a new structure got a newly written report (a model call, or
+    # the prompt cache when its context text did not change, e.g. the new member did not
+    # fit the budget); every other community kept its report without any call
+    written = add["report_stage"]["llm_calls"] + add["report_stage"]["prompt_cache_hits"]
+    add["report_calls_plus_prompt_hits_equal_changed_communities"] = written == len(k1 - k0)
+    add["report_calls_at_most_changed_communities"] = (
+        add["llm_calls"].get("community_reports", 0) <= len(k1 - k0))
     add["other_llm_calls"] = {k: v for k, v in add["llm_calls"].items()
                               if k not in ("extraction", "community_reports")}
     add["entities_before_after"] = [before["entities"].height, after["entities"].height]
@@ -153,7 +171,10 @@ def main() -> None:
     res["figures"] = {
         "add_llm_calls": add["llm_calls_total"],
         "add_extraction_calls_equal_units": add["extraction_calls_equal_units"],
-        "add_report_calls_equal_changed_communities": add["report_calls_equal_changed_communities"],
+        "add_report_calls_at_most_changed_communities":
+            add["report_calls_at_most_changed_communities"],
+        "add_reports_rewritten_equal_changed_communities":
+            add["report_calls_plus_prompt_hits_equal_changed_communities"],
         "delete_contribution_removed": delete["contribution_removed"],
         "no_change_llm_calls": res["no_change_run"]["llm_calls_total"],
         "no_change_wall_share_of_first_run": res["no_change_wall_share"],
