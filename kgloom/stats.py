@@ -74,7 +74,13 @@ def read_stage_stats(output_dir: str | Path) -> dict[str, dict]:
 
 def build_index_summary(output_dir: str | Path) -> dict:
     """Return the index summary: rows per emitted table, seconds per stage, LLM counters
-    per stage and in total (calls, cache hits, prompt and completion tokens)."""
+    per stage and in total (calls, cache hits, prompt and completion tokens).
+
+    Counters are those of each stage's latest materialization; for a partitioned stage
+    (documents, text_units, extraction) the sum over the stored partitions' latest
+    materializations, so partitions an incremental run skipped still count the calls
+    that built them. ``kgloom index`` prints the calls of its own run separately.
+    """
     stats = read_stage_stats(output_dir)
     rows = {name: pl.scan_parquet(table_path(output_dir, name)).select(pl.len()).collect().item()
             for name in SUMMARY_TABLES if table_path(output_dir, name).exists()}

@@ -12,9 +12,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom.assets import ALL_ASSETS
 from kgloom.definitions import build_resources
 from kgloom.extraction import is_grounded
+from kgloom.llm import LLMCache
+from kgloom.pipelines.runner import index_folder
 
 PASSAGE = """Oh! but he was a tight-fisted hand at the grindstone, Scrooge! a squeezing,
 wrenching, grasping, scraping, clutching, covetous old sinner! External heat and cold had
@@ -34,8 +35,9 @@ def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
     inp.mkdir()
     (inp / "carol.txt").write_text(PASSAGE, encoding="utf-8")
     resources = build_resources(str(inp), str(out), fake_llm=False)
-    assert dg.materialize(ALL_ASSETS, resources=resources,
-                          instance=dg.DagsterInstance.ephemeral()).success
+    instance = dg.DagsterInstance.ephemeral()
+    diff, report = index_folder(resources, instance)
+    assert report.success and diff.added == ["carol.txt"]
     summary = json.loads((out / "index-summary.json").read_text())
     assert summary["llm"]["extraction"]["calls"] == 1
     assert summary["llm"]["extraction"]["failures"] == 0
@@ -50,7 +52,9 @@ def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
     assert set(reports["community"]) == set(comms["community"])
     assert reports["full_content"].str.starts_with("# ").all()
 
-    assert dg.materialize(ALL_ASSETS, resources=resources,
-                          instance=dg.DagsterInstance.ephemeral()).success
+    rows = LLMCache(out / "llm_cache.sqlite").summary()
+    # everything again, the partition included: every call is a cache hit or a kept report
+    assert index_folder(resources, instance, force=True)[1].success
     again = json.loads((out / "index-summary.json").read_text())
     assert again["llm_calls"] == 0
+    assert LLMCache(out / "llm_cache.sqlite").summary() == rows
