@@ -19,7 +19,7 @@ import os
 import dagster as dg
 
 from kgloom.partitions import diff_inputs, input_hashes, manifest_hashes
-from kgloom.pipelines.partitions import INPUT_FILES, input_files_partitions, live_partition_keys
+from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 
 INGEST_ASSETS = dg.AssetSelection.assets("documents", "text_units", "extracted_graph")
 GRAPH_ASSETS = dg.AssetSelection.all() - INGEST_ASSETS
