@@ -72,7 +72,12 @@ def _finish(output_dir: str, before: dict[str, int], report) -> None:
     typer.echo(json.dumps({"llm_calls_this_run": calls, "rows": rows,
                            "partition_runs": len(report.partition_runs),
                            "failed_partitions": report.failed_partitions,
-                           "graph_run": report.graph_run}, indent=2))
+                           "graph_run": report.graph_run,
+                           "interrupted": report.interrupted}, indent=2))
+    if report.interrupted:
+        typer.echo("interrupted: what finished is kept; run the command again to go on "
+                   "(finished LLM calls are cached)", err=True)
+        raise typer.Exit(130)
     if not report.success:
         typer.echo("error: a run failed; see the log above and `kgloom status`", err=True)
         raise typer.Exit(1)

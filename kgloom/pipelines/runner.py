@@ -52,11 +52,19 @@ class RunReport:
     failed_partitions: list[str] = field(default_factory=list)
     graph_run: str | None = None
     graph_ok: bool | None = None
+    interrupted: bool = False  # a run was stopped by SIGINT/SIGTERM; nothing ran after it
 
     @property
     def success(self) -> bool:
         """True when every partition run and the graph refresh (if run) succeeded."""
-        return not self.failed_partitions and self.graph_ok is not False
+        return not self.failed_partitions and self.graph_ok is not False and not self.interrupted
+
+
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """True when a step of the run failed because the process was interrupted."""
+    return any(e.is_step_failure and e.step_failure_data.error is not None
+               and e.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
+               for e in result.all_events)
 
 
 def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.DagsterInstance,
@@ -64,7 +72,8 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
                            report: RunReport | None = None) -> RunReport:
     """Run documents -> text_units -> extracted_graph for each partition key (one Dagster
     run each, a progress bar over partitions). A failed partition is recorded and the
-    others go on."""
+    others go on; an interrupted run (Ctrl-C, SIGTERM) stops the loop and sets
+    ``report.interrupted``."""
     report = report or RunReport()
     keys = list(keys)
     for key in tqdm(keys, desc="partitions", unit="file", disable=not keys):
@@ -74,17 +83,24 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
         report.partition_runs[key] = result.run_id
         if not result.success:
             report.failed_partitions.append(key)
+            if _interrupted(result):
+                report.interrupted = True
+                break
     return report
 
 
 def refresh_graph(resources: dict, instance: dg.DagsterInstance,
                   tags: dict[str, str] | None = None,
                   report: RunReport | None = None) -> RunReport:
-    """Run the graph-wide assets (entities onward) once, over every live partition."""
+    """Run the graph-wide assets (entities onward) once, over every live partition;
+    nothing when ``report`` says an earlier run was interrupted."""
     report = report or RunReport()
+    if report.interrupted:
+        return report
     result = dg.materialize(ALL_ASSETS, selection=GRAPH_ASSETS, resources=resources,
                             instance=instance, tags=tags, raise_on_error=False)
     report.graph_run, report.graph_ok = result.run_id, result.success
+    report.interrupted = _interrupted(result)
     return report
 
 
