@@ -182,14 +182,19 @@ def diff_inputs(previous: dict[str, str | None], current: dict[str, str]) -> Inp
         unchanged=sorted(k for k in current if previous.get(k) == current[k]))
 
 
-def remove_partitions(output_dir: str | Path, keep: set[str] | list[str]) -> list[str]:
-    """Delete the folders of stored partitions not in ``keep``; return their keys.
+def remove_partitions(output_dir: str | Path, keep: set[str] | list[str],
+                      input_dir: str | Path) -> list[str]:
+    """Delete the folders of stored partitions that are not in ``keep`` and whose input
+    file is gone from ``input_dir``; return their keys.
 
     This is how a deleted input file's documents, text units and mentions leave the index:
-    the graph-wide stages then rebuild without them.
+    the graph-wide stages then rebuild without them. A partition whose file still exists
+    is never deleted here, even when ``keep`` lacks it (e.g. an instance that has not
+    registered it yet), so no finished extraction is thrown away by mistake.
     """
     keep = set(keep)
-    gone = [k for k in stored_partitions(output_dir) if k not in keep]
+    gone = [k for k in stored_partitions(output_dir)
+            if k not in keep and not input_path(input_dir, k).exists()]
     for key in gone:
         shutil.rmtree(partitions_root(output_dir) / quote(key, safe=""), ignore_errors=True)
     return gone
@@ -281,11 +286,13 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
         duplicates=dup.height)
 
 
-def refresh_corpus(output_dir: str | Path, live_keys: list[str]) -> tuple[CorpusTables, list[str]]:
+def refresh_corpus(output_dir: str | Path, live_keys: list[str],
+                   input_dir: str | Path) -> tuple[CorpusTables, list[str]]:
     """Bring the corpus-wide stage tables in line with the live partitions.
 
-    Deletes the stored partitions not in ``live_keys`` (:func:`remove_partitions`), then
-    combines the rest (:func:`combine_partitions`) and writes, atomically, under
+    Deletes the stored partitions not in ``live_keys`` whose input file is gone
+    (:func:`remove_partitions`), then combines the live ones (:func:`combine_partitions`)
+    and writes, atomically, under
     ``<output_dir>/stages/``: documents, text_units, entity_mentions,
     relationship_mentions, extraction_units, failures.documents, failures.extraction.
     These are what the graph-wide stages read.
@@ -293,7 +300,7 @@ def refresh_corpus(output_dir: str | Path, live_keys: list[str]) -> tuple[Corpus
     Returns:
         (the combined tables, the keys of the partitions removed).
     """
-    removed = remove_partitions(output_dir, live_keys)
+    removed = remove_partitions(output_dir, live_keys, input_dir)
     corpus = combine_partitions(output_dir, [k for k in live_keys
                                              if k in set(stored_partitions(output_dir))])
     sd = stages_dir(output_dir)

@@ -230,3 +230,23 @@ def test_cli_backfill_and_status_against_an_instance_on_disk(corpus, tmp_path, m
 
     res = runner.invoke(app, ["backfill", "--partition", "nope.txt", "--fake-llm", *args])
     assert res.exit_code == 2 and "nope.txt" in res.output
+
+
+def test_a_graph_refresh_in_an_instance_without_partitions_destroys_nothing(corpus, tmp_path):
+    from kgloom.pipelines.runner import refresh_graph
+
+    out = tmp_path / "out"
+    index_folder(resources(corpus, out), dg.DagsterInstance.ephemeral())
+    before = sorted(stored_partitions(out))
+    entities = pl.read_parquet(out / "entities.parquet")
+    report = refresh_graph(resources(corpus, out), dg.DagsterInstance.ephemeral())
+    assert report.graph_ok is False
+    assert sorted(stored_partitions(out)) == before
+    assert pl.read_parquet(out / "entities.parquet").equals(entities)
+    # an unregistered partition whose file still exists is kept, not pruned
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(INPUT_FILES, ["stave1.txt"])
+    assert refresh_graph(resources(corpus, out), instance).graph_ok
+    assert sorted(stored_partitions(out)) == before
+    docs = pl.read_parquet(out / "documents.parquet")
+    assert docs["source"].to_list() == ["stave1.txt"]

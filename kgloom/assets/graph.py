@@ -12,8 +12,8 @@ from kgloom.assets.extraction import extracted_graph
 from kgloom.entities import build_entity_tables
 from kgloom.graph import hierarchical_leiden
 from kgloom.llm import StageStats
-from kgloom.partitions import refresh_corpus
-from kgloom.pipelines.partitions import live_partition_keys
+from kgloom.partitions import refresh_corpus, stored_partitions
+from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.plots import bar_chart_png
 from kgloom.reports import STAGE as REPORTS_STAGE
 from kgloom.reports import write_community_reports
@@ -38,7 +38,13 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     sd = stages_dir(index.out)
     s = index.settings()
     keys = live_partition_keys(context.instance)
-    corpus, removed = refresh_corpus(index.out, keys)
+    if not keys and stored_partitions(index.out):
+        raise dg.Failure(description=(
+            f"this Dagster instance has no '{INPUT_FILES}' partitions, but {index.out} holds "
+            f"{len(stored_partitions(index.out))} built ones: register them first with "
+            "`kgloom partitions` (or `kgloom index`, or the input_folder_sensor); nothing "
+            "was changed"))
+    corpus, removed = refresh_corpus(index.out, keys, index.input_dir)
     if removed:
         context.log.info(f"removed the contribution of deleted partitions: {removed}")
     em, rm = corpus.entity_mentions, corpus.relationship_mentions
