@@ -198,7 +198,9 @@ def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     if st["failed_runs"]:
         typer.echo("\nrecent failed runs:")
         for r in st["failed_runs"]:
-            typer.echo(f"  {r['run_id'][:8]}  {r['job']:<12} {r['partition'] or ''}")
+            what = (r["partition"] or ", ".join(r["assets"][:3])
+                    + (" ..." if len(r["assets"]) > 3 else "") or "all assets")
+            typer.echo(f"  {r['run_id'][:8]}  ended {r['ended'] or '?'}  {what}")
 
 
 @app.command()

@@ -73,6 +73,7 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
         rows.append({"asset": key.to_user_string(), "state": state, "last": _utc(last[key]),
                      "detail": detail})
     runs = [{"run_id": r.dagster_run.run_id, "job": r.dagster_run.job_name,
+             "assets": sorted(k.to_user_string() for k in r.dagster_run.asset_selection or []),
              "partition": r.dagster_run.tags.get("dagster/partition"),
              "ended": _utc(r.end_time)} for r in failed[:failed_runs_limit]]
     return {"inputs": diff.as_dict(), "assets": rows, "failed_runs": runs}
