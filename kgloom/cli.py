@@ -112,6 +112,11 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
                                 tags={"kgloom/command": "index"})
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
+    if not (diff.added or diff.changed or diff.unchanged):
+        from kgloom.documents import SUPPORTED_SUFFIXES
+
+        typer.echo(f"warning: {input_dir} has no supported input file "
+                   f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)
     _finish(output_dir, before, report)
 
 
