@@ -95,6 +95,8 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
           fake_llm: bool = FAKE,
           force: bool = typer.Option(False, help="re-run every partition, changed or not"),
           max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
+          extract_claims: bool = typer.Option(
+              False, help="also extract claims (GraphRAG covariates), one more call per unit"),
           ) -> None:
     """Index INPUT_DIR into OUTPUT_DIR incrementally, with progress bars.
 
@@ -106,7 +108,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     from kgloom.pipelines.runner import index_folder
 
     resources = _resources(input_dir, output_dir, model_path, fake_llm,
-                           max_gleanings=max_gleanings)
+                           max_gleanings=max_gleanings, extract_claims=extract_claims)
     before = _cache_rows(output_dir)
     diff, report = index_folder(resources, _instance(), force=force,
                                 tags={"kgloom/command": "index"})

@@ -30,6 +30,8 @@ class IndexSettings:
             (all-MiniLM-L6-v2) at or above which two entities are merge candidates.
         verify_merges_with_llm: ask the LLM yes/no about each embedding candidate pair.
         max_gleanings: extra "find what you missed" rounds per text unit (0 = off).
+        extract_claims: one more LLM call per text unit with entities, for claims
+            (GraphRAG's covariates; off by default there too); they join report contexts.
         co_mention_edges: add co-mention edges when a unit yields entities but no
             relationships, and for entities a unit's relationships leave out, so the
             graph stays connected.
@@ -53,6 +55,7 @@ class IndexSettings:
     entity_types: tuple[str, ...] = DEFAULT_ENTITY_TYPES
     max_relationships_per_unit: int = 5
     max_gleanings: int = 0
+    extract_claims: bool = False
     llm_descriptions: bool = False
     resolution_methods: tuple[str, ...] = ("normalized", "name_extension", "name_context", "embedding")
     embedding_merge_threshold: float = 0.92

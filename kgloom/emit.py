@@ -114,8 +114,8 @@ def _relation_text(description: pl.Expr) -> pl.Expr:
 
 
 def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
-                           relationships: pl.DataFrame,
-                           communities: pl.DataFrame) -> pl.DataFrame:
+                           relationships: pl.DataFrame, communities: pl.DataFrame,
+                           covariates: pl.DataFrame | None = None) -> pl.DataFrame:
     """Fill the KG columns of ``text_units`` so 1-hop expansion needs no graph store.
 
     Args:
@@ -123,6 +123,7 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
         entities: ENTITIES_SCHEMA frame; ``text_unit_ids`` says which units mention each.
         relationships: RELATIONSHIPS_SCHEMA frame with ``source_id`` / ``target_id``.
         communities: COMMUNITIES_SCHEMA frame, levels 0..L-1.
+        covariates: COVARIATES_SCHEMA frame (claims) or None; fills ``covariate_ids``.
 
     Returns:
         ``text_units`` (same rows, same order) conformed to TEXT_UNITS_SCHEMA with:
@@ -207,6 +208,11 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
         pl.col("community_ids").fill_null(pl.lit([-1] * len(levels), dtype=pl.List(pl.Int64))),
         pl.col("centrality").fill_null(0.0),
     )
+    if covariates is not None and covariates.height:
+        cov = covariates.group_by("text_unit_id").agg(pl.col("id").sort().alias("cov"))
+        out = out.join(cov.rename({"text_unit_id": "id"}), on="id", how="left",
+                       maintain_order="left").with_columns(
+            covariate_ids=pl.col("cov").fill_null(empty_list)).drop("cov")
     return schemas.conform(out, schemas.TEXT_UNITS_SCHEMA).select(list(schemas.TEXT_UNITS_SCHEMA))
 
 

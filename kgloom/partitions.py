@@ -31,6 +31,7 @@ from kgloom.documents import STAGE as FIRST_STAGE
 from kgloom.documents import list_input_files, read_documents
 from kgloom.extraction import STAGE as LAST_STAGE  # a partition is complete after it
 from kgloom.extraction import UNIT_STATUS, UNIT_STATUS_SCHEMA
+from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id, file_sha256
 from kgloom.stats import stages_dir
@@ -106,7 +107,8 @@ def mark_stage(output_dir: str | Path, key: str, stage: str, **fields) -> dict:
 
 # the settings that change what a partition's stages produce
 PARTITION_SETTINGS = ("chunk_size", "chunk_overlap", "entity_types",
-                      "max_relationships_per_unit", "max_gleanings", "llm_descriptions",
+                      "max_relationships_per_unit", "max_gleanings", "extract_claims",
+                      "llm_descriptions",
                       "co_mention_edges", "co_mention_strength", "seed")
 
 
@@ -224,6 +226,7 @@ class CorpusTables:
     text_units: pl.DataFrame  # TEXT_UNITS_SCHEMA, human_readable_id renumbered
     entity_mentions: pl.DataFrame  # ENTITY_MENTIONS_SCHEMA
     relationship_mentions: pl.DataFrame  # RELATIONSHIP_MENTIONS_SCHEMA
+    claim_mentions: pl.DataFrame  # CLAIM_MENTIONS_SCHEMA (empty unless extract_claims)
     failures: pl.DataFrame  # FAILURES_SCHEMA: documents and extraction stages
     unit_status: pl.DataFrame  # extraction status per text unit
     duplicates: int  # documents found in more than one partition (kept once)
@@ -248,10 +251,11 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
                          schemas.ENTITY_MENTIONS_SCHEMA)
     rm = read_partitions(output_dir, keys, schemas.RELATIONSHIP_MENTIONS,
                          schemas.RELATIONSHIP_MENTIONS_SCHEMA)
+    cm = read_partitions(output_dir, keys, schemas.CLAIM_MENTIONS, schemas.CLAIM_MENTIONS_SCHEMA)
     status = read_partitions(output_dir, keys, UNIT_STATUS, UNIT_STATUS_SCHEMA)
     fails = pl.concat([read_partitions(output_dir, keys, f"{schemas.FAILURES}.{stage}",
                                        schemas.FAILURES_SCHEMA)
-                       for stage in ("documents", "extraction")], how="vertical")
+                       for stage in (FIRST_STAGE, LAST_STAGE, CLAIMS_STAGE)], how="vertical")
     owner = docs.unique("id", keep="first", maintain_order=True).select(
         "id", owner=pl.col("partition"))
     dup = docs.join(owner, on="id").filter(pl.col("partition") != pl.col("owner"))
@@ -280,6 +284,7 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
         entity_mentions=_only(owned(em, "text_unit_id"), schemas.ENTITY_MENTIONS_SCHEMA),
         relationship_mentions=_only(owned(rm, "text_unit_id"),
                                     schemas.RELATIONSHIP_MENTIONS_SCHEMA),
+        claim_mentions=_only(owned(cm, "text_unit_id"), schemas.CLAIM_MENTIONS_SCHEMA),
         failures=_only(pl.concat([fails, dup_failures], how="vertical_relaxed"),
                        schemas.FAILURES_SCHEMA),
         unit_status=_only(owned(status, "text_unit_id"), UNIT_STATUS_SCHEMA),
@@ -294,7 +299,8 @@ def refresh_corpus(output_dir: str | Path, live_keys: list[str],
     (:func:`remove_partitions`), then combines the live ones (:func:`combine_partitions`)
     and writes, atomically, under
     ``<output_dir>/stages/``: documents, text_units, entity_mentions,
-    relationship_mentions, extraction_units, failures.documents, failures.extraction.
+    relationship_mentions, claim_mentions, extraction_units, failures.documents,
+    failures.extraction, failures.claims.
     These are what the graph-wide stages read.
 
     Returns:
@@ -308,8 +314,9 @@ def refresh_corpus(output_dir: str | Path, live_keys: list[str],
     write_table(corpus.text_units, sd, schemas.TEXT_UNITS)
     write_table(corpus.entity_mentions, sd, schemas.ENTITY_MENTIONS)
     write_table(corpus.relationship_mentions, sd, schemas.RELATIONSHIP_MENTIONS)
+    write_table(corpus.claim_mentions, sd, schemas.CLAIM_MENTIONS)
     write_table(corpus.unit_status, sd, UNIT_STATUS)
-    for stage in (FIRST_STAGE, LAST_STAGE):
+    for stage in (FIRST_STAGE, LAST_STAGE, CLAIMS_STAGE):
         write_table(corpus.failures.filter(pl.col("stage") == stage), sd,
                     f"{schemas.FAILURES}.{stage}")
     return corpus, removed

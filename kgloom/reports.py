@@ -2,7 +2,8 @@
 
 Follows GraphRAG's ``summarize_communities`` (report fields: title, summary, rating with
 explanation, findings with explanations; ``build_mixed_context``): a report's context is
-its member entities and the relationships among them, highest degree first, within
+its member entities, the relationships among them (highest degree first) and, when claims
+were extracted, the members' claims, within
 ``report_max_input_tokens``; when that does not fit and the community has
 sub-communities, their reports (largest first) stand in for the raw members. Levels are
 processed deepest first so sub-community reports exist when a parent needs them.
@@ -55,7 +56,7 @@ REPORT_TEMPLATE = PromptTemplate(
 )
 
 
-_HEADINGS = ("Entities:", "Relationships:", "Sub-community reports:")
+_HEADINGS = ("Entities:", "Relationships:", "Claims:", "Sub-community reports:")
 
 
 def _fit(lines: list[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str], bool]:
@@ -74,9 +75,21 @@ def _fit(lines: list[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str]
     return kept, complete
 
 
+def member_claims(community: dict, entities: pl.DataFrame,
+                  claims: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The claims (COVARIATES_SCHEMA rows) whose subject is a member of ``community``,
+    sorted by id; None when there are none."""
+    if claims is None or not claims.height:
+        return None
+    titles = entities.filter(pl.col("id").is_in(set(community["entity_ids"])))["title"]
+    found = claims.filter(pl.col("subject_id").is_in(titles.to_list())).sort("id")
+    return found if found.height else None
+
+
 def build_report_context(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
                          child_reports: list[dict], budget: int,
-                         tokenizer: Tokenizer) -> tuple[str, str]:
+                         tokenizer: Tokenizer,
+                         claims: pl.DataFrame | None = None) -> tuple[str, str]:
     """Build one community's report context within ``budget`` tokens.
 
     Args:
@@ -84,6 +97,9 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
         entities / relationships: the full tables (with degree / combined_degree).
         child_reports: reports (dicts with title, summary, size) of its sub-communities.
         budget: max tokens of :mod:`kgloom.tokenizer`.
+        claims: the members' claims (see :func:`member_claims`), listed after the
+            relationships under "Claims:"; None adds nothing (the context is then
+            exactly members and relationships).
 
     Returns:
         (context text, method): method is ``members`` when all members and relationships fit,
@@ -98,7 +114,11 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
                  for r in ents.iter_rows(named=True)]
     rel_lines = [f"- {r['source']} -> {r['target']}: {r['description']}".replace("\n", " ")
                  for r in rels.iter_rows(named=True)]
-    lines = ["Entities:"] + ent_lines + (["Relationships:"] + rel_lines if rel_lines else [])
+    claim_lines = ([f"- {r['subject_id']} -> {r['object_id']} [{r['type']}, {r['status']}]: "
+                    f"{r['description']}".replace("\n", " ") for r in claims.iter_rows(named=True)]
+                   if claims is not None else [])
+    lines = (["Entities:"] + ent_lines + (["Relationships:"] + rel_lines if rel_lines else [])
+             + (["Claims:"] + claim_lines if claim_lines else []))
     members, complete = _fit(lines, budget, tokenizer)
     if complete:
         return "\n".join(members), "members"
@@ -119,14 +139,16 @@ def _markdown(obj: dict) -> str:
     return "\n".join(parts).strip() + "\n"
 
 
-def report_key(community: dict, model_id: str, settings: IndexSettings) -> str:
+def report_key(community: dict, model_id: str, settings: IndexSettings,
+               claim_ids: list[str] | None = None) -> str:
     """Return the reuse key of one community's report: a hash of the community's member
-    entity ids and internal relationship ids (its structure, not its level or number),
-    the report template, the model and the context settings. Two communities with the
-    same key get the same report."""
+    entity ids, internal relationship ids and members' claim ids (its structure, not its
+    level or number), the report template, the model and the context settings. Two
+    communities with the same key get the same report."""
     return content_id("report", REPORT_TEMPLATE.hash, model_id, settings.seed,
                       settings.report_max_input_tokens, *sorted(community["entity_ids"]), "|",
-                      *sorted(community["relationship_ids"]))
+                      *sorted(community["relationship_ids"]),
+                      *(["|claims", *sorted(claim_ids)] if claim_ids else []))
 
 
 def _placement(community: dict) -> dict:
@@ -142,6 +164,7 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             settings: IndexSettings, tokenizer: Tokenizer,
                             progress: Callable[[int, int], None] | None = None,
                             previous: pl.DataFrame | None = None,
+                            claims: pl.DataFrame | None = None,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Write a report for every community, deepest level first.
 
@@ -162,6 +185,8 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         tokenizer: measures the context budget.
         progress: called as ``progress(done, total)``.
         previous: the last ``COMMUNITY_REPORTS_SCHEMA`` table, or None.
+        claims: a ``COVARIATES_SCHEMA`` table (claims), or None; each community's
+            context lists its members' claims.
 
     Returns:
         (reports, failures, context_methods): reports conform to
@@ -180,7 +205,9 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
     order = communities.sort(["level", "community"], descending=[True, False])
     total = order.height
     for n, c in enumerate(order.iter_rows(named=True), 1):
-        key = report_key(c, llm.model_id, settings)
+        own_claims = member_claims(c, entities, claims)
+        key = report_key(c, llm.model_id, settings,
+                         own_claims["id"].to_list() if own_claims is not None else None)
         if key in kept or key in written:
             # "reused": from the previous run; "carried_down": the same community one
             # level deeper (communities at or below max_cluster_size repeat per level)
@@ -193,7 +220,8 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             continue
         children = [done[k] for k in c["children"] if k in done]
         context, method = build_report_context(c, entities, relationships, children,
-                                               settings.report_max_input_tokens, tokenizer)
+                                               settings.report_max_input_tokens, tokenizer,
+                                               own_claims)
         methods[method] = methods.get(method, 0) + 1
         obj, failure = structured_call(llm, REPORT_TEMPLATE, STAGE, str(c["community"]),
                                        settings.seed, context=context)

@@ -20,6 +20,8 @@ RELATIONSHIP_MENTIONS = "relationship_mentions"
 ENTITIES = "entities"
 RELATIONSHIPS = "relationships"
 ENTITY_ALIASES = "entity_aliases"
+CLAIM_MENTIONS = "claim_mentions"
+COVARIATES = "covariates"
 COMMUNITIES = "communities"
 COMMUNITY_REPORTS = "community_reports"
 GRAPH_NODES = "graph-nodes"
@@ -128,7 +130,32 @@ COMMUNITY_REPORTS_SCHEMA: dict[str, pl.DataType] = {
     "report_key": pl.String,  # reports.report_key: the same key keeps the same report
 }
 
+# GraphRAG's claims table (data_model/schemas.py COVARIATES_FINAL_COLUMNS); optional
+COVARIATES_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.String,
+    "human_readable_id": pl.Int64,
+    "covariate_type": pl.String,  # "claim"
+    "type": pl.String,
+    "description": pl.String,
+    "subject_id": pl.String,  # entity title, as in GraphRAG
+    "object_id": pl.String,  # entity title or "NONE"
+    "status": pl.String,  # TRUE | FALSE | SUSPECTED
+    "start_date": pl.String,
+    "end_date": pl.String,
+    "source_text": pl.String,
+    "text_unit_id": pl.String,
+}
+
 # --- kgloom's own tables ------------------------------------------------------------
+CLAIM_MENTIONS_SCHEMA: dict[str, pl.DataType] = {
+    "text_unit_id": pl.String,
+    "subject": pl.String,  # extracted titles of the same unit
+    "object": pl.String,  # an extracted title or "NONE"
+    "type": pl.String,
+    "status": pl.String,
+    "description": pl.String,
+}
+
 ENTITY_MENTIONS_SCHEMA: dict[str, pl.DataType] = {
     "text_unit_id": pl.String,
     "title": pl.String,  # as extracted, grounded in the unit's text

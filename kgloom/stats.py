@@ -17,7 +17,8 @@ from kgloom.storage import table_path, write_json
 
 STAGES_DIR = "stages"  # intermediate tables and per-stage stats, under the output folder
 SUMMARY_TABLES = [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES, schemas.RELATIONSHIPS,
-                  schemas.ENTITY_ALIASES, schemas.COMMUNITIES, schemas.COMMUNITY_REPORTS,
+                  schemas.ENTITY_ALIASES, schemas.COVARIATES, schemas.COMMUNITIES,
+                  schemas.COMMUNITY_REPORTS,
                   schemas.GRAPH_NODES, schemas.GRAPH_EDGES, schemas.FAILURES]
 
 

@@ -216,8 +216,9 @@ def test_cache_command_shows_calls_per_stage(indexed):
 ASSET_GRAPH = {
     "documents": [], "text_units": ["documents"], "extracted_graph": ["text_units"],
     "entities": ["extracted_graph"], "relationships": ["extracted_graph"],
-    "entity_aliases": ["extracted_graph"], "communities": ["entities", "relationships"],
-    "community_reports": ["communities"],
+    "entity_aliases": ["extracted_graph"], "covariates": ["extracted_graph"],
+    "communities": ["entities", "relationships"],
+    "community_reports": ["communities", "covariates"],
     "graph_files": ["communities", "entities", "relationships", "text_units"],
     "vector_index": ["community_reports", "graph_files"], "index_summary": ["vector_index"],
 }
@@ -240,4 +241,18 @@ def test_definitions_surface_snapshot():
     llm_assets = {k.to_user_string() for k in graph.get_all_asset_keys()
                   if graph.get(k).pools == {"llm"}}
     assert llm_assets == {"extracted_graph", "entities", "relationships", "entity_aliases",
-                          "community_reports"}
+                          "covariates", "community_reports"}
+
+
+def test_claims_become_covariates_and_join_report_contexts(corpus, tmp_path):
+    out = tmp_path / "out"
+    summary = run_index(corpus, out, extract_claims=True)
+    cov = pl.read_parquet(out / "covariates.parquet")
+    assert cov.height > 0 and cov.columns == list(schemas.COVARIATES_SCHEMA)
+    titles = set(pl.read_parquet(out / "entities.parquet")["title"])
+    assert set(cov["subject_id"]) <= titles
+    assert set(cov["status"]) <= {"TRUE", "FALSE", "SUSPECTED"}
+    units = pl.read_parquet(out / "text_units.parquet")
+    linked = set(units["covariate_ids"].explode().drop_nulls())
+    assert linked == set(cov["id"])
+    assert summary["llm"]["claims"]["calls"] > 0

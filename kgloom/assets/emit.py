@@ -34,7 +34,9 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
     comms = read_table(out, schemas.COMMUNITIES)
     with Timer() as t:
         nodes, edges = build_graph_tables(ents, rels, comms)
-        units = denormalize_text_units(read_table(sd, schemas.TEXT_UNITS), ents, rels, comms)
+        units = denormalize_text_units(
+            read_table(sd, schemas.TEXT_UNITS), ents, rels, comms,
+            read_table(out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA))
     write_table(nodes, out, schemas.GRAPH_NODES)
     write_table(edges, out, schemas.GRAPH_EDGES)
     write_table(units, out, schemas.TEXT_UNITS)

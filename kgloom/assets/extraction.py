@@ -6,6 +6,8 @@ import dagster as dg
 from kgloom import schemas
 from kgloom.assets._common import Timer, preview, progress
 from kgloom.assets.ingest import text_units
+from kgloom.claims import STAGE as CLAIMS_STAGE
+from kgloom.claims import extract_claims
 from kgloom.extraction import STAGE, UNIT_STATUS, extract_graph
 from kgloom.partitions import mark_stage, partition_dir, settings_fingerprint
 from kgloom.pipelines.partitions import input_files_partitions
@@ -32,6 +34,18 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     write_table(result.relationship_mentions, pdir, schemas.RELATIONSHIP_MENTIONS)
     write_table(result.failures, pdir, f"{schemas.FAILURES}.{STAGE}")
     write_table(result.units, pdir, UNIT_STATUS)
+    # claims (optional): always written, so turning them off leaves no stale rows
+    claims, claim_failures = (extract_claims(units, result.entity_mentions, cached,
+                                             index.settings(), progress(context, CLAIMS_STAGE))
+                              if index.settings().extract_claims else
+                              (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA),
+                               schemas.empty(schemas.FAILURES_SCHEMA)))
+    write_table(claims, pdir, schemas.CLAIM_MENTIONS)
+    write_table(claim_failures, pdir, f"{schemas.FAILURES}.{CLAIMS_STAGE}")
+    claim_stats = cached.stats.get(CLAIMS_STAGE)
+    write_stage_stats(index.out, CLAIMS_STAGE, claim_stats.seconds if claim_stats else 0.0,
+                      claim_stats.as_dict() if claim_stats else {}, folder=pdir,
+                      claims=claims.height)
     llm_stats = cached.stats.get(STAGE)
     stats = write_stage_stats(index.out, STAGE, t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, folder=pdir,
@@ -43,7 +57,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     yield dg.MaterializeResult(metadata={
         "entity_mentions": result.entity_mentions.height,
         "relationship_mentions": result.relationship_mentions.height,
-        "failures": result.failures.height, **{f"llm_{k}": v for k, v in stats["llm"].items()},
+        "failures": result.failures.height, "claims": claims.height,
+        **{f"llm_{k}": v for k, v in stats["llm"].items()},
         **{k: v for k, v in result.counts.items()},
         "units_per_minute": round(units.height / t.seconds * 60, 1) if t.seconds else 0.0,
         "preview": preview(result.entity_mentions, ["title", "type", "description"])})

@@ -9,6 +9,7 @@ import polars as pl
 from kgloom import schemas
 from kgloom.assets._common import Timer, png_md, preview, progress
 from kgloom.assets.extraction import extracted_graph
+from kgloom.claims import build_covariates
 from kgloom.entities import build_entity_tables
 from kgloom.graph import hierarchical_leiden
 from kgloom.llm import StageStats
@@ -28,13 +29,14 @@ from kgloom.tokenizer import default_tokenizer
 @dg.multi_asset(
     group_name="graph", pool="llm",
     specs=[dg.AssetSpec(name, deps=[extracted_graph], kinds={"parquet"})
-           for name in ("entities", "relationships", "entity_aliases")])
+           for name in ("entities", "relationships", "entity_aliases", "covariates")])
 def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                  llm: LLMResource, embedder: EmbedderResource):
     """Combine the mentions of every live input-file partition (a deleted file's
     partition and its contribution are removed here), resolve them into entities (alias
-    table), summarize long descriptions, and compute degree, weighted degree, PageRank
-    and combined degree."""
+    table), summarize long descriptions, compute degree, weighted degree, PageRank and
+    combined degree, and resolve claims (GraphRAG covariates; empty unless
+    ``extract_claims``) to entity titles."""
     sd = stages_dir(index.out)
     s = index.settings()
     keys = live_partition_keys(context.instance)
@@ -59,6 +61,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     write_table(ents, out, schemas.ENTITIES)
     write_table(rels, out, schemas.RELATIONSHIPS)
     write_table(aliases, out, schemas.ENTITY_ALIASES)
+    covariates = build_covariates(corpus.claim_mentions, aliases, ents)
+    write_table(covariates, out, schemas.COVARIATES)
     write_table(failures, sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
     write_stage_stats(out, "entities", t.seconds, entities=ents.height,
                       relationships=rels.height)
@@ -81,6 +85,10 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     yield dg.MaterializeResult(asset_key="relationships", metadata={
         "rows": rels.height,
         "co_mention": rels.filter(pl.col("kind") == "co_mention").height})
+    yield dg.MaterializeResult(asset_key="covariates", metadata={
+        "rows": covariates.height, "extract_claims": s.extract_claims,
+        "preview": preview(covariates, ["subject_id", "object_id", "type", "status",
+                                        "description"])})
     yield dg.MaterializeResult(asset_key="entity_aliases", metadata={
         "rows": aliases.height,
         "by_method": dg.MetadataValue.json(
@@ -112,7 +120,7 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
             ["level", "communities", "max_size"])})
 
 
-@dg.asset(group_name="reports", deps=[communities], pool="llm", kinds={"llama_cpp", "parquet"})
+@dg.asset(group_name="reports", deps=[communities, "covariates"], pool="llm", kinds={"llama_cpp", "parquet"})
 def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
                       llm: LLMResource) -> dg.MaterializeResult:
     """An LLM report per community, deepest level first (sub-reports stand in when over budget)."""
@@ -122,11 +130,12 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     rels = read_table(index.out, schemas.RELATIONSHIPS)
     previous = (read_table(index.out, schemas.COMMUNITY_REPORTS, schemas.COMMUNITY_REPORTS_SCHEMA)
                 if s.reuse_reports else None)
+    claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
     cached = llm.open(index.out)
     with Timer() as t:
         reports, failures, methods = write_community_reports(
             comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
-            previous=previous)
+            previous=previous, claims=claims)
     write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
     write_table(failures, stages_dir(index.out), f"{schemas.FAILURES}.{REPORTS_STAGE}")
     st = cached.stats.get(REPORTS_STAGE)

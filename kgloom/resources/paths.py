@@ -18,6 +18,7 @@ class IndexConfigResource(dg.ConfigurableResource):
     chunk_overlap: int = 100
     entity_types: list[str] = list(DEFAULT_ENTITY_TYPES)
     max_gleanings: int = 0
+    extract_claims: bool = False
     co_mention_edges: bool = True
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
@@ -33,6 +34,7 @@ class IndexConfigResource(dg.ConfigurableResource):
         return IndexSettings(chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap,
                              entity_types=tuple(t.upper() for t in self.entity_types),
                              max_gleanings=self.max_gleanings,
+                             extract_claims=self.extract_claims,
                              co_mention_edges=self.co_mention_edges,
                              max_cluster_size=self.max_cluster_size, seed=self.seed,
                              report_max_input_tokens=self.report_max_input_tokens,
