@@ -85,11 +85,13 @@ def extract_claims(text_units: pl.DataFrame, entity_mentions: pl.DataFrame, llm:
         else:
             seen = set()
             for c in obj["claims"]:
-                key = (c["subject"], c["object"], c["type"].strip(), c["description"].strip())
+                # a claim of an entity about itself has no object
+                other = NO_OBJECT if c["object"] == c["subject"] else c["object"]
+                key = (c["subject"], other, c["type"].strip(), c["description"].strip())
                 if key not in seen:
                     seen.add(key)
                     rows.append({"text_unit_id": uid, "subject": c["subject"],
-                                 "object": c["object"], "type": key[2], "status": c["status"],
+                                 "object": other, "type": key[2], "status": c["status"],
                                  "description": key[3]})
         if progress:
             progress(i, units.height)

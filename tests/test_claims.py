@@ -34,6 +34,7 @@ def test_claims_are_extracted_only_for_units_with_entities_and_stay_in_the_enums
     assert failures.height == 0 and claims.height >= 1
     assert set(claims["subject"]) <= {"Scrooge", "Bob Cratchit"}
     assert set(claims["object"]) <= {"Scrooge", "Bob Cratchit", NO_OBJECT}
+    assert not claims.filter(pl.col("subject") == pl.col("object")).height
     schema = claims_schema(["Scrooge"])["properties"]["claims"]
     assert schema["maxItems"] == 3 and schema["items"]["properties"]["status"]["enum"] == [
         "TRUE", "FALSE", "SUSPECTED"]
