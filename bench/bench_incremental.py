@@ -39,14 +39,8 @@ BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
 ADDED = ROOT / "bench" / "data" / "added-document.txt"
 sys.path.insert(0, str(ROOT))
 
-from kgloom.llm import LLMCache  # noqa: E402
+from kgloom.llm import cache_rows, new_rows  # noqa: E402
 from kgloom.partitions import partition_dir  # noqa: E402
-
-
-def cache_rows(out: Path) -> dict[str, int]:
-    """Rows per stage in the LLM cache (0 when there is no cache yet)."""
-    path = out / "llm_cache.sqlite"
-    return {r["stage"]: r["rows"] for r in LLMCache(path).summary()} if path.exists() else {}
 
 
 def run_index(work: Path, fake: bool) -> dict:
@@ -64,8 +58,7 @@ def run_index(work: Path, fake: bool) -> dict:
     log.write_text(res.stdout + res.stderr)
     if res.returncode != 0:
         raise SystemExit(f"kgloom index failed ({res.returncode}); see {log}")
-    after = cache_rows(out)
-    calls = {k: n - before.get(k, 0) for k, n in after.items() if n - before.get(k, 0)}
+    calls = new_rows(before, cache_rows(out))
     return {"wall_seconds": round(wall, 1), "llm_calls": calls,
             "llm_calls_total": sum(calls.values())}
 

@@ -54,19 +54,12 @@ def _instance():
     return dg.DagsterInstance.get()
 
 
-def _cache_rows(output_dir: str) -> dict[str, int]:
-    from kgloom.llm import LLMCache
-    from kgloom.resources.llm import CACHE_FILE
-
-    path = Path(output_dir) / CACHE_FILE
-    return {r["stage"]: r["rows"] for r in LLMCache(path).summary()} if path.exists() else {}
-
-
 def _finish(output_dir: str, before: dict[str, int], report) -> None:
     """Print this command's LLM calls (new cache rows per stage) and row counts; exit 1
     when a run failed."""
-    after = _cache_rows(output_dir)
-    calls = {k: n - before.get(k, 0) for k, n in after.items() if n - before.get(k, 0)}
+    from kgloom.llm import cache_rows, new_rows
+
+    calls = new_rows(before, cache_rows(output_dir))
     summary_path = Path(output_dir) / "index-summary.json"
     rows = json.loads(summary_path.read_text())["rows"] if summary_path.exists() else {}
     typer.echo(json.dumps({"llm_calls_this_run": calls, "rows": rows,
@@ -105,11 +98,12 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     are refreshed once. Runs are recorded in $DAGSTER_HOME (default .dagster_home/), so
     they show in `kgloom ui`.
     """
+    from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
     resources = _resources(input_dir, output_dir, model_path, fake_llm,
                            max_gleanings=max_gleanings, extract_claims=extract_claims)
-    before = _cache_rows(output_dir)
+    before = cache_rows(output_dir)
     diff, report = index_folder(resources, _instance(), force=force,
                                 tags={"kgloom/command": "index"})
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
@@ -134,6 +128,7 @@ def backfill(partition: list[str] = typer.Option(
     Unchanged text units are served by the LLM cache."""
     import uuid
 
+    from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import materialize_partitions, refresh_graph, sync_partitions
 
     resources = _resources(input_dir, output_dir, model_path, fake_llm)
@@ -146,7 +141,7 @@ def backfill(partition: list[str] = typer.Option(
         typer.echo(f"error: unknown partition(s) {unknown}; known: {sorted(known)}"
                    if keys else "error: give --partition KEY (repeatable) or --all", err=True)
         raise typer.Exit(2)
-    before = _cache_rows(output_dir)
+    before = cache_rows(output_dir)
     tags = {"kgloom/command": "backfill", "kgloom/backfill_id": uuid.uuid4().hex[:8]}
     report = materialize_partitions(keys, resources, instance, tags)
     if graph:
@@ -170,8 +165,7 @@ def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
 def cache(output_dir: str = typer.Option("data/output")) -> None:
     """Show the LLM cache: rows, tokens and model seconds per stage, and last run's hit rate."""
     from kgloom.stats import read_stage_stats
-    from kgloom.llm import LLMCache
-    from kgloom.resources.llm import CACHE_FILE
+    from kgloom.llm import CACHE_FILE, LLMCache
 
     path = Path(output_dir) / CACHE_FILE
     if not path.exists():

@@ -17,6 +17,7 @@ and per-stage statistics.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -55,6 +56,13 @@ def default_model_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
 
 
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a file, computed once per (path, size, mtime) in this process: a run
+    opens the LLM resource several times and a GGUF is hundreds of MB."""
+    return file_sha256(path)
+
+
 def verify_model_file(path: str | Path, expected_sha256: str | None = None) -> str:
     """Check that a GGUF file exists, is readable and (optionally) has the right checksum.
 
@@ -77,7 +85,8 @@ def verify_model_file(path: str | Path, expected_sha256: str | None = None) -> s
     try:
         with p.open("rb") as fh:
             magic = fh.read(4)
-        digest = file_sha256(str(p))
+        st = p.stat()
+        digest = _file_digest(str(p.resolve()), st.st_size, st.st_mtime_ns)
     except OSError as exc:
         raise ModelFileError(f"model file {p} cannot be read ({exc}): {fix}") from exc
     if magic != b"GGUF":
@@ -269,6 +278,21 @@ CREATE TABLE IF NOT EXISTS llm_calls (
 """
 
 
+CACHE_FILE = "llm_cache.sqlite"  # the cache's file name in an output folder
+
+
+def cache_rows(output_dir: str | Path) -> dict[str, int]:
+    """{stage: rows} of ``<output_dir>/llm_cache.sqlite`` ({} when there is no cache)."""
+    path = Path(output_dir) / CACHE_FILE
+    return LLMCache(path).rows_per_stage() if path.exists() else {}
+
+
+def new_rows(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """Stages whose row count grew between two :func:`cache_rows` readings, with the
+    growth (= model calls made in between)."""
+    return {k: n - before.get(k, 0) for k, n in after.items() if n - before.get(k, 0)}
+
+
 class LLMCache:
     """The LLM-call cache: a SQLite table ``llm_calls`` in ``path``.
 
@@ -309,6 +333,11 @@ class LLMCache:
             (key, stage, model_id, template_hash, input_hash, json.dumps(params, sort_keys=True),
              reply.text, reply.prompt_tokens, reply.completion_tokens, reply.seconds))
         self._db.commit()
+
+    def rows_per_stage(self) -> dict[str, int]:
+        """Return {stage: cached calls}. Every call that reaches the model stores exactly
+        one row, so the difference of two readings counts the model calls in between."""
+        return {r["stage"]: r["rows"] for r in self.summary()}
 
     def summary(self) -> list[dict[str, Any]]:
         """Return one dict per stage: rows, prompt/completion tokens and model seconds."""

@@ -307,8 +307,7 @@ def refresh_corpus(output_dir: str | Path, live_keys: list[str],
         (the combined tables, the keys of the partitions removed).
     """
     removed = remove_partitions(output_dir, live_keys, input_dir)
-    corpus = combine_partitions(output_dir, [k for k in live_keys
-                                             if k in set(stored_partitions(output_dir))])
+    corpus = combine_partitions(output_dir, live_keys)  # unbuilt partitions are skipped
     sd = stages_dir(output_dir)
     write_table(corpus.documents, sd, schemas.DOCUMENTS)
     write_table(corpus.text_units, sd, schemas.TEXT_UNITS)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from kgloom import schemas
 from kgloom.definitions import build_resources
-from kgloom.llm import LLMCache
+from kgloom.llm import cache_rows, new_rows
 from kgloom.partitions import (combine_partitions, diff_inputs, input_hashes, manifest_hashes,
                                partition_dir, stored_partitions)
 from kgloom.pipelines.jobs import input_folder_sensor
@@ -34,14 +34,6 @@ def excerpt(start: int, n_chars: int) -> str:
 def resources(inp: Path, out: Path, **settings) -> dict:
     return build_resources(str(inp), str(out), fake_llm=True, chunk_size=200, chunk_overlap=40,
                            **settings)
-
-
-def cache_rows(out: Path) -> dict[str, int]:
-    return {r["stage"]: r["rows"] for r in LLMCache(out / "llm_cache.sqlite").summary()}
-
-
-def new_calls(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
 
 
 @pytest.fixture
@@ -78,7 +70,7 @@ def test_incremental_index_add_rerun_and_delete(corpus, tmp_path):
     before = cache_rows(out)
     diff, report = index_folder(resources(corpus, out), instance)
     assert diff.unchanged == ["letters/stave3.md", "stave1.txt"] and not report.partition_runs
-    assert new_calls(before, cache_rows(out)) == {}
+    assert new_rows(before, cache_rows(out)) == {}
     assert pl.read_parquet(out / "entities.parquet").equals(first["entities"])
 
     # one new file: extraction calls = its text units (and nothing re-extracted)
@@ -87,7 +79,7 @@ def test_incremental_index_add_rerun_and_delete(corpus, tmp_path):
     diff, report = index_folder(resources(corpus, out), instance)
     assert diff.added == ["stave5.txt"] and list(report.partition_runs) == ["stave5.txt"]
     units = pl.read_parquet(partition_dir(out, "stave5.txt") / "text_units.parquet")
-    calls = new_calls(before, cache_rows(out))
+    calls = new_rows(before, cache_rows(out))
     assert calls["extraction"] == units.height
     reports_ = pl.read_parquet(out / "community_reports.parquet")
     comms = pl.read_parquet(out / "communities.parquet")

@@ -90,9 +90,10 @@ def input_folder_sensor(context: dg.SensorEvaluationContext):
     tick = state["tick"] + 1
     runs = [dg.RunRequest(job_name=ingest_job.name, partition_key=k,
                           run_key=f"{k}@{current[k][:16]}#{tick}") for k in to_run]
-    if not runs and not deleted and _ingest_runs_in_flight(context.instance):
+    in_flight = not runs and _ingest_runs_in_flight(context.instance)
+    if in_flight and not deleted:
         return dg.SkipReason("graph refresh waits for the ingest runs in flight")
-    if pending and not runs and not _ingest_runs_in_flight(context.instance):
+    if pending and not runs and not in_flight:
         runs.append(dg.RunRequest(job_name=graph_job.name, run_key=f"graph#{tick}"))
         pending = False
     requests = []

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, LLMCache, LlamaCppBackend, default_model_path,
-                        verify_model_file)
+from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, LlamaCppBackend,
+                        default_model_path, verify_model_file)
 from kgloom.testing import FakeBackend
 
-CACHE_FILE = "llm_cache.sqlite"
+__all__ = ["CACHE_FILE", "LLMResource"]
 
 
 class LLMResource(dg.ConfigurableResource):
