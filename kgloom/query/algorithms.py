@@ -6,7 +6,8 @@ retrieval modes of :mod:`kgloom.query.retriever` are built from, and each is sma
 enough to check by hand in a test:
 
 - :func:`bfs` — multi-source breadth-first search with hop depth, first-reaching seed
-  and the edge it came through.
+  and the edge it came through (:func:`reach`: the same as arrays, vectorized over the
+  CSR arrays, each level optionally split across threads).
 - :func:`diversity_rerank` — the greedy seed selection of the fused retrieve:
   ``score(c) = ann(c) - lambda * max_{s in S} Jaccard(N(c), N(s))``.
 - :func:`personalized_pagerank` — igraph's PRPACK personalized PageRank.
