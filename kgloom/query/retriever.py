@@ -74,6 +74,13 @@ class RetrievalConfig:
         rrf_k: reciprocal-rank fusion constant (Cormack et al. 2009 use 60).
         hybrid_pool: hybrid fuses the best ``hybrid_pool`` units of each ranking.
         hybrid_weights: RRF weights of the (vector, ppr) rankings.
+        hit_seeds: the entities of this many nearest text units also seed multihop, ppr
+            and hybrid (0 = only the question's linked entities).
+        hit_seed_weight: their seed score is this times the unit's similarity.
+        entity_affinity: weigh an entity's contribution to a unit by how much the unit is
+            about it: the cosine of the entity's vector ("title: description") and the
+            unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
+            mention counts 1.
     """
 
     hop_decay: float = 0.5
@@ -86,6 +93,9 @@ class RetrievalConfig:
     rrf_k: float = 60.0
     hybrid_pool: int = 20
     hybrid_weights: tuple[float, float] = (1.0, 1.0)
+    entity_affinity: bool = True
+    hit_seeds: int = 0
+    hit_seed_weight: float = 0.5
 
 
 _STR_LIST = pl.List(pl.String)
@@ -319,7 +329,8 @@ class Retriever:
         Keys: ``nodes`` (graph-nodes frame joined with entity descriptions and
         text_unit_ids), ``node_of`` (entity id -> node key), ``edges`` (graph-edges
         frame), ``adj`` (:class:`kgloom.query.algorithms.Adjacency`), ``incidence``
-        (scipy CSR (units x nodes) of kg_node_ids), ``specificity`` (float64 (nodes,),
+        (scipy CSR (units x nodes) of kg_node_ids), ``affinity`` (the same entries as
+        cosine(entity vector, unit vector) clipped at 0), ``specificity`` (float64 (nodes,),
         1 / number of units mentioning the node, 1 when none), ``entity_table``
         (LanceDB), ``max_weight``.
 
@@ -366,6 +377,17 @@ class Retriever:
             cols += [node_of[e]] * len(us)
         incidence = csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)),
                                shape=(self.units.height, nodes.height))
+        ev = entity_table.to_arrow().select(["id", "vector"])
+        col = ev.column("vector").combine_chunks()
+        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1) if len(col) \
+            else np.zeros((0, self.unit_vectors.shape[1]))
+        entity_vectors = np.zeros((nodes.height, self.unit_vectors.shape[1]), dtype=np.float32)
+        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = mat
+        r_idx, c_idx = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        aff = np.einsum("ij,ij->i", self.unit_vectors[r_idx].astype(np.float64),
+                        entity_vectors[c_idx].astype(np.float64)) if len(rows) else np.zeros(0)
+        affinity = csr_matrix((np.clip(aff, 0.0, None), (r_idx, c_idx)),
+                              shape=(self.units.height, nodes.height))
         df = np.asarray(incidence.sum(axis=0)).ravel()
         aliases = None
         alias_path = table_path(self.output_dir, schemas.ENTITY_ALIASES)
@@ -373,7 +395,8 @@ class Retriever:
             aliases = pl.read_parquet(alias_path, columns=["alias", "entity_id"])
         self._linker = NameLinker(entities.select("id", "title"), aliases)
         return {"nodes": nodes, "node_of": node_of, "edges": edges, "adj": adj,
-                "incidence": incidence, "specificity": 1.0 / np.maximum(df, 1.0),
+                "incidence": incidence, "affinity": affinity,
+                "specificity": 1.0 / np.maximum(df, 1.0),
                 "entity_table": entity_table,
                 "max_weight": float(edges["weight"].max() or 1.0) if edges.height else 1.0}
 
@@ -619,7 +642,7 @@ class Retriever:
         for node, a in act.items():
             activation[node] = a
         weighted = activation * g["specificity"]
-        graph_scores = g["incidence"] @ weighted
+        graph_scores = self._unit_scores(weighted)
         sims = self.similarities(qv)
         scores = self.config.similarity_weight * sims + graph_scores
         candidates = np.flatnonzero(graph_scores > 0)
@@ -662,10 +685,32 @@ class Retriever:
             pl.DataFrame(rel_rows, schema=RELATIONSHIP_RESULT_SCHEMA) if rel_rows else None,
             linked, top_k=top_k, **info)
 
+    def _unit_scores(self, node_values: np.ndarray) -> np.ndarray:
+        """Per unit, the sum of ``node_values`` over the entities it mentions, each
+        weighted by entity-unit affinity when ``config.entity_affinity`` (float64 (units,))."""
+        g = self.graph
+        return (g["affinity"] if self.config.entity_affinity else g["incidence"]) @ node_values
+
     def _linked_seeds(self, question: str, qv: np.ndarray
                       ) -> tuple[list[LinkedEntity], list[int], dict[int, float]]:
+        """Seed nodes, strongest first, with their scores: the linked entities (score =
+        link score), then, when ``config.hit_seeds`` > 0, the entities mentioned by that
+        many nearest text units (score = ``config.hit_seed_weight`` x the unit's
+        similarity; recorded in the links as method ``vector_hit``)."""
         links = self.link(question, qv)
         node_of = self.graph["node_of"]
+        if self.config.hit_seeds > 0:
+            known = {x.entity_id for x in links}
+            titles = self.graph["nodes"]["title"].to_list()
+            rows, sims = self._vector_order(qv, self.config.hit_seeds)
+            kg = self.units["kg_node_ids"].to_list()
+            for row, sim in zip(rows, sims.tolist()):
+                for e in kg[row] or []:
+                    if e not in known:
+                        known.add(e)
+                        links.append(LinkedEntity(e, titles[node_of[e]], "vector_hit",
+                                                  self.units["id"][row],
+                                                  self.config.hit_seed_weight * sim))
         seeds, score = [], {}
         for x in sorted(links, key=lambda x: -x.score):
             n = node_of[x.entity_id]
@@ -756,7 +801,7 @@ class Retriever:
         # passages that mention it, so a rare entity steers the walk more than a hub.
         pers = {n: score[n] * g["specificity"][n] for n in seeds}
         pr = alg.personalized_pagerank(g["adj"], pers, damping)
-        return links, pr, g["incidence"] @ pr
+        return links, pr, self._unit_scores(pr)
 
     def ppr(self, question: str, top_k: int = DEFAULT_TOP_K,
             damping: float = DEFAULT_DAMPING) -> RetrievalResult:
