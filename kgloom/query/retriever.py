@@ -463,7 +463,10 @@ class Retriever:
                    hop: dict[int, int] | None = None,
                    ents: dict[int, list[str]] | None = None,
                    rels: dict[int, list[str]] | None = None) -> pl.DataFrame:
-        """Build the UNIT_RESULT_SCHEMA frame for unit rows ``order`` (rank order)."""
+        """Build the UNIT_RESULT_SCHEMA frame for unit rows ``order`` (rank order).
+
+        ``hop`` None means every unit is a direct hit (hop_depth 0); otherwise a unit
+        missing from it has a null hop_depth (not reached by a bounded walk)."""
         u = self.units
         ids, texts, docs, titles = (u["id"].to_list(), u["text"].to_list(),
                                     u["document_id"].to_list(), u["document_title"].to_list())
@@ -472,7 +475,7 @@ class Retriever:
             rows.append({
                 "rank": rank, "id": ids[i], "score": float(scores[i]),
                 "similarity": float(sims[i]) if len(sims) else 0.0,
-                "hop_depth": (hop or {}).get(i, 0),
+                "hop_depth": 0 if hop is None else hop.get(i),
                 "via": via if isinstance(via, str) else via.get(i, "vector"),
                 "entity_ids": (ents or {}).get(i, []), "relationship_ids": (rels or {}).get(i, []),
                 "document_id": docs[i], "document_title": titles[i], "text": texts[i]})
