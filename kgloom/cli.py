@@ -90,6 +90,11 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
           max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
           extract_claims: bool = typer.Option(
               False, help="also extract claims (GraphRAG covariates), one more call per unit"),
+          candidate_source: str = typer.Option(
+              "auto", help="where candidate names come from: auto | proper_names | "
+                           "segmenter | ngram | open (the model proposes; for large models)"),
+          cut_boilerplate: bool = typer.Option(
+              True, help="cut Project Gutenberg licence headers and footers"),
           ) -> None:
     """Index INPUT_DIR into OUTPUT_DIR incrementally, with progress bars.
 
@@ -101,8 +106,14 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
+    from kgloom.names import SOURCES
+
+    if candidate_source not in SOURCES:
+        typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
+        raise typer.Exit(2)
     resources = _resources(input_dir, output_dir, model_path, fake_llm,
-                           max_gleanings=max_gleanings, extract_claims=extract_claims)
+                           max_gleanings=max_gleanings, extract_claims=extract_claims,
+                           candidate_source=candidate_source, cut_boilerplate=cut_boilerplate)
     before = cache_rows(output_dir)
     diff, report = index_folder(resources, _instance(), force=force,
                                 tags={"kgloom/command": "index"})
