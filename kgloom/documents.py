@@ -43,13 +43,18 @@ _BOILERPLATE_END = re.compile(
     r"^[ \t]*(?:\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*"
     r"|End of (?:the )?Project Gutenberg(?:'s)? [^\n]*)$", re.IGNORECASE | re.MULTILINE)
 
+# the transcribers' credits paragraph that often opens the text after the START marker
+_CREDITS = re.compile(r"\s*(?:Produced by|E-?text prepared by|Transcribed (?:from|by))"
+                      r"(?:.+\n)*?(?:\s*\n|\Z)", re.IGNORECASE)
+
 
 def strip_boilerplate(text: str) -> tuple[str, str | None]:
     """Cut a Project Gutenberg header and footer (licence, credits) from ``text``.
 
-    The header ends at the line of the START marker, the footer begins at the line of the
-    END marker (see ``_BOILERPLATE_START``/``_BOILERPLATE_END``); marker lines go with
-    them. A text without either marker is returned unchanged.
+    The header ends at the line of the START marker (and the transcribers' "Produced
+    by ..." paragraph right after it), the footer begins at the line of the END marker
+    (see ``_BOILERPLATE_START``/``_BOILERPLATE_END``); marker lines go with them. A text
+    without either marker is returned unchanged.
 
     Returns:
         (kept text, stripped of outer whitespace; a JSON record of the cut, e.g.
@@ -62,6 +67,9 @@ def strip_boilerplate(text: str) -> tuple[str, str | None]:
     b = end.start() if end else len(text)
     if not start and not end:
         return text, None
+    credits = _CREDITS.match(text, a)  # "Produced by ... Proofreading Team" after START
+    if start and credits:
+        a = credits.end()
     kept = text[a:b].strip()
     if not kept:  # markers around nothing: keep the text rather than lose it
         return text, None

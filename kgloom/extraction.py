@@ -35,7 +35,7 @@ from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.names import (MAX_NAME_CHARS, Candidate, find_candidates, normalize_for_match,
-                          sources_for, word_counts)
+                          sources_for, type_cue, word_counts)
 from kgloom.storage import failures_frame
 
 STAGE = "extraction"
@@ -228,29 +228,34 @@ def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> s
 
 
 def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter, allowed: set[str],
-                 hints: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
+                 hints: dict[str, str] | None = None, types: tuple[str, ...] = (),
+                 ) -> tuple[list[dict], list[dict]]:
     """Turn one validated reply into mention rows (entities typed OTHER are dropped).
 
-    ``hints``: name -> the type a part-of-speech tagger gave it (jieba, janome); for a
-    name the model keeps, the tagger's type stands instead of the model's.
+    ``hints``: name -> the type a part-of-speech tagger gave it (jieba, janome). For a
+    name the model keeps, the type of :func:`kgloom.names.type_cue` (the tagger's, or
+    cues of the name and its context), where there is one among the configured types,
+    stands instead of the model's.
     """
     ents: dict[str, dict] = {}
+    allowed_types = set(types or ())
     for raw_name, value in obj.get("entities", {}).items():
         name = " ".join(raw_name.split())
         etype = value["type"] if isinstance(value, dict) else value
         if etype == NOT_AN_ENTITY:
             counts["names_typed_other"] += 1
             continue
-        hint = (hints or {}).get(name, "")
-        if hint and hint != etype.upper():
-            counts["types_from_tagger"] += 1
-            etype = hint
+        cue = type_cue(name, text, (hints or {}).get(name, ""))
+        cue = cue if cue in allowed_types else ""
+        if cue and cue != etype.upper():
+            counts["types_from_cues"] += 1
+            etype = cue
         if name not in allowed or not is_grounded(name, text):
             counts["ungrounded_entities_dropped"] += 1
             continue
         desc = value["description"].strip() if isinstance(value, dict) else ""
         ents[name] = {"text_unit_id": unit_id, "title": name, "type": etype.upper(),
-                      "description": desc or first_sentence_with(name, text)}
+                      "description": desc or first_sentence_with(name, text), "cue": cue}
     rels = _parse_relationships(obj, unit_id, ents, counts, text)
     return list(ents.values()), rels
 
@@ -405,7 +410,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     if obj is None:
         return [], [], failures + [failure]
     ents, rels = _parse_reply(obj, unit_id, shown, counts, set(names),
-                              {c.name: c.hint for c in cands if c.hint})
+                              {c.name: c.hint for c in cands if c.hint}, settings.entity_types)
     entity_names = [e["title"] for e in ents]
     for round_no in range(settings.max_gleanings if len(ents) >= 2 else 0):
         found = "; ".join(f"{r['source']} - {r['target']}" for r in rels) or "(none)"
@@ -430,6 +435,30 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
         counts["co_mention_edges"] += len(extra)
         rels += extra
     return ents, rels, failures
+
+
+def vote_types(mentions: list[dict], counts: Counter) -> None:
+    """Give every mention of a name one type, decided over all its mentions (in place).
+
+    Mentions are grouped by :func:`kgloom.resolution.normalize_title`. When any mention
+    of a group had a type cue (``cue``: :func:`kgloom.names.type_cue`), the most common
+    cue type wins; otherwise the most common model type (ties: alphabetical). The
+    ``cue`` key is removed. Resolution votes again across the names it merges.
+    """
+    from kgloom.resolution import normalize_title
+
+    groups: dict[str, list[dict]] = {}
+    for m in mentions:
+        groups.setdefault(normalize_title(m["title"]) or m["title"], []).append(m)
+    for group in groups.values():
+        cues = Counter(m["cue"] for m in group if m.get("cue"))
+        pool = cues or Counter(m["type"] for m in group)
+        winner = min(pool, key=lambda t: (-pool[t], t))
+        for m in group:
+            counts["mention_types_changed_by_vote"] += m["type"] != winner
+            m["type"] = winner
+    for m in mentions:
+        m.pop("cue", None)
 
 
 def record_titles(documents: pl.DataFrame | None) -> dict[str, str]:
@@ -495,6 +524,7 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
                        else "extracted"})
         if progress:
             progress(i, total)
+    vote_types(ents, counts)
     counts["units"] = total
     counts["entity_mentions"] = len(ents)
     counts["relationship_mentions"] = len(rels)

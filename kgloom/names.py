@@ -282,7 +282,18 @@ def _known_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
         stats._known_pattern = pattern  # compiled once per corpus
     if not pattern:
         return []
-    return [(" ".join(m.group(0).split()), m.start()) for m in pattern.finditer(text)]
+    out = []
+    for m in pattern.finditer(text):
+        surface = m.group(0)
+        if surface != surface.lower() and surface != surface.upper():
+            continue  # mixed case: the proper-name rules see it ("merry Christmas")
+        a = text.rfind("\n", 0, m.start()) + 1
+        b = text.find("\n", m.end())
+        if surface == surface.upper() and not any(
+                c.islower() for c in text[a:b if b >= 0 else len(text)]):
+            continue  # a shouted heading line
+        out.append((" ".join(surface.split()), m.start()))
+    return out
 
 
 # --- proper names (cased scripts) ----------------------------------------------------
@@ -336,8 +347,9 @@ def _spans(text: str, toks: list[_Tok], stats: Counter | None) -> list[_Span]:
             if starts_name(j):
                 last, j = j, j + 1
                 continue
-            if last == j - 1 and (t.kind == "num" or (t.kind in ("initial", "upper")
-                                                       and _ROMAN.fullmatch(t.text))):
+            if last == j - 1 and toks[i].text not in _HONORIFICS and (
+                    t.kind == "num" or (t.kind in ("initial", "upper")
+                                        and _ROMAN.fullmatch(t.text))):
                 last, j = j, j + 1  # Apollo 11, Harvard Mark I, Theodred II
                 continue
             if t.kind == "lower" and t.text in _PARTICLES:
@@ -365,6 +377,9 @@ def _common(word: str, stats: Counter | None, local_lower: set[str]) -> bool:
     low = word.lower()
     if low in STOPWORDS:
         return True
+    head = regex.split(r"['’]", low, maxsplit=1)[0]
+    if head in STOPWORDS and regex.search(r"['’](?:ll|m|d|s|re|ve|t)$", low):
+        return True  # a contraction: I'll, It's, We're
     if stats is None:
         return low in local_lower
     return stats[low] > stats[word]
@@ -714,3 +729,122 @@ def find_candidates(text: str, candidate_source: str = "auto", stats: Counter | 
     if limit is not None:
         ranked = ranked[:limit]
     return [Candidate(s, first[s][0], counts[s], first[s][1], first[s][2]) for s in ranked]
+
+
+# --- type cues ---------------------------------------------------------------------------
+# Words that make a name's kind plain from the name itself (its head word) or from the
+# words around it in the text. A 135M model types names little better than by position
+# (measured in bench/bench_quality.py), so these cues, where one fires, decide a
+# mention's type; the model's type stands elsewhere, and an entity's type is the vote of
+# its mentions (kgloom.resolution).
+_ORG_WORDS = frozenset("""university universität université università universidad
+uniwersytet univerzita университет college academy akademie académie akademia академия
+institute institut instytut институт school schule école szkoła школа company co corp
+corporation inc ltd llc plc gmbh ag sa bank bahn railway railways airlines airline
+museum musée museo muzeum музей library bibliothek bibliothèque biblioteka библиотека
+society gesellschaft société towarzystwo общество party partei parti partia партия
+church kirche église kościół церковь ministry ministerium ministère ministerstwo
+министерство agency agentur agence council rat conseil rada совет association verein
+foundation stiftung fondation fundacja фонд club band orchestra orchester team army armee
+armée armia армия navy marine force forces senate senat sénat сенат parliament parlament
+parlement парламент government regierung gouvernement rząd правительство court gericht
+hospital krankenhaus hôpital szpital больница laboratories laboratory labor verlag
+publishers press times journal gazette newspaper zeitung records studios pictures
+institution office amt bureau department committee commission union league federation
+nationalmuseum institut""".split())
+_LOC_WORDS = frozenset("""street st road rd lane avenue square place platz straße strasse
+gasse weg rue boulevard ulica plac улица площадь city town village county district
+province state region stadt dorf kreis ville village comté région miasto wieś powiat
+województwo город деревня область район river fluss fleuve rivière rzeka река lake see
+lac jezioro озеро sea meer mer morze море ocean mountain mount mountains berg gebirge mont
+montagne góra гора island isle insel île wyspa остров bridge brücke pont most мост hill
+hills valley tal vallée dolina park castle schloss burg château zamek замок abbey
+cathedral dom cathédrale katedra собор palace palast palais pałac дворец house tower
+harbour harbor port bay coast forest wald forêt las лес desert peninsula kingdom reich
+royaume królestwo королевство empire republic republik république republika республика
+voivodeship gmina""".split())
+_EVENT_WORDS = frozenset("""war krieg guerre wojna война battle schlacht bataille bitwa
+битва revolution revolution révolution rewolucja революция festival fest olympics games
+spiele election wahl élection wybory выборы crisis krise crise kryzys кризис conference
+konferenz congress kongress siege belagerung uprising aufstand powstanie восстание
+massacre treaty vertrag traité traktat договор championship cup pokal coupe puchar
+кубок""".split())
+# characters that are not human but speak and act (the gold convention: PERSON)
+_BEING_WORDS = frozenset("""ghost spirit phantom angel god goddess demon devil fairy giant
+witch wizard geist esprit fantôme duch дух""".split())
+_PERSON_TITLES = frozenset(w.lower() for w in _HONORIFICS | _RANKS) | frozenset(
+    """herr frau monsieur madame mademoiselle pan pani господин госпожа святой св""".split())
+_PERSON_BEFORE = regex.compile(
+    r"(?:\b(?:said|says|cried|replied|asked|answered|exclaimed|whispered|returned|"
+    r"observed|added|rejoined|muttered|shouted|sagte|fragte|rief|dit|demanda|répondit|"
+    r"powiedział|powiedziała|сказал|сказала|спросил|ответил)\s+(?:old\s+|young\s+|poor\s+|"
+    r"little\s+)?)$", regex.IGNORECASE)
+_PERSON_AFTER = regex.compile(
+    r"^(?:\s+(?:said|says|cried|replied|asked|answered|exclaimed|whispered|returned|"
+    r"observed|added|rejoined|muttered|shouted|thought|laughed|smiled|sighed|nodded|"
+    r"looked|turned|stood|sat|felt|knew|saw|heard|wept|walked|ran|married|spoke|shook|"
+    r"rubbed|wondered|remembered|hesitated|trembled|"
+    r"sagte|fragte|rief|dit|demanda|répondit|powiedział|powiedziała|сказал|сказала|"
+    r"спросил|ответил|was born|is born|died|wurde geboren|est né|est née|urodził|urodziła|"
+    r"родился|родилась|умер|умерла)\b"
+    r"|['’]s\s+(?:wife|husband|son|daughter|father|mother|brother|sister|nephew|niece|"
+    r"uncle|aunt|friend|clerk|partner|children|family|widow|grandfather|grandmother)\b"
+    r"|,?\s+(?:who|whom|whose)\b|\s*\(\s*(?:born|died|c\.|\d{3,4}\s*[–-]|née|geb\.|né|"
+    r"ur\.|род\.)"
+    r")", regex.IGNORECASE)
+# a vocative: "'Merry Christmas, Bob!'" (after a comma, before closing punctuation)
+_VOCATIVE = (regex.compile(r",\s+$"), regex.compile(r"^[,!?]\s*['’\"”]"))
+_LOC_BEFORE = regex.compile(
+    r"(?:\b(?:in|at|near|into|nach|bei|à|près de|w|we|pod|koło|в|во|под|около)\s+)$",
+    regex.IGNORECASE)
+
+
+def type_cue(name: str, text: str, hint: str = "") -> str:
+    """Return the entity type that cues make plain for ``name`` in ``text``, or "".
+
+    In order: a part-of-speech tagger's ``hint`` (jieba, janome); a leading honorific or
+    rank (``Mr.``, ``Mrs.``, ``Herr``, ``Prince``) -> PERSON; the name's head word (its
+    last word, or first for "X of Y") in the organization, location or event word
+    lists (``University``, ``Street``, ``War`` and their German, French, Polish and
+    Russian forms) -> that type, a ghost or spirit -> PERSON; the words around any
+    occurrence in ``text``: a speech, perception or motion verb, "was born"/"died"/
+    "(born ...)", "'s wife", ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/
+    "near" (and their equivalents) before it -> LOCATION; an all-caps acronym of 2-6
+    letters -> ORGANIZATION. Cues come from common English usage and the same words in
+    the suite's languages; they never say OTHER.
+    """
+    if hint:
+        return hint
+    words = [w.strip(".,") for w in name.split() if w.strip(".,")]
+    if not words:
+        return ""
+    low = [w.lower() for w in words]
+    if low[0] in _PERSON_TITLES and len(words) > 1:
+        return "PERSON"
+    parts = [p for w in low for p in regex.split(r"[-‐]", w)]
+    head = [parts[-1]] + ([low[0]] if "of" in low or "de" in low else [])
+    for h in head:
+        if h in _BEING_WORDS:
+            return "PERSON"
+        if h in _EVENT_WORDS:
+            return "EVENT"
+        if h in _ORG_WORDS:
+            return "ORGANIZATION"
+        if h in _LOC_WORDS:
+            return "LOCATION"
+    person = location = 0
+    for m in regex.finditer(r"(?<![\p{L}\p{M}\p{N}])" + regex.escape(name)
+                            + r"(?![\p{L}\p{M}\p{N}])", text):
+        before, after = text[max(0, m.start() - 30):m.start()], text[m.end():m.end() + 40]
+        if _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after) or (
+                _VOCATIVE[0].search(before) and _VOCATIVE[1].search(after)):
+            person += 1
+        elif _LOC_BEFORE.search(before) and not regex.match(r"['’]s\b", after):
+            location += 1
+    if person:
+        return "PERSON"
+    if location:
+        return "LOCATION"
+    if len(words) == 1 and regex.fullmatch(r"\p{Lu}{2,6}", words[0]):
+        return "ORGANIZATION"
+    return ""
