@@ -61,10 +61,13 @@ SUITE = ROOT / "bench" / "data" / "multilingual"
 GOLD = ROOT / "bench" / "data" / "christmas-carol-gold.json"
 
 
+THREADS = 2  # llama.cpp threads (its default on this 2-core machine is 1)
+
+
 def _llm(out: Path, model_path: str, fake: bool):
     from kgloom.resources.llm import LLMResource
 
-    return LLMResource(model_path=model_path, fake=fake).open(out)
+    return LLMResource(model_path=model_path, fake=fake, n_threads=THREADS).open(out)
 
 
 def _progress(label: str):
@@ -164,7 +167,7 @@ def wiki_title(title: str) -> str:
 def run_2wiki(args, settings) -> dict:
     out = Path(args.output_dir)
     rows = [json.loads(line) for line in WIKI.read_text(encoding="utf-8").splitlines()]
-    pick = {"all": rows, "even": rows[0::2], "odd": rows[1::2]}[args.half]
+    pick = {"all": rows, "even": rows[0::2], "odd": rows[1::2]}[args.half][::args.every]
     inp = out / "input"
     inp.mkdir(parents=True, exist_ok=True)
     (inp / f"2wiki-{args.half}.jsonl").write_text(
@@ -184,7 +187,7 @@ def run_2wiki(args, settings) -> dict:
     hit = [normalize_for_match(wiki_title(r["title"])) in names for r in pick]
     hit_own = [normalize_for_match(wiki_title(r["title"])) in own.get(r["title"], set())
                for r in pick]
-    return {"half": args.half, "passages": len(pick),
+    return {"half": args.half, "every": args.every, "passages": len(pick),
             "title_is_entity_title_or_alias": round(sum(hit) / len(pick), 4),
             "title_is_entity_of_own_passage": round(sum(hit_own) / len(pick), 4),
             "entities": ents.height, "entity_types": dict(Counter(ents["type"].to_list())),
@@ -228,7 +231,11 @@ def main() -> None:
     ap.add_argument("--model-path", default="")
     ap.add_argument("--fake-llm", action="store_true")
     ap.add_argument("--save", default="")
+    ap.add_argument("--threads", type=int, default=THREADS, help="llama.cpp threads")
+    ap.add_argument("--every", type=int, default=1,
+                    help="2wiki: only every k-th passage of the chosen half (time budget)")
     args = ap.parse_args()
+    globals()["THREADS"] = args.threads
     settings = IndexSettings(candidate_source=args.candidate_source,
                              title_candidates=not args.no_titles)
     t0 = time.perf_counter()

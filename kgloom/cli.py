@@ -30,12 +30,13 @@ def _dagster_home() -> Path:
 
 
 def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
-               **settings) -> dict:
+               embedder_path: str = "", **settings) -> dict:
     """Resources for a command, with the model checked and the input folder present."""
     from kgloom.definitions import build_resources
     from kgloom.llm import ModelFileError
 
-    resources = build_resources(input_dir, output_dir, model_path, fake_llm, **settings)
+    resources = build_resources(input_dir, output_dir, model_path, fake_llm,
+                                embedder_path=embedder_path or None, **settings)
     try:
         resources["llm"].verify()  # a missing model stops the run before any work
     except ModelFileError as exc:
@@ -95,6 +96,9 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
                            "segmenter | ngram | open (the model proposes; for large models)"),
           cut_boilerplate: bool = typer.Option(
               True, help="cut Project Gutenberg licence headers and footers"),
+          embedder_path: str = typer.Option(
+              "", help="sentence-transformers model folder for this corpus (default: the "
+                       "bundled English all-MiniLM-L6-v2)"),
           ) -> None:
     """Index INPUT_DIR into OUTPUT_DIR incrementally, with progress bars.
 
@@ -113,7 +117,8 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
         raise typer.Exit(2)
     resources = _resources(input_dir, output_dir, model_path, fake_llm,
                            max_gleanings=max_gleanings, extract_claims=extract_claims,
-                           candidate_source=candidate_source, cut_boilerplate=cut_boilerplate)
+                           embedder_path=embedder_path, candidate_source=candidate_source,
+                           cut_boilerplate=cut_boilerplate)
     before = cache_rows(output_dir)
     diff, report = index_folder(resources, _instance(), force=force,
                                 tags={"kgloom/command": "index"})

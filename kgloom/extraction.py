@@ -33,7 +33,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.llm import CachedLLM, PromptTemplate, reply_char_bound, structured_call
 from kgloom.names import (MAX_NAME_CHARS, Candidate, find_candidates, normalize_for_match,
                           sources_for, type_cue, word_counts)
 from kgloom.storage import failures_frame
@@ -385,6 +385,32 @@ def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     return out[:MAX_CANDIDATES], failures
 
 
+CHAT_OVERHEAD_TOKENS = 8  # per message: role markers of a chat template (SmolLM2: 5)
+
+
+def prompt_room(llm: CachedLLM, template: PromptTemplate, max_reply_tokens: int,
+                **inputs: str) -> int | None:
+    """Model tokens left in the context window once the prompt of ``template`` with
+    ``inputs`` and a reply of ``max_reply_tokens`` are in it (negative: it does not fit),
+    counted with the model's own tokenizer; None when the backend cannot count (the fake
+    model, a cache-only run)."""
+    backend = llm.backend
+    count = getattr(backend, "count_tokens", None)
+    n_ctx = getattr(backend, "n_ctx", None)
+    if count is None or not n_ctx:
+        return None
+    msgs = template.messages(**inputs)
+    used = sum(count(m["content"]) + CHAT_OVERHEAD_TOKENS for m in msgs)
+    return n_ctx - used - max_reply_tokens
+
+
+def _cut(text: str, share: float) -> str:
+    """The first ``share`` of ``text``, ended at the last sentence end or whitespace."""
+    head = text[:max(1, int(len(text) * share))]
+    m = re.search(r"(?s).*[.!?。！？]\s", head) or re.search(r"(?s).*\s", head)
+    return (m.group(0) if m and len(m.group(0)) > len(head) // 2 else head).rstrip()
+
+
 def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
                  counts: Counter, vocabulary: Counter[str] | None = None,
                  title: str | None = None,
@@ -394,19 +420,33 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     Rows follow ``ENTITY_MENTIONS_SCHEMA``, ``RELATIONSHIP_MENTIONS_SCHEMA`` and
     ``FAILURES_SCHEMA``. ``title``: the record's title (see ``title_candidates``), shown
     to the model above the text and a candidate name. A unit with no candidate name makes
-    no typing call and yields nothing.
+    no typing call and yields nothing. When the prompt and the longest reply the schema
+    allows do not fit the model's context window (:func:`prompt_room`; text in scripts
+    such as Chinese takes about twice as many model tokens as chunking tokens), the text
+    shown is cut to its first three quarters at a sentence end, as often as needed, and
+    the candidates are taken from what is shown (counted in
+    ``units_cut_to_fit_context``).
     """
-    cands, failures = unit_candidates(llm, unit_id, text, settings, counts, vocabulary, title)
-    names = [c.name for c in cands]
-    if not names:
-        counts["units_without_names"] += 1
-        return [], [], failures
-    shown = f"{title}\n\n{text}" if title else text
+    template = extraction_template(settings.llm_descriptions)
     types = ", ".join(settings.entity_types)
-    obj, failure = structured_call(llm, extraction_template(settings.llm_descriptions), STAGE,
-                                   unit_id, settings.seed,
-                                   schema=extraction_schema(names, settings), types=types,
-                                   names=", ".join(names), text=shown)
+    for _ in range(6):  # the prompt must fit the model's context: cut the text if not
+        cands, failures = unit_candidates(llm, unit_id, text, settings, counts, vocabulary,
+                                          title)
+        names = [c.name for c in cands]
+        if not names:
+            counts["units_without_names"] += 1
+            return [], [], failures
+        shown = f"{title}\n\n{text}" if title else text
+        schema = extraction_schema(names, settings)
+        room = prompt_room(llm, template, reply_char_bound(schema) or template.max_tokens,
+                           types=types, names=", ".join(names), text=shown)
+        if room is None or room >= 0 or len(text) < 200:
+            break
+        counts["units_cut_to_fit_context"] += 1
+        text = _cut(text, 0.75)
+    obj, failure = structured_call(llm, template, STAGE, unit_id, settings.seed,
+                                   schema=schema, types=types, names=", ".join(names),
+                                   text=shown)
     if obj is None:
         return [], [], failures + [failure]
     ents, rels = _parse_reply(obj, unit_id, shown, counts, set(names),
