@@ -23,26 +23,6 @@ _SENTENCE_END = set(".!?…。！？")
 _CLAUSE_END = set(",;:、，；：)]）」』”’\"'»")
 
 
-def token_windows(n_tokens: int, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Return [start, end) token ranges of ``size`` with ``overlap``, covering all tokens.
-
-    The last window ends at ``n_tokens``; an empty input gives no window.
-
-    Raises:
-        ValueError: when ``overlap`` is not in [0, size).
-    """
-    if not 0 <= overlap < size:
-        raise ValueError(f"overlap must be in [0, {size}), got {overlap}")
-    step, out, start = size - overlap, [], 0
-    while start < n_tokens:
-        end = min(start + size, n_tokens)
-        out.append((start, end))
-        if end == n_tokens:
-            break
-        start += step
-    return out
-
-
 def _boundary(text: str, offs: list[tuple[int, int]], b: int) -> int:
     """How good a cut before token ``b`` is: 2 after a sentence end, 1 at another word
     boundary (whitespace, punctuation), 0 inside a word."""

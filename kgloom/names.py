@@ -73,7 +73,7 @@ _AFTER_OF_ONLY = frozenset({"the"})
 STOPWORDS = frozenset("""a an and as at but by for from he her here his how i if in is it
 its let me my no not now o of oh on or our she so that the their then there these they this
 those thus to up upon we what when where which while who why will with yes yet you your
-said says god good come well ah ha after before also although because during once since
+said says god good come well ah ha alas hallo hello bah hush pooh after before also although because during once since
 though until unless whether every each some any all both many most much more other such
 only very just even still again never always often perhaps however therefore meanwhile
 der die das den dem des ein eine einen einem einer eines und oder aber doch im am zum zur
@@ -121,9 +121,12 @@ _SENTENCE_END_CHARS = ".!?…。！？"
 _CLOSERS = "\"'”’»›)]」』》〉】"
 _POSSESSIVE = regex.compile(r"['’]s$")
 # what follows the subject of a definition: "(born 1950)", "is a", "war ein", "est un" ...
+# or an apposition ("Belle, a comely matron"), or an address in dialogue ("'Belle,' said")
 _DEFINED = regex.compile(r"\s*\(|\s+(?:is|was|are|were|ist|war|sind|waren|est|était|sont|es|"
                          r"fue|era|è|fu|jest|był|była|było|je|byl|byla|bylo|является|был|"
-                         r"была|было)\b")
+                         r"была|было)\b|,\s+(?:a|an|wife|husband|son|daughter|father|"
+                         r"mother|brother|sister)\s|[,!?]['’\"”]\s+(?:said|cried|replied|"
+                         r"asked|returned|exclaimed)\b")
 
 
 def normalize_for_match(text: str) -> str:
@@ -254,7 +257,7 @@ def word_counts(texts: list[str]) -> Counter:
         counts.update(tok.text for tok in toks)
         counts.update(("mid", tok.text) for i, tok in enumerate(toks)
                       if tok.kind in ("cap", "mixed") and not _sentence_start(t, toks, i))
-        counts.update(("to", s.text) for s in _spans(t, toks, None)
+        counts.update(("to", _to_key(s)) for s in _spans(t, toks, None)
                       if any(x.text == "to" for x in s.toks))
         for run in _CASELESS_RUN.findall(t):
             counts.update(("ch", c) for c in run)
@@ -459,6 +462,15 @@ def _variants(text: str, span: _Span, name: str, stats: Counter | None,
     return out
 
 
+def _to_key(span: _Span) -> str:
+    """Corpus key of a span joined by "to": its words without a leading article ("The
+    Ghost of Christmas Yet to Come" counts as "Ghost of Christmas Yet to Come")."""
+    words = [t.text for t in span.toks]
+    if len(words) > 1 and words[0] in _TITLE_ARTICLES:
+        words = words[1:]
+    return " ".join(words)
+
+
 def _split_at(span: _Span, words: frozenset[str]) -> list[_Span]:
     """The parts of a span between its particles in ``words`` (``Christmas to Scrooge``
     -> ``Christmas``, ``Scrooge``)."""
@@ -480,7 +492,7 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
     for span in _spans(text, toks, stats):
         parts = [span]
         if any(t.text == "to" for t in span.toks):
-            keep_whole = stats is None or stats[("to", span.text)] >= TO_SPAN_MIN_COUNT
+            keep_whole = stats is None or stats[("to", _to_key(span))] >= TO_SPAN_MIN_COUNT
             parts = ([span] if keep_whole else []) + _split_at(span, frozenset({"to"}))
         for p in parts:
             name = _clean(text, p, stats, local_lower)

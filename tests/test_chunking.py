@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.chunking import split_text_units, token_windows, unit_windows
+from kgloom.chunking import split_text_units, unit_windows
 from kgloom.ids import content_id
 from kgloom.tokenizer import default_tokenizer
 
@@ -37,11 +37,18 @@ def _docs(*texts: str) -> pl.DataFrame:
          "source": f"doc{i}.txt"} for i, t in enumerate(texts)], schema=schemas.DOCUMENTS_SCHEMA)
 
 
+def _words(n: int) -> tuple[str, list[tuple[int, int]]]:
+    """``n`` one-letter words and their token spans."""
+    return " ".join("w" * n), [(2 * i, 2 * i + 1) for i in range(n)]
+
+
 @pytest.mark.parametrize("n, size, overlap", [
     (10, 4, 1), (11, 4, 1), (600, 600, 100), (601, 600, 100), (1000, 600, 100), (7, 3, 0),
     (2, 5, 4), (50, 10, 9)])
-def test_token_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
-    windows = token_windows(n, size, overlap)
+def test_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
+    # words with a space between every two: every token edge is a word boundary, so the
+    # windows are plain token windows
+    windows = unit_windows(*_words(n), size, overlap)
     assert windows[0][0] == 0
     assert windows[-1][1] == n
     assert all(0 < b - a <= size for a, b in windows)
@@ -54,16 +61,16 @@ def test_token_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
     assert all(b - a == size for a, b in windows[:-1])
 
 
-def test_token_windows_edge_cases():
-    assert token_windows(0, 600, 100) == []
-    assert token_windows(5, 600, 100) == [(0, 5)]
-    assert token_windows(600, 600, 100) == [(0, 600)]  # no tail window of pure overlap
+def test_windows_edge_cases():
+    assert unit_windows(*_words(0), 600, 100) == []
+    assert unit_windows(*_words(5), 600, 100) == [(0, 5)]
+    assert unit_windows(*_words(600), 600, 100) == [(0, 600)]  # no tail of pure overlap
 
 
 @pytest.mark.parametrize("overlap", [-1, 10, 11])
-def test_token_windows_rejects_bad_overlap(overlap):
+def test_windows_reject_bad_overlap(overlap):
     with pytest.raises(ValueError, match="overlap"):
-        token_windows(100, 10, overlap)
+        unit_windows(*_words(100), 10, overlap)
 
 
 def test_text_units_of_a_real_passage():
