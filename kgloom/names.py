@@ -785,7 +785,10 @@ massacre treaty vertrag traité traktat договор championship cup pokal co
 _BEING_WORDS = frozenset("""ghost spirit phantom angel god goddess demon devil fairy giant
 witch wizard geist esprit fantôme duch дух""".split())
 _PERSON_TITLES = frozenset(w.lower() for w in _HONORIFICS | _RANKS) | frozenset(
-    """herr frau monsieur madame mademoiselle pan pani господин госпожа святой св""".split())
+    """herr frau monsieur madame mademoiselle pan pani господин госпожа святой св margrave
+    landgrave elector viscount marquess marquis doge khan caliph pharaoh""".split())
+# regnal numbers of rulers (I and V left out: "Harvard Mark I", "Saturn V")
+_REGNAL = frozenset("II III IV VI VII VIII IX X XI XII XIII XIV XV XVI".split())
 _PERSON_BEFORE = regex.compile(
     r"(?:\b(?:said|says|cried|replied|asked|answered|exclaimed|whispered|returned|"
     r"observed|added|rejoined|muttered|shouted|sagte|fragte|rief|dit|demanda|répondit|"
@@ -833,8 +836,15 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     low = [w.lower() for w in words]
     if low[0] in _PERSON_TITLES and len(words) > 1:
         return "PERSON"
-    parts = [p for w in low for p in regex.split(r"[-‐]", w)]
-    head = [parts[-1]] + ([low[0]] if "of" in low or "de" in low else [])
+    core = list(low)
+    while len(core) > 1 and (_ROMAN.fullmatch(words[len(core) - 1]) or core[-1].isdigit()):
+        core.pop()  # "World War II", "Apollo 11": the head is before the numeral
+    if "," in name and any(w in _PERSON_TITLES for w in low[1:]):
+        return "PERSON"  # "Joan II, Countess of Burgundy"
+    if len(core) < len(low) and len(words) == 2 and words[1] in _REGNAL:
+        return "PERSON"  # "Theodred II", "Lothair II"
+    parts = [p for w in core for p in regex.split(r"[-‐]", w)]
+    head = [parts[-1], core[0]]  # "Bank of England", "Universität Jena", "Lake Geneva"
     for h in head:
         if h in _BEING_WORDS:
             return "PERSON"
