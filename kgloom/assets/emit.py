@@ -13,9 +13,8 @@ from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpo
                          kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
                          write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
-from kgloom.storage import read_table, write_json, write_table
+from kgloom.storage import read_table, table_path, write_json, write_table
 
-LANCEDB_DIR = "lancedb"
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"
 SUMMARY_FILE = "index-summary.json"
@@ -68,7 +67,8 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     """LanceDB tables text_units, entities, community_reports: idempotent upserts by id."""
     import lancedb
 
-    from kgloom.vectors import VECTOR_TABLES, embed_with_reuse, write_lancedb
+    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, embed_with_reuse,
+                                write_embedder_manifest, write_lancedb)
 
     out = index.out
     emb = embedder.load()
@@ -76,13 +76,18 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     written, expected, reused = {}, {}, {}
     with Timer() as t:
         for table, (parquet, text_expr) in VECTOR_TABLES.items():
-            df = read_table(out, parquet)
+            if parquet == schemas.COMMUNITY_REPORTS and not table_path(out, parquet).exists():
+                # a run that selects no report stage (e.g. a retrieval-only index)
+                context.log.warning("no community_reports.parquet: its LanceDB table is empty")
+            df = read_table(out, parquet, schemas.GRAPHRAG_TABLES[parquet]
+                            if parquet == schemas.COMMUNITY_REPORTS else None)
             texts = df.select(text_expr.fill_null("").alias("t"))["t"].to_list()
             vectors, keys, reused[table] = embed_with_reuse(emb, db_path, table, texts)
             context.log.info(f"{table}: embedded {len(texts) - reused[table]} rows, "
                              f"reused {reused[table]} unchanged")
             written[table] = write_lancedb(db_path, table, df.with_columns(keys), vectors)
             expected[table] = df.height
+        write_embedder_manifest(db_path, emb)
     write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim,
                       reused_vectors=reused)
     yield dg.MaterializeResult(metadata={

@@ -91,13 +91,18 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
 
 def refresh_graph(resources: dict, instance: dg.DagsterInstance,
                   tags: dict[str, str] | None = None,
-                  report: RunReport | None = None) -> RunReport:
+                  report: RunReport | None = None, reports: bool = True) -> RunReport:
     """Run the graph-wide assets (entities onward) once, over every live partition;
-    nothing when ``report`` says an earlier run was interrupted."""
+    nothing when ``report`` says an earlier run was interrupted. ``reports=False``
+    leaves out ``community_reports`` (its LLM calls): what retrieval needs (entities,
+    relationships, communities, graph files, vectors) is still built, and the LanceDB
+    ``community_reports`` table holds the reports of the last run that wrote them."""
     report = report or RunReport()
     if report.interrupted:
         return report
-    result = dg.materialize(ALL_ASSETS, selection=GRAPH_ASSETS, resources=resources,
+    selection = GRAPH_ASSETS if reports else GRAPH_ASSETS - dg.AssetSelection.assets(
+        "community_reports")
+    result = dg.materialize(ALL_ASSETS, selection=selection, resources=resources,
                             instance=instance, tags=tags, raise_on_error=False)
     report.graph_run, report.graph_ok = result.run_id, result.success
     report.interrupted = _interrupted(result)
@@ -105,12 +110,14 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
 
 
 def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = False,
-                 tags: dict[str, str] | None = None) -> tuple[InputDiff, RunReport]:
+                 tags: dict[str, str] | None = None,
+                 reports: bool = True) -> tuple[InputDiff, RunReport]:
     """Sync partitions with the input folder, ingest the new and changed files (all of
-    them with ``force``), then refresh the graph. Returns (the diff, the run report)."""
+    them with ``force``), then refresh the graph (without community reports when
+    ``reports`` is False). Returns (the diff, the run report)."""
     index = resources["index"]
     fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
     diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
     report = materialize_partitions(keys, resources, instance, tags)
-    return diff, refresh_graph(resources, instance, tags, report)
+    return diff, refresh_graph(resources, instance, tags, report, reports)
