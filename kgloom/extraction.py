@@ -230,23 +230,26 @@ def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> s
 def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter, allowed: set[str],
                  hints: dict[str, str] | None = None, types: tuple[str, ...] = (),
                  ) -> tuple[list[dict], list[dict]]:
-    """Turn one validated reply into mention rows (entities typed OTHER are dropped).
+    """Turn one validated reply into mention rows.
 
-    ``hints``: name -> the type a part-of-speech tagger gave it (jieba, janome). For a
-    name the model keeps, the type of :func:`kgloom.names.type_cue` (the tagger's, or
-    cues of the name and its context), where there is one among the configured types,
-    stands instead of the model's.
+    ``hints``: name -> the type a part-of-speech tagger gave it (jieba, janome). Where
+    :func:`kgloom.names.type_cue` gives one of the configured types (the tagger's, or
+    cues of the name and its context), that type stands instead of the model's, also
+    when the model said OTHER (a cue is evidence of an entity; a 135M model's OTHER is
+    not); a name typed OTHER with no cue is dropped.
     """
     ents: dict[str, dict] = {}
     allowed_types = set(types or ())
     for raw_name, value in obj.get("entities", {}).items():
         name = " ".join(raw_name.split())
         etype = value["type"] if isinstance(value, dict) else value
-        if etype == NOT_AN_ENTITY:
-            counts["names_typed_other"] += 1
-            continue
         cue = type_cue(name, text, (hints or {}).get(name, ""))
         cue = cue if cue in allowed_types else ""
+        if etype == NOT_AN_ENTITY:
+            if not cue:
+                counts["names_typed_other"] += 1
+                continue
+            counts["other_overruled_by_cues"] += 1
         if cue and cue != etype.upper():
             counts["types_from_cues"] += 1
             etype = cue

@@ -247,13 +247,17 @@ def test_extracted_relationships_replace_co_mentions(tmp_path):
     assert result.counts["relationships_dropped"] == 2
 
 
-def test_entities_typed_other_are_dropped(tmp_path):
+def test_entities_typed_other_are_dropped_unless_a_cue_says_otherwise(tmp_path):
     result = extract_graph(_units(GENTLEMEN), _llm(tmp_path, ScriptedBackend(etype="OTHER")),
                            SETTINGS)
-    assert result.entity_mentions.height == 0
-    assert result.relationship_mentions.height == 0
-    assert result.counts["names_typed_other"] == len(candidate_names(
-        GENTLEMEN, vocabulary=word_counts([GENTLEMEN])))
+    names = candidate_names(GENTLEMEN, vocabulary=word_counts([GENTLEMEN]))
+    kept = set(result.entity_mentions["title"])
+    # "Mr. Scrooge" and "Mr. Marley" carry an honorific, "Scrooge replied" a speech verb:
+    # persons, whatever the model says; the rest is dropped
+    assert kept == {"Mr. Scrooge", "Mr. Marley", "Scrooge"}
+    assert set(result.entity_mentions["type"]) == {"PERSON"}
+    assert result.counts["names_typed_other"] == len(names) - 3 > 0
+    assert result.counts["other_overruled_by_cues"] == 3
 
 
 def test_unparseable_reply_is_a_failure_and_other_units_are_extracted(tmp_path):
