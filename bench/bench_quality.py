@@ -168,6 +168,7 @@ def run_2wiki(args, settings) -> dict:
     out = Path(args.output_dir)
     rows = [json.loads(line) for line in WIKI.read_text(encoding="utf-8").splitlines()]
     pick = {"all": rows, "even": rows[0::2], "odd": rows[1::2]}[args.half][::args.every]
+    pick = pick[:args.limit] if args.limit else pick
     inp = out / "input"
     inp.mkdir(parents=True, exist_ok=True)
     (inp / f"2wiki-{args.half}.jsonl").write_text(
@@ -187,7 +188,7 @@ def run_2wiki(args, settings) -> dict:
     hit = [normalize_for_match(wiki_title(r["title"])) in names for r in pick]
     hit_own = [normalize_for_match(wiki_title(r["title"])) in own.get(r["title"], set())
                for r in pick]
-    return {"half": args.half, "every": args.every, "passages": len(pick),
+    return {"half": args.half, "every": args.every, "limit": args.limit, "passages": len(pick),
             "title_is_entity_title_or_alias": round(sum(hit) / len(pick), 4),
             "title_is_entity_of_own_passage": round(sum(hit_own) / len(pick), 4),
             "entities": ents.height, "entity_types": dict(Counter(ents["type"].to_list())),
@@ -234,6 +235,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=THREADS, help="llama.cpp threads")
     ap.add_argument("--every", type=int, default=1,
                     help="2wiki: only every k-th passage of the chosen half (time budget)")
+    ap.add_argument("--limit", type=int, default=0,
+                    help="2wiki: only the first n passages of that sample (0: all)")
     args = ap.parse_args()
     globals()["THREADS"] = args.threads
     settings = IndexSettings(candidate_source=args.candidate_source,
