@@ -41,6 +41,8 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data" / "2wiki-dev"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -106,7 +108,7 @@ def evaluate(retriever, questions: list[dict], mode: str, params: dict,
         titles = res.text_units["document_title"].to_list()
         r2.append(recall(titles, q["supporting_titles"], 2))
         r5.append(recall(titles, q["supporting_titles"], 5))
-        linked += res.linked.height > 0
+        linked += res.linked.filter(pl.col("method") != "vector_hit").height > 0
         fallbacks += res.info.get("fallback") is not None
         for key in fused:
             if key in res.info:
@@ -134,10 +136,13 @@ def label(mode: str, params: dict) -> str:
 
 
 SWEEP = {  # mode -> {config field: candidate values}
-    "multihop": {"similarity_weight": [0.5, 1.0, 2.0, 4.0], "hop_decay": [0.25, 0.5, 1.0]},
+    "multihop": {"similarity_weight": [0.5, 1.0, 2.0, 4.0], "hop_decay": [0.25, 0.5, 1.0],
+                 "entity_affinity": [False, True], "hit_seeds": [0, 3]},
     "one_hop": {"one_hop_weight": [0.05, 0.1, 0.2, 0.5], "neighbor_decay": [0.0, 0.5]},
-    "hybrid": {"hybrid_weights": [(1.0, 0.5), (1.0, 1.0), (1.0, 2.0)], "rrf_k": [10.0, 60.0]},
-    "ppr": {"ann_link_min_similarity": [0.6, 0.75, 0.9]},
+    "hybrid": {"hybrid_weights": [(1.0, 0.5), (1.0, 1.0), (1.0, 2.0)], "rrf_k": [10.0, 60.0],
+               "entity_affinity": [False, True], "hit_seeds": [0, 3]},
+    "ppr": {"ann_link_min_similarity": [0.6, 0.75, 0.9], "entity_affinity": [False, True],
+            "hit_seeds": [0, 3]},
 }
 
 

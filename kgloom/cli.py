@@ -30,12 +30,13 @@ def _dagster_home() -> Path:
 
 
 def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
-               **settings) -> dict:
+               embedder_path: str = "", **settings) -> dict:
     """Resources for a command, with the model checked and the input folder present."""
     from kgloom.definitions import build_resources
     from kgloom.llm import ModelFileError
 
-    resources = build_resources(input_dir, output_dir, model_path, fake_llm, **settings)
+    resources = build_resources(input_dir, output_dir, model_path, fake_llm,
+                                embedder_path=embedder_path or None, **settings)
     try:
         resources["llm"].verify()  # a missing model stops the run before any work
     except ModelFileError as exc:
@@ -90,6 +91,14 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
           max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
           extract_claims: bool = typer.Option(
               False, help="also extract claims (GraphRAG covariates), one more call per unit"),
+          candidate_source: str = typer.Option(
+              "auto", help="where candidate names come from: auto | proper_names | "
+                           "segmenter | ngram | open (the model proposes; for large models)"),
+          cut_boilerplate: bool = typer.Option(
+              True, help="cut Project Gutenberg licence headers and footers"),
+          embedder_path: str = typer.Option(
+              "", help="sentence-transformers model folder for this corpus (default: the "
+                       "bundled English all-MiniLM-L6-v2)"),
           reports: bool = typer.Option(
               True, help="write community reports (--no-reports: a retrieval-only index, "
                          "no report LLM calls)"),
@@ -104,8 +113,15 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
+    from kgloom.names import SOURCES
+
+    if candidate_source not in SOURCES:
+        typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
+        raise typer.Exit(2)
     resources = _resources(input_dir, output_dir, model_path, fake_llm,
-                           max_gleanings=max_gleanings, extract_claims=extract_claims)
+                           max_gleanings=max_gleanings, extract_claims=extract_claims,
+                           embedder_path=embedder_path, candidate_source=candidate_source,
+                           cut_boilerplate=cut_boilerplate)
     before = cache_rows(output_dir)
     diff, report = index_folder(resources, _instance(), force=force,
                                 tags={"kgloom/command": "index"}, reports=reports)

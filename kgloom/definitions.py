@@ -2,7 +2,8 @@
 
 Load with ``dagster dev -m kgloom.definitions`` or ``dagster definitions validate -m
 kgloom.definitions``. Resource config comes from env vars so the UI and the CLI agree:
-KGLOOM_INPUT_DIR, KGLOOM_OUTPUT_DIR, KGLOOM_MODEL_PATH, KGLOOM_FAKE_LLM=1 (no model).
+KGLOOM_INPUT_DIR, KGLOOM_OUTPUT_DIR, KGLOOM_MODEL_PATH, KGLOOM_EMBEDDER_PATH,
+KGLOOM_FAKE_LLM=1 (no model).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 
 def build_resources(input_dir: str | None = None, output_dir: str | None = None,
                     model_path: str | None = None, fake_llm: bool | None = None,
-                    **settings) -> dict:
-    """Return the resource dict; unset arguments come from the KGLOOM_* env vars."""
+                    embedder_path: str | None = None, **settings) -> dict:
+    """Return the resource dict; unset arguments come from the KGLOOM_* env vars
+    (``KGLOOM_EMBEDDER_PATH``: a sentence-transformers model folder for this corpus,
+    e.g. a multilingual one; default the bundled all-MiniLM-L6-v2)."""
     env = os.environ
     fake = fake_llm if fake_llm is not None else env.get("KGLOOM_FAKE_LLM", "") == "1"
     return {
@@ -29,7 +32,8 @@ def build_resources(input_dir: str | None = None, output_dir: str | None = None,
             output_dir=output_dir or env.get("KGLOOM_OUTPUT_DIR", "data/output"), **settings),
         "llm": LLMResource(model_path=model_path or env.get("KGLOOM_MODEL_PATH", ""),
                            n_gpu_layers=int(env.get("KGLOOM_N_GPU_LAYERS", "0")), fake=fake),
-        "embedder": EmbedderResource(),
+        "embedder": EmbedderResource(
+            model_path=embedder_path or env.get("KGLOOM_EMBEDDER_PATH", "")),
     }
 
 

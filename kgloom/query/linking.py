@@ -48,8 +48,9 @@ class LinkedEntity:
         entity_id: the entity's id (entities.parquet ``id``).
         title: its title.
         method: ``name`` (a title), ``alias`` (an alias from entity resolution),
-            ``partial_name`` (a capitalized span inside a longer title) or ``ann``
-            (embedding similarity; set by the retriever).
+            ``partial_name`` (a capitalized span inside a longer title), ``ann``
+            (embedding similarity) or ``vector_hit`` (mentioned by a text unit near the
+            question; span = that unit's id); the last two are set by the retriever.
         span: the question text that matched (``(question)`` for whole-question ANN).
         score: 1.0 for name and alias, ``0.8 x span/title tokens`` for partial_name,
             cosine similarity for ann.

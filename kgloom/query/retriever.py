@@ -79,6 +79,13 @@ class RetrievalConfig:
         rrf_k: reciprocal-rank fusion constant (Cormack et al. 2009 use 60).
         hybrid_pool: hybrid fuses the best ``hybrid_pool`` units of each ranking.
         hybrid_weights: RRF weights of the (vector, ppr) rankings.
+        hit_seeds: the entities of this many nearest text units also seed multihop, ppr
+            and hybrid (0 = only the question's linked entities).
+        hit_seed_weight: their seed score is this times the unit's similarity.
+        entity_affinity: weigh an entity's contribution to a unit by how much the unit is
+            about it: the cosine of the entity's vector ("title: description") and the
+            unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
+            mention counts 1.
     """
 
     hop_decay: float = 0.5
@@ -91,6 +98,9 @@ class RetrievalConfig:
     rrf_k: float = 60.0
     hybrid_pool: int = 20
     hybrid_weights: tuple[float, float] = (1.0, 1.0)
+    entity_affinity: bool = True
+    hit_seeds: int = 0
+    hit_seed_weight: float = 0.5
 
 
 _STR_LIST = pl.List(pl.String)
@@ -312,10 +322,14 @@ class Retriever:
         self.units = units.with_columns(
             pl.col("document_id").replace_strict(titles, default=None, return_dtype=pl.String)
             .alias("document_title")).with_row_index("row")
-        self.unit_row = {uid: i for i, uid in enumerate(self.units["id"].to_list())}
+        # the columns every query walks, as Python lists (converted once, not per call)
+        self.col = {c: self.units[c].to_list() for c in
+                    ("id", "text", "document_id", "document_title", "kg_node_ids",
+                     "neighbor_entity_ids", "neighbor_triples")}
+        self.unit_row = {uid: i for i, uid in enumerate(self.col["id"])}
         # entity id -> rows of the units that mention it (kg_node_ids), no graph file read
         self.mentions: dict[str, list[int]] = {}
-        for i, ents in enumerate(self.units["kg_node_ids"].to_list()):
+        for i, ents in enumerate(self.col["kg_node_ids"]):
             for e in ents or []:
                 self.mentions.setdefault(e, []).append(i)
 
@@ -348,7 +362,8 @@ class Retriever:
         Keys: ``nodes`` (graph-nodes frame joined with entity descriptions and
         text_unit_ids), ``node_of`` (entity id -> node key), ``edges`` (graph-edges
         frame), ``adj`` (:class:`kgloom.query.algorithms.Adjacency`), ``incidence``
-        (scipy CSR (units x nodes) of kg_node_ids), ``specificity`` (float64 (nodes,),
+        (scipy CSR (units x nodes) of kg_node_ids), ``affinity`` (the same entries as
+        cosine(entity vector, unit vector) clipped at 0), ``specificity`` (float64 (nodes,),
         1 / number of units mentioning the node, 1 when none), ``entity_table``
         (LanceDB), ``max_weight``.
 
@@ -395,6 +410,17 @@ class Retriever:
             cols += [node_of[e]] * len(us)
         incidence = csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)),
                                shape=(self.units.height, nodes.height))
+        ev = entity_table.to_arrow().select(["id", "vector"])
+        col = ev.column("vector").combine_chunks()
+        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1) if len(col) \
+            else np.zeros((0, self.unit_vectors.shape[1]))
+        entity_vectors = np.zeros((nodes.height, self.unit_vectors.shape[1]), dtype=np.float32)
+        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = mat
+        r_idx, c_idx = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        aff = np.einsum("ij,ij->i", self.unit_vectors[r_idx].astype(np.float64),
+                        entity_vectors[c_idx].astype(np.float64)) if len(rows) else np.zeros(0)
+        affinity = csr_matrix((np.clip(aff, 0.0, None), (r_idx, c_idx)),
+                              shape=(self.units.height, nodes.height))
         df = np.asarray(incidence.sum(axis=0)).ravel()
         aliases = None
         alias_path = table_path(self.output_dir, schemas.ENTITY_ALIASES)
@@ -402,7 +428,10 @@ class Retriever:
             aliases = pl.read_parquet(alias_path, columns=["alias", "entity_id"])
         self._linker = NameLinker(entities.select("id", "title"), aliases)
         return {"nodes": nodes, "node_of": node_of, "edges": edges, "adj": adj,
-                "incidence": incidence, "specificity": 1.0 / np.maximum(df, 1.0),
+                "entity_ids": nodes["entity_id"].to_list(), "titles": nodes["title"].to_list(),
+                "relationship_ids": edges["relationship_id"].to_list(),
+                "incidence": incidence, "affinity": affinity,
+                "specificity": 1.0 / np.maximum(df, 1.0),
                 "entity_table": entity_table,
                 "max_weight": float(edges["weight"].max() or 1.0) if edges.height else 1.0}
 
@@ -464,7 +493,7 @@ class Retriever:
         assert self._linker is not None
         links, unlinked = self._linker.link(question)
         known = {x.entity_id for x in links}
-        nodes_title = g["nodes"]["title"].to_list()
+        nodes_title = g["titles"]
         if unlinked:
             vecs = self._embed(unlinked)
             for span, v in zip(unlinked, vecs):
@@ -488,16 +517,18 @@ class Retriever:
                    hop: dict[int, int] | None = None,
                    ents: dict[int, list[str]] | None = None,
                    rels: dict[int, list[str]] | None = None) -> pl.DataFrame:
-        """Build the UNIT_RESULT_SCHEMA frame for unit rows ``order`` (rank order)."""
-        u = self.units
-        ids, texts, docs, titles = (u["id"].to_list(), u["text"].to_list(),
-                                    u["document_id"].to_list(), u["document_title"].to_list())
+        """Build the UNIT_RESULT_SCHEMA frame for unit rows ``order`` (rank order).
+
+        ``hop`` None means every unit is a direct hit (hop_depth 0); otherwise a unit
+        missing from it has a null hop_depth (not reached by a bounded walk)."""
+        c = self.col
+        ids, texts, docs, titles = c["id"], c["text"], c["document_id"], c["document_title"]
         rows = []
         for rank, i in enumerate(order, 1):
             rows.append({
                 "rank": rank, "id": ids[i], "score": float(scores[i]),
                 "similarity": float(sims[i]) if len(sims) else 0.0,
-                "hop_depth": (hop or {}).get(i, 0),
+                "hop_depth": 0 if hop is None else hop.get(i),
                 "via": via if isinstance(via, str) else via.get(i, "vector"),
                 "entity_ids": (ents or {}).get(i, []), "relationship_ids": (rels or {}).get(i, []),
                 "document_id": docs[i], "document_title": titles[i], "text": texts[i]})
@@ -571,8 +602,8 @@ class Retriever:
         _check_positive("oversample", oversample)
         hits, hit_sims = self._vector_order(qv, oversample * top_k)
         sims = self.similarities(qv)
-        kg = self.units["kg_node_ids"].to_list()
-        nbr = self.units["neighbor_entity_ids"].to_list()
+        kg = self.col["kg_node_ids"]
+        nbr = self.col["neighbor_entity_ids"]
         # entity -> up to two (activation, hit row) pairs, best first (to skip self)
         act: dict[str, list[tuple[float, int]]] = {}
 
@@ -608,7 +639,7 @@ class Retriever:
         order = sorted(candidates, key=lambda r: (-scores[r], r))[:top_k]
         hop = {r: (0 if r in hits else 1) for r in order}
         units = self._unit_rows(order, scores, sims, via, hop, lifted)
-        ids = self.units["id"].to_list()
+        ids = self.col["id"]
         titles = self.entity_titles()
         ent_rows = []
         for r in order:
@@ -617,7 +648,7 @@ class Retriever:
                                  "score": scores[r], "seed_entity_id": None,
                                  "via": f"unit:{ids[seed_of[r]]}"})
         triples = []
-        all_triples = self.units["neighbor_triples"].to_list()
+        all_triples = self.col["neighbor_triples"]
         for row in hits:
             for t in all_triples[row] or []:
                 parts_ = [p.strip() for p in t.split("|")]
@@ -640,8 +671,9 @@ class Retriever:
             return alg.reach(g["adj"], seeds, depth, self.bfs_threads or 1)
         from kgloom.query.multihop import bfs as duckdb_bfs
 
-        ids = g["nodes"]["entity_id"].gather(seeds).to_list() if seeds else []
-        found = duckdb_bfs(self.output_dir, ids, depth, threads=self.bfs_threads)
+        ids = g["entity_ids"]
+        found = duckdb_bfs(self.output_dir, [ids[s] for s in seeds], depth,
+                           threads=self.bfs_threads)
         levels = alg.hop_levels(found["node_key"].to_numpy(), found["hops"].to_numpy())
         return alg.attribute_levels(g["adj"], levels, seeds)
 
@@ -699,7 +731,7 @@ class Retriever:
         g = self.graph
         activation = self._activation(reached, seed_score)
         weighted = activation * g["specificity"]
-        graph_scores = g["incidence"] @ weighted
+        graph_scores = self._unit_scores(weighted)
         sims = self.similarities(qv)
         scores = self.config.similarity_weight * sims + graph_scores
         candidates = np.flatnonzero(graph_scores > 0)
@@ -711,9 +743,9 @@ class Retriever:
                 if r not in via and len(order) < top_k:
                     order.append(r)
                     via[r] = "vector_fill"
-        kg = self.units["kg_node_ids"].to_list() if order else []
+        kg = self.col["kg_node_ids"]
         by_node = {n: i for i, n in enumerate(reached.node.tolist())} if order else {}
-        node_ids, edge_ids = g["nodes"]["entity_id"], g["edges"]["relationship_id"]
+        node_ids, edge_ids = g["entity_ids"], g["relationship_ids"]
         ents, rels, hop = {}, {}, {}
         for r in order:
             mine = [g["node_of"][e] for e in kg[r] or [] if g["node_of"][e] in by_node]
@@ -728,10 +760,32 @@ class Retriever:
         return self._finish(question, mode, start, units, entities, relationships, linked,
                             top_k=top_k, **info)
 
+    def _unit_scores(self, node_values: np.ndarray) -> np.ndarray:
+        """Per unit, the sum of ``node_values`` over the entities it mentions, each
+        weighted by entity-unit affinity when ``config.entity_affinity`` (float64 (units,))."""
+        g = self.graph
+        return (g["affinity"] if self.config.entity_affinity else g["incidence"]) @ node_values
+
     def _linked_seeds(self, question: str, qv: np.ndarray
                       ) -> tuple[list[LinkedEntity], list[int], dict[int, float]]:
+        """Seed nodes, strongest first, with their scores: the linked entities (score =
+        link score), then, when ``config.hit_seeds`` > 0, the entities mentioned by that
+        many nearest text units (score = ``config.hit_seed_weight`` x the unit's
+        similarity; recorded in the links as method ``vector_hit``)."""
         links = self.link(question, qv)
         node_of = self.graph["node_of"]
+        if self.config.hit_seeds > 0:
+            known = {x.entity_id for x in links}
+            titles = self.graph["titles"]
+            rows, sims = self._vector_order(qv, self.config.hit_seeds)
+            kg = self.col["kg_node_ids"]
+            for row, sim in zip(rows, sims.tolist()):
+                for e in kg[row] or []:
+                    if e not in known:
+                        known.add(e)
+                        links.append(LinkedEntity(e, titles[node_of[e]], "vector_hit",
+                                                  self.col["id"][row],
+                                                  self.config.hit_seed_weight * sim))
         seeds, score = [], {}
         for x in sorted(links, key=lambda x: -x.score):
             n = node_of[x.entity_id]
@@ -879,7 +933,7 @@ class Retriever:
         # passages that mention it, so a rare entity steers the walk more than a hub.
         pers = {n: score[n] * g["specificity"][n] for n in seeds}
         pr = alg.personalized_pagerank(g["adj"], pers, damping)
-        return links, pr, g["incidence"] @ pr
+        return links, pr, self._unit_scores(pr)
 
     def ppr(self, question: str, top_k: int = DEFAULT_TOP_K,
             damping: float = DEFAULT_DAMPING) -> RetrievalResult:
@@ -920,9 +974,9 @@ class Retriever:
                     order.append(r)
                     via[r] = "vector_fill"
                     shown[r] = float(sims[r])
-        node_ids = g["nodes"]["entity_id"].to_list()
-        titles = g["nodes"]["title"].to_list()
-        kg = self.units["kg_node_ids"].to_list()
+        node_ids = g["entity_ids"]
+        titles = g["titles"]
+        kg = self.col["kg_node_ids"]
         seeds = [g["node_of"][x.entity_id] for x in links]
         hops = alg.bfs_hops(g["adj"], seeds, 3)
         ents, hop = {}, {}
