@@ -1,4 +1,4 @@
-"""``kgloom`` command line: index, backfill, partitions, status, cache, query, ui.
+"""``kgloom`` command line: index, backfill, partitions, status, cache, query, import-graph, ui.
 
 ``kgloom index`` materializes every asset in this process against a persistent Dagster
 instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in the UI.
@@ -268,6 +268,43 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(render_result(result))
+
+
+@app.command("import-graph")
+def import_graph(
+        nodes: str = typer.Option(..., help="nodes table (.parquet/.csv/.jsonl): id, vector "
+                                  "[, title, type, description, any other columns]"),
+        edges: str = typer.Option(..., help="edges table: source, target [, weight, "
+                                  "description]"),
+        output_dir: str = typer.Option(..., help="a new or empty folder (or an earlier "
+                                       "import, replaced)"),
+) -> None:
+    """Import a graph kgloom did not extract (nodes with vectors, edges) as an index.
+
+    Writes the files `kgloom index` writes for the graph (entities, relationships,
+    graph-nodes/graph-edges parquet, LanceDB entities table) with no text units; query
+    it by vector (Retriever.fused_by_vector / two_step_by_vector). See
+    kgloom/graph_import.py for the table formats.
+    """
+    import time
+
+    from kgloom.graph_import import GraphImportError, import_graph as run_import
+    from kgloom.graph_import import read_graph_tables
+
+    start = time.perf_counter()
+
+    def say(line: str) -> None:
+        typer.echo(f"[{time.perf_counter() - start:6.1f} s] {line}", err=True)
+
+    try:
+        say(f"reading {nodes} and {edges}")
+        node_table, edge_table = read_graph_tables(nodes, edges)
+        summary = run_import(node_table, edge_table, output_dir,
+                             source={"nodes": nodes, "edges": edges}, progress=say)
+    except GraphImportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(summary, indent=2))
 
 
 @app.command()
