@@ -252,7 +252,6 @@ class Retriever:
         self.embedder = self._open_embedder(embedder)
         self._load_units()
         self._graph: dict[str, Any] | None = None
-        self._entity_matrix: np.ndarray | None = None  # memory backend: entity vectors
         self._linker: NameLinker | None = None
         self._titles: dict[str, str] | None = None
         self._searched: dict[str, str] = {}  # this call's LanceDB searches (not thread-safe)
@@ -412,10 +411,12 @@ class Retriever:
                                shape=(self.units.height, nodes.height))
         ev = entity_table.to_arrow().select(["id", "vector"])
         col = ev.column("vector").combine_chunks()
-        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1) if len(col) \
-            else np.zeros((0, self.unit_vectors.shape[1]))
-        entity_vectors = np.zeros((nodes.height, self.unit_vectors.shape[1]), dtype=np.float32)
-        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = mat
+        dim = col.type.list_size
+        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), dim).astype(
+            np.float32) if len(col) else np.zeros((0, dim), dtype=np.float32)
+        entity_vectors = np.zeros((nodes.height, dim), dtype=np.float32)  # row = node key
+        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = \
+            mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
         r_idx, c_idx = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         aff = np.einsum("ij,ij->i", self.unit_vectors[r_idx].astype(np.float64),
                         entity_vectors[c_idx].astype(np.float64)) if len(rows) else np.zeros(0)
@@ -432,7 +433,7 @@ class Retriever:
                 "relationship_ids": edges["relationship_id"].to_list(),
                 "incidence": incidence, "affinity": affinity,
                 "specificity": 1.0 / np.maximum(df, 1.0),
-                "entity_table": entity_table,
+                "entity_table": entity_table, "entity_vectors": entity_vectors,
                 "max_weight": float(edges["weight"].max() or 1.0) if edges.height else 1.0}
 
     # --- shared steps --------------------------------------------------------------
@@ -818,19 +819,9 @@ class Retriever:
 
     def entity_vectors(self) -> np.ndarray:
         """The LanceDB ``entities`` vectors as float32 (nodes, dim), row = node key,
-        scaled to unit length; read once per handle (the memory handle's entity search)."""
-        if self._entity_matrix is None:
-            g = self.graph
-            arrow = g["entity_table"].to_arrow().select(["id", "vector"])
-            vec = arrow.column("vector").combine_chunks()
-            m = vec.flatten().to_numpy(zero_copy_only=False).reshape(
-                len(vec), vec.type.list_size).astype(np.float32)
-            rows = np.fromiter((g["node_of"][i] for i in arrow.column("id").to_pylist()),
-                               dtype=np.int64, count=len(vec))
-            matrix = np.zeros_like(m)
-            matrix[rows] = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
-            self._entity_matrix = matrix
-        return self._entity_matrix
+        scaled to unit length; read once with the graph (the memory handle's entity
+        search and the entity-unit affinity)."""
+        return self.graph["entity_vectors"]
 
     def _memory_entity_candidates(self, qv: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Exact cosine top ``k`` entities over :meth:`entity_vectors` (node key, cosine),
