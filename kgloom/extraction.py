@@ -436,6 +436,9 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         settings: entity types, bounds, gleanings, co-mention options, seed.
         progress: called as ``progress(done, total)`` after each unit.
 
+    Units are extracted ``llm.concurrency`` at a time (:meth:`CachedLLM.map`); the
+    tables keep the text units' order whatever the concurrency.
+
     Returns:
         an :class:`ExtractionResult`; ``units`` says for every unit whether it was
         extracted (possibly with no entity) or failed; a failed unit has a failures row
@@ -448,8 +451,14 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
     status: list[dict] = []
     total = text_units.height
     vocabulary = word_counts(text_units["text"].to_list())
-    for i, row in enumerate(text_units.select("id", "text").iter_rows(named=True), 1):
-        e, r, f = extract_unit(llm, row["id"], row["text"], settings, counts, vocabulary)
+    rows = list(text_units.select("id", "text").iter_rows(named=True))
+
+    def one(row: dict) -> tuple[tuple[list[dict], list[dict], list[dict]], Counter]:
+        own: Counter[str] = Counter()  # per unit: the calls run in threads
+        return extract_unit(llm, row["id"], row["text"], settings, own, vocabulary), own
+
+    for row, ((e, r, f), own) in zip(rows, llm.map(one, rows, progress)):
+        counts.update(own)
         ents += e
         rels += r
         fails += f
@@ -457,8 +466,6 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         counts["units_failed"] += failed
         status.append({"text_unit_id": row["id"], "entities": len(e), "relationships": len(r),
                        "status": "failed" if failed else "extracted"})
-        if progress:
-            progress(i, total)
     counts["units"] = total
     counts["entity_mentions"] = len(ents)
     counts["relationship_mentions"] = len(rels)
