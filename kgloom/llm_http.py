@@ -18,7 +18,8 @@ the cache, validation, retry-with-another-seed and failures rows of
   llama.cpp's ``llama-server``); ``json_object`` is llama-cpp-python's server form
   (``{"type": "json_object", "schema": ...}``), which builds the same llama.cpp grammar as
   :class:`kgloom.llm.LlamaCppBackend`. ``auto`` starts with ``json_schema`` and switches an
-  endpoint to ``json_object`` when it rejects the first form with HTTP 400/422.
+  endpoint to ``json_object`` when it refuses the first form (an HTTP 400, 422 or 500 whose
+  message names ``response_format``; llama-cpp-python 0.3 answers 500).
 - **Decoding.** ``temperature``, ``seed`` and ``max_tokens`` as in-process, and
   ``repeat_penalty`` 1.0 (llama-cpp-python's in-process default; its server defaults to
   1.1, vLLM ignores the field): with temperature 0 both decode greedily under the same
@@ -264,10 +265,13 @@ class OpenAIChatBackend:
         try:
             try:
                 resp = self._request(ep, messages, schema, max_tokens, seed)
-            except (openai.BadRequestError, openai.UnprocessableEntityError):
-                if not (self._auto and ep.schema_format == "json_schema"):
+            except openai.APIStatusError as exc:
+                if not (self._auto and ep.schema_format == "json_schema"
+                        and exc.status_code in (400, 422, 500)
+                        and "response_format" in str(exc)):
                     raise
-                # llama-cpp-python's server takes the schema as {"type": "json_object"}
+                # llama-cpp-python's server takes the schema as {"type": "json_object"};
+                # it refuses "json_schema" with an HTTP 500 naming response_format
                 ep.schema_format = "json_object"
                 self.log.info(f"LLM server {ep.url} rejected response_format json_schema; "
                               "using json_object with a schema")

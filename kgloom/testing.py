@@ -91,8 +91,8 @@ class FakeChatServer:
     ``GET /v1/models`` lists ``model_id``; ``POST /v1/chat/completions`` answers with
     FakeBackend's reply to the request's messages, seed and ``response_format`` schema
     (either ``json_schema`` or llama-cpp-python's ``json_object`` + ``schema`` form;
-    ``json_object_only`` rejects the first with HTTP 422, as llama-cpp-python's server
-    does). Attributes may be changed while it runs:
+    ``json_object_only`` rejects the first with an HTTP 500 naming ``response_format``, as
+    llama-cpp-python 0.3's server does). Attributes may be changed while it runs:
 
     - ``fault``: one of :data:`FAULTS`: ``slow`` sleeps ``delay_s`` seconds first,
       ``not_json`` answers a reply text that is not JSON, ``breaks_schema`` a JSON object
@@ -160,8 +160,10 @@ class FakeChatServer:
                 fmt = body.get("response_format") or {}
                 server.formats.append(fmt.get("type", ""))
                 if fmt.get("type") == "json_schema" and server.json_object_only:
-                    return self._send(422, b'{"detail": "response_format.type: input should '
-                                           b'be \'text\' or \'json_object\'"}')
+                    # what llama-cpp-python 0.3's server answers (a 500, not a 422)
+                    return self._send(500, b'{"error": {"message": "1 validation error: '
+                                           b'body.response_format.type: Input should be '
+                                           b'\'text\' or \'json_object\'"}}')
                 schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
                           "json_schema" else fmt.get("schema")) or {"type": "object"}
                 fault = server.fault
@@ -198,6 +200,97 @@ class FakeChatServer:
             self._httpd = None
 
     def __enter__(self) -> "FakeChatServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (the OS picks it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaCppServer:
+    """llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, the
+    ``llama-cpp-python[server]`` extra) in a subprocess on 127.0.0.1, for tests and
+    benchmarks.
+
+    Args:
+        model_path: the GGUF file.
+        model_alias: the model id the server reports (kgloom's cache key part); the
+            GGUF's SHA-256 makes its cache keys equal an in-process run's.
+        n_threads: CPU threads for decoding.
+        n_threads_batch: CPU threads for prompt evaluation (default: ``n_threads``).
+        n_ctx: context window in tokens (kgloom's in-process default: 4096).
+        log_path: file receiving the server's stdout and stderr (default: discarded).
+        start_timeout_s: seconds to wait for ``/v1/models`` to answer.
+
+    Raises (on start):
+        RuntimeError: when the server exits or does not answer within
+            ``start_timeout_s``; the message holds the end of its log.
+    """
+
+    def __init__(self, model_path: str, model_alias: str, n_threads: int = 1,
+                 n_threads_batch: int | None = None, n_ctx: int = 4096,
+                 log_path: str | None = None, start_timeout_s: float = 120.0) -> None:
+        self.model_path, self.model_alias = str(model_path), model_alias
+        self.n_threads, self.n_ctx = n_threads, n_ctx
+        self.n_threads_batch = n_threads_batch or n_threads
+        self.log_path, self.start_timeout_s = log_path, start_timeout_s
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc = None
+
+    def start(self) -> "LlamaCppServer":
+        """Start the server and wait until it lists its model; return self."""
+        import subprocess
+        import sys
+        import tempfile
+        import urllib.request
+
+        log = open(self.log_path, "ab") if self.log_path else tempfile.TemporaryFile()
+        self._log = log
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", self.model_path,
+             "--model_alias", self.model_alias, "--host", "127.0.0.1", "--port", str(self.port),
+             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+             "--n_threads_batch", str(self.n_threads_batch)],
+            stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        log.seek(0) if not self.log_path else None
+        tail = (log.read()[-2000:].decode(errors="replace") if not self.log_path
+                else open(self.log_path, encoding="utf-8", errors="replace").read()[-2000:])
+        raise RuntimeError(f"llama_cpp.server on {self.url} did not start: {tail}")
+
+    def stop(self) -> None:
+        """Terminate the server (SIGTERM, then SIGKILL after 10 s)."""
+        import subprocess
+
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> "LlamaCppServer":
         return self.start()
 
     def __exit__(self, *exc) -> None:
