@@ -13,9 +13,10 @@ Parts (``--part``; each saves its JSON under bench/results/):
   SHA-256 so the cache keys, and every table, can equal (a)'s. Slow: the model runs ~3
   times on 2 shared cores (tens of minutes).
 - ``leiden`` -> ``scale_leiden.json``: kgloom's Leiden call (``graph._leiden``: leidenalg
-  modularity, seeded, iterated to convergence) on synthetic graphs of 10^5, 10^6, 10^7
-  edges, each in its own subprocess (peak RSS from ``resource.getrusage``), with a
-  wall-clock limit per size: what does not finish is reported as such and extrapolated.
+  modularity, seeded, iterated to convergence) on synthetic planted-partition graphs of
+  10^5, 10^6, 10^7 edges, each in its own subprocess (wall and CPU seconds, peak RSS from
+  ``resource.getrusage``), with a wall-clock limit per size: what does not finish is
+  reported as such, and the model extrapolates linearly from the largest two sizes.
 - ``model`` -> ``scale_model.json``: the cost of 10^6 documents of 1,500 tokens on K GPU
   servers (K = 1, 8, 64) from the measured tokens per text unit (``scale_servers.json``),
   a published vLLM throughput for a 7B model (``VLLM_SOURCE``), an assumed prefill rate
@@ -142,20 +143,30 @@ def part_servers(args) -> dict:
 _LEIDEN_CHILD = r"""
 import json, resource, sys, time
 import igraph as ig
+import numpy as np
 sys.path.insert(0, sys.argv[3])
 from kgloom.graph import _leiden
 edges, seed = int(sys.argv[1]), int(sys.argv[2])
 t0 = time.perf_counter()
-# a sparse power-law graph like an entity graph: Barabasi-Albert, m edges per new node
-m = 5
-g = ig.Graph.Barabasi(n=edges // m, m=m, directed=False)
+# planted partition, like an entity graph: mean degree 10, blocks of 20 vertices, 80 % of
+# the edges inside a block, the rest between random vertices
+rng = np.random.default_rng(seed)
+n, block = edges // 5, 20
+src = rng.integers(0, n, edges)
+inside = rng.random(edges) < 0.8
+dst = np.minimum(np.where(inside, (src // block) * block + rng.integers(0, block, edges),
+                          rng.integers(0, n, edges)), n - 1)
+keep = src != dst
+g = ig.Graph(n=n, edges=np.column_stack([src[keep], dst[keep]]))
 g.es["weight"] = 1.0
+del src, dst, inside, keep
 build = time.perf_counter() - t0
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 membership = _leiden(g, seed)
-leiden = time.perf_counter() - t1
+leiden, cpu = time.perf_counter() - t1, time.process_time() - c1
 print(json.dumps({"edges": g.ecount(), "vertices": g.vcount(), "build_seconds": round(build, 2),
-                  "leiden_seconds": round(leiden, 2), "communities": len(set(membership)),
+                  "leiden_seconds": round(leiden, 2), "leiden_cpu_seconds": round(cpu, 2),
+                  "communities": len(set(membership)),
                   "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
 """
 
@@ -181,12 +192,15 @@ def part_leiden(args) -> dict:
     if len(done) >= 2:  # per-edge cost from the largest two measured sizes
         a, b = done[-2], done[-1]
         fit = {"seconds_per_edge": b["leiden_seconds"] / b["edges"],
+               "cpu_seconds_per_edge": b["leiden_cpu_seconds"] / b["edges"],
                "mib_per_edge": (b["peak_rss_mib"] - a["peak_rss_mib"]) / (b["edges"] - a["edges"]),
                "mib_base": a["peak_rss_mib"] - (b["peak_rss_mib"] - a["peak_rss_mib"])
                / (b["edges"] - a["edges"]) * a["edges"],
                "from": [a["edges"], b["edges"]]}
-    res = {"graph": "igraph Barabasi-Albert (m=5), weights 1.0; kgloom.graph._leiden "
-                    "(leidenalg ModularityVertexPartition, n_iterations=-1, seeded): level 0 only",
+    res = {"graph": "planted partition (mean degree 10, blocks of 20 vertices, 80 % of edges "
+                    "inside blocks), weights 1.0; kgloom.graph._leiden (leidenalg "
+                    "ModularityVertexPartition, n_iterations=-1, seeded): level 0 only; "
+                    "leiden_cpu_seconds is process CPU time (the machine is shared)",
            "cpu_count": os.cpu_count(), "sizes": rows, "linear_fit": fit}
     (RESULTS / "scale_leiden.json").write_text(json.dumps(res, indent=2))
     return res
@@ -235,7 +249,7 @@ def part_model(args) -> dict:
     fit = leiden["linear_fit"]
     # edges: the slice's relationships per unit, an upper bound (names repeat across units)
     edges = a["rows"]["relationships"] / units * total_units
-    leiden_h = fit["seconds_per_edge"] * edges / 3600 if fit else None
+    leiden_h = fit["cpu_seconds_per_edge"] * edges / 3600 if fit else None
     leiden_gib = (fit["mib_base"] + fit["mib_per_edge"] * edges) / 1024 if fit else None
     gpus = {}
     for gpu in ("H100", "A100"):

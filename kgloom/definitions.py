@@ -5,7 +5,7 @@ kgloom.definitions``. Resource config comes from env vars so the UI and the CLI 
 KGLOOM_INPUT_DIR, KGLOOM_OUTPUT_DIR, KGLOOM_MODEL_PATH, KGLOOM_FAKE_LLM=1 (no model),
 KGLOOM_LLM_URL (OpenAI-compatible model servers, comma-separated), KGLOOM_LLM_MODEL,
 KGLOOM_LLM_API_KEY, KGLOOM_LLM_CONCURRENCY, KGLOOM_LLM_SLOTS, KGLOOM_LLM_TIMEOUT_S,
-KGLOOM_LLM_SCHEMA_FORMAT.
+KGLOOM_LLM_SCHEMA_FORMAT, KGLOOM_LLM_CACHE (the LLM cache file).
 
 KGLOOM_EXECUTOR picks how a run's steps execute: ``in_process`` (default), ``multiprocess``,
 ``celery`` (dagster-celery; broker and result backend from KGLOOM_CELERY_BROKER /
@@ -51,7 +51,8 @@ def build_resources(input_dir: str | None = None, output_dir: str | None = None,
                              else int(env.get("KGLOOM_LLM_CONCURRENCY", "1"))),
             llm_slots=int(env.get("KGLOOM_LLM_SLOTS", "0")),
             request_timeout_s=float(env.get("KGLOOM_LLM_TIMEOUT_S", "300")),
-            schema_format=env.get("KGLOOM_LLM_SCHEMA_FORMAT", "auto")),
+            schema_format=env.get("KGLOOM_LLM_SCHEMA_FORMAT", "auto"),
+            cache_path=env.get("KGLOOM_LLM_CACHE", "")),
         "embedder": EmbedderResource(),
     }
 

@@ -45,6 +45,9 @@ class LLMResource(dg.ConfigurableResource):
     schema_format: str = "auto"  # auto | json_schema (vLLM, llama-server) | json_object
     llm_concurrency: int = 1  # calls in flight per stage
     llm_slots: int = 0  # sequences the servers decode at once in total; 0: one per URL
+    # the LLM cache file; "": <output_dir>/llm_cache.sqlite. SQLite's WAL needs a local
+    # disk: on several machines sharing data/output over NFS, point this at local storage
+    cache_path: str = ""
 
     def _check(self) -> None:
         if self.llm_concurrency <= 0:
@@ -102,7 +105,8 @@ class LLMResource(dg.ConfigurableResource):
         return verify_model_file(path, expected)
 
     def open(self, output_dir: str | Path, log=None) -> CachedLLM:
-        """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite``.
+        """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite`` (or
+        ``cache_path``).
 
         The model is loaded here (about 1 s for the bundled one), or the servers are
         asked for their model. ``log`` (e.g. a Dagster ``context.log``) receives the
@@ -112,7 +116,8 @@ class LLMResource(dg.ConfigurableResource):
             see :meth:`verify`.
         """
         self._check()
-        cache = LLMCache(Path(output_dir) / CACHE_FILE)
+        cache = LLMCache(Path(self.cache_path) if self.cache_path else
+                         Path(output_dir) / CACHE_FILE)
         if self.fake:
             return CachedLLM(FakeBackend(), cache, "fake-llm", concurrency=self.llm_concurrency)
         urls = self.server_urls()
