@@ -26,6 +26,20 @@ from kgloom.pipelines.jobs import (embed_job, graph_job, index_job, ingest_job,
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 
 
+def _env_number(name: str, default: str, kind: type = int):
+    """The number in env ``name`` (``default`` when unset).
+
+    Raises:
+        ValueError: naming the variable, when its value is not a number of ``kind``.
+    """
+    raw = os.environ.get(name, default)
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, "
+                         f"got {raw!r}") from None
+
+
 def build_resources(input_dir: str | None = None, output_dir: str | None = None,
                     model_path: str | None = None, fake_llm: bool | None = None,
                     llm_urls: list[str] | None = None, llm_concurrency: int | None = None,
@@ -48,9 +62,9 @@ def build_resources(input_dir: str | None = None, output_dir: str | None = None,
             urls=parse_urls(llm_urls if llm_urls else env.get("KGLOOM_LLM_URL", "")),
             model=env.get("KGLOOM_LLM_MODEL", ""), api_key=env.get("KGLOOM_LLM_API_KEY", ""),
             llm_concurrency=(llm_concurrency if llm_concurrency is not None
-                             else int(env.get("KGLOOM_LLM_CONCURRENCY", "1"))),
-            llm_slots=int(env.get("KGLOOM_LLM_SLOTS", "0")),
-            request_timeout_s=float(env.get("KGLOOM_LLM_TIMEOUT_S", "300")),
+                             else _env_number("KGLOOM_LLM_CONCURRENCY", "1")),
+            llm_slots=_env_number("KGLOOM_LLM_SLOTS", "0"),
+            request_timeout_s=_env_number("KGLOOM_LLM_TIMEOUT_S", "300", float),
             schema_format=env.get("KGLOOM_LLM_SCHEMA_FORMAT", "auto"),
             cache_path=env.get("KGLOOM_LLM_CACHE", "")),
         "embedder": EmbedderResource(),

@@ -187,7 +187,11 @@ class FakeChatServer:
                               "total_tokens": reply.prompt_tokens + reply.completion_tokens},
                 }).encode())
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address) -> None:
+                pass  # a client that timed out and hung up: expected in the fault modes
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self

@@ -122,6 +122,9 @@ def test_llm_concurrency_zero_is_a_value_error_at_resource_start(tmp_path, monke
     monkeypatch.setenv("KGLOOM_LLM_CONCURRENCY", "-2")
     with pytest.raises(ValueError, match="llm_concurrency"):
         build_resources(str(tmp_path), str(tmp_path), fake_llm=True)["llm"].verify()
+    monkeypatch.setenv("KGLOOM_LLM_CONCURRENCY", "four")
+    with pytest.raises(ValueError, match="KGLOOM_LLM_CONCURRENCY must be an integer"):
+        build_resources(str(tmp_path), str(tmp_path), fake_llm=True)
 
 
 class _SlowFake(FakeBackend):
