@@ -226,6 +226,42 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "A100": 312e12}
 PREFILL_MFU, PARAMS_7B = 0.40, 7.25e9
 
 
+def embedding_rate(texts: list[str]) -> dict:
+    """Text units embedded per CPU second by kgloom's embedder (all-MiniLM-L6-v2 on one
+    CPU thread, windows of 256 tokens), after the model is loaded: three timed passes,
+    the fastest. CPU time, since the wall time of a shared machine says little."""
+    from kgloom.vectors import Embedder
+
+    emb = Embedder()
+    emb.embed(texts[:2], threads=1)  # warm up
+    # one torch thread: on a shared 2-core machine two threads wait on each other
+    runs = [_timed(emb.embed, texts, 1) for _ in range(3)]
+    wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
+    return {"texts": len(texts), "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
+            "units_per_cpu_second": round(len(texts) / cpu, 2)}
+
+
+def _timed(fn, *a) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of ``fn(*a)``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn(*a)
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def corpus_bytes_per_unit(out: Path) -> dict:
+    """In-memory bytes per text unit of the tables the corpus combine holds (polars
+    ``estimated_size`` of the combined stage tables of an index)."""
+    import polars as pl
+
+    sd = out / "stages"
+    units = pl.read_parquet(sd / "text_units.parquet").height
+    sizes = {name: pl.read_parquet(sd / f"{name}.parquet").estimated_size()
+             for name in ("text_units", "entity_mentions", "relationship_mentions",
+                          "claim_mentions", "documents")}
+    return {"units": units, "bytes_per_unit": {k: round(v / units) for k, v in sizes.items()},
+            "total_bytes_per_unit": round(sum(sizes.values()) / units)}
+
+
 def part_model(args) -> dict:
     servers = json.loads((RESULTS / "scale_servers.json").read_text())
     a = next(r for r in servers["variants"] if r["variant"].startswith("a"))
@@ -243,8 +279,14 @@ def part_model(args) -> dict:
     total_prompt, total_completion = prompt_u * total_units, completion_u * total_units
     stage_s = a["stage_seconds"]
     cpu_per_unit = {k: (stage_s.get(k) or 0) / units for k in
-                    ("documents", "text_units", "entities", "communities", "graph_files",
-                     "vector_index")}
+                    ("documents", "text_units", "graph_files")}
+    work = Path(args.work or "")
+    import polars as pl
+
+    texts = pl.read_parquet(work / "a" / "stages" / "text_units.parquet")["text"].to_list()
+    embed = embedding_rate(texts)
+    combine = corpus_bytes_per_unit(work / "a")
+    combine_gib = combine["total_bytes_per_unit"] * total_units / 2**30
     leiden = json.loads((RESULTS / "scale_leiden.json").read_text())
     fit = leiden["linear_fit"]
     # edges: the slice's relationships per unit, an upper bound (names repeat across units)
@@ -260,7 +302,7 @@ def part_model(args) -> dict:
         for k in (1, 8, 64):
             llm_h = (decode_h + prefill_h) / k
             other = {"embedding (vector_index, one CPU process)":
-                     cpu_per_unit["vector_index"] * total_units / 3600,
+                     total_units / embed["units_per_cpu_second"] / 3600,
                      "writing (graph_files, one process)":
                      cpu_per_unit["graph_files"] * total_units / 3600,
                      "leiden (one process)": leiden_h or 0.0}
@@ -283,6 +325,8 @@ def part_model(args) -> dict:
            "total_completion_tokens": round(total_completion),
            "cpu_seconds_per_unit_measured_here": {k: round(v, 3) for k, v in
                                                   cpu_per_unit.items()},
+           "embedding_measured_here": embed,
+           "corpus_combine": {**combine, "gib_for_all_units": round(combine_gib, 1)},
            "vllm_source": VLLM_SOURCE,
            "prefill_assumption": f"{PREFILL_MFU:.0%} of dense BF16 peak, "
                                  f"2 x {PARAMS_7B:.3g} FLOPs per prompt token",
@@ -299,7 +343,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=["servers", "leiden", "model"], required=True)
     ap.add_argument("--variants", default="a,b,c", help="servers: which of a,b,c")
-    ap.add_argument("--work", default="", help="servers: working folder (default: a temp one)")
+    ap.add_argument("--work", default="", help="servers: working folder (default: a temp "
+                    "one); model: the servers part's folder (its a/ index is read)")
     ap.add_argument("--edges", default="1e5,1e6,1e7", help="leiden: graph sizes (edges)")
     ap.add_argument("--leiden-timeout", type=int, default=1800, help="leiden: seconds per size")
     args = ap.parse_args()
