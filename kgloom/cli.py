@@ -31,7 +31,7 @@ def _dagster_home() -> Path:
 
 def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
                llm_urls: list[str] | None = None, llm_concurrency: int | None = None,
-               **settings) -> dict:
+               embedder_path: str = "", **settings) -> dict:
     """Resources for a command, with the model (file or servers) checked and the input
     folder present."""
     from kgloom.definitions import build_resources
@@ -39,8 +39,9 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
     from kgloom.llm_http import LLMServerError
 
     try:
-        resources = build_resources(input_dir, output_dir, model_path, fake_llm, llm_urls,
-                                    llm_concurrency, **settings)
+        resources = build_resources(input_dir, output_dir, model_path, fake_llm,
+                                    llm_urls=llm_urls, llm_concurrency=llm_concurrency,
+                                    embedder_path=embedder_path or None, **settings)
         resources["llm"].verify()  # a missing model or server stops the run before any work
     except (ModelFileError, LLMServerError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -107,6 +108,14 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
           max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
           extract_claims: bool = typer.Option(
               False, help="also extract claims (GraphRAG covariates), one more call per unit"),
+          candidate_source: str = typer.Option(
+              "auto", help="where candidate names come from: auto | proper_names | "
+                           "segmenter | ngram | open (the model proposes; for large models)"),
+          cut_boilerplate: bool = typer.Option(
+              True, help="cut Project Gutenberg licence headers and footers"),
+          embedder_path: str = typer.Option(
+              "", help="sentence-transformers model folder for this corpus (default: the "
+                       "bundled English all-MiniLM-L6-v2)"),
           reports: bool = typer.Option(
               True, help="write community reports (--no-reports: a retrieval-only index, "
                          "no report LLM calls)"),
@@ -121,9 +130,15 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
+    from kgloom.names import SOURCES
+
+    if candidate_source not in SOURCES:
+        typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
+        raise typer.Exit(2)
     resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
                            llm_concurrency, max_gleanings=max_gleanings,
-                           extract_claims=extract_claims)
+                           extract_claims=extract_claims, embedder_path=embedder_path,
+                           candidate_source=candidate_source, cut_boilerplate=cut_boilerplate)
     before = cache_rows(output_dir)
     diff, report = index_folder(resources, _instance(resources), force=force,
                                 tags={"kgloom/command": "index"}, reports=reports)

@@ -2,10 +2,11 @@
 
 Load with ``dagster dev -m kgloom.definitions`` or ``dagster definitions validate -m
 kgloom.definitions``. Resource config comes from env vars so the UI and the CLI agree:
-KGLOOM_INPUT_DIR, KGLOOM_OUTPUT_DIR, KGLOOM_MODEL_PATH, KGLOOM_FAKE_LLM=1 (no model),
-KGLOOM_LLM_URL (OpenAI-compatible model servers, comma-separated), KGLOOM_LLM_MODEL,
-KGLOOM_LLM_API_KEY, KGLOOM_LLM_CONCURRENCY, KGLOOM_LLM_SLOTS, KGLOOM_LLM_TIMEOUT_S,
-KGLOOM_LLM_SCHEMA_FORMAT, KGLOOM_LLM_CACHE (the LLM cache file).
+KGLOOM_INPUT_DIR, KGLOOM_OUTPUT_DIR, KGLOOM_MODEL_PATH, KGLOOM_EMBEDDER_PATH,
+KGLOOM_FAKE_LLM=1 (no model), KGLOOM_LLM_URL (OpenAI-compatible model servers,
+comma-separated), KGLOOM_LLM_MODEL, KGLOOM_LLM_API_KEY, KGLOOM_LLM_CONCURRENCY,
+KGLOOM_LLM_SLOTS, KGLOOM_LLM_TIMEOUT_S, KGLOOM_LLM_SCHEMA_FORMAT, KGLOOM_LLM_CACHE (the LLM
+cache file).
 
 KGLOOM_EXECUTOR picks how a run's steps execute: ``in_process`` (default), ``multiprocess``,
 ``celery`` (dagster-celery; broker and result backend from KGLOOM_CELERY_BROKER /
@@ -43,8 +44,10 @@ def _env_number(name: str, default: str, kind: type = int):
 def build_resources(input_dir: str | None = None, output_dir: str | None = None,
                     model_path: str | None = None, fake_llm: bool | None = None,
                     llm_urls: list[str] | None = None, llm_concurrency: int | None = None,
-                    **settings) -> dict:
-    """Return the resource dict; unset arguments come from the KGLOOM_* env vars.
+                    embedder_path: str | None = None, **settings) -> dict:
+    """Return the resource dict; unset arguments come from the KGLOOM_* env vars
+    (``KGLOOM_EMBEDDER_PATH``: a sentence-transformers model folder for this corpus,
+    e.g. a multilingual one; default the bundled all-MiniLM-L6-v2).
 
     Raises:
         ValueError: when a numeric KGLOOM_LLM_* variable is not a number, or a URL in
@@ -67,7 +70,8 @@ def build_resources(input_dir: str | None = None, output_dir: str | None = None,
             request_timeout_s=_env_number("KGLOOM_LLM_TIMEOUT_S", "300", float),
             schema_format=env.get("KGLOOM_LLM_SCHEMA_FORMAT", "auto"),
             cache_path=env.get("KGLOOM_LLM_CACHE", "")),
-        "embedder": EmbedderResource(),
+        "embedder": EmbedderResource(
+            model_path=embedder_path or env.get("KGLOOM_EMBEDDER_PATH", "")),
     }
 
 

@@ -43,6 +43,7 @@ DOCUMENTS_SCHEMA: dict[str, pl.DataType] = {
     "raw_data": pl.String,  # JSON of the source record (JSONL/CSV), else null
     # kgloom
     "source": pl.String,  # input file path relative to the input folder
+    "boilerplate_cut": pl.String,  # JSON of the licence header/footer cut, null: none
 }
 
 TEXT_UNITS_SCHEMA: dict[str, pl.DataType] = {

@@ -188,6 +188,24 @@ def test_missing_model_stops_before_any_work(tmp_path, corpus):
     assert not out.exists()
 
 
+def test_index_rejects_an_unknown_candidate_source_and_passes_the_settings(tmp_path, corpus):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+    from kgloom.definitions import build_resources
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["index", "--input-dir", str(corpus), "--output-dir", str(out),
+                                   "--fake-llm", "--candidate-source", "guess"])
+    assert res.exit_code == 2 and "candidate-source" in res.output
+    assert not out.exists()
+    r = build_resources(str(corpus), str(out), fake_llm=True, embedder_path="/models/st",
+                        candidate_source="open", cut_boilerplate=False)
+    s = r["index"].settings()
+    assert (s.candidate_source, s.cut_boilerplate, s.title_candidates) == ("open", False, True)
+    assert r["embedder"].model_path == "/models/st"
+
+
 def test_nightly_schedule_refreshes_the_graph_at_two_utc():
     assert nightly_index_schedule.cron_schedule == "0 2 * * *"
     assert nightly_index_schedule.execution_timezone == "UTC"
@@ -209,6 +227,31 @@ def test_cache_command_shows_calls_per_stage(indexed):
     lines = {line.split()[0]: line.split() for line in res.output.splitlines()[1:] if line.strip()}
     assert {"extraction", "community_reports"} <= set(lines)
     assert int(lines["extraction"][1]) > 0  # rows in the cache table
+
+
+def test_query_command_reads_the_fake_llm_index(indexed):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+
+    out, _ = indexed
+    units = pl.read_parquet(out / "text_units.parquet")
+    docs = dict(zip(*pl.read_parquet(out / "documents.parquet").select("id", "title")))
+    # a question made of one unit's own words comes back first, from its document
+    target = units.row(0, named=True)
+    question = " ".join(target["text"].split()[:40])
+    for mode in ("vector", "one_hop", "multihop", "ppr"):
+        res = CliRunner().invoke(app, ["query", question, "--output-dir", str(out), "--mode",
+                                       mode, "--top-k", "3", "--json"])
+        assert res.exit_code == 0, res.output
+        payload = json.loads(res.output[res.output.index("{"):])
+        assert payload["info"]["used_mode"] in (mode, "vector")
+        assert len(payload["text_units"]) == 3
+        if mode == "vector":
+            assert payload["text_units"][0]["id"] == target["id"]
+            assert payload["text_units"][0]["document_title"] == docs[target["document_id"]]
+    table = CliRunner().invoke(app, ["query", question, "--output-dir", str(out)])
+    assert table.exit_code == 0 and docs[target["document_id"]] in table.output
 
 
 # A snapshot of the definitions surface (STYLE.md, Dagster open platform's test_defs):

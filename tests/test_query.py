@@ -38,7 +38,8 @@ def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
     docs = schemas.conform(pl.DataFrame({
         "id": [doc_id], "human_readable_id": [0], "title": ["A Christmas Carol"],
         "text": [" ".join(units["text"])], "text_unit_ids": [units["id"].to_list()],
-        "creation_date": [""], "raw_data": [None], "source": ["carol.txt"]}),
+        "creation_date": [""], "raw_data": [None], "source": ["carol.txt"],
+        "boilerplate_cut": [None]}),
         schemas.DOCUMENTS_SCHEMA)
     aliases = pl.DataFrame({"alias": ["Scrooge", "Old Marley", "Bob"],
                             "entity_id": [eid("EBENEZER SCROOGE"), eid("JACOB MARLEY"),

@@ -27,9 +27,11 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     and cached (an unchanged unit costs no LLM call)."""
     pdir = partition_dir(index.out, context.partition_key)
     units = read_table(pdir, schemas.TEXT_UNITS)
+    docs = read_table(pdir, schemas.DOCUMENTS)
     cached = llm.open(index.out, log=context.log)
     with Timer() as t:
-        result = extract_graph(units, cached, index.settings(), progress(context, STAGE))
+        result = extract_graph(units, cached, index.settings(), progress(context, STAGE),
+                               documents=docs)
     write_table(result.entity_mentions, pdir, schemas.ENTITY_MENTIONS)
     write_table(result.relationship_mentions, pdir, schemas.RELATIONSHIP_MENTIONS)
     write_table(result.failures, pdir, f"{schemas.FAILURES}.{STAGE}")

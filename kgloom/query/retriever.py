@@ -293,10 +293,14 @@ class Retriever:
         self.units = units.with_columns(
             pl.col("document_id").replace_strict(titles, default=None, return_dtype=pl.String)
             .alias("document_title")).with_row_index("row")
-        self.unit_row = {uid: i for i, uid in enumerate(self.units["id"].to_list())}
+        # the columns every query walks, as Python lists (converted once, not per call)
+        self.col = {c: self.units[c].to_list() for c in
+                    ("id", "text", "document_id", "document_title", "kg_node_ids",
+                     "neighbor_entity_ids", "neighbor_triples")}
+        self.unit_row = {uid: i for i, uid in enumerate(self.col["id"])}
         # entity id -> rows of the units that mention it (kg_node_ids), no graph file read
         self.mentions: dict[str, list[int]] = {}
-        for i, ents in enumerate(self.units["kg_node_ids"].to_list()):
+        for i, ents in enumerate(self.col["kg_node_ids"]):
             for e in ents or []:
                 self.mentions.setdefault(e, []).append(i)
 
@@ -395,6 +399,8 @@ class Retriever:
             aliases = pl.read_parquet(alias_path, columns=["alias", "entity_id"])
         self._linker = NameLinker(entities.select("id", "title"), aliases)
         return {"nodes": nodes, "node_of": node_of, "edges": edges, "adj": adj,
+                "entity_ids": nodes["entity_id"].to_list(), "titles": nodes["title"].to_list(),
+                "relationship_ids": edges["relationship_id"].to_list(),
                 "incidence": incidence, "affinity": affinity,
                 "specificity": 1.0 / np.maximum(df, 1.0),
                 "entity_table": entity_table,
@@ -439,7 +445,7 @@ class Retriever:
         assert self._linker is not None
         links, unlinked = self._linker.link(question)
         known = {x.entity_id for x in links}
-        nodes_title = g["nodes"]["title"].to_list()
+        nodes_title = g["titles"]
         if unlinked:
             vecs = self._embed(unlinked)
             for span, v in zip(unlinked, vecs):
@@ -463,16 +469,18 @@ class Retriever:
                    hop: dict[int, int] | None = None,
                    ents: dict[int, list[str]] | None = None,
                    rels: dict[int, list[str]] | None = None) -> pl.DataFrame:
-        """Build the UNIT_RESULT_SCHEMA frame for unit rows ``order`` (rank order)."""
-        u = self.units
-        ids, texts, docs, titles = (u["id"].to_list(), u["text"].to_list(),
-                                    u["document_id"].to_list(), u["document_title"].to_list())
+        """Build the UNIT_RESULT_SCHEMA frame for unit rows ``order`` (rank order).
+
+        ``hop`` None means every unit is a direct hit (hop_depth 0); otherwise a unit
+        missing from it has a null hop_depth (not reached by a bounded walk)."""
+        c = self.col
+        ids, texts, docs, titles = c["id"], c["text"], c["document_id"], c["document_title"]
         rows = []
         for rank, i in enumerate(order, 1):
             rows.append({
                 "rank": rank, "id": ids[i], "score": float(scores[i]),
                 "similarity": float(sims[i]) if len(sims) else 0.0,
-                "hop_depth": (hop or {}).get(i, 0),
+                "hop_depth": 0 if hop is None else hop.get(i),
                 "via": via if isinstance(via, str) else via.get(i, "vector"),
                 "entity_ids": (ents or {}).get(i, []), "relationship_ids": (rels or {}).get(i, []),
                 "document_id": docs[i], "document_title": titles[i], "text": texts[i]})
@@ -544,8 +552,8 @@ class Retriever:
         _check_positive("oversample", oversample)
         hits, hit_sims = self._vector_order(qv, oversample * top_k)
         sims = self.similarities(qv)
-        kg = self.units["kg_node_ids"].to_list()
-        nbr = self.units["neighbor_entity_ids"].to_list()
+        kg = self.col["kg_node_ids"]
+        nbr = self.col["neighbor_entity_ids"]
         # entity -> up to two (activation, hit row) pairs, best first (to skip self)
         act: dict[str, list[tuple[float, int]]] = {}
 
@@ -581,7 +589,7 @@ class Retriever:
         order = sorted(candidates, key=lambda r: (-scores[r], r))[:top_k]
         hop = {r: (0 if r in hits else 1) for r in order}
         units = self._unit_rows(order, scores, sims, via, hop, lifted)
-        ids = self.units["id"].to_list()
+        ids = self.col["id"]
         titles = self.entity_titles()
         ent_rows = []
         for r in order:
@@ -590,7 +598,7 @@ class Retriever:
                                  "score": scores[r], "seed_entity_id": None,
                                  "via": f"unit:{ids[seed_of[r]]}"})
         triples = []
-        all_triples = self.units["neighbor_triples"].to_list()
+        all_triples = self.col["neighbor_triples"]
         for row in hits:
             for t in all_triples[row] or []:
                 parts_ = [p.strip() for p in t.split("|")]
@@ -612,7 +620,7 @@ class Retriever:
             return alg.bfs(g["adj"], seeds, depth)
         from kgloom.query.multihop import bfs as duckdb_bfs
 
-        ids = g["nodes"]["entity_id"].to_list()
+        ids = g["entity_ids"]
         found = duckdb_bfs(self.output_dir, [ids[s] for s in seeds], depth)
         hops = dict(zip(found["node_key"].to_list(), found["hops"].to_list()))
         return alg.attribute(g["adj"], hops, seeds)
@@ -654,10 +662,10 @@ class Retriever:
                 if r not in via and len(order) < top_k:
                     order.append(r)
                     via[r] = "vector_fill"
-        node_ids = g["nodes"]["entity_id"].to_list()
-        titles = g["nodes"]["title"].to_list()
-        edge_ids = g["edges"]["relationship_id"].to_list()
-        kg = self.units["kg_node_ids"].to_list()
+        node_ids = g["entity_ids"]
+        titles = g["titles"]
+        edge_ids = g["relationship_ids"]
+        kg = self.col["kg_node_ids"]
         ents, rels, hop = {}, {}, {}
         for r in order:
             mine = [g["node_of"][e] for e in kg[r] or [] if g["node_of"][e] in by_node]
@@ -701,15 +709,15 @@ class Retriever:
         node_of = self.graph["node_of"]
         if self.config.hit_seeds > 0:
             known = {x.entity_id for x in links}
-            titles = self.graph["nodes"]["title"].to_list()
+            titles = self.graph["titles"]
             rows, sims = self._vector_order(qv, self.config.hit_seeds)
-            kg = self.units["kg_node_ids"].to_list()
+            kg = self.col["kg_node_ids"]
             for row, sim in zip(rows, sims.tolist()):
                 for e in kg[row] or []:
                     if e not in known:
                         known.add(e)
                         links.append(LinkedEntity(e, titles[node_of[e]], "vector_hit",
-                                                  self.units["id"][row],
+                                                  self.col["id"][row],
                                                   self.config.hit_seed_weight * sim))
         seeds, score = [], {}
         for x in sorted(links, key=lambda x: -x.score):
@@ -842,9 +850,9 @@ class Retriever:
                     order.append(r)
                     via[r] = "vector_fill"
                     shown[r] = float(sims[r])
-        node_ids = g["nodes"]["entity_id"].to_list()
-        titles = g["nodes"]["title"].to_list()
-        kg = self.units["kg_node_ids"].to_list()
+        node_ids = g["entity_ids"]
+        titles = g["titles"]
+        kg = self.col["kg_node_ids"]
         seeds = [g["node_of"][x.entity_id] for x in links]
         hops = alg.bfs_hops(g["adj"], seeds, 3)
         ents, hop = {}, {}
