@@ -172,37 +172,47 @@ print(json.dumps({"edges": g.ecount(), "vertices": g.vcount(), "build_seconds": 
 
 
 def part_leiden(args) -> dict:
+    """Run each size in a subprocess; rows are merged into an existing scale_leiden.json
+    (by target size), so sizes can be measured in separate runs."""
+    import resource
+
+    path = RESULTS / "scale_leiden.json"
     sizes = [int(float(s)) for s in args.edges.split(",")]
-    rows = []
     for n in sizes:
         before = load()
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
         try:
             proc = subprocess.run([sys.executable, "-c", _LEIDEN_CHILD, str(n), "3735928559",
                                    str(ROOT)], capture_output=True, text=True,
                                   timeout=args.leiden_timeout)
             row = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
-                   else {"edges": n, "error": proc.stderr[-500:]})
-        except subprocess.TimeoutExpired:
-            row = {"edges": n, "error": f"did not finish within {args.leiden_timeout} s"}
-        row.update(load_before=before, load_after=load())
-        rows.append(row)
+                   else {"error": proc.stderr[-500:]})
+        except subprocess.TimeoutExpired:  # the child is killed and reaped: its CPU counts
+            cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - cpu0
+            row = {"error": f"did not finish within {args.leiden_timeout} s wall "
+                            f"({cpu:.0f} s CPU, graph build included)"}
+        row = {"target_edges": n, **row, "load_before": before, "load_after": load()}
         print(json.dumps(row), flush=True)
-    done = [r for r in rows if "leiden_seconds" in r]
-    fit = {}
-    if len(done) >= 2:  # per-edge cost from the largest two measured sizes
-        a, b = done[-2], done[-1]
-        fit = {"seconds_per_edge": b["leiden_seconds"] / b["edges"],
-               "cpu_seconds_per_edge": b["leiden_cpu_seconds"] / b["edges"],
-               "mib_per_edge": (b["peak_rss_mib"] - a["peak_rss_mib"]) / (b["edges"] - a["edges"]),
-               "mib_base": a["peak_rss_mib"] - (b["peak_rss_mib"] - a["peak_rss_mib"])
-               / (b["edges"] - a["edges"]) * a["edges"],
-               "from": [a["edges"], b["edges"]]}
-    res = {"graph": "planted partition (mean degree 10, blocks of 20 vertices, 80 % of edges "
-                    "inside blocks), weights 1.0; kgloom.graph._leiden (leidenalg "
-                    "ModularityVertexPartition, n_iterations=-1, seeded): level 0 only; "
-                    "leiden_cpu_seconds is process CPU time (the machine is shared)",
-           "cpu_count": os.cpu_count(), "sizes": rows, "linear_fit": fit}
-    (RESULTS / "scale_leiden.json").write_text(json.dumps(res, indent=2))
+        old = json.loads(path.read_text())["sizes"] if path.exists() else []
+        rows = sorted([r for r in old if r.get("target_edges", r.get("edges")) != n] + [row],
+                      key=lambda r: r.get("target_edges", r.get("edges", 0)))
+        done = [r for r in rows if "leiden_seconds" in r]
+        fit = {}
+        if len(done) >= 2:  # per-edge cost from the largest two measured sizes
+            a, b = done[-2], done[-1]
+            slope = (b["peak_rss_mib"] - a["peak_rss_mib"]) / (b["edges"] - a["edges"])
+            fit = {"seconds_per_edge": b["leiden_seconds"] / b["edges"],
+                   "cpu_seconds_per_edge": b["leiden_cpu_seconds"] / b["edges"],
+                   "cpu_growth": round((b["leiden_cpu_seconds"] / a["leiden_cpu_seconds"])
+                                       / (b["edges"] / a["edges"]), 3),
+                   "mib_per_edge": slope, "mib_base": a["peak_rss_mib"] - slope * a["edges"],
+                   "from": [a["edges"], b["edges"]]}
+        res = {"graph": "planted partition (mean degree 10, blocks of 20 vertices, 80 % of "
+                        "edges inside blocks), weights 1.0; kgloom.graph._leiden (leidenalg "
+                        "ModularityVertexPartition, n_iterations=-1, seeded): level 0 only; "
+                        "leiden_cpu_seconds is process CPU time (the machine is shared)",
+               "cpu_count": os.cpu_count(), "sizes": rows, "linear_fit": fit}
+        path.write_text(json.dumps(res, indent=2))
     return res
 
 
