@@ -301,7 +301,12 @@ def part_model(args) -> dict:
     fit = leiden["linear_fit"]
     # edges: the slice's relationships per unit, an upper bound (names repeat across units)
     edges = a["rows"]["relationships"] / units * total_units
-    leiden_h = fit["cpu_seconds_per_edge"] * edges / 3600 if fit else None
+    done = [r for r in leiden["sizes"] if "leiden_cpu_seconds" in r]
+    # without two finished sizes: CPU per edge of the largest finished one, scaled
+    # linearly: a lower bound, since Leiden's time grows faster than its edges
+    per_edge = fit["cpu_seconds_per_edge"] if fit else (
+        done[-1]["leiden_cpu_seconds"] / done[-1]["edges"] if done else None)
+    leiden_h = per_edge * edges / 3600 if per_edge else None
     leiden_gib = (fit["mib_base"] + fit["mib_per_edge"] * edges) / 1024 if fit else None
     gpus = {}
     for gpu in ("H100", "A100"):
@@ -315,7 +320,7 @@ def part_model(args) -> dict:
                      total_units / embed["units_per_cpu_second"] / 3600,
                      "writing (graph_files, one process)":
                      cpu_per_unit["graph_files"] * total_units / 3600,
-                     "leiden (one process)": leiden_h or 0.0}
+                     "leiden (one process, lower bound)": leiden_h or 0.0}
             stages = {"llm": llm_h, **other}
             rows.append({"gpu_servers": k, "hours": {n: round(h, 1) for n, h in stages.items()},
                          "dominant": max(stages, key=stages.get)})
@@ -341,7 +346,9 @@ def part_model(args) -> dict:
            "prefill_assumption": f"{PREFILL_MFU:.0%} of dense BF16 peak, "
                                  f"2 x {PARAMS_7B:.3g} FLOPs per prompt token",
            "edges_upper_bound": round(edges),
-           "leiden_hours_upper_bound": round(leiden_h, 2) if leiden_h else None,
+           "leiden_cpu_hours": round(leiden_h, 2) if leiden_h else None,
+           "leiden_cpu_hours_is": "linear fit" if fit else "lower bound, linear from the "
+                                  "largest finished size",
            "leiden_memory_gib_upper_bound": round(leiden_gib, 1) if leiden_gib else None,
            "gpus": gpus}
     (RESULTS / "scale_model.json").write_text(json.dumps(res, indent=2))
