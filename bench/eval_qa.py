@@ -49,7 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 MODES = [("vector", {}), ("one_hop", {}), ("multihop", {"depth": 1}),
          ("multihop", {"depth": 2}), ("fused", {"depth": 1}), ("two_step", {"depth": 1}),
-         ("ppr", {}), ("hybrid", {})]
+         ("ppr", {}), ("hybrid", {}), ("bridge", {})]
 
 
 def load_questions(path: Path = DATA / "questions.jsonl") -> list[dict]:
@@ -141,6 +141,9 @@ SWEEP = {  # mode -> {config field: candidate values}
     "one_hop": {"one_hop_weight": [0.05, 0.1, 0.2, 0.5], "neighbor_decay": [0.0, 0.5]},
     "hybrid": {"hybrid_weights": [(1.0, 0.5), (1.0, 1.0), (1.0, 2.0)], "rrf_k": [10.0, 60.0],
                "entity_affinity": [False, True], "hit_seeds": [0, 3]},
+    "bridge": {"bridge_hits": [2, 5], "bridge_keep": [1, 2],
+               "bridge_relevance_power": [0.0, 1.0, 2.0],
+               "bridge_link_weight": [0.0, 0.5, 1.0, 2.0]},
     "ppr": {"ann_link_min_similarity": [0.6, 0.75, 0.9], "entity_affinity": [False, True],
             "hit_seeds": [0, 3]},
 }

@@ -246,7 +246,7 @@ def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
 def query(question: str = typer.Argument(..., help="the question, in quotes"),
           output_dir: str = OUTPUT,
           mode: str = typer.Option("vector", help="vector | one_hop | multihop | fused | "
-                                   "ppr | hybrid | two_step"),
+                                   "ppr | hybrid | bridge | two_step"),
           top_k: int = typer.Option(5, "--top-k", help="text units to return"),
           depth: int = typer.Option(1, help="BFS hops (multihop, fused, two_step)"),
           lam: float = typer.Option(1.0, "--lambda", help="fused: neighbourhood-overlap penalty"),

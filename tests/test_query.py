@@ -480,3 +480,65 @@ def test_vectorized_bfs_follows_the_attribution_rule_on_any_thread_count(monkeyp
         assert [r.node for r in alg.attribute(adj, hop_map, seeds)] == got.node.tolist()
     with pytest.raises(ValueError, match="threads"):
         alg.bfs_levels(adj, [0], 1, threads=0)
+
+
+def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalConfig
+                      ) -> list[str]:
+    """The bridge ranking recomputed from its definition with plain loops over the
+    index's vectors (entity vectors, unit vectors, kg_node_ids)."""
+    qv = r.embedder.embed([question])[0].astype(np.float64)
+    units = r.unit_vectors.astype(np.float64)
+    sims = units @ qv
+    ev = r.entity_vectors().astype(np.float64)
+    node_of = r.graph["node_of"]
+    kg = r.col["kg_node_ids"]
+    order = sorted(range(len(sims)), key=lambda i: (-sims[i], i))
+    best: dict[int, float] = {}
+    sources = [(h, max(sims[h], 0), kg[h] or []) for h in order[:cfg.bridge_hits]]
+    if cfg.bridge_link_weight > 0:
+        sources.append((-1, cfg.bridge_link_weight, [x.entity_id for x in r.link(question)]))
+    for h, s, mentioned in sources:
+        for e in mentioned:
+            n = node_of[e]
+            w = s * max(float(ev[n] @ qv), 0) ** cfg.bridge_relevance_power
+            for u in range(len(sims)):
+                if u != h and e in (kg[u] or []):
+                    v = w * max(float(units[u] @ ev[n]), 0.0)
+                    if v > best.get(u, 0.0):
+                        best[u] = v
+    out = order[:min(cfg.bridge_keep, top_k)]
+    for u in sorted(best, key=lambda u: (-best[u], u)) + order:
+        if len(out) < top_k and u not in out:
+            out.append(u)
+    return [r.col["id"][i] for i in out]
+
+
+@pytest.mark.parametrize("cfg", [
+    RetrievalConfig(), RetrievalConfig(bridge_hits=1, bridge_keep=2, bridge_link_weight=0.0),
+    RetrievalConfig(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0)])
+def test_bridge_follows_its_definition(carol_index, cfg):
+    r = Retriever(carol_index, config=cfg)
+    question = "Who was the business partner of the old miser Scrooge who hated Christmas?"
+    res = r.bridge(question, top_k=4)
+    assert res.text_units["id"].to_list() == _bridge_reference(r, question, 4, cfg)
+    vec = r.vector(question, top_k=4)
+    keep = min(cfg.bridge_keep, 4)
+    assert res.text_units["id"].to_list()[:keep] == vec.text_units["id"].to_list()[:keep]
+    bridged = res.text_units.filter(pl.col("via") == "bridge")
+    assert bridged.height > 0
+    hits = set(r.vector(question, top_k=cfg.bridge_hits).text_units["id"])
+    mentioned_by_hits = {e for i, row_id in enumerate(r.col["id"]) if row_id in hits
+                         for e in r.col["kg_node_ids"][i] or []}
+    if cfg.bridge_link_weight > 0:
+        mentioned_by_hits |= set(res.linked["entity_id"])
+    for row in bridged.iter_rows(named=True):
+        assert row["hop_depth"] == 1 and row["entity_ids"][0] in mentioned_by_hits
+    assert set(res.entities["entity_id"]) == {row["entity_ids"][0]
+                                              for row in bridged.iter_rows(named=True)}
+
+
+@pytest.mark.parametrize("knob", [{"bridge_hits": 0}, {"bridge_keep": -1},
+                                  {"bridge_link_weight": -0.5}])
+def test_bridge_rejects_bad_knobs(carol_index, knob):
+    with pytest.raises(ValueError, match=next(iter(knob))):
+        Retriever(carol_index, config=RetrievalConfig(**knob)).bridge("Scrooge", 3)

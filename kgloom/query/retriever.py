@@ -25,6 +25,9 @@ Modes (``Retriever.retrieve(question, mode=...)`` or the method of the same name
   the seeds, BFS from the chosen seeds; ``lam = 0`` equals :meth:`Retriever.two_step`.
 - ``ppr``: personalized PageRank from the linked entities (HippoRAG's recipe).
 - ``hybrid``: reciprocal-rank fusion of ``vector`` and ``ppr``.
+- ``bridge``: the nearest text units, then the units most about the entities those
+  units mention (a multi-hop question's second passage is the one about the bridge
+  entity its first passage names).
 
 ``fused_by_vector`` / ``two_step_by_vector`` take a query vector instead of a question
 (same code after the embedding); they are how an imported graph (``kgloom
@@ -50,7 +53,7 @@ from kgloom.vectors import (EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, LANCEDB_DIR, Em
                             ExternalVectors, read_embedder_manifest, search_vectors,
                             vector_index_type)
 
-MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid")
+MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid", "bridge")
 GRAPH_BACKENDS = ("duckdb", "memory")
 
 DEFAULT_TOP_K = 5
@@ -82,17 +85,21 @@ class RetrievalConfig:
         hit_seeds: the entities of this many nearest text units also seed multihop, ppr
             and hybrid (0 = only the question's linked entities).
         hit_seed_weight: their seed score is this times the unit's similarity.
+        bridge_hits: bridge expands the entities of this many nearest text units.
+        bridge_keep: bridge ranks this many nearest units first, then the bridged ones.
+        bridge_relevance_power: bridge weighs an entity by (question-entity cosine,
+            clipped at 0) to this power (0 = every entity of a hit counts alike).
         entity_affinity: weigh an entity's contribution to a unit by how much the unit is
             about it: the cosine of the entity's vector ("title: description") and the
             unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
             mention counts 1.
     """
 
-    hop_decay: float = 0.5
-    similarity_weight: float = 1.0
-    one_hop_weight: float = 0.2
+    hop_decay: float = 0.25
+    similarity_weight: float = 0.5
+    one_hop_weight: float = 0.5
     one_hop_oversample: int = 3
-    neighbor_decay: float = 0.5
+    neighbor_decay: float = 0.0
     ann_link_min_similarity: float = 0.75
     ann_link_question_k: int = 0
     rrf_k: float = 60.0
@@ -101,6 +108,10 @@ class RetrievalConfig:
     entity_affinity: bool = True
     hit_seeds: int = 0
     hit_seed_weight: float = 0.5
+    bridge_hits: int = 5
+    bridge_keep: int = 1
+    bridge_relevance_power: float = 1.0
+    bridge_link_weight: float = 0.5
 
 
 _STR_LIST = pl.List(pl.String)
@@ -1007,6 +1018,92 @@ class Retriever:
         return self._ranked_graph_units(question, "hybrid", start, qv, top_k, links, pr,
                                         unit_scores, override, damping=damping, pool=pool,
                                         weights=list(weights))
+
+    def bridge(self, question: str, top_k: int = DEFAULT_TOP_K) -> RetrievalResult:
+        """Vector hits, then the text units about the entities they (and the question)
+        mention.
+
+        A two-hop question ("where was the director of film X born?") has a first
+        passage that vector search finds (about X, naming the director D) and a second
+        one about D, which shares few words with the question. The ``config.bridge_hits``
+        nearest units are the hits; every entity ``e`` a hit ``h`` mentions scores each
+        other unit ``u`` that mentions it by
+        ``sim(q, h) x max(0, cos(q, e)) ** config.bridge_relevance_power x affinity(u, e)``
+        (affinity: cosine of the entity's vector, "title: description", and the unit's
+        vector, clipped at 0 — how much ``u`` is about ``e``). The question's linked
+        entities (:meth:`link`) count as named by a hit of similarity
+        ``config.bridge_link_weight``, so the units about the entities a question names
+        come in too. A unit keeps its best score. The ranking is the
+        ``config.bridge_keep`` nearest units, then bridged units by score, then further
+        vector hits. The idea is HippoRAG's (arXiv 2405.14831: passages reached through
+        the entities of the question) reduced to one hop and the passage-entity
+        affinity; the knobs were chosen by bench/eval_qa.py on half of its questions.
+
+        Returns units with ``via`` vector (hop_depth 0) or bridge (hop_depth 1, its
+        entity_ids = the bridging entity); entities = the bridging entities with their
+        best score and ``via`` = the hit unit id (``question`` for a linked entity);
+        ``linked`` = the question's linked entities.
+
+        Raises:
+            ValueError: an empty question, top_k < 1, bridge_hits < 1, bridge_keep < 0 or
+                bridge_link_weight < 0.
+            IndexFilesMissingError / IndexInconsistentError: see the class doc.
+        """
+        start, qv = self._begin(question, top_k)
+        cfg = self.config
+        _check_positive("bridge_hits", cfg.bridge_hits)
+        _check_positive("bridge_keep", cfg.bridge_keep, strict=False)
+        _check_positive("bridge_link_weight", cfg.bridge_link_weight, strict=False)
+        g = self.graph
+        if "affinity_csc" not in g:
+            g["affinity_csc"] = g["affinity"].tocsc()
+        aff = g["affinity_csc"]
+        sims = self.similarities(qv)
+        hits, hit_sims = self._vector_order(qv, max(cfg.bridge_hits, top_k + cfg.bridge_keep))
+        relevance = np.clip(g["entity_vectors"] @ qv.astype(np.float32), 0.0, None)
+        kg = self.col["kg_node_ids"]
+        links = self.link(question, qv)
+        sources = [(h, max(s, 0.0), kg[h] or [])
+                   for h, s in list(zip(hits, hit_sims.tolist()))[:cfg.bridge_hits]]
+        if cfg.bridge_link_weight > 0 and links:
+            sources.append((-1, cfg.bridge_link_weight, [x.entity_id for x in links]))
+        best: dict[int, tuple[float, int, int]] = {}  # unit row -> (score, node, source)
+        for h, s, mentioned in sources:
+            for e in mentioned:
+                n = g["node_of"][e]
+                weight = s * float(relevance[n]) ** cfg.bridge_relevance_power
+                col = slice(aff.indptr[n], aff.indptr[n + 1])
+                for u, a in zip(aff.indices[col].tolist(), aff.data[col].tolist()):
+                    value = weight * a
+                    if u != h and value > best.get(u, (0.0, -1, -1))[0]:
+                        best[u] = (value, n, h)
+        order = list(hits[:min(cfg.bridge_keep, top_k)])
+        via = {r: "vector" for r in order}
+        for u in sorted(best, key=lambda u: (-best[u][0], u)):
+            if len(order) >= top_k:
+                break
+            if u not in via:
+                order.append(u)
+                via[u] = "bridge"
+        for r in hits:
+            if len(order) >= top_k:
+                break
+            if r not in via:
+                order.append(r)
+                via[r] = "vector"
+        scores = {r: (best[r][0] if via[r] == "bridge" else float(sims[r])) for r in order}
+        hop = {r: (1 if via[r] == "bridge" else 0) for r in order}
+        ids = g["entity_ids"]
+        ents = {r: [ids[best[r][1]]] for r in order if via[r] == "bridge"}
+        ent_rows = [{"entity_id": ids[best[r][1]], "title": g["titles"][best[r][1]],
+                     "hop_depth": 1, "score": best[r][0], "seed_entity_id": None,
+                     "via": "question" if best[r][2] < 0 else f"unit:{self.col['id'][best[r][2]]}"}
+                    for r in order if via[r] == "bridge"]
+        units = self._unit_rows(order, scores, sims, via, hop, ents)
+        entities = pl.DataFrame(ent_rows, schema=ENTITY_RESULT_SCHEMA).unique(
+            "entity_id", keep="first", maintain_order=True) if ent_rows else None
+        return self._finish(question, "bridge", start, units, entities, linked=links,
+                            top_k=top_k, hits=cfg.bridge_hits, keep=cfg.bridge_keep)
 
     def retrieve(self, question: str, mode: str = "vector", **params: Any) -> RetrievalResult:
         """Run one mode by name (MODES, or ``two_step``) with its keyword parameters.
