@@ -206,13 +206,18 @@ def read_partitions(output_dir: str | Path, keys: list[str], table: str,
                     schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """Concatenate table ``table`` of the partitions ``keys`` (in sorted key order), with
     a ``partition`` column (String) appended. Partitions not materialized yet are skipped;
-    with none, an empty frame of ``schema`` plus ``partition`` is returned."""
+    with none, an empty frame of ``schema`` plus ``partition`` is returned. A schema
+    column missing from a stored table (written by an older kgloom) is read as null."""
     frames = []
     for key in sorted(keys):
         path = partitions_root(output_dir) / quote(key, safe="") / f"{table}.parquet"
         if path.exists():
-            frames.append(schemas.conform(pl.read_parquet(path), schema)
-                          .with_columns(partition=pl.lit(key)))
+            df = pl.read_parquet(path)
+            # a partition written before a column was added (e.g. documents.encoding)
+            # reads it as null rather than failing the graph refresh
+            df = df.with_columns(pl.lit(None, dtype=t).alias(c)
+                                 for c, t in schema.items() if c not in df.columns)
+            frames.append(schemas.conform(df, schema).with_columns(partition=pl.lit(key)))
     if not frames:
         return schemas.empty(schema).with_columns(partition=pl.lit(None, dtype=pl.String))
     return pl.concat(frames, how="vertical")
