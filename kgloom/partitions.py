@@ -34,7 +34,7 @@ from kgloom.extraction import UNIT_STATUS, UNIT_STATUS_SCHEMA
 from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id, file_sha256
-from kgloom.stats import stages_dir
+from kgloom.stats import STAGES_DIR, stages_dir
 from kgloom.storage import failures_frame, write_json, write_table
 
 PARTITIONS_DIR = "partitions"
@@ -87,7 +87,7 @@ def input_hashes(input_dir: str | Path) -> dict[str, str]:
 
 def read_manifest(output_dir: str | Path, key: str) -> dict:
     """Return partition ``key``'s manifest ({} when it has none)."""
-    m = partitions_root(output_dir) / quote(key, safe="") / MANIFEST
+    m = Path(output_dir) / STAGES_DIR / PARTITIONS_DIR / quote(key, safe="") / MANIFEST
     return json.loads(m.read_text()) if m.exists() else {}
 
 
@@ -117,6 +117,28 @@ def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
     partition built under another fingerprint must be rebuilt."""
     return content_id("partition-settings", model_id,
                       *(repr(getattr(settings, f)) for f in PARTITION_SETTINGS))
+
+
+def code_fingerprint() -> str:
+    """Return a hex SHA-256 of kgloom's own source files (``kgloom/**/*.py``): any code
+    change, e.g. an edited prompt, makes the graph-wide stages run again."""
+    root = Path(__file__).resolve().parent
+    return content_id("code", *(f"{p.relative_to(root)}:{file_sha256(str(p))}"
+                                for p in sorted(root.rglob("*.py"))))
+
+
+def graph_inputs_fingerprint(output_dir: str | Path, live_keys: list[str],
+                             settings: IndexSettings, model_id: str, embedder: str) -> str:
+    """Return a hex SHA-256 of everything the graph-wide stages read: the output folder,
+    the live partitions with their manifests (input SHA-256, settings fingerprint and
+    finished stages), every setting, the LLM's identity (``model_id``, e.g. the GGUF
+    SHA-256), the embedder (``embedder``: its model folder, empty for the bundled one)
+    and kgloom's code (:func:`code_fingerprint`). Equal fingerprints mean a graph refresh
+    would recompute the same tables, so it can be skipped."""
+    parts = [json.dumps({k: read_manifest(output_dir, k) for k in sorted(live_keys)},
+                        sort_keys=True)]
+    return content_id("graph-inputs", Path(output_dir).resolve(), *parts, repr(settings),
+                      model_id, embedder, code_fingerprint())
 
 
 def manifest_hashes(output_dir: str | Path,

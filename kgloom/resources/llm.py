@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -22,7 +23,7 @@ class LLMResource(dg.ConfigurableResource):
     model_path: str = ""
     expected_sha256: str = ""
     # prompt (<= ~1.7k model tokens for a 600-token unit or a 1.2k-token report context)
-    # plus the longest reply the bounded schemas allow (see llm.reply_char_bound)
+    # plus the longest reply the bounded schemas allow (see llm.reply_token_bound)
     n_ctx: int = 4096
     n_threads: int = 0  # 0: llama.cpp's default (all cores)
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
@@ -51,8 +52,9 @@ class LLMResource(dg.ConfigurableResource):
         The model is loaded here (about 1 s for the bundled one).
         """
         cache = LLMCache(Path(output_dir) / CACHE_FILE)
-        if self.fake:
-            return CachedLLM(FakeBackend(), cache, "fake-llm")
+        if self.fake:  # env KGLOOM_FAKE_LLM_DELAY_S slows each call (crash tests, demos)
+            delay = float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0)
+            return CachedLLM(FakeBackend(delay_s=delay), cache, "fake-llm")
         path = self.resolved_model_path()
         model_id = self.verify()
         backend = LlamaCppBackend(path, n_ctx=self.n_ctx, n_threads=self.n_threads or None,
