@@ -103,4 +103,6 @@ def writer_lock(output_dir: str | Path, command: str,
             write_json(note, folder / HOLDER_FILE)
         yield
     finally:
+        if outermost:  # before the release, so it never removes the next holder's note
+            (folder / HOLDER_FILE).unlink(missing_ok=True)
         lock.release()

@@ -91,3 +91,16 @@ def test_documents_record_the_encoding_and_failures_name_the_guess(tmp_path):
     assert "best guess" in reasons["cafe.txt"] and "confidence" in reasons["cafe.txt"]
     assert "no text encoding fits" in reasons["noise.txt"] or "best guess" in reasons["noise.txt"]
     assert failures.filter(pl.col("stage") != "documents").height == 0
+
+
+def test_a_partition_written_before_the_encoding_columns_still_combines(tmp_path):
+    from kgloom.partitions import combine_partitions, partition_dir
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text(ENGLISH, encoding="utf-8")
+    docs, _ = read_documents(tmp_path / "in")
+    old = docs.drop("encoding", "encoding_confidence")  # as an older kgloom wrote it
+    old.write_parquet(partition_dir(tmp_path / "out", "a.txt") / "documents.parquet")
+    corpus = combine_partitions(tmp_path / "out", ["a.txt"])
+    assert corpus.documents["text"].to_list() == [ENGLISH]
+    assert corpus.documents["encoding"].to_list() == [None]

@@ -256,3 +256,16 @@ def test_claims_become_covariates_and_join_report_contexts(corpus, tmp_path):
     linked = set(units["covariate_ids"].explode().drop_nulls())
     assert linked == set(cov["id"])
     assert summary["llm"]["claims"]["calls"] > 0
+
+
+def test_every_output_file_is_readable_as_the_umask_allows(indexed):
+    import stat
+
+    out, _ = indexed
+    mask = os.umask(0)
+    os.umask(mask)
+    files = [p for p in out.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+    assert any(p.name == "graph.graphml" for p in files)
+    wrong = {str(p.relative_to(out)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files
+             if stat.S_IMODE(p.stat().st_mode) != 0o666 & ~mask}
+    assert not wrong

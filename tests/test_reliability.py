@@ -23,6 +23,7 @@ from kgloom.definitions import build_resources
 from kgloom.pipelines.partitions import INPUT_FILES
 from kgloom.pipelines.recovery import recover_dead_runs
 from kgloom.pipelines.runner import index_folder, register_partitions
+from kgloom.resources import IndexConfigResource
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
@@ -168,6 +169,43 @@ def test_a_second_writer_waits_naming_the_holder_and_a_blocked_step_sleeps(tmp_p
     with open_instance(home) as instance:
         assert [r.pid for r in recover_dead_runs(instance)] == [str(holder.pid)]
     assert llm_slot_holders(home) == set()
+
+
+def test_runs_of_dead_processes_are_failed_and_freed_and_live_ones_kept():
+    from kgloom.pipelines.launcher import PidCheckingRunLauncher
+    from kgloom.pipelines.recovery import process_tags
+
+    from dagster._core.launcher import WorkerStatus
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead_tags = process_tags(sleeper.pid)
+    sleeper.kill()
+    sleeper.wait()
+    with dg.instance_for_test() as instance:
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("llm", 1)
+        runs = {}
+        for name, tags in (("dead", dead_tags), ("alive", process_tags()),
+                           ("elsewhere", {**dead_tags, "kgloom/host": "another-host"})):
+            run = dg.DagsterRun(job_name="ingest_job", status=dg.DagsterRunStatus.STARTED,
+                                tags={**tags, "kgloom/command": "kgloom index"})
+            runs[name] = instance.add_run(run).run_id
+        assert storage.claim_concurrency_slot("llm", runs["dead"], "extracted_graph").is_claimed
+        launcher = PidCheckingRunLauncher()
+        health = {n: launcher.check_run_worker_health(instance.get_run_by_id(r)).status
+                  for n, r in runs.items()}
+        assert health == {"dead": WorkerStatus.FAILED, "alive": WorkerStatus.RUNNING,
+                          "elsewhere": WorkerStatus.RUNNING}
+
+        recovered = recover_dead_runs(instance)
+        assert [r.run_id for r in recovered] == [runs["dead"]]
+        assert "its process is gone" in recovered[0].describe()
+        status = {n: instance.get_run_by_id(r).status for n, r in runs.items()}
+        assert status == {"dead": dg.DagsterRunStatus.FAILURE,
+                          "alive": dg.DagsterRunStatus.STARTED,
+                          "elsewhere": dg.DagsterRunStatus.STARTED}
+        assert not storage.get_concurrency_info("llm").claimed_slots
+        assert recover_dead_runs(instance) == []  # idempotent
 
 
 RACER = """
@@ -324,3 +362,37 @@ def test_no_loadable_document_exits_nonzero_and_an_empty_graph_is_loud(tmp_path,
         assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     summary = json.loads((out / "index-summary.json").read_text())
     assert summary["rows"]["documents"] == 1 and summary["rows"]["entities"] == 0
+
+
+HOLD = """
+import sys, time
+from kgloom.lock import writer_lock
+with writer_lock(sys.argv[1], "kgloom index"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+@dg.asset
+def probe(index: IndexConfigResource) -> None:
+    """Writes one file to the output folder (needs the index resource, hence the lock)."""
+    (index.out / "probe.txt").write_text("written while holding the lock")
+
+
+def test_a_dagster_run_waits_for_the_writer_lock_and_logs_the_holder(tmp_path):
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out), "4"], text=True,
+                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert holder.stdout.readline().strip() == "held"
+    t0 = time.monotonic()
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([probe], instance=instance, resources={
+            "index": IndexConfigResource(input_dir=str(tmp_path), output_dir=str(out))})
+        waited = time.monotonic() - t0
+        logs = [e.user_message for e in instance.all_logs(result.run_id)]
+        run = instance.get_run_by_id(result.run_id)
+    holder.wait(timeout=30)
+    assert result.success and (out / "probe.txt").exists()
+    assert holder.returncode == 0 and waited > 1  # it did wait for the holder
+    assert any(f"pid {holder.pid}" in m and "(kgloom index)" in m for m in logs), logs
+    assert run.tags["kgloom/pid"] == str(os.getpid())  # the run records its process

@@ -1,9 +1,11 @@
-"""Outputs are written atomically with the mode the umask gives (kgloom.storage)."""
+"""Outputs are written atomically with the mode the umask gives (kgloom.storage); one
+writer at a time per output folder (kgloom.lock)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -46,3 +48,32 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         storage._atomic(tmp_path / "x.txt", boom)
     assert (tmp_path / "x.txt").read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_the_writer_lock_is_reentrant_and_names_its_holder(tmp_path):
+    import subprocess
+    import sys
+
+    from kgloom.lock import holder, writer_lock
+
+    with writer_lock(tmp_path, "kgloom test"):
+        with writer_lock(tmp_path, "kgloom test, again"):  # this process: no wait
+            note = holder(tmp_path)
+        assert note["pid"] == os.getpid() and note["command"] == "kgloom test"
+        # another process waits, is told who holds the lock, and can give up
+        child = subprocess.run(
+            [sys.executable, "-c",
+             "import sys\nfrom kgloom.lock import writer_lock, LockWaitCancelled\n"
+             "try:\n"
+             "    with writer_lock(sys.argv[1], 'child', on_wait=print,\n"
+             "                     should_stop=lambda: True, poll_s=0.1):\n"
+             "        print('acquired')\n"
+             "except LockWaitCancelled:\n"
+             "    print('gave up')\n", str(tmp_path)],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        assert f"pid {os.getpid()}" in child.stdout and "(kgloom test)" in child.stdout
+        assert child.stdout.strip().endswith("gave up"), child.stderr
+    assert holder(tmp_path) is None  # released: no stale note
+    with writer_lock(tmp_path, "next"):
+        assert holder(tmp_path)["command"] == "next"
