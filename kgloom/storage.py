@@ -49,7 +49,8 @@ def _atomic(path: Path, write) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
-            os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes it 0600
+            if hasattr(os, "fchmod"):  # POSIX; mkstemp makes the file 0600
+                os.fchmod(fd, 0o666 & ~current_umask())
         finally:
             os.close(fd)
         write(tmp)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import hashlib
 import os
@@ -166,16 +167,21 @@ class Embedder:
 EMBEDDING_KEY = "embedding_key"  # LanceDB column: content_id(embedder key, embedded text)
 
 
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None on another C library."""
+    libc = ctypes.util.find_library("c")
+    return getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+
+
 def release_memory() -> None:
     """Collect garbage and hand freed heap pages back to the OS (glibc ``malloc_trim``;
     a no-op elsewhere). Torch's buffers of each forward pass otherwise stay resident
     between passes, so resident memory would grow with the work done, not its size."""
     gc.collect()
-    libc = ctypes.util.find_library("c")
-    if libc:
-        trim = getattr(ctypes.CDLL(libc), "malloc_trim", None)
-        if trim is not None:
-            trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 ROW_HASH = "row_hash"  # LanceDB column: SHA-256 of the row's other columns (JSON)

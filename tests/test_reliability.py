@@ -172,36 +172,50 @@ def test_a_second_writer_waits_naming_the_holder_and_a_blocked_step_sleeps(tmp_p
 
 
 def test_runs_of_dead_processes_are_failed_and_freed_and_live_ones_kept():
-    from kgloom.pipelines.launcher import PidCheckingRunLauncher
-    from kgloom.pipelines.recovery import process_tags
+    import logging
 
     from dagster._core.launcher import WorkerStatus
+    from dagster._daemon.monitoring.run_monitoring import monitor_started_run
+
+    from kgloom.pipelines.launcher import PidCheckingRunLauncher
+    from kgloom.pipelines.recovery import process_tags
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     dead_tags = process_tags(sleeper.pid)
     sleeper.kill()
     sleeper.wait()
-    with dg.instance_for_test() as instance:
+    launcher = {"module": "kgloom.pipelines.launcher", "class": "PidCheckingRunLauncher"}
+    with dg.instance_for_test(overrides={"run_launcher": launcher,
+                                         "run_monitoring": {"enabled": True}}) as instance:
+        assert isinstance(instance.run_launcher, PidCheckingRunLauncher)
         storage = instance.event_log_storage
         storage.set_concurrency_slots("llm", 1)
         runs = {}
-        for name, tags in (("dead", dead_tags), ("alive", process_tags()),
+        for name, tags in (("dead", dead_tags), ("dead_daemon_run", dead_tags),
+                           ("alive", process_tags()),
                            ("elsewhere", {**dead_tags, "kgloom/host": "another-host"})):
             run = dg.DagsterRun(job_name="ingest_job", status=dg.DagsterRunStatus.STARTED,
                                 tags={**tags, "kgloom/command": "kgloom index"})
             runs[name] = instance.add_run(run).run_id
         assert storage.claim_concurrency_slot("llm", runs["dead"], "extracted_graph").is_claimed
-        launcher = PidCheckingRunLauncher()
-        health = {n: launcher.check_run_worker_health(instance.get_run_by_id(r)).status
-                  for n, r in runs.items()}
-        assert health == {"dead": WorkerStatus.FAILED, "alive": WorkerStatus.RUNNING,
-                          "elsewhere": WorkerStatus.RUNNING}
+        health = {n: instance.run_launcher.check_run_worker_health(
+            instance.get_run_by_id(r)).status for n, r in runs.items()}
+        assert health == {"dead": WorkerStatus.FAILED, "dead_daemon_run": WorkerStatus.FAILED,
+                          "alive": WorkerStatus.RUNNING, "elsewhere": WorkerStatus.RUNNING}
 
+        # the daemon's run monitoring fails a run whose worker is gone
+        record = instance.get_run_record_by_id(runs["dead_daemon_run"])
+        monitor_started_run(instance, None, record, logging.getLogger("test"))
+        assert instance.get_run_by_id(runs["dead_daemon_run"]).status == \
+            dg.DagsterRunStatus.FAILURE
+
+        # the CLI's recovery fails the other one and frees its slot
         recovered = recover_dead_runs(instance)
         assert [r.run_id for r in recovered] == [runs["dead"]]
         assert "its process is gone" in recovered[0].describe()
         status = {n: instance.get_run_by_id(r).status for n, r in runs.items()}
         assert status == {"dead": dg.DagsterRunStatus.FAILURE,
+                          "dead_daemon_run": dg.DagsterRunStatus.FAILURE,
                           "alive": dg.DagsterRunStatus.STARTED,
                           "elsewhere": dg.DagsterRunStatus.STARTED}
         assert not storage.get_concurrency_info("llm").claimed_slots
