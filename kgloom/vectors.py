@@ -188,7 +188,7 @@ ROW_HASH = "row_hash"  # LanceDB column: SHA-256 of the row's other columns (JSO
 BATCH_ROWS = 256  # rows embedded and written per batch
 
 
-def _row_hashes(df: pl.DataFrame, chunk_rows: int = 4096) -> pl.Series:
+def _row_hashes(df: pl.DataFrame, chunk_rows: int = 512) -> pl.Series:
     """SHA-256 of each row's JSON (polars ``struct.json_encode``), ``chunk_rows`` rows at
     a time so no copy of the whole frame is made."""
     out: list[str] = []
