@@ -1,4 +1,4 @@
-"""``kgloom`` command line: index, backfill, partitions, status, cache, ui.
+"""``kgloom`` command line: index, backfill, partitions, status, cache, query, ui.
 
 ``kgloom index`` materializes every asset in this process against a persistent Dagster
 instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in the UI.
@@ -145,6 +145,9 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
           max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
           extract_claims: bool = typer.Option(
               False, help="also extract claims (GraphRAG covariates), one more call per unit"),
+          reports: bool = typer.Option(
+              True, help="write community reports (--no-reports: a retrieval-only index, "
+                         "no report LLM calls)"),
           ) -> None:
     """Index INPUT_DIR into OUTPUT_DIR incrementally, with progress bars.
 
@@ -162,7 +165,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
         instance = _instance(recover=True)
         before = cache_rows(output_dir)
         diff, report = index_folder(resources, instance, force=force,
-                                    tags={"kgloom/command": "kgloom index"})
+                                    tags={"kgloom/command": "kgloom index"}, reports=reports)
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
     if not (diff.added or diff.changed or diff.unchanged):
@@ -271,6 +274,53 @@ def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
             what = (r["partition"] or ", ".join(r["assets"][:3])
                     + (" ..." if len(r["assets"]) > 3 else "") or "all assets")
             typer.echo(f"  {r['run_id'][:8]}  ended {r['ended'] or '?'}  {what}")
+
+
+@app.command()
+def query(question: str = typer.Argument(..., help="the question, in quotes"),
+          output_dir: str = OUTPUT,
+          mode: str = typer.Option("vector", help="vector | one_hop | multihop | fused | "
+                                   "ppr | hybrid | two_step"),
+          top_k: int = typer.Option(5, "--top-k", help="text units to return"),
+          depth: int = typer.Option(1, help="BFS hops (multihop, fused, two_step)"),
+          lam: float = typer.Option(1.0, "--lambda", help="fused: neighbourhood-overlap penalty"),
+          oversample: int = typer.Option(5, help="fused: entity candidates per seed"),
+          damping: float = typer.Option(0.5, help="ppr / hybrid: probability of following "
+                                        "an edge"),
+          graph_backend: str = typer.Option("duckdb", help="duckdb (over graph-edges.parquet) "
+                                            "or memory"),
+          embedder_path: str = typer.Option("", help="the embedder that built the index "
+                                            "(default: KGLOOM_EMBEDDER_PATH or the bundled one)"),
+          as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON"),
+          ) -> None:
+    """Retrieve the text units that answer QUESTION from an index (read-only).
+
+    Prints rank, score, document, the unit's first words and the entities and edges that
+    brought it in; --json prints everything (text units, entities, relationships, linked
+    entities, info) for scripts.
+    """
+    from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
+                                        IndexInconsistentError, Retriever)
+    from kgloom.query.render import render_result
+
+    params = {"top_k": top_k}
+    if mode in ("multihop", "fused", "two_step"):
+        params["depth"] = depth
+    if mode == "fused":
+        params.update(lam=lam, oversample=oversample)
+    if mode in ("ppr", "hybrid"):
+        params["damping"] = damping
+    try:
+        retriever = Retriever(output_dir, embedder_path or None, graph_backend=graph_backend)
+        result = retriever.retrieve(question, mode=mode, **params)
+    except (ValueError, IndexFilesMissingError, IndexInconsistentError,
+            EmbedderMismatchError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        typer.echo(render_result(result))
 
 
 @app.command()

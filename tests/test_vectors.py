@@ -26,11 +26,6 @@ LONG_TEXT = " ".join([
 ] * 3 + ["At the very end, Tiny Tim said: God bless Us, Every One!"])
 
 
-@pytest.fixture(scope="session")
-def embedder() -> Embedder:
-    return Embedder()
-
-
 @pytest.mark.slow
 def test_dim_and_unit_vectors(embedder):
     assert embedder.dim == embedder.model.get_embedding_dimension() == 384

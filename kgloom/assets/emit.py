@@ -13,9 +13,8 @@ from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpo
                          kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
                          write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
-from kgloom.storage import read_table, write_json, write_table
+from kgloom.storage import read_table, table_path, write_json, write_table
 
-LANCEDB_DIR = "lancedb"
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"
 SUMMARY_FILE = "index-summary.json"
@@ -71,7 +70,8 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.vectors import VECTOR_TABLES, sync_lancedb
+    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, embedder_manifest,
+                                read_embedder_manifest, sync_lancedb, write_embedder_manifest)
 
     out = index.out
     emb = embedder.load()
@@ -79,7 +79,11 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     written, expected = {}, {}
     with Timer() as t:
         for table, (parquet, text_expr) in VECTOR_TABLES.items():
-            df = read_table(out, parquet)
+            if parquet == schemas.COMMUNITY_REPORTS and not table_path(out, parquet).exists():
+                # a run that selects no report stage (e.g. a retrieval-only index)
+                context.log.warning("no community_reports.parquet: its LanceDB table is empty")
+            df = read_table(out, parquet, schemas.GRAPHRAG_TABLES[parquet]
+                            if parquet == schemas.COMMUNITY_REPORTS else None)
             written[table] = sync_lancedb(db_path, table, df, text_expr, emb,
                                           progress=progress(context, f"vectors {table}"))
             w = written[table]
@@ -88,9 +92,13 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
                              f"{w['rows'] - w['written']} unchanged")
             expected[table] = df.height
             del df
+        if read_embedder_manifest(db_path) != embedder_manifest(emb):
+            write_embedder_manifest(db_path, emb)
     write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim)
     yield dg.MaterializeResult(metadata={
-        GRAPH_INPUTS: graph_inputs_of(context, "graph_files", "community_reports"),
+        # from graph_files only: an index built without reports (--no-reports) keeps the
+        # reports of the last run that wrote them, and is up to date without new ones
+        GRAPH_INPUTS: graph_inputs_of(context, "graph_files"),
         "path": dg.MetadataValue.path(str(db_path)), "dim": emb.dim,
         **{f"{k}_{field}": v[field] for k, v in written.items()
            for field in ("rows", "version", "written", "embedded", "reused", "deleted")}})

@@ -28,6 +28,8 @@ from kgloom.pipelines.jobs import INGEST_ASSETS
 from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.recovery import process_tags
 
+REPORTS_KEY = dg.AssetKey("community_reports")
+
 
 def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
                     settings: str | None = None) -> InputDiff:
@@ -164,13 +166,18 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
 
 def refresh_graph(resources: dict, instance: dg.DagsterInstance,
                   tags: dict[str, str] | None = None,
-                  report: RunReport | None = None, force: bool = False) -> RunReport:
+                  report: RunReport | None = None, force: bool = False,
+                  reports: bool = True) -> RunReport:
     """Bring the graph-wide assets (entities onward) up to date with every live partition.
 
     Runs nothing when ``report`` says an earlier run was interrupted, or when every
     graph-wide asset was last built from the current inputs (see
     :mod:`kgloom.pipelines.freshness`); otherwise one run of the stale assets and
     everything downstream of them (all graph-wide assets with ``force``).
+    ``reports=False`` leaves out ``community_reports`` (its LLM calls): what retrieval
+    needs (entities, relationships, communities, graph files, vectors) is still built,
+    the LanceDB ``community_reports`` table holds the reports of the last run that wrote
+    them, and stale reports alone do not make the graph stale.
     ``report.graph_assets`` lists what ran.
 
     Raises:
@@ -181,10 +188,15 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
         return report
     stale = list(GRAPH_KEYS) if force else stale_graph_assets(
         instance, current_graph_inputs(resources, instance), resources["index"].out)
+    if not reports:
+        stale = [k for k in stale if k != REPORTS_KEY]
     if not stale:
         report.graph_up_to_date = True
         return report
-    result = dg.materialize(ALL_ASSETS, selection=rerun_selection(stale), resources=resources,
+    selection = rerun_selection(stale)
+    if not reports:
+        selection = selection - dg.AssetSelection.assets(REPORTS_KEY)
+    result = dg.materialize(ALL_ASSETS, selection=selection, resources=resources,
                             instance=instance, tags=run_tags(tags), raise_on_error=False)
     report.graph_run, report.graph_ok = result.run_id, result.success
     started = {e.step_key for e in result.all_events
@@ -197,13 +209,15 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
 
 
 def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = False,
-                 tags: dict[str, str] | None = None) -> tuple[InputDiff, RunReport]:
+                 tags: dict[str, str] | None = None,
+                 reports: bool = True) -> tuple[InputDiff, RunReport]:
     """Sync partitions with the input folder, ingest the new and changed files (all of
     them with ``force``), then refresh what is stale in the graph (all of it with
-    ``force``). Returns (the diff, the run report)."""
+    ``force``; without community reports when ``reports`` is False). Returns (the diff,
+    the run report)."""
     index = resources["index"]
     fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
     diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
     report = materialize_partitions(keys, resources, instance, tags)
-    return diff, refresh_graph(resources, instance, tags, report, force=force)
+    return diff, refresh_graph(resources, instance, tags, report, force=force, reports=reports)

@@ -1,0 +1,194 @@
+"""Query entity linking by name: the question's spans matched to entity titles and aliases.
+
+Names are compared under the entity-resolution key (:func:`kgloom.resolution.normalize_title`:
+Unicode NFKC, case-folded, punctuation as spaces), so the question's "Lothair Ii's"
+finds the entity "Lothair II" and an alias recorded by resolution ("Mr. Cratchit")
+finds its canonical entity. Spans come from two places:
+
+- every run of 1 to ``MAX_SPAN_TOKENS`` words of the question, longest first and
+  non-overlapping (so "Bob Cratchit" wins over "Bob"), skipping spans made only of
+  common words and single lower-case words;
+- the extraction's own candidate finder (:func:`kgloom.extraction.candidate_names`):
+  a capitalized span with no exact match may still name an entity whose title contains
+  it as whole words ("Lothair II" -> "Lothair II of Lotharingia"), when at most
+  ``MAX_PARTIAL_MATCHES`` entities do.
+
+Spans left unlinked are returned too, so the caller can link them by embedding (ANN
+over the LanceDB ``entities`` table). No Dagster, no files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from kgloom.extraction import candidate_names
+from kgloom.resolution import normalize_title
+
+MAX_SPAN_TOKENS = 8
+MAX_PARTIAL_MATCHES = 3
+PARTIAL_MATCH_DISCOUNT = 0.8  # a partial match scores 0.8 x (span tokens / title tokens)
+
+# Words that never name anything on their own (question words, articles, auxiliaries).
+_COMMON = frozenset("""a an and are as at be been by can could did do does for from had has
+have he her his how i in into is it its me my of on or our she than that the their them
+they this to was we were what when where which who whom whose why will with would you
+your""".split())
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b", re.IGNORECASE)
+_TOKEN = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class LinkedEntity:
+    """One question entity found in the index.
+
+    Attributes:
+        entity_id: the entity's id (entities.parquet ``id``).
+        title: its title.
+        method: ``name`` (a title), ``alias`` (an alias from entity resolution),
+            ``partial_name`` (a capitalized span inside a longer title), ``ann``
+            (embedding similarity) or ``vector_hit`` (mentioned by a text unit near the
+            question; span = that unit's id); the last two are set by the retriever.
+        span: the question text that matched (``(question)`` for whole-question ANN).
+        score: 1.0 for name and alias, ``0.8 x span/title tokens`` for partial_name,
+            cosine similarity for ann.
+    """
+
+    entity_id: str
+    title: str
+    method: str
+    span: str
+    score: float
+
+
+LINKED_SCHEMA: dict[str, pl.DataType] = {
+    "entity_id": pl.String, "title": pl.String, "method": pl.String, "span": pl.String,
+    "score": pl.Float64}
+
+
+def linked_frame(links: list[LinkedEntity]) -> pl.DataFrame:
+    """The links as a frame of LINKED_SCHEMA (one row per link, in the given order)."""
+    return pl.DataFrame([vars(x) for x in links], schema=LINKED_SCHEMA, orient="row") \
+        if links else pl.DataFrame(schema=LINKED_SCHEMA)
+
+
+def _key(text: str) -> str:
+    """Normalization key of a name or span: possessives dropped, then normalize_title."""
+    return normalize_title(_POSSESSIVE.sub("", text))
+
+
+def _contains(longer: list[str], shorter: list[str]) -> bool:
+    """True when ``shorter`` occurs in ``longer`` as a contiguous run of tokens."""
+    n = len(shorter)
+    return any(longer[j:j + n] == shorter for j in range(len(longer) - n + 1))
+
+
+class NameLinker:
+    """Links question spans to entities by their normalized titles and aliases.
+
+    Args:
+        entities: frame with ``id`` and ``title`` (e.g. entities.parquet), n rows.
+        aliases: frame with ``alias`` and ``entity_id`` (entity_aliases.parquet) or None.
+
+    Building costs one pass over titles and aliases (O(n) dict inserts).
+    """
+
+    def __init__(self, entities: pl.DataFrame, aliases: pl.DataFrame | None = None) -> None:
+        self.title = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
+        self.by_key: dict[str, dict[str, str]] = {}  # key -> {entity id: method}
+        for eid, title in self.title.items():
+            self._add(title, eid, "name")
+        if aliases is not None and aliases.height:
+            for alias, eid in aliases.select("alias", "entity_id").iter_rows():
+                if eid in self.title and alias:
+                    self._add(alias, eid, "alias")
+        self.by_token: dict[str, set[str]] = {}
+        for key in self.by_key:
+            for tok in set(key.split()):
+                self.by_token.setdefault(tok, set()).add(key)
+
+    def _add(self, name: str, eid: str, method: str) -> None:
+        key = _key(name)
+        if key:
+            methods = self.by_key.setdefault(key, {})
+            if methods.get(eid) != "name":
+                methods[eid] = method
+
+    def link(self, question: str) -> tuple[list[LinkedEntity], list[str]]:
+        """Find the entities named in ``question``.
+
+        Returns:
+            (links sorted by span position then entity id; unlinked candidate spans:
+            capitalized spans of the extraction's candidate finder that matched no
+            entity, for the caller to try by embedding).
+        """
+        words = [(m.group(0), m.start()) for m in _TOKEN.finditer(_POSSESSIVE.sub("", question))]
+        keys = [_key(w) for w, _ in words]
+        used = [False] * len(words)
+        found: list[tuple[int, LinkedEntity]] = []
+        for n in range(min(MAX_SPAN_TOKENS, len(words)), 0, -1):
+            for i in range(len(words) - n + 1):
+                if any(used[i:i + n]):
+                    continue
+                toks = keys[i:i + n]
+                if all(t in _COMMON for t in toks):
+                    continue
+                if n == 1 and not (words[i][0][:1].isupper() or any(c.isdigit() for c in words[i][0])):
+                    continue
+                key = " ".join(toks)
+                hits = self.by_key.get(key)
+                if not hits:
+                    continue
+                span = " ".join(w for w, _ in words[i:i + n])
+                for eid, method in sorted(hits.items()):
+                    found.append((words[i][1], LinkedEntity(eid, self.title[eid], method, span,
+                                                            1.0)))
+                used[i:i + n] = [True] * n
+        covered = {_key(x.span) for _, x in found}
+        unlinked: list[str] = []
+        for span in candidate_names(question):
+            words_ = span.split()
+            while words_ and words_[0].lower() in _COMMON:  # "Did Zacharias ..." opens a question
+                words_ = words_[1:]
+            span = " ".join(words_)
+            key = _key(span)
+            if not key or any(_contains(c.split(), key.split()) for c in covered):
+                continue
+            partial = self._partial(key)
+            if partial:
+                pos = question.find(span)
+                for eid, score in partial:
+                    found.append((pos, LinkedEntity(eid, self.title[eid], "partial_name", span,
+                                                    score)))
+                covered.add(key)
+            else:
+                unlinked.append(span)
+        found.sort(key=lambda p: (p[0], p[1].entity_id))
+        seen: set[str] = set()
+        links = []
+        for _, link in found:
+            if link.entity_id not in seen:
+                seen.add(link.entity_id)
+                links.append(link)
+        return links, unlinked
+
+    def _partial(self, key: str) -> list[tuple[str, float]]:
+        """Entities whose title key holds ``key``'s tokens contiguously (at most
+        MAX_PARTIAL_MATCHES of them, else none: an ambiguous short span links nothing)."""
+        toks = key.split()
+        pools = [self.by_token.get(t, set()) for t in toks]
+        if not pools or not all(pools):
+            return []
+        hits: dict[str, float] = {}
+        for cand in set.intersection(*pools):
+            ctoks = cand.split()
+            if len(ctoks) <= len(toks) or not _contains(ctoks, toks):
+                continue
+            for eid in self.by_key[cand]:
+                score = PARTIAL_MATCH_DISCOUNT * len(toks) / len(ctoks)
+                hits[eid] = max(hits.get(eid, 0.0), score)
+        if len(hits) > MAX_PARTIAL_MATCHES:
+            return []
+        return sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))

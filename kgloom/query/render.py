@@ -1,0 +1,63 @@
+"""A retrieval result as a readable text table (the CLI's default output).
+
+One row per text unit: rank, score, document, the unit's first words, how it was
+reached (mode and hops) and the entities and edges that brought it in, by title.
+Tables are drawn by ``tabulate``.
+"""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from kgloom.query.retriever import RetrievalResult
+
+FIRST_WORDS = 12
+MAX_BROUGHT_BY = 3  # entities named per row
+
+
+def _first_words(text: str, n: int = FIRST_WORDS) -> str:
+    words = " ".join((text or "").split()).split(" ")
+    return " ".join(words[:n]) + (" …" if len(words) > n else "")
+
+
+def render_result(result: RetrievalResult) -> str:
+    """Return ``result`` as text: a header (mode, fallback, linked entities, which
+    search each table used, seconds) and a table of the ranked text units.
+
+    An entity is shown by title when the result names it (the entities or linked
+    frames), else by its id's first 8 characters; an edge as ``source -> target``.
+    """
+    info = result.info
+    title = dict(zip(result.linked["entity_id"].to_list(), result.linked["title"].to_list()))
+    title.update({e: t for e, t in zip(result.entities["entity_id"].to_list(),
+                                       result.entities["title"].to_list()) if t})
+    edge = {r["relationship_id"]: f"{r['source']} -> {r['target']}"
+            for r in result.relationships.iter_rows(named=True) if r["relationship_id"]}
+    used = info.get("used_mode", result.mode)
+    lines = [f"mode: {result.mode}" + (f" (ran {used}: {info['fallback']})"
+                                        if info.get("fallback") else "")]
+    if result.linked.height:
+        lines.append("linked: " + "; ".join(
+            f"{r['title']} [{r['method']} \"{r['span']}\" {r['score']:.2f}]"
+            for r in result.linked.iter_rows(named=True)))
+    elif used != "vector" or result.mode in ("multihop", "ppr", "hybrid"):
+        lines.append("linked: none")
+    lines.append("search: " + ", ".join(f"{t} {k}" for t, k in info.get("ann", {}).items())
+                 + f"; graph {info.get('graph_backend')}; {info.get('seconds', 0):.3f} s")
+    rows = []
+    for r in result.text_units.iter_rows(named=True):
+        brought = [title.get(e, e[:8]) for e in r["entity_ids"][:MAX_BROUGHT_BY]]
+        more = len(r["entity_ids"]) - len(brought)
+        edges = [edge[x] for x in r["relationship_ids"] if x in edge][:MAX_BROUGHT_BY]
+        rows.append([r["rank"], f"{r['score']:.3f}", r["document_title"] or r["document_id"][:8],
+                     _first_words(r["text"]),
+                     r["via"] + ("" if r["hop_depth"] is None else f" ({r['hop_depth']} hop)"),
+                     ", ".join(brought) + (f" +{more}" if more > 0 else "")
+                     + ("\nvia " + "; ".join(edges) if edges else "")])
+    if not rows:
+        lines.append("no text unit found")
+        return "\n".join(lines)
+    lines.append(tabulate(rows, headers=["rank", "score", "document", "text", "reached",
+                                         "brought in by"],
+                          tablefmt="simple", maxcolwidths=[None, None, 24, 48, 14, 40]))
+    return "\n".join(lines)

@@ -1,0 +1,899 @@
+"""Retrieval over a kgloom index: one handle, six modes, one result shape.
+
+:class:`Retriever` opens an output folder once, checks it (files present, tables of the
+same build, the query embedder the one that made the vectors) and keeps in memory what a
+long-lived query service would keep: the text units with their vectors and denormalized
+graph columns, and (on first use by a graph mode) the entity graph as a CSR adjacency.
+It reads only the published files (LanceDB tables and parquet), never the stage folders,
+writes nothing, and imports no Dagster.
+
+Every mode returns a :class:`RetrievalResult`: ranked text units (id, score, text,
+document) with the entities, relationships and hop depths that brought each one in, the
+question's linked entities, and an ``info`` dict (which search each table used, the
+fallback taken, timings).
+
+Modes (``Retriever.retrieve(question, mode=...)`` or the method of the same name):
+
+- ``vector``: ANN over the LanceDB ``text_units`` table; the baseline.
+- ``one_hop``: vector hits expanded through the text units' own ``kg_node_ids`` /
+  ``neighbor_entity_ids`` / ``neighbor_triples`` columns (no graph file is read), then
+  re-ranked.
+- ``multihop``: BFS to ``depth`` from the linked entities over graph-edges.parquet
+  (DuckDB recursive CTE, or in memory), text units of reached entities ranked by hop
+  depth, edge weight and similarity.
+- ``fused``: ANN over entity vectors with oversampling, greedy Jaccard diversity rerank of
+  the seeds, BFS from the chosen seeds; ``lam = 0`` equals :meth:`Retriever.two_step`.
+- ``ppr``: personalized PageRank from the linked entities (HippoRAG's recipe).
+- ``hybrid``: reciprocal-rank fusion of ``vector`` and ``ppr``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from kgloom import schemas
+from kgloom.query import algorithms as alg
+from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
+from kgloom.storage import table_path
+from kgloom.vectors import (EMBEDDING_KEY, LANCEDB_DIR, Embedder, read_embedder_manifest,
+                            search_vectors, vector_index_type)
+
+MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid")
+GRAPH_BACKENDS = ("duckdb", "memory")
+
+DEFAULT_TOP_K = 5
+DEFAULT_DEPTH = 1
+DEFAULT_OVERSAMPLE = 5  # fused: entity candidates = 5 x top_k (the fused-retrieve default)
+DEFAULT_LAMBDA = 1.0  # fused: overlap penalty
+DEFAULT_DAMPING = 0.5  # ppr: probability of following an edge (HippoRAG uses 0.5)
+QUERY_EMBED_THREADS = 1  # a question is a few tokens: one thread beats two (Embedder.embed)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The scoring knobs of the graph modes (defaults chosen by bench/eval_qa.py on
+    2WikiMultihopQA; see the README's retrieval figures).
+
+    Attributes:
+        hop_decay: activation kept per hop away from a seed entity (multihop, fused).
+        similarity_weight: weight of the question-unit cosine in multihop/fused unit
+            scores (the graph part has weight 1).
+        one_hop_weight: weight of the entity bonus in one_hop unit scores.
+        one_hop_oversample: one_hop expands the ``one_hop_oversample x top_k`` nearest units.
+        neighbor_decay: one_hop: a neighbour entity counts this much of a mentioned one.
+        ann_link_min_similarity: a question span links the nearest entity (LanceDB
+            ``entities`` vectors of "title: description") at cosine >= this.
+        ann_link_question_k: entities linked by whole-question ANN (0 = off).
+        rrf_k: reciprocal-rank fusion constant (Cormack et al. 2009 use 60).
+        hybrid_pool: hybrid fuses the best ``hybrid_pool`` units of each ranking.
+        hybrid_weights: RRF weights of the (vector, ppr) rankings.
+        hit_seeds: the entities of this many nearest text units also seed multihop, ppr
+            and hybrid (0 = only the question's linked entities).
+        hit_seed_weight: their seed score is this times the unit's similarity.
+        entity_affinity: weigh an entity's contribution to a unit by how much the unit is
+            about it: the cosine of the entity's vector ("title: description") and the
+            unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
+            mention counts 1.
+    """
+
+    hop_decay: float = 0.5
+    similarity_weight: float = 1.0
+    one_hop_weight: float = 0.2
+    one_hop_oversample: int = 3
+    neighbor_decay: float = 0.5
+    ann_link_min_similarity: float = 0.75
+    ann_link_question_k: int = 0
+    rrf_k: float = 60.0
+    hybrid_pool: int = 20
+    hybrid_weights: tuple[float, float] = (1.0, 1.0)
+    entity_affinity: bool = True
+    hit_seeds: int = 0
+    hit_seed_weight: float = 0.5
+
+
+_STR_LIST = pl.List(pl.String)
+UNIT_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64,  # 1..k
+    "id": pl.String,  # text unit id
+    "score": pl.Float64,  # the mode's ranking score (higher is better)
+    "similarity": pl.Float64,  # cosine of question and unit vectors
+    "hop_depth": pl.Int64,  # hops from a seed entity to the nearest entity that brought
+                            # it in; 0 = a seed's own unit or a direct vector hit
+    "via": pl.String,  # vector | one_hop | bfs | ppr | hybrid | vector_fill
+    "entity_ids": _STR_LIST,  # the entities that brought it in, strongest first
+    "relationship_ids": _STR_LIST,  # the edges they were reached through
+    "document_id": pl.String,
+    "document_title": pl.String,
+    "text": pl.String,
+}
+ENTITY_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "entity_id": pl.String, "title": pl.String, "hop_depth": pl.Int64,
+    "score": pl.Float64, "seed_entity_id": pl.String, "via": pl.String}
+RELATIONSHIP_RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "relationship_id": pl.String, "source": pl.String, "relation": pl.String,
+    "target": pl.String, "weight": pl.Float64, "hop_depth": pl.Int64}
+
+
+class IndexFilesMissingError(FileNotFoundError):
+    """The output folder lacks a file a mode needs; the message names each one."""
+
+
+class IndexInconsistentError(ValueError):
+    """The output folder's tables come from different builds (a half-written index)."""
+
+
+class EmbedderMismatchError(ValueError):
+    """The query embedder is not the one that embedded the index; names both."""
+
+
+@dataclass
+class RetrievalResult:
+    """What every retrieval mode returns.
+
+    Attributes:
+        question: the question as given.
+        mode: the mode asked for; ``info["used_mode"]`` is the one that ran (differs on a
+            fallback, e.g. no entity linked -> ``vector``).
+        text_units: UNIT_RESULT_SCHEMA frame, at most top_k rows, rank 1 first.
+        entities: ENTITY_RESULT_SCHEMA frame: the entities the mode reached or scored.
+        relationships: RELATIONSHIP_RESULT_SCHEMA frame: the edges it went through.
+        linked: LINKED_SCHEMA frame: the question's entities and how each was found.
+        info: parameters, ``used_mode``, ``fallback`` (None or why), ``ann`` (flat or
+            ivf_pq per LanceDB table searched), ``graph_backend``, ``seconds``, and
+            mode-specific figures (fused: seed overlap and ANN-score sums).
+    """
+
+    question: str
+    mode: str
+    text_units: pl.DataFrame
+    entities: pl.DataFrame
+    relationships: pl.DataFrame
+    linked: pl.DataFrame
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: question, mode, info, and each frame as a list of rows."""
+        return {"question": self.question, "mode": self.mode, "info": self.info,
+                "text_units": self.text_units.to_dicts(), "entities": self.entities.to_dicts(),
+                "relationships": self.relationships.to_dicts(),
+                "linked": self.linked.to_dicts()}
+
+
+def _check_positive(name: str, value: float, strict: bool = True) -> None:
+    if (value <= 0) if strict else (value < 0):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} 0, got {value}")
+
+
+def configured_embedder_path() -> str | None:
+    """The embedder folder from ``KGLOOM_EMBEDDER_PATH``, or None for the bundled one."""
+    return os.environ.get("KGLOOM_EMBEDDER_PATH") or None
+
+
+class Retriever:
+    """A read-only query handle on one kgloom output folder.
+
+    Args:
+        output_dir: the folder ``kgloom index`` wrote (holds ``lancedb/`` and parquet).
+        embedder: an :class:`kgloom.vectors.Embedder`, a model folder, or None for
+            ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2. It must be the
+            embedder that built the index.
+        graph_backend: ``duckdb`` (BFS by DuckDB's recursive CTE straight over
+            graph-edges.parquet, per call) or ``memory`` (the same BFS over the CSR
+            adjacency held by this handle).
+        config: scoring knobs (:class:`RetrievalConfig`); may be replaced between calls.
+
+    Opening checks the core of the index (the LanceDB ``text_units`` table, its vectors'
+    dimension and embedder, and that it matches text_units.parquet when present) and
+    loads the text units; graph files are checked and loaded on first use by a graph
+    mode (``multihop``, ``fused``, ``ppr``, ``hybrid``), so ``vector`` and ``one_hop``
+    work on a folder holding only the vector store. A handle serves one call at a time
+    (use one per thread).
+
+    Raises:
+        IndexFilesMissingError: no LanceDB ``text_units`` table (names the path and the
+            command that builds it).
+        EmbedderMismatchError: the index was embedded by another model or dimension.
+        IndexInconsistentError: LanceDB and parquet text units differ (half-written).
+        ValueError: an unknown graph_backend.
+    """
+
+    def __init__(self, output_dir: str | Path, embedder: Embedder | str | Path | None = None,
+                 graph_backend: str = "duckdb", config: RetrievalConfig | None = None) -> None:
+        import lancedb
+
+        if graph_backend not in GRAPH_BACKENDS:
+            raise ValueError(f"graph_backend must be one of {GRAPH_BACKENDS}, got {graph_backend!r}")
+        self.output_dir = Path(output_dir)
+        self.graph_backend = graph_backend
+        self.config = config or RetrievalConfig()
+        self.db_path = self.output_dir / LANCEDB_DIR
+        if not self.output_dir.is_dir():
+            raise IndexFilesMissingError(f"{self.output_dir} is not a folder: run `kgloom index "
+                                         f"--output-dir {self.output_dir}` first")
+        if not (self.db_path / "text_units.lance").exists():
+            raise IndexFilesMissingError(
+                f"{self.db_path / 'text_units.lance'} is missing: this is not a finished kgloom "
+                f"index (the vector_index asset writes it; run `kgloom index`)")
+        self._db = lancedb.connect(str(self.db_path))
+        self._unit_table = self._db.open_table("text_units")
+        self.ann = {"text_units": vector_index_type(self._unit_table)}
+        self.embedder = self._open_embedder(embedder)
+        self._load_units()
+        self._graph: dict[str, Any] | None = None
+        self._linker: NameLinker | None = None
+        self._titles: dict[str, str] | None = None
+        self._searched: dict[str, str] = {}  # this call's LanceDB searches (not thread-safe)
+
+    # --- opening -------------------------------------------------------------------
+    def _open_embedder(self, embedder: Embedder | str | Path | None) -> Embedder:
+        manifest = read_embedder_manifest(self.db_path)
+        stored_dim = self._unit_table.schema.field("vector").type.list_size
+        if isinstance(embedder, Embedder):
+            emb = embedder
+        else:
+            path = str(embedder) if embedder else configured_embedder_path()
+            emb = Embedder(path)
+        configured = f"{emb.name} ({emb.dim} dims)"
+        if manifest and (manifest["model"] != emb.name or int(manifest["dim"]) != emb.dim):
+            raise EmbedderMismatchError(
+                f"the index was embedded with {manifest['model']} ({manifest['dim']} dims) but "
+                f"queries would use {configured}: open it with that embedder "
+                f"(KGLOOM_EMBEDDER_PATH, --embedder-path) or rebuild the vector index")
+        if stored_dim != emb.dim:
+            stored = f"{manifest['model']} " if manifest else "an unrecorded embedder "
+            raise EmbedderMismatchError(
+                f"the index was embedded with {stored}({stored_dim} dims) but queries would "
+                f"use {configured}: the dimensions differ")
+        if manifest is None and EMBEDDING_KEY in self._unit_table.schema.names:
+            self._check_embedding_keys(emb)
+        return emb
+
+    def _check_embedding_keys(self, emb: Embedder) -> None:
+        """Without a manifest: recompute one row's embedding key with ``emb``."""
+        from kgloom.ids import content_id
+
+        row = self._unit_table.search().select(["text", EMBEDDING_KEY]).limit(1).to_arrow()
+        if row.num_rows and content_id("embedding", emb.key, row["text"][0].as_py()) != \
+                row[EMBEDDING_KEY][0].as_py():
+            raise EmbedderMismatchError(
+                f"the index's vectors were not made by {emb.name} with "
+                f"window/stride {emb.key.split('|', 1)[1]} (an unrecorded embedder built it): "
+                "rebuild the vector index or open it with the embedder that built it")
+
+    def _load_units(self) -> None:
+        cols = ["id", "text", "document_id", "kg_node_ids", "neighbor_entity_ids",
+                "neighbor_triples", "vector"]
+        arrow = self._unit_table.to_arrow().select(cols)
+        vec = arrow.column("vector").combine_chunks()
+        dim = vec.type.list_size
+        self.unit_vectors = (vec.flatten().to_numpy(zero_copy_only=False)
+                             .reshape(len(vec), dim).astype(np.float32)) if len(vec) else \
+            np.zeros((0, dim), dtype=np.float32)
+        units = pl.from_arrow(arrow.drop(["vector"]))
+        assert isinstance(units, pl.DataFrame)
+        parquet = table_path(self.output_dir, schemas.TEXT_UNITS)
+        if parquet.exists():
+            ids = pl.read_parquet(parquet, columns=["id"])["id"]
+            if ids.len() != units.height or set(ids.to_list()) != set(units["id"].to_list()):
+                raise IndexInconsistentError(
+                    f"half-written index: {parquet} has {ids.len()} text units but the LanceDB "
+                    f"text_units table has {units.height} (or other ids); re-run `kgloom index`")
+        titles = {}
+        docs = table_path(self.output_dir, schemas.DOCUMENTS)
+        if docs.exists():
+            d = pl.read_parquet(docs, columns=["id", "title"])
+            titles = dict(zip(d["id"].to_list(), d["title"].to_list()))
+        self.units = units.with_columns(
+            pl.col("document_id").replace_strict(titles, default=None, return_dtype=pl.String)
+            .alias("document_title")).with_row_index("row")
+        self.unit_row = {uid: i for i, uid in enumerate(self.units["id"].to_list())}
+        # entity id -> rows of the units that mention it (kg_node_ids), no graph file read
+        self.mentions: dict[str, list[int]] = {}
+        for i, ents in enumerate(self.units["kg_node_ids"].to_list()):
+            for e in ents or []:
+                self.mentions.setdefault(e, []).append(i)
+
+    def entity_titles(self) -> dict[str, str]:
+        """Entity id -> title from entities.parquet ({} when the index has none); read
+        once. one_hop uses it only to name entities in its result."""
+        if self._titles is None:
+            path = table_path(self.output_dir, schemas.ENTITIES)
+            self._titles = {}
+            if path.exists():
+                e = pl.read_parquet(path, columns=["id", "title"])
+                self._titles = dict(zip(e["id"].to_list(), e["title"].to_list()))
+        return self._titles
+
+    def _require(self, names: list[str]) -> None:
+        missing = [str(table_path(self.output_dir, n)) for n in names
+                   if not table_path(self.output_dir, n).exists()]
+        if not (self.db_path / "entities.lance").exists():
+            missing.append(str(self.db_path / "entities.lance"))
+        if missing:
+            raise IndexFilesMissingError(
+                "graph modes need files this index lacks: " + ", ".join(missing)
+                + " (the entities, relationships, graph_files and vector_index assets write "
+                  "them; run `kgloom index`); vector and one_hop work without them")
+
+    @property
+    def graph(self) -> dict[str, Any]:
+        """The entity graph, loaded on first use (see class doc).
+
+        Keys: ``nodes`` (graph-nodes frame joined with entity descriptions and
+        text_unit_ids), ``node_of`` (entity id -> node key), ``edges`` (graph-edges
+        frame), ``adj`` (:class:`kgloom.query.algorithms.Adjacency`), ``incidence``
+        (scipy CSR (units x nodes) of kg_node_ids), ``affinity`` (the same entries as
+        cosine(entity vector, unit vector) clipped at 0), ``specificity`` (float64 (nodes,),
+        1 / number of units mentioning the node, 1 when none), ``entity_table``
+        (LanceDB), ``max_weight``.
+
+        Raises:
+            IndexFilesMissingError / IndexInconsistentError: see the class doc.
+        """
+        if self._graph is None:
+            self._graph = self._load_graph()
+        return self._graph
+
+    def _load_graph(self) -> dict[str, Any]:
+        from scipy.sparse import csr_matrix
+
+        self._require([schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.GRAPH_NODES,
+                       schemas.GRAPH_EDGES])
+        nodes = pl.read_parquet(table_path(self.output_dir, schemas.GRAPH_NODES),
+                                columns=["node_key", "entity_id", "title"])
+        entities = pl.read_parquet(table_path(self.output_dir, schemas.ENTITIES),
+                                   columns=["id", "title", "type", "description"])
+        edges = pl.read_parquet(table_path(self.output_dir, schemas.GRAPH_EDGES))
+        if nodes.height != entities.height or not nodes["node_key"].equals(
+                pl.Series("node_key", range(nodes.height), dtype=pl.Int64)):
+            raise IndexInconsistentError(
+                f"half-written index: graph-nodes.parquet has {nodes.height} nodes but "
+                f"entities.parquet has {entities.height} entities; re-run `kgloom index`")
+        node_of = dict(zip(nodes["entity_id"].to_list(), nodes["node_key"].to_list()))
+        unknown = [e for e in self.mentions if e not in node_of]
+        if unknown:
+            raise IndexInconsistentError(
+                f"half-written index: text units mention {len(unknown)} entities missing from "
+                f"graph-nodes.parquet (e.g. {unknown[0]}); re-run `kgloom index`")
+        entity_table = self._db.open_table("entities")
+        if entity_table.count_rows() != nodes.height:
+            raise IndexInconsistentError(
+                f"half-written index: the LanceDB entities table has "
+                f"{entity_table.count_rows()} rows but entities.parquet has {nodes.height}")
+        self.ann["entities"] = vector_index_type(entity_table)
+        adj = alg.Adjacency.from_edges(nodes.height, edges["src_key"].to_numpy(),
+                                       edges["dst_key"].to_numpy(),
+                                       edges["weight"].fill_null(1.0).to_numpy())
+        rows, cols = [], []
+        for e, us in self.mentions.items():
+            rows += us
+            cols += [node_of[e]] * len(us)
+        incidence = csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)),
+                               shape=(self.units.height, nodes.height))
+        ev = entity_table.to_arrow().select(["id", "vector"])
+        col = ev.column("vector").combine_chunks()
+        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1) if len(col) \
+            else np.zeros((0, self.unit_vectors.shape[1]))
+        entity_vectors = np.zeros((nodes.height, self.unit_vectors.shape[1]), dtype=np.float32)
+        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = mat
+        r_idx, c_idx = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        aff = np.einsum("ij,ij->i", self.unit_vectors[r_idx].astype(np.float64),
+                        entity_vectors[c_idx].astype(np.float64)) if len(rows) else np.zeros(0)
+        affinity = csr_matrix((np.clip(aff, 0.0, None), (r_idx, c_idx)),
+                              shape=(self.units.height, nodes.height))
+        df = np.asarray(incidence.sum(axis=0)).ravel()
+        aliases = None
+        alias_path = table_path(self.output_dir, schemas.ENTITY_ALIASES)
+        if alias_path.exists():
+            aliases = pl.read_parquet(alias_path, columns=["alias", "entity_id"])
+        self._linker = NameLinker(entities.select("id", "title"), aliases)
+        return {"nodes": nodes, "node_of": node_of, "edges": edges, "adj": adj,
+                "incidence": incidence, "affinity": affinity,
+                "specificity": 1.0 / np.maximum(df, 1.0),
+                "entity_table": entity_table,
+                "max_weight": float(edges["weight"].max() or 1.0) if edges.height else 1.0}
+
+    # --- shared steps --------------------------------------------------------------
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.embed(texts, threads=QUERY_EMBED_THREADS)
+
+    def _begin(self, question: str, top_k: int, depth: int | None = None,
+               lam: float | None = None) -> tuple[float, np.ndarray]:
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("question must be a non-empty string")
+        if not isinstance(top_k, int) or top_k <= 0:
+            raise ValueError(f"top_k must be > 0, got {top_k}")
+        if depth is not None and (not isinstance(depth, int) or depth < 0):
+            raise ValueError(f"depth must be >= 0, got {depth}")
+        if lam is not None and lam < 0:
+            raise ValueError(f"lambda must be >= 0, got {lam}")
+        start = time.perf_counter()
+        self._searched: dict[str, str] = {}
+        qv = self._embed([question])[0]
+        return start, qv
+
+    def similarities(self, qv: np.ndarray) -> np.ndarray:
+        """Cosine of the query vector with every text unit (float64 (units,))."""
+        return self.unit_vectors.astype(np.float64) @ qv.astype(np.float64) if \
+            self.unit_vectors.shape[0] else np.zeros(0)
+
+    def link(self, question: str, qv: np.ndarray | None = None) -> list[LinkedEntity]:
+        """The question's entities: by name and alias (:class:`NameLinker`), then the
+        candidate spans left unlinked by ANN over the LanceDB ``entities`` table (top
+        hit at cosine >= ``config.ann_link_min_similarity``), plus, when
+        ``config.ann_link_question_k`` > 0, that many entities nearest to the question.
+
+        Returns links strongest first within each method (name, alias, partial_name, ann).
+
+        Raises:
+            IndexFilesMissingError: when the graph files are missing.
+        """
+        g = self.graph
+        assert self._linker is not None
+        links, unlinked = self._linker.link(question)
+        known = {x.entity_id for x in links}
+        nodes_title = g["nodes"]["title"].to_list()
+        if unlinked:
+            vecs = self._embed(unlinked)
+            for span, v in zip(unlinked, vecs):
+                ids, sims = self._search("entities", v, 1)
+                if ids and sims[0] >= self.config.ann_link_min_similarity and ids[0] not in known:
+                    known.add(ids[0])
+                    links.append(LinkedEntity(ids[0], nodes_title[g["node_of"][ids[0]]], "ann",
+                                              span, float(sims[0])))
+        if self.config.ann_link_question_k > 0:
+            qv = self._embed([question])[0] if qv is None else qv
+            ids, sims = self._search("entities", qv, self.config.ann_link_question_k)
+            for eid, sim in zip(ids, sims):
+                if eid not in known and sim >= self.config.ann_link_min_similarity:
+                    known.add(eid)
+                    links.append(LinkedEntity(eid, nodes_title[g["node_of"][eid]], "ann",
+                                              "(question)", float(sim)))
+        return links
+
+    def _unit_rows(self, order: list[int], scores: dict[int, float] | np.ndarray,
+                   sims: np.ndarray, via: dict[int, str] | str,
+                   hop: dict[int, int] | None = None,
+                   ents: dict[int, list[str]] | None = None,
+                   rels: dict[int, list[str]] | None = None) -> pl.DataFrame:
+        """Build the UNIT_RESULT_SCHEMA frame for unit rows ``order`` (rank order).
+
+        ``hop`` None means every unit is a direct hit (hop_depth 0); otherwise a unit
+        missing from it has a null hop_depth (not reached by a bounded walk)."""
+        u = self.units
+        ids, texts, docs, titles = (u["id"].to_list(), u["text"].to_list(),
+                                    u["document_id"].to_list(), u["document_title"].to_list())
+        rows = []
+        for rank, i in enumerate(order, 1):
+            rows.append({
+                "rank": rank, "id": ids[i], "score": float(scores[i]),
+                "similarity": float(sims[i]) if len(sims) else 0.0,
+                "hop_depth": 0 if hop is None else hop.get(i),
+                "via": via if isinstance(via, str) else via.get(i, "vector"),
+                "entity_ids": (ents or {}).get(i, []), "relationship_ids": (rels or {}).get(i, []),
+                "document_id": docs[i], "document_title": titles[i], "text": texts[i]})
+        return pl.DataFrame(rows, schema=UNIT_RESULT_SCHEMA) if rows else \
+            schemas.empty(UNIT_RESULT_SCHEMA)
+
+    def _finish(self, question: str, mode: str, start: float, units: pl.DataFrame,
+                entities: pl.DataFrame | None = None, relationships: pl.DataFrame | None = None,
+                linked: list[LinkedEntity] | None = None, **info: Any) -> RetrievalResult:
+        info.setdefault("used_mode", mode)
+        info.setdefault("fallback", None)
+        info["ann"] = dict(self._searched)
+        info["graph_backend"] = self.graph_backend
+        info["seconds"] = round(time.perf_counter() - start, 6)
+        return RetrievalResult(
+            question, mode, units,
+            entities if entities is not None else schemas.empty(ENTITY_RESULT_SCHEMA),
+            relationships if relationships is not None else schemas.empty(
+                RELATIONSHIP_RESULT_SCHEMA),
+            linked_frame(linked or []), info)
+
+    def _search(self, table: str, vector: np.ndarray, k: int) -> tuple[list[str], np.ndarray]:
+        """ANN over LanceDB ``table`` (text_units or entities); records the search kind
+        (flat / ivf_pq) in this call's ``info["ann"]``."""
+        handle = self._unit_table if table == "text_units" else self.graph["entity_table"]
+        self._searched[table] = self.ann[table]
+        return search_vectors(handle, vector, k, self.ann[table])
+
+    def _vector_order(self, qv: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:
+        ids, sims = self._search("text_units", qv, k)
+        return [self.unit_row[i] for i in ids], sims
+
+    # --- modes ---------------------------------------------------------------------
+    def vector(self, question: str, top_k: int = DEFAULT_TOP_K) -> RetrievalResult:
+        """Top ``top_k`` text units by cosine similarity of their LanceDB vectors to the
+        embedded question (exact scan, or IVF_PQ when the table has the index)."""
+        start, qv = self._begin(question, top_k)
+        return self._vector_result(question, "vector", start, qv, top_k)
+
+    def _vector_result(self, question: str, mode: str, start: float, qv: np.ndarray,
+                       top_k: int, linked: list[LinkedEntity] | None = None,
+                       fallback: str | None = None) -> RetrievalResult:
+        order, sims = self._vector_order(qv, top_k)
+        scores = dict(zip(order, sims.tolist()))
+        all_sims = self.similarities(qv)
+        units = self._unit_rows(order, scores, all_sims, "vector")
+        return self._finish(question, mode, start, units, linked=linked, top_k=top_k,
+                            used_mode="vector", fallback=fallback)
+
+    def one_hop(self, question: str, top_k: int = DEFAULT_TOP_K,
+                oversample: int | None = None) -> RetrievalResult:
+        """Vector hits expanded through the text units' denormalized graph columns only.
+
+        The ``oversample x top_k`` nearest units are the hits. Every entity a hit
+        mentions (``kg_node_ids``) is activated with the hit's similarity, every 1-hop
+        neighbour (``neighbor_entity_ids``) with ``config.neighbor_decay`` times it. A
+        unit then scores ``similarity + config.one_hop_weight x sum over its entities of
+        activation x specificity``,
+        where an entity's activation comes from the strongest *other* hit and
+        specificity is 1 / (units mentioning it) — so a unit is lifted by entities it
+        shares with other hits, most by rare ones. Candidates are the hits and every unit
+        mentioning an activated entity. No graph file is read.
+
+        Returns entities = the activated entities that lifted a returned unit,
+        relationships = the ``neighbor_triples`` of the hits (relationship_id null).
+        """
+        start, qv = self._begin(question, top_k)
+        oversample = self.config.one_hop_oversample if oversample is None else oversample
+        _check_positive("oversample", oversample)
+        hits, hit_sims = self._vector_order(qv, oversample * top_k)
+        sims = self.similarities(qv)
+        kg = self.units["kg_node_ids"].to_list()
+        nbr = self.units["neighbor_entity_ids"].to_list()
+        # entity -> up to two (activation, hit row) pairs, best first (to skip self)
+        act: dict[str, list[tuple[float, int]]] = {}
+
+        def bump(e: str, value: float, row: int) -> None:
+            best = [p for p in act.get(e, []) if p[1] != row]
+            mine = max([value] + [p[0] for p in act.get(e, []) if p[1] == row])
+            act[e] = sorted(best + [(mine, row)], reverse=True)[:2]
+
+        for row, s in zip(hits, hit_sims.tolist()):
+            for e in kg[row] or []:
+                bump(e, s, row)
+            for e in nbr[row] or []:
+                bump(e, s * self.config.neighbor_decay, row)
+        candidates = set(hits)
+        for e in act:
+            candidates.update(self.mentions.get(e, []))
+        scores, lifted, via, seed_of = {}, {}, {}, {}
+        for row in candidates:
+            bonus, parts = 0.0, []
+            for e in kg[row] or []:
+                for value, src in act.get(e, []):
+                    if src != row:
+                        spec = 1.0 / max(len(self.mentions.get(e, [])), 1)
+                        bonus += value * spec
+                        parts.append((value * spec, e, src))
+                        break
+            scores[row] = float(sims[row]) + self.config.one_hop_weight * bonus
+            parts.sort(reverse=True)
+            lifted[row] = [e for _, e, _ in parts]
+            via[row] = "vector" if row in hits and not parts else "one_hop"
+            if parts:
+                seed_of[row] = parts[0][2]
+        order = sorted(candidates, key=lambda r: (-scores[r], r))[:top_k]
+        hop = {r: (0 if r in hits else 1) for r in order}
+        units = self._unit_rows(order, scores, sims, via, hop, lifted)
+        ids = self.units["id"].to_list()
+        titles = self.entity_titles()
+        ent_rows = []
+        for r in order:
+            for e in lifted[r]:
+                ent_rows.append({"entity_id": e, "title": titles.get(e), "hop_depth": hop[r],
+                                 "score": scores[r], "seed_entity_id": None,
+                                 "via": f"unit:{ids[seed_of[r]]}"})
+        triples = []
+        all_triples = self.units["neighbor_triples"].to_list()
+        for row in hits:
+            for t in all_triples[row] or []:
+                parts_ = [p.strip() for p in t.split("|")]
+                if len(parts_) == 3:
+                    triples.append({"relationship_id": None, "source": parts_[0],
+                                    "relation": parts_[1], "target": parts_[2],
+                                    "weight": None, "hop_depth": 1})
+        ents = pl.DataFrame(ent_rows, schema=ENTITY_RESULT_SCHEMA).unique(
+            "entity_id", keep="first", maintain_order=True) if ent_rows else None
+        rels = pl.DataFrame(triples, schema=RELATIONSHIP_RESULT_SCHEMA).unique(
+            maintain_order=True) if triples else None
+        return self._finish(question, "one_hop", start, units, ents, rels, top_k=top_k,
+                            oversample=oversample)
+
+    def _reach(self, seeds: list[int], depth: int) -> list[alg.Reached]:
+        """BFS from node keys ``seeds`` with the configured backend, with provenance."""
+        g = self.graph
+        if self.graph_backend == "memory":
+            return alg.bfs(g["adj"], seeds, depth)
+        from kgloom.query.multihop import bfs as duckdb_bfs
+
+        ids = g["nodes"]["entity_id"].to_list()
+        found = duckdb_bfs(self.output_dir, [ids[s] for s in seeds], depth)
+        hops = dict(zip(found["node_key"].to_list(), found["hops"].to_list()))
+        return alg.attribute(g["adj"], hops, seeds)
+
+    def _graph_result(self, question: str, mode: str, start: float, qv: np.ndarray,
+                      top_k: int, reached: list[alg.Reached], seed_score: dict[int, float],
+                      linked: list[LinkedEntity], entity_via: str, **info: Any
+                      ) -> RetrievalResult:
+        """Rank the units of the reached entities; build the entity/relationship frames.
+
+        An entity's activation is its seed's score for a seed, else its parent's times
+        ``config.hop_decay x (0.5 + 0.5 x edge weight / max weight)``. A unit scores
+        ``config.similarity_weight x similarity`` + the sum of activation x specificity
+        over the reached entities it mentions; fewer than top_k such units are topped up
+        with vector hits.
+        """
+        g = self.graph
+        act: dict[int, float] = {}
+        for r in reached:  # sorted by hops, so a parent is scored before its children
+            if r.hops == 0:
+                act[r.node] = seed_score.get(r.node, 0.0)
+            else:
+                edge = 0.5 + 0.5 * r.weight / g["max_weight"]
+                act[r.node] = act[r.parent] * self.config.hop_decay * edge
+        by_node = {r.node: r for r in reached}
+        activation = np.zeros(g["adj"].n_nodes)
+        for node, a in act.items():
+            activation[node] = a
+        weighted = activation * g["specificity"]
+        graph_scores = self._unit_scores(weighted)
+        sims = self.similarities(qv)
+        scores = self.config.similarity_weight * sims + graph_scores
+        candidates = np.flatnonzero(graph_scores > 0)
+        order = sorted(candidates.tolist(), key=lambda r: (-scores[r], r))[:top_k]
+        via = {r: entity_via for r in order}
+        if len(order) < top_k:
+            fill, _ = self._vector_order(qv, top_k + len(order))
+            for r in fill:
+                if r not in via and len(order) < top_k:
+                    order.append(r)
+                    via[r] = "vector_fill"
+        node_ids = g["nodes"]["entity_id"].to_list()
+        titles = g["nodes"]["title"].to_list()
+        edge_ids = g["edges"]["relationship_id"].to_list()
+        kg = self.units["kg_node_ids"].to_list()
+        ents, rels, hop = {}, {}, {}
+        for r in order:
+            mine = [g["node_of"][e] for e in kg[r] or [] if g["node_of"][e] in by_node]
+            mine.sort(key=lambda n: (-weighted[n], n))
+            ents[r] = [node_ids[n] for n in mine]
+            rels[r] = [edge_ids[by_node[n].edge_row] for n in mine if by_node[n].edge_row >= 0]
+            if mine:
+                hop[r] = min(by_node[n].hops for n in mine)
+        units = self._unit_rows(order, scores, sims, via, hop, ents, rels)
+        entity_rows = [{"entity_id": node_ids[r.node], "title": titles[r.node],
+                        "hop_depth": r.hops, "score": act[r.node],
+                        "seed_entity_id": node_ids[r.seed], "via": entity_via} for r in reached]
+        edges = g["edges"]
+        rel_rows = []
+        for r in reached:
+            if r.edge_row >= 0:
+                e = edges.row(r.edge_row, named=True)
+                rel_rows.append({"relationship_id": e["relationship_id"],
+                                 "source": titles[e["src_key"]], "relation": e["relation"],
+                                 "target": titles[e["dst_key"]], "weight": e["weight"],
+                                 "hop_depth": r.hops})
+        return self._finish(
+            question, mode, start, units,
+            pl.DataFrame(entity_rows, schema=ENTITY_RESULT_SCHEMA) if entity_rows else None,
+            pl.DataFrame(rel_rows, schema=RELATIONSHIP_RESULT_SCHEMA) if rel_rows else None,
+            linked, top_k=top_k, **info)
+
+    def _unit_scores(self, node_values: np.ndarray) -> np.ndarray:
+        """Per unit, the sum of ``node_values`` over the entities it mentions, each
+        weighted by entity-unit affinity when ``config.entity_affinity`` (float64 (units,))."""
+        g = self.graph
+        return (g["affinity"] if self.config.entity_affinity else g["incidence"]) @ node_values
+
+    def _linked_seeds(self, question: str, qv: np.ndarray
+                      ) -> tuple[list[LinkedEntity], list[int], dict[int, float]]:
+        """Seed nodes, strongest first, with their scores: the linked entities (score =
+        link score), then, when ``config.hit_seeds`` > 0, the entities mentioned by that
+        many nearest text units (score = ``config.hit_seed_weight`` x the unit's
+        similarity; recorded in the links as method ``vector_hit``)."""
+        links = self.link(question, qv)
+        node_of = self.graph["node_of"]
+        if self.config.hit_seeds > 0:
+            known = {x.entity_id for x in links}
+            titles = self.graph["nodes"]["title"].to_list()
+            rows, sims = self._vector_order(qv, self.config.hit_seeds)
+            kg = self.units["kg_node_ids"].to_list()
+            for row, sim in zip(rows, sims.tolist()):
+                for e in kg[row] or []:
+                    if e not in known:
+                        known.add(e)
+                        links.append(LinkedEntity(e, titles[node_of[e]], "vector_hit",
+                                                  self.units["id"][row],
+                                                  self.config.hit_seed_weight * sim))
+        seeds, score = [], {}
+        for x in sorted(links, key=lambda x: -x.score):
+            n = node_of[x.entity_id]
+            if n not in score:
+                seeds.append(n)
+                score[n] = x.score
+        return links, seeds, score
+
+    def multihop(self, question: str, top_k: int = DEFAULT_TOP_K,
+                 depth: int = DEFAULT_DEPTH) -> RetrievalResult:
+        """BFS to ``depth`` hops from the question's linked entities (DuckDB over
+        graph-edges.parquet, or in memory), then the reached entities' text units ranked
+        by hop depth, edge weight and similarity (see :meth:`_graph_result`). With no
+        linked entity it returns ``vector`` results and says so in ``info["fallback"]``."""
+        start, qv = self._begin(question, top_k, depth)
+        links, seeds, score = self._linked_seeds(question, qv)
+        if not seeds:
+            return self._vector_result(question, "multihop", start, qv, top_k, links,
+                                       "no entity of the question was found in the index")
+        reached = self._reach(seeds, depth)
+        return self._graph_result(question, "multihop", start, qv, top_k, reached, score,
+                                  links, "bfs", depth=depth)
+
+    def _entity_candidates(self, qv: np.ndarray, k: int) -> list[tuple[int, float]]:
+        g = self.graph
+        ids, sims = self._search("entities", qv, k)
+        return [(g["node_of"][i], float(s)) for i, s in zip(ids, sims)]
+
+    def fused(self, question: str, top_k: int = DEFAULT_TOP_K, depth: int = DEFAULT_DEPTH,
+              lam: float = DEFAULT_LAMBDA, oversample: int = DEFAULT_OVERSAMPLE
+              ) -> RetrievalResult:
+        """The fused retrieve in one call: ANN over entity vectors for
+        ``oversample x top_k`` candidates, greedy rerank
+        ``score(c) = ann(c) - lam x max_s Jaccard(N(c), N(s))``
+        (:func:`kgloom.query.algorithms.diversity_rerank`), BFS to ``depth`` from the
+        ``top_k`` chosen seeds, and the reached entities' text units.
+
+        ``info`` holds ``seed_overlap`` / ``baseline_seed_overlap`` (mean pairwise
+        Jaccard of the chosen seeds' neighbourhoods, and of the plain ANN top_k's) and
+        ``ann_sum`` / ``baseline_ann_sum`` (summed ANN similarity of each seed set).
+        """
+        start, qv = self._begin(question, top_k, depth, lam)
+        _check_positive("oversample", oversample)
+        g = self.graph
+        candidates = self._entity_candidates(qv, oversample * top_k)
+        if not candidates:
+            return self._vector_result(question, "fused", start, qv, top_k, None,
+                                       "the index has no entity")
+        chosen = alg.diversity_rerank(candidates, None, top_k, lam, g["adj"])
+        seeds = [c.node for c in chosen]
+        base = [n for n, _ in candidates[:top_k]]
+        reached = self._reach(seeds, depth)
+        return self._graph_result(
+            question, "fused", start, qv, top_k, reached, {c.node: c.score for c in chosen},
+            [], "fused", depth=depth, lam=lam, oversample=oversample,
+            seeds=[g["nodes"]["entity_id"][n] for n in seeds],
+            seed_overlap=alg.mean_pairwise_jaccard(seeds, g["adj"]),
+            baseline_seed_overlap=alg.mean_pairwise_jaccard(base, g["adj"]),
+            ann_sum=float(sum(c.ann_score for c in chosen)),
+            baseline_ann_sum=float(sum(s for _, s in candidates[:top_k])))
+
+    def two_step(self, question: str, top_k: int = DEFAULT_TOP_K,
+                 depth: int = DEFAULT_DEPTH) -> RetrievalResult:
+        """The two-call baseline of the fused retrieve: ANN top_k entities, then a
+        separate BFS from them. Same rows as ``fused(..., lam=0)``."""
+        start, qv = self._begin(question, top_k, depth)
+        g = self.graph
+        candidates = self._entity_candidates(qv, top_k)
+        if not candidates:
+            return self._vector_result(question, "two_step", start, qv, top_k, None,
+                                       "the index has no entity")
+        seeds = [n for n, _ in candidates]
+        reached = self._reach(seeds, depth)
+        return self._graph_result(
+            question, "two_step", start, qv, top_k, reached, dict(candidates), [], "fused",
+            depth=depth, seeds=[g["nodes"]["entity_id"][n] for n in seeds],
+            seed_overlap=alg.mean_pairwise_jaccard(seeds, g["adj"]),
+            ann_sum=float(sum(s for _, s in candidates)))
+
+    def _ppr_scores(self, question: str, qv: np.ndarray, damping: float
+                    ) -> tuple[list[LinkedEntity], np.ndarray | None, np.ndarray | None]:
+        """(links, PPR over nodes, unit scores) or Nones when nothing is linked."""
+        g = self.graph
+        links, seeds, score = self._linked_seeds(question, qv)
+        if not seeds:
+            return links, None, None
+        # HippoRAG's node specificity: a seed's reset weight is divided by the number of
+        # passages that mention it, so a rare entity steers the walk more than a hub.
+        pers = {n: score[n] * g["specificity"][n] for n in seeds}
+        pr = alg.personalized_pagerank(g["adj"], pers, damping)
+        return links, pr, self._unit_scores(pr)
+
+    def ppr(self, question: str, top_k: int = DEFAULT_TOP_K,
+            damping: float = DEFAULT_DAMPING) -> RetrievalResult:
+        """Personalized PageRank from the linked entities (reset weight = link score x
+        specificity), over the weighted entity graph; a unit scores the sum of its
+        entities' PageRank (HippoRAG, arXiv 2405.14831, section 3). With no linked
+        entity it returns ``vector`` results and says so."""
+        start, qv = self._begin(question, top_k)
+        if not 0 <= damping < 1:
+            raise ValueError(f"damping must be in [0, 1), got {damping}")
+        links, pr, unit_scores = self._ppr_scores(question, qv, damping)
+        if pr is None:
+            return self._vector_result(question, "ppr", start, qv, top_k, links,
+                                       "no entity of the question was found in the index")
+        return self._ranked_graph_units(question, "ppr", start, qv, top_k, links, pr,
+                                        unit_scores, dict(), damping=damping)
+
+    def _ranked_graph_units(self, question: str, mode: str, start: float, qv: np.ndarray,
+                            top_k: int, links: list[LinkedEntity], pr: np.ndarray,
+                            scores: np.ndarray, rank_override: dict[int, float],
+                            **info: Any) -> RetrievalResult:
+        """Units ranked by ``scores`` (or ``rank_override`` when given), provenance from
+        the PageRank ``pr`` of their entities."""
+        g = self.graph
+        sims = self.similarities(qv)
+        if rank_override:
+            order = sorted(rank_override, key=lambda r: (-rank_override[r], r))[:top_k]
+            shown = rank_override
+        else:
+            cand = np.flatnonzero(scores > 0).tolist()
+            order = sorted(cand, key=lambda r: (-scores[r], -sims[r], r))[:top_k]
+            shown = {r: float(scores[r]) for r in order}
+        via = {r: mode for r in order}
+        if len(order) < top_k:
+            fill, _ = self._vector_order(qv, 2 * top_k)
+            for r in fill:
+                if r not in via and len(order) < top_k:
+                    order.append(r)
+                    via[r] = "vector_fill"
+                    shown[r] = float(sims[r])
+        node_ids = g["nodes"]["entity_id"].to_list()
+        titles = g["nodes"]["title"].to_list()
+        kg = self.units["kg_node_ids"].to_list()
+        seeds = [g["node_of"][x.entity_id] for x in links]
+        hops = alg.bfs_hops(g["adj"], seeds, 3)
+        ents, hop = {}, {}
+        for r in order:
+            mine = sorted((g["node_of"][e] for e in kg[r] or []), key=lambda n: (-pr[n], n))
+            ents[r] = [node_ids[n] for n in mine if pr[n] > 0]
+            reached = [hops[n] for n in mine if n in hops]
+            if reached:
+                hop[r] = min(reached)
+        units = self._unit_rows(order, shown, sims, via, hop, ents)
+        top = np.argsort(-pr, kind="stable")[:max(5 * top_k, 20)]
+        entity_rows = [{"entity_id": node_ids[n], "title": titles[n],
+                        "hop_depth": hops.get(int(n)), "score": float(pr[n]),
+                        "seed_entity_id": None, "via": "ppr"} for n in top if pr[n] > 0]
+        return self._finish(question, mode, start, units,
+                            pl.DataFrame(entity_rows, schema=ENTITY_RESULT_SCHEMA)
+                            if entity_rows else None, None, links, top_k=top_k, **info)
+
+    def hybrid(self, question: str, top_k: int = DEFAULT_TOP_K,
+               damping: float = DEFAULT_DAMPING) -> RetrievalResult:
+        """Reciprocal-rank fusion (k = ``config.rrf_k``) of the ``config.hybrid_pool``
+        best units of ``vector`` and of ``ppr``, weighted by ``config.hybrid_weights``
+        (vector, ppr). With no linked entity it returns ``vector`` results and says so."""
+        start, qv = self._begin(question, top_k)
+        pool, weights = self.config.hybrid_pool, self.config.hybrid_weights
+        links, pr, unit_scores = self._ppr_scores(question, qv, damping)
+        if pr is None:
+            return self._vector_result(question, "hybrid", start, qv, top_k, links,
+                                       "no entity of the question was found in the index")
+        vec, _ = self._vector_order(qv, pool)
+        sims = self.similarities(qv)
+        graph_rank = sorted(np.flatnonzero(unit_scores > 0).tolist(),
+                            key=lambda r: (-unit_scores[r], -sims[r], r))[:pool]
+        fused = alg.reciprocal_rank_fusion([[str(r) for r in vec], [str(r) for r in graph_rank]],
+                                           self.config.rrf_k, weights)
+        override = {int(r): s for r, s in fused}
+        return self._ranked_graph_units(question, "hybrid", start, qv, top_k, links, pr,
+                                        unit_scores, override, damping=damping, pool=pool,
+                                        weights=list(weights))
+
+    def retrieve(self, question: str, mode: str = "vector", **params: Any) -> RetrievalResult:
+        """Run one mode by name (MODES, or ``two_step``) with its keyword parameters.
+
+        Raises:
+            ValueError: an unknown mode, or a bad parameter of the mode.
+        """
+        if mode not in MODES + ("two_step",):
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        return getattr(self, mode)(question, **params)

