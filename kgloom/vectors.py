@@ -12,7 +12,7 @@ import functools
 import gc
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -241,51 +241,88 @@ def _sql_in(ids: list[str]) -> str:
     return ", ".join("'" + i.replace("'", "''") + "'" for i in ids)
 
 
-def _sync_table(db_path: str | Path, table_name: str, df: pl.DataFrame, dim: int,
-                vectors_for: Callable[[pl.DataFrame, np.ndarray | None], np.ndarray],
+Source = pl.DataFrame | str | Path  # a frame, or a parquet file read a batch at a time
+
+
+def _slices(source: Source, rows: int) -> Callable[[], Iterator[pl.DataFrame]]:
+    """A function that yields ``source`` in order, ``rows`` rows at a time (a parquet
+    file through ``pyarrow.parquet.ParquetFile.iter_batches``: the whole table is never
+    in memory); it can be called more than once."""
+    if isinstance(source, pl.DataFrame):
+        return lambda: (source.slice(i, rows) for i in range(0, source.height, rows))
+
+    def read() -> Iterator[pl.DataFrame]:
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(str(source)).iter_batches(batch_size=rows):
+            yield pl.from_arrow(batch)
+    return read
+
+
+def _empty_frame(source: Source) -> pl.DataFrame:
+    if isinstance(source, pl.DataFrame):
+        return source.head(0)
+    import pyarrow.parquet as pq
+
+    return pl.from_arrow(pq.read_schema(str(source)).empty_table())
+
+
+def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
+                prepare: Callable[[pl.DataFrame], pl.DataFrame],
+                vectors_for: Callable[[pl.DataFrame, pa.Table | None], np.ndarray],
                 batch_rows: int, ann_min_rows: int,
                 progress: Callable[[int, int], None] | None) -> dict:
-    """The one LanceDB write path (see :func:`sync_lancedb`). ``vectors_for(rows,
-    stored)`` returns the (len(rows), dim) vectors of a batch of ``df`` rows; ``stored``
-    is the table's (embedding_key, vector) arrow table when it has one, for reuse."""
+    """The one LanceDB write path (see :func:`sync_lancedb`). ``source`` is read twice, a
+    batch at a time: once for the ids and row hashes, once for the rows to write.
+    ``prepare`` adds columns to a batch (e.g. ``embedding_key``); ``vectors_for(rows,
+    stored)`` returns the (len(rows), dim) vectors of a batch; ``stored`` is the table's
+    (embedding_key, vector) arrow table when it has one, for reuse."""
     import lancedb
 
-    if df["id"].n_unique() != df.height:
+    slices = _slices(source, batch_rows)
+    index = pl.concat([b.select("id").with_columns(_row_hashes(b))
+                       for b in map(prepare, slices())] or
+                      [pl.DataFrame(schema={"id": pl.String, ROW_HASH: pl.String})])
+    if index["id"].n_unique() != index.height:
         raise ValueError(f"{table_name}: ids are not unique; an upsert by id would be ambiguous")
-    df = df.with_columns(_row_hashes(df))
-    schema = _to_arrow(df.head(0), np.zeros((0, dim), dtype=np.float32)).schema
+    empty = prepare(_empty_frame(source)).with_columns(pl.lit(None, pl.String).alias(ROW_HASH))
+    schema = _to_arrow(empty, np.zeros((0, dim), dtype=np.float32)).schema
     db = lancedb.connect(str(db_path))
     try:
         table = db.open_table(table_name)
     except ValueError:  # "Table ... was not found"
         table = None
     rewrite = table is None or table.schema != schema
-    stored_keys = None
     if rewrite:
-        todo, stale = df, []
+        todo, stale = index, []
     else:
         stored = pl.from_arrow(table.search().select(["id", ROW_HASH]).limit(None).to_arrow())
-        todo = df.join(stored, on=["id", ROW_HASH], how="anti", maintain_order="left")
-        stale = sorted(set(stored["id"].to_list()) - set(df["id"].to_list()))
+        todo = index.join(stored, on=["id", ROW_HASH], how="anti")
+        stale = sorted(set(stored["id"].to_list()) - set(index["id"].to_list()))
+    stored_keys = None
     if table is not None and EMBEDDING_KEY in table.schema.names and todo.height:
         stored_keys = table.search().select([EMBEDDING_KEY, "vector"]).limit(None).to_arrow()
     counts = {"written": todo.height, "deleted": len(stale), "embedded": 0}
     if not rewrite and not todo.height and not stale:  # nothing changed: no new version
         return _finish(table, dim, ann_min_rows, counts, changed=False)
+    wanted = todo.select("id", ROW_HASH)
 
-    def batches():
-        for start in range(0, todo.height, batch_rows):
-            part = todo.slice(start, batch_rows)
-            part_rows = part.height
+    def batches() -> Iterator[pa.RecordBatch]:
+        done = 0
+        for part in map(prepare, slices()):
+            part = part.join(wanted, on="id", how="inner", maintain_order="left")
+            if not part.height:
+                continue
             vectors = vectors_for(part, stored_keys)
             if vectors.shape != (part.height, dim):
                 raise ValueError(f"need vectors of shape ({part.height}, {dim}), "
                                  f"got {vectors.shape}")
             yield from _to_arrow(part, vectors).cast(schema).to_batches()
+            done += part.height
             del part, vectors
             release_memory()
             if progress:
-                progress(start + part_rows, todo.height)
+                progress(done, todo.height)
 
     reader = pa.RecordBatchReader.from_batches(schema, batches())
     if rewrite:
@@ -330,23 +367,24 @@ def write_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame,
     def given(rows: pl.DataFrame, _stored) -> np.ndarray:
         return vectors[[position[k] for k in rows["id"].to_list()]]
 
-    return _sync_table(db_path, table_name, df, int(vectors.shape[1]), given, batch_rows,
-                       ann_min_rows, None)
+    return _sync_table(db_path, table_name, df, int(vectors.shape[1]), lambda b: b, given,
+                       batch_rows, ann_min_rows, None)
 
 
-def sync_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame, text: pl.Expr,
+def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.Expr,
                  embedder: Embedder, ann_min_rows: int = ANN_INDEX_MIN_ROWS,
                  batch_rows: int = BATCH_ROWS,
                  progress: Callable[[int, int], None] | None = None) -> dict:
-    """Make LanceDB table ``table_name`` mirror ``df`` with a vector of ``text`` per row
-    (an expression over ``df``'s columns, e.g. ``pl.col("text")``), embedding only what
-    changed and streaming in batches, so memory does not grow with the table.
+    """Make LanceDB table ``table_name`` mirror ``source`` (a frame, or a parquet file
+    read a batch at a time) with a vector of ``text`` per row (an expression over its
+    columns, e.g. ``pl.col("text")``), embedding only what changed and streaming in
+    batches, so memory does not grow with the table.
 
     - Every row gets ``embedding_key`` (hash of :attr:`Embedder.key` and its text) and
       ``row_hash`` (SHA-256 of the row's other columns). Rows whose id and row hash are
       already stored are left alone; the others are written (upsert by ``id``:
       ``merge_insert("id").when_matched_update_all().when_not_matched_insert_all()``)
-      and stored ids no longer in ``df`` are deleted. Nothing changed: nothing is
+      and stored ids no longer in ``source`` are deleted. Nothing changed: nothing is
       written and the table gains no version.
     - A row to write reuses the stored vector of its ``embedding_key`` when there is one;
       otherwise its text is embedded. ``batch_rows`` rows at a time are embedded and
@@ -359,12 +397,12 @@ def sync_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame, text: p
       ``ann_min_rows`` rows; smaller tables are scanned flat.
 
     Sources: LanceDB docs, "Merge insert" / "Versioning" / "ANN indexes"; polars
-    ``Expr.struct.json_encode``.
+    ``Expr.struct.json_encode``; pyarrow ``ParquetFile.iter_batches``.
 
     Args:
         db_path: LanceDB folder (created when absent).
         table_name: e.g. "text_units", "entities", "community_reports".
-        df: a frame with a unique String ``id`` column; every column is stored.
+        source: rows with a unique String ``id`` column; every column is stored.
         text: the text embedded for each row (nulls embed as "").
         embedder: the :class:`Embedder`.
 
@@ -376,10 +414,11 @@ def sync_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame, text: p
     Raises:
         ValueError: when ids repeat.
     """
-    texts = df.select(text.fill_null("").alias("t"))["t"]
-    keyed = df.with_columns(pl.Series(EMBEDDING_KEY, [content_id("embedding", embedder.key, t)
-                                                      for t in texts], dtype=pl.String))
-    text_of = dict(zip(keyed["id"].to_list(), texts.to_list()))
+    def keyed(rows: pl.DataFrame) -> pl.DataFrame:
+        texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
+        return rows.with_columns(pl.Series(EMBEDDING_KEY, [
+            content_id("embedding", embedder.key, t) for t in texts], dtype=pl.String))
+
     counts = {"embedded": 0}
     reuse: dict = {}
 
@@ -400,12 +439,12 @@ def sync_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame, text: p
             else:
                 todo.append(row)
         if todo:
-            ids = rows["id"].to_list()
-            out[todo] = embedder.embed([text_of[ids[r]] for r in todo])
+            texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
+            out[todo] = embedder.embed([texts[r] for r in todo])
             counts["embedded"] += len(todo)
         return out
 
-    result = _sync_table(db_path, table_name, keyed, embedder.dim, embed, batch_rows,
+    result = _sync_table(db_path, table_name, source, embedder.dim, keyed, embed, batch_rows,
                          ann_min_rows, progress)
     result["embedded"] = counts["embedded"]
     result["reused"] = result["written"] - counts["embedded"]

@@ -144,8 +144,9 @@ def test_only_changed_rows_are_embedded_and_written_in_batches(tmp_path, embedde
              "Fezziwig danced with his wife."]
     df = pl.DataFrame({"id": list("abcde"), "text": texts, "rank": [1, 2, 3, 4, 5]})
     seen = []
-    first = sync_lancedb(tmp_path, "t", df, pl.col("text"), embedder, batch_rows=2,
-                         progress=lambda done, total: seen.append((done, total)))
+    df.write_parquet(tmp_path / "t.parquet")  # read back two rows at a time
+    first = sync_lancedb(tmp_path, "t", tmp_path / "t.parquet", pl.col("text"), embedder,
+                         batch_rows=2, progress=lambda done, total: seen.append((done, total)))
     assert (first["written"], first["embedded"], first["reused"]) == (5, 5, 0)
     assert seen == [(2, 5), (4, 5), (5, 5)]  # one progress step per batch
     table = lancedb.connect(str(tmp_path)).open_table("t")

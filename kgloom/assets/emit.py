@@ -79,19 +79,23 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     written, expected = {}, {}
     with Timer() as t:
         for table, (parquet, text_expr) in VECTOR_TABLES.items():
-            if parquet == schemas.COMMUNITY_REPORTS and not table_path(out, parquet).exists():
+            path = table_path(out, parquet)
+            if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
                 # a run that selects no report stage (e.g. a retrieval-only index)
                 context.log.warning("no community_reports.parquet: its LanceDB table is empty")
-            df = read_table(out, parquet, schemas.GRAPHRAG_TABLES[parquet]
-                            if parquet == schemas.COMMUNITY_REPORTS else None)
-            written[table] = sync_lancedb(db_path, table, df, text_expr, emb,
+                source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
+            elif not path.exists():
+                raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
+            else:  # read a batch at a time: a big index's text units never sit in memory
+                source = path
+            expected[table] = (source.height if isinstance(source, pl.DataFrame) else
+                               pl.scan_parquet(path).select(pl.len()).collect().item())
+            written[table] = sync_lancedb(db_path, table, source, text_expr, emb,
                                           progress=progress(context, f"vectors {table}"))
             w = written[table]
             context.log.info(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
                              f"{w['reused']} vectors reused), {w['deleted']} deleted, "
                              f"{w['rows'] - w['written']} unchanged")
-            expected[table] = df.height
-            del df
         if read_embedder_manifest(db_path) != embedder_manifest(emb):
             write_embedder_manifest(db_path, emb)
     write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim)
