@@ -48,6 +48,18 @@ class IndexSettings:
             incremental run rewrites only the communities it changed.
         embedding_window_tokens / embedding_window_stride: windowing of long texts for
             the embedder (tokens of the embedder's own tokenizer).
+        cut_boilerplate: cut Project Gutenberg licence headers and footers in the
+            documents stage (recorded in the ``boilerplate_cut`` column).
+        candidate_source: where the names the model types come from
+            (``kgloom.names``): ``auto`` (per script of each text unit: capitalized
+            names for cased scripts, a part-of-speech segmenter for Chinese and
+            Japanese, corpus n-grams for other caseless scripts), ``proper_names``,
+            ``segmenter``, ``ngram``, or ``open`` (the model proposes names, kept when
+            found verbatim in the unit; one more LLM call per unit, better with large
+            models).
+        title_candidates: a record's own title (the ``title`` field of a JSONL/CSV
+            record, without a trailing parenthesis) is a candidate name of the record's
+            first text unit, shown to the model as the text's title.
     """
 
     chunk_size: int = 600
@@ -70,6 +82,9 @@ class IndexSettings:
     reuse_reports: bool = True
     embedding_window_tokens: int = 256
     embedding_window_stride: int = 192
+    cut_boilerplate: bool = True
+    candidate_source: str = "auto"
+    title_candidates: bool = True
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -78,5 +93,10 @@ class IndexSettings:
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError(
                 f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
+        from kgloom.names import SOURCES
+
+        if self.candidate_source not in SOURCES:
+            raise ValueError(f"candidate_source must be one of {SOURCES}, "
+                             f"got {self.candidate_source!r}")
         if self.max_cluster_size < 2:
             raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")

@@ -16,6 +16,7 @@ import csv
 import datetime as dt
 import io
 import json
+import re
 import unicodedata
 from pathlib import Path
 
@@ -33,6 +34,51 @@ STAGE = "documents"
 def normalize_text(text: str) -> str:
     """Return ``text`` NFC-normalized, with ``\\n`` line ends and no outer whitespace."""
     return unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n")).strip()
+
+
+# Licence blocks around the text of an e-book: Project Gutenberg's "*** START OF THE
+# PROJECT GUTENBERG EBOOK <title> ***" / "*** END OF ..." lines (also "THIS", older
+# "***START OF", and the 1990s "*END*THE SMALL PRINT!" header end), per gutenberg.org's
+# own description of its header and footer.
+_BOILERPLATE_START = re.compile(
+    r"^[ \t]*(?:\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*"
+    r"|\*END\*THE SMALL PRINT![^\n]*)$", re.IGNORECASE | re.MULTILINE)
+_BOILERPLATE_END = re.compile(
+    r"^[ \t]*(?:\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*"
+    r"|End of (?:the )?Project Gutenberg(?:'s)? [^\n]*)$", re.IGNORECASE | re.MULTILINE)
+
+# the transcribers' credits paragraph that often opens the text after the START marker
+_CREDITS = re.compile(r"\s*(?:Produced by|E-?text prepared by|Transcribed (?:from|by))"
+                      r"(?:.+\n)*?(?:\s*\n|\Z)", re.IGNORECASE)
+
+
+def strip_boilerplate(text: str) -> tuple[str, str | None]:
+    """Cut a Project Gutenberg header and footer (licence, credits) from ``text``.
+
+    The header ends at the line of the START marker (and the transcribers' "Produced
+    by ..." paragraph right after it), the footer begins at the line of the END marker
+    (see ``_BOILERPLATE_START``/``_BOILERPLATE_END``); marker lines go with them. A text
+    without either marker is returned unchanged.
+
+    Returns:
+        (kept text, stripped of outer whitespace; a JSON record of the cut, e.g.
+        ``{"marker": "project_gutenberg", "header_chars": 914, "footer_chars": 18490}``,
+        or None when nothing was cut).
+    """
+    start = _BOILERPLATE_START.search(text)
+    a = start.end() if start else 0
+    end = _BOILERPLATE_END.search(text, a)
+    b = end.start() if end else len(text)
+    if not start and not end:
+        return text, None
+    credits = _CREDITS.match(text, a)  # "Produced by ... Proofreading Team" after START
+    if start and credits:
+        a = credits.end()
+    kept = text[a:b].strip()
+    if not kept:  # markers around nothing: keep the text rather than lose it
+        return text, None
+    return kept, json.dumps({"marker": "project_gutenberg", "header_chars": a,
+                             "footer_chars": len(text) - b})
 
 
 def list_input_files(input_dir: str | Path) -> list[Path]:
@@ -98,13 +144,15 @@ def _undecodable_reason(decoded) -> str:
             "convert it to UTF-8")
 
 
-def read_documents(input_dir: str | Path,
-                   files: list[Path] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def read_documents(input_dir: str | Path, files: list[Path] | None = None,
+                   cut_boilerplate: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Read every supported file of ``input_dir`` into documents.
 
     Args:
         input_dir: the input folder; ``source`` paths are relative to it.
         files: only these files (e.g. one partition); default: all supported files.
+        cut_boilerplate: cut Project Gutenberg headers and footers
+            (:func:`strip_boilerplate`); the cut is recorded in ``boilerplate_cut``.
 
     Returns:
         (documents, failures): documents conform to ``schemas.DOCUMENTS_SCHEMA`` with
@@ -145,6 +193,9 @@ def read_documents(input_dir: str | Path,
         mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc).isoformat()
         for title, text, raw_data in records:
             text = normalize_text(text)
+            cut = None
+            if cut_boilerplate:
+                text, cut = strip_boilerplate(text)
             if not text:
                 failures.append({"stage": STAGE, "item_id": f"{source}:{title}",
                                  "reason": "empty document (no text after normalization)",
@@ -160,7 +211,8 @@ def read_documents(input_dir: str | Path,
             docs.append({"id": doc_id, "title": title, "text": text, "text_unit_ids": [],
                          "creation_date": mtime, "raw_data": raw_data, "source": source,
                          "encoding": decoded.encoding,
-                         "encoding_confidence": decoded.confidence})
+                         "encoding_confidence": decoded.confidence,
+                         "boilerplate_cut": cut})
     frame = pl.DataFrame(docs, schema={k: v for k, v in schemas.DOCUMENTS_SCHEMA.items()
                                        if k != "human_readable_id"})
     frame = frame.sort("source", "title").with_row_index("human_readable_id").with_columns(

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,36 +33,20 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
+from kgloom.names import (MAX_NAME_CHARS, Candidate, find_candidates, normalize_for_match,
+                          sources_for, type_cue, word_counts)
 from kgloom.storage import failures_frame
 
 STAGE = "extraction"
 MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
-MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
-MAX_NAME_CHARS = 60
-TO_SPAN_MIN_COUNT = 3  # corpus occurrences (overlaps count twice) to keep "X to Y" whole
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
 NOT_AN_ENTITY = "OTHER"
 EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
 
-_HONORIFIC = r"(?:Mr|Mrs|Ms|Miss|Dr|St|Sir|Lady|Master)\.?"
-_CAP = r"[A-Z][a-z][^\W_]*(?:['’\-][^\W_]+)*"  # a capitalized word, not ALL-CAPS
-_NAME = re.compile(
-    rf"(?:{_HONORIFIC}\s+)?(?:{_CAP})(?:(?:\s+(?:of|of\s+the|to|de|van|von))?\s+(?:{_CAP}))*")
-# Capitalized words that start sentences or address people rather than name anything.
-_STOP = frozenset("""a an and as at but by for from he her here his how i if in is it its
-let me my no not now o of oh on or our she so that the their then there these they this
-those thus to up upon we what when where which while who why will with yes yet you your
-said says mr mrs ms miss dr st sir lady master god good come well ah ha""".split())
-_POSSESSIVE = re.compile(r"['’]s$")
 # a sentence ends at . ! ? (and closing quotes) before a space, except after an honorific
 _SENTENCE_END = re.compile(
-    r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]['\"’”]*\s")
-
-
-def normalize_for_match(text: str) -> str:
-    """Return ``text`` NFKC-normalized, case-folded, with runs of whitespace as one space."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]['\"’”]*\s|[。！？]")
 
 
 def is_grounded(name: str, text: str) -> bool:
@@ -72,99 +55,20 @@ def is_grounded(name: str, text: str) -> bool:
     return bool(n) and n in normalize_for_match(text)
 
 
-# after a lower-case word, a comma/semicolon, a closing quote, or an honorific
-_MID_SENTENCE_WORD = re.compile(
-    r"(?:(?<=[a-z,;] )|(?<=['’”] )|(?<=\bMr\. )|(?<=\bMrs\. )|(?<=\bMr )|(?<=\bMrs ))"
-    r"[A-Z][^\W\d_]+")
-
-
-def word_counts(texts: list[str]) -> Counter:
-    """Return corpus statistics for :func:`candidate_names`.
-
-    Keys: each word as written (case kept) -> occurrences; ``("mid", word)`` ->
-    occurrences of a capitalized word right after a lower-case word, a comma, a closing
-    quote or an honorific (``Mr. Scrooge``), i.e. most likely not a sentence start; and
-    ``("to", span)`` -> occurrences of each name span joined by "to" (``Ghost of
-    Christmas Yet to Come``). Counts include the overlap of consecutive text units.
-    """
-    counts: Counter = Counter()
-    for t in texts:
-        counts.update(re.findall(r"[^\W\d_]+", t))
-        counts.update(("mid", w) for w in _MID_SENTENCE_WORD.findall(t))
-        counts.update(("to", " ".join(m.group(0).split())) for m in _NAME.finditer(t)
-                      if " to " in m.group(0))
-    return counts
-
-
 def candidate_names(text: str, limit: int = MAX_CANDIDATES,
-                    vocabulary: Counter | None = None) -> list[str]:
-    """Return the proper-name spans of ``text`` an entity may be named by.
+                    vocabulary: Counter | None = None, candidate_source: str = "auto",
+                    ) -> list[str]:
+    """Return the candidate names of ``text`` an entity may be named by.
 
-    A span is a run of capitalized words, optionally led by an honorific (``Mr.``,
-    ``Mrs.`` ...) and joined by ``of``/``of the``/``to``. Then:
-    - a trailing possessive is dropped (``Scrooge's`` -> ``Scrooge``), and a word
-      repeated back to back is kept once;
-    - leading common words are dropped (``Perhaps Scrooge`` -> ``Scrooge``,
-      ``But Marley`` -> ``Marley``); honorifics stay;
-    - a one-word span that is a common word is dropped;
-    - a span joined by "to" is kept whole only when it recurs in the corpus (``Ghost of
-      Christmas Yet to Come``, not ``Christmas to Scrooge``); its parts are always tried;
-    - spans over MAX_NAME_WORDS words or MAX_NAME_CHARS characters are run-on headings.
-
-    A word is *common* when it is a stopword, or, with ``vocabulary`` (corpus statistics
-    from :func:`word_counts`), when it is written in lower case at least as often as
-    capitalized, or is never capitalized mid-sentence ("Piercing, searching..." opens a
-    sentence, it names nothing). Without a vocabulary, a word is common when it occurs
-    in lower case in ``text``.
-    ALL-CAPS headings are ignored.
+    The names of :func:`kgloom.names.find_candidates` (see that module for the rules per
+    script), with ``vocabulary`` the corpus statistics of :func:`word_counts` (None: the
+    text alone).
 
     Returns:
-        at most ``limit`` distinct spans, most frequent first, then by first position.
+        at most ``limit`` distinct names, each grounded in ``text``, most frequent first,
+        then by first position.
     """
-    lower_words = set(re.findall(r"\b[a-z][\w'’\-]*\b", text))
-
-    def common_word(w: str) -> bool:
-        if w.lower() in _STOP or len(w) < 2:
-            return True
-        if vocabulary is None:
-            return w.lower() in lower_words
-        # written in lower case as often, or never capitalized mid-sentence. A name that
-        # only ever opens sentences ("Belle" in the sample book) is lost with the many
-        # sentence-opening words ("Alas", "Meanwhile") this rule removes.
-        return vocabulary[w.lower()] >= vocabulary[w] or not vocabulary[("mid", w)]
-
-    counts: Counter[str] = Counter()
-    first: dict[str, int] = {}
-
-    def add(span: str, pos: int) -> None:
-        words: list[str] = []
-        for w in _POSSESSIVE.sub("", span.strip()).split():
-            if not words or w != words[-1]:
-                words.append(w)
-        while (len(words) > 1 and not re.fullmatch(_HONORIFIC, words[0])
-               and words[1][:1].isupper() and common_word(words[0])):
-            words = words[1:]
-        if not words or (len(words) == 1 and common_word(words[0])):
-            return
-        if all(w.lower().rstrip(".") in _STOP for w in words):
-            return
-        span = " ".join(words)
-        if len(words) > MAX_NAME_WORDS or len(span) > MAX_NAME_CHARS:
-            return
-        counts[span] += 1
-        first.setdefault(span, pos)
-
-    for m in _NAME.finditer(text):
-        span = " ".join(m.group(0).split())
-        if " to " in span:
-            if vocabulary is None or vocabulary[("to", span)] >= TO_SPAN_MIN_COUNT:
-                add(span, m.start())
-            for part in span.split(" to "):
-                add(part, m.start())
-        else:
-            add(span, m.start())
-    ranked = sorted(counts, key=lambda s: (-counts[s], first[s]))
-    return ranked[:limit]
+    return [c.name for c in find_candidates(text, candidate_source, vocabulary, limit)]
 
 
 def extraction_schema(names: list[str], settings: IndexSettings) -> dict:
@@ -297,6 +201,7 @@ def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
 
 
 UNIT_STATUS = "extraction_units"  # table name: extraction status per text unit
+# status: "extracted" (maybe with no entity), "no_names" (no candidate name: no call), "failed"
 UNIT_STATUS_SCHEMA = {"text_unit_id": pl.String, "status": pl.String,
                       "entities": pl.Int64, "relationships": pl.Int64}
 
@@ -322,22 +227,38 @@ def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> s
            f"{first_sentence_with(target, text, max_chars // 2)}"
 
 
-def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter,
-                 allowed: set[str]) -> tuple[list[dict], list[dict]]:
-    """Turn one validated reply into mention rows (entities typed OTHER are dropped)."""
+def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter, allowed: set[str],
+                 hints: dict[str, str] | None = None, types: tuple[str, ...] = (),
+                 ) -> tuple[list[dict], list[dict]]:
+    """Turn one validated reply into mention rows.
+
+    ``hints``: name -> the type a part-of-speech tagger gave it (jieba, janome). Where
+    :func:`kgloom.names.type_cue` gives one of the configured types (the tagger's, or
+    cues of the name and its context), that type stands instead of the model's, also
+    when the model said OTHER (a cue is evidence of an entity; a 135M model's OTHER is
+    not); a name typed OTHER with no cue is dropped.
+    """
     ents: dict[str, dict] = {}
+    allowed_types = set(types or ())
     for raw_name, value in obj.get("entities", {}).items():
         name = " ".join(raw_name.split())
         etype = value["type"] if isinstance(value, dict) else value
+        cue = type_cue(name, text, (hints or {}).get(name, ""))
+        cue = cue if cue in allowed_types else ""
         if etype == NOT_AN_ENTITY:
-            counts["names_typed_other"] += 1
-            continue
+            if not cue:
+                counts["names_typed_other"] += 1
+                continue
+            counts["other_overruled_by_cues"] += 1
+        if cue and cue != etype.upper():
+            counts["types_from_cues"] += 1
+            etype = cue
         if name not in allowed or not is_grounded(name, text):
             counts["ungrounded_entities_dropped"] += 1
             continue
         desc = value["description"].strip() if isinstance(value, dict) else ""
         ents[name] = {"text_unit_id": unit_id, "title": name, "type": etype.upper(),
-                      "description": desc or first_sentence_with(name, text)}
+                      "description": desc or first_sentence_with(name, text), "cue": cue}
     rels = _parse_relationships(obj, unit_id, ents, counts, text)
     return list(ents.values()), rels
 
@@ -379,27 +300,160 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
              "kind": "co_mention"} for a, b in pairs]
 
 
+OPEN_TEMPLATE = PromptTemplate(
+    name="propose_names",
+    system="You find the names of people, organizations, places and events in a text. "
+           "You answer with JSON only.",
+    user="Text:\n\"\"\"\n{text}\n\"\"\"\nList the names in this text, each copied "
+         "exactly as it is written.",
+    schema={},  # see open_schema
+    max_tokens=400,
+    examples=((f"Text:\n\"\"\"\n{_EXAMPLE_TEXT}\n\"\"\"\nList the names in this text, "
+               "each copied exactly as it is written.",
+               json.dumps({"names": ["Dr. Watson", "Sherlock Holmes",
+                                     "St. Bartholomew's Hospital", "London", "Baker Street",
+                                     "Mrs. Hudson"]}, ensure_ascii=False)),),
+)
+
+
+def open_schema(limit: int = MAX_CANDIDATES) -> dict:
+    """Schema of an open-extraction reply: at most ``limit`` names of at most
+    ``MAX_NAME_CHARS`` characters."""
+    return {"type": "object", "properties": {"names": {
+        "type": "array", "maxItems": limit,
+        "items": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}}},
+        "required": ["names"], "additionalProperties": False}
+
+
+def open_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
+                    counts: Counter) -> tuple[list[Candidate], dict | None]:
+    """Open extraction: the model proposes names under :func:`open_schema`; a name is
+    kept only when it occurs verbatim in ``text`` (whitespace runs aside).
+
+    Returns:
+        (candidates in reply order, None) or ([], failure row) when the reply breaks
+        the schema twice (see :func:`kgloom.llm.structured_call`).
+    """
+    obj, failure = structured_call(llm, OPEN_TEMPLATE, STAGE, f"{unit_id}#open", settings.seed,
+                                   schema=open_schema(), text=text)
+    if obj is None:
+        return [], failure
+    flat = " ".join(text.split())
+    out, seen = [], set()
+    for raw in obj["names"]:
+        name = " ".join(raw.split()).strip(" ,.;:")
+        if not name or name not in flat:
+            counts["open_names_not_in_text"] += 1
+            continue
+        if name not in seen:
+            seen.add(name)
+            out.append(Candidate(name, flat.find(name), flat.count(name), "open"))
+    return out, None
+
+
+def record_title(title: str | None) -> str | None:
+    """A record's title as a name: without a trailing parenthesis ("Theodred II (Bishop
+    of Elmham)" -> "Theodred II"), None when empty or too long."""
+    if not title:
+        return None
+    name = " ".join(re.sub(r"\s*\([^()]*\)\s*$", "", title).split())
+    return name if 0 < len(name) <= MAX_NAME_CHARS else None
+
+
+def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
+                    counts: Counter, vocabulary: Counter | None = None,
+                    title: str | None = None) -> tuple[list[Candidate], list[dict]]:
+    """The candidate names of one unit: the record ``title`` first (when given), then the
+    names of its scripts' sources (``settings.candidate_source``; ``open`` asks the model),
+    distinct after normalization, at most ``MAX_CANDIDATES``.
+
+    Returns:
+        (candidates, failure rows of the open-extraction call, if any).
+    """
+    found = find_candidates(text, settings.candidate_source, vocabulary)
+    failures = []
+    if "open" in sources_for(text, settings.candidate_source).values():
+        proposed, failure = open_candidates(llm, unit_id, text, settings, counts)
+        found = proposed + found
+        failures += [failure] if failure else []
+    if title:
+        found = [Candidate(title, -1, 1, "title")] + found
+    out, seen = [], set()
+    for c in found:
+        key = normalize_for_match(c.name)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+        counts[f"candidates_{c.source}"] += 1
+    return out[:MAX_CANDIDATES], failures
+
+
+CHAT_OVERHEAD_TOKENS = 8  # per message: role markers of a chat template (SmolLM2: 5)
+
+
+def prompt_room(llm: CachedLLM, template: PromptTemplate, max_reply_tokens: int,
+                **inputs: str) -> int | None:
+    """Model tokens left in the context window once the prompt of ``template`` with
+    ``inputs`` and a reply of ``max_reply_tokens`` are in it (negative: it does not fit),
+    counted with the model's own tokenizer; None when the backend cannot count (the fake
+    model, a cache-only run)."""
+    backend = llm.backend
+    count = getattr(backend, "count_tokens", None)
+    n_ctx = getattr(backend, "n_ctx", None)
+    if count is None or not n_ctx:
+        return None
+    msgs = template.messages(**inputs)
+    used = sum(count(m["content"]) + CHAT_OVERHEAD_TOKENS for m in msgs)
+    return n_ctx - used - max_reply_tokens
+
+
+def _cut(text: str, share: float) -> str:
+    """The first ``share`` of ``text``, ended at the last sentence end or whitespace."""
+    head = text[:max(1, int(len(text) * share))]
+    m = re.search(r"(?s).*[.!?。！？]\s", head) or re.search(r"(?s).*\s", head)
+    return (m.group(0) if m and len(m.group(0)) > len(head) // 2 else head).rstrip()
+
+
 def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
                  counts: Counter, vocabulary: Counter[str] | None = None,
+                 title: str | None = None,
                  ) -> tuple[list[dict], list[dict], list[dict]]:
     """Extract one text unit: returns (entity mention rows, relationship rows, failure rows).
 
     Rows follow ``ENTITY_MENTIONS_SCHEMA``, ``RELATIONSHIP_MENTIONS_SCHEMA`` and
-    ``FAILURES_SCHEMA``. A unit with no proper name makes no LLM call and yields nothing.
+    ``FAILURES_SCHEMA``. ``title``: the record's title (see ``title_candidates``), shown
+    to the model above the text and a candidate name. A unit with no candidate name makes
+    no typing call and yields nothing. When the prompt and the longest reply the schema
+    allows do not fit the model's context window (:func:`prompt_room`; text in scripts
+    such as Chinese takes about twice as many model tokens as chunking tokens), the text
+    shown is cut to its first three quarters at a sentence end, as often as needed, and
+    the candidates are taken from what is shown (counted in
+    ``units_cut_to_fit_context``).
     """
-    names = candidate_names(text, vocabulary=vocabulary)
-    if not names:
-        counts["units_without_names"] += 1
-        return [], [], []
+    template = extraction_template(settings.llm_descriptions)
     types = ", ".join(settings.entity_types)
-    obj, failure = structured_call(llm, extraction_template(settings.llm_descriptions), STAGE,
-                                   unit_id, settings.seed,
-                                   schema=extraction_schema(names, settings), types=types,
-                                   names=", ".join(names), text=text)
+    for _ in range(6):  # the prompt must fit the model's context: cut the text if not
+        cands, failures = unit_candidates(llm, unit_id, text, settings, counts, vocabulary,
+                                          title)
+        names = [c.name for c in cands]
+        if not names:
+            counts["units_without_names"] += 1
+            return [], [], failures
+        shown = f"{title}\n\n{text}" if title else text
+        schema = extraction_schema(names, settings)
+        room = prompt_room(llm, template, reply_token_bound(schema) or template.max_tokens,
+                           types=types, names=", ".join(names), text=shown)
+        if room is None or room >= 0 or len(text) < 200:
+            break
+        counts["units_cut_to_fit_context"] += 1
+        text = _cut(text, 0.75)
+    obj, failure = structured_call(llm, template, STAGE, unit_id, settings.seed,
+                                   schema=schema, types=types, names=", ".join(names),
+                                   text=shown)
     if obj is None:
-        return [], [], [failure]
-    ents, rels = _parse_reply(obj, unit_id, text, counts, set(names))
-    failures = []
+        return [], [], failures + [failure]
+    ents, rels = _parse_reply(obj, unit_id, shown, counts, set(names),
+                              {c.name: c.hint for c in cands if c.hint}, settings.entity_types)
     entity_names = [e["title"] for e in ents]
     for round_no in range(settings.max_gleanings if len(ents) >= 2 else 0):
         found = "; ".join(f"{r['source']} - {r['target']}" for r in rels) or "(none)"
@@ -426,15 +480,65 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     return ents, rels, failures
 
 
+def vote_types(mentions: list[dict], counts: Counter) -> None:
+    """Give every mention of a name one type, decided over all its mentions (in place).
+
+    Mentions are grouped by :func:`kgloom.resolution.normalize_title`. When any mention
+    of a group had a type cue (``cue``: :func:`kgloom.names.type_cue`), the most common
+    cue type wins; otherwise the most common model type (ties: alphabetical). The
+    ``cue`` key is removed. Resolution votes again across the names it merges.
+    """
+    from kgloom.resolution import normalize_title
+
+    groups: dict[str, list[dict]] = {}
+    for m in mentions:
+        groups.setdefault(normalize_title(m["title"]) or m["title"], []).append(m)
+    for group in groups.values():
+        cues = Counter(m["cue"] for m in group if m.get("cue"))
+        pool = cues or Counter(m["type"] for m in group)
+        winner = min(pool, key=lambda t: (-pool[t], t))
+        for m in group:
+            counts["mention_types_changed_by_vote"] += m["type"] != winner
+            m["type"] = winner
+    for m in mentions:
+        m.pop("cue", None)
+
+
+def record_titles(documents: pl.DataFrame | None) -> dict[str, str]:
+    """{document id: its record's title as a name (:func:`record_title`)} for documents
+    read from a JSONL/CSV record with its own ``title`` field (a ``.txt`` file's title is
+    its file name, which names nothing)."""
+    out: dict[str, str] = {}
+    if documents is None or documents.is_empty():
+        return out
+    for doc_id, raw in documents.select("id", "raw_data").iter_rows():
+        try:
+            rec = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            rec = None
+        title = rec.get("title") if isinstance(rec, dict) else None
+        name = record_title(title) if isinstance(title, str) else None
+        if name:
+            out[doc_id] = name
+    return out
+
+
 def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSettings,
-                  progress: Callable[[int, int], None] | None = None) -> ExtractionResult:
+                  progress: Callable[[int, int], None] | None = None,
+                  documents: pl.DataFrame | None = None) -> ExtractionResult:
     """Extract entity and relationship mentions from every text unit.
 
     Args:
-        text_units: a ``TEXT_UNITS_SCHEMA`` frame (``id`` and ``text`` are used).
+        text_units: a ``TEXT_UNITS_SCHEMA`` frame (``id``, ``text``, ``document_id`` and
+            ``chunk_index`` are used).
+        documents: the units' ``DOCUMENTS_SCHEMA`` frame; with ``settings.title_candidates``
+            a record's own title is a candidate of its first unit (:func:`record_titles`).
         llm: the cached LLM; one call per unit plus gleaning rounds (cache hits are free).
         settings: entity types, bounds, gleanings, co-mention options, seed.
         progress: called as ``progress(done, total)`` after each unit.
+
+    Units are extracted ``llm.concurrency`` at a time (:meth:`CachedLLM.map`); the
+    tables keep the text units' order whatever the concurrency.
 
     Returns:
         an :class:`ExtractionResult`; ``units`` says for every unit whether it was
@@ -448,17 +552,28 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
     status: list[dict] = []
     total = text_units.height
     vocabulary = word_counts(text_units["text"].to_list())
-    for i, row in enumerate(text_units.select("id", "text").iter_rows(named=True), 1):
-        e, r, f = extract_unit(llm, row["id"], row["text"], settings, counts, vocabulary)
+    titles = record_titles(documents) if settings.title_candidates else {}
+    rows = list(text_units.select("id", "text", "document_id", "chunk_index")
+                .iter_rows(named=True))
+
+    def one(row: dict) -> tuple[tuple[list[dict], list[dict], list[dict]], Counter]:
+        own: Counter[str] = Counter()  # per unit: the calls run in threads
+        title = titles.get(row["document_id"]) if row["chunk_index"] == 0 else None
+        return extract_unit(llm, row["id"], row["text"], settings, own, vocabulary,
+                            title), own
+
+    for row, ((e, r, f), own) in zip(rows, llm.map(one, rows, progress)):
+        counts.update(own)
         ents += e
         rels += r
         fails += f
         failed = bool(f) and not e
         counts["units_failed"] += failed
+        no_names = own["units_without_names"] > 0 and not failed
         status.append({"text_unit_id": row["id"], "entities": len(e), "relationships": len(r),
-                       "status": "failed" if failed else "extracted"})
-        if progress:
-            progress(i, total)
+                       "status": "failed" if failed else "no_names" if no_names
+                       else "extracted"})
+    vote_types(ents, counts)
     counts["units"] = total
     counts["entity_mentions"] = len(ents)
     counts["relationship_mentions"] = len(rels)

@@ -109,7 +109,8 @@ def mark_stage(output_dir: str | Path, key: str, stage: str, **fields) -> dict:
 PARTITION_SETTINGS = ("chunk_size", "chunk_overlap", "entity_types",
                       "max_relationships_per_unit", "max_gleanings", "extract_claims",
                       "llm_descriptions",
-                      "co_mention_edges", "co_mention_strength", "seed")
+                      "co_mention_edges", "co_mention_strength", "seed",
+                      "cut_boilerplate", "candidate_source", "title_candidates")
 
 
 def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
@@ -156,9 +157,10 @@ def manifest_hashes(output_dir: str | Path,
     return out
 
 
-def read_partition_documents(input_dir: str | Path, key: str
+def read_partition_documents(input_dir: str | Path, key: str, cut_boilerplate: bool = True
                              ) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
-    """Read the documents of partition ``key``'s input file.
+    """Read the documents of partition ``key``'s input file (``cut_boilerplate``: see
+    :func:`kgloom.documents.read_documents`).
 
     Returns:
         (documents, failures, sha256): as :func:`kgloom.documents.read_documents`, plus
@@ -172,7 +174,7 @@ def read_partition_documents(input_dir: str | Path, key: str
                 failures_frame([{"stage": FIRST_STAGE, "item_id": key,
                                  "reason": "input file is gone: delete its partition",
                                  "detail": str(path)}]), None)
-    docs, failures = read_documents(input_dir, files=[path])
+    docs, failures = read_documents(input_dir, files=[path], cut_boilerplate=cut_boilerplate)
     return docs, failures, file_sha256(str(path))
 
 

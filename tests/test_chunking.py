@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.chunking import split_text_units, token_windows
+from kgloom.chunking import split_text_units, unit_windows
 from kgloom.ids import content_id
 from kgloom.tokenizer import default_tokenizer
 
@@ -39,11 +39,18 @@ def _docs(*texts: str) -> pl.DataFrame:
          "source": f"doc{i}.txt"} for i, t in enumerate(texts)], schema=schemas.DOCUMENTS_SCHEMA)
 
 
+def _words(n: int) -> tuple[str, list[tuple[int, int]]]:
+    """``n`` one-letter words and their token spans."""
+    return " ".join("w" * n), [(2 * i, 2 * i + 1) for i in range(n)]
+
+
 @pytest.mark.parametrize("n, size, overlap", [
     (10, 4, 1), (11, 4, 1), (600, 600, 100), (601, 600, 100), (1000, 600, 100), (7, 3, 0),
     (2, 5, 4), (50, 10, 9)])
-def test_token_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
-    windows = token_windows(n, size, overlap)
+def test_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
+    # words with a space between every two: every token edge is a word boundary, so the
+    # windows are plain token windows
+    windows = unit_windows(*_words(n), size, overlap)
     assert windows[0][0] == 0
     assert windows[-1][1] == n
     assert all(0 < b - a <= size for a, b in windows)
@@ -56,16 +63,16 @@ def test_token_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
     assert all(b - a == size for a, b in windows[:-1])
 
 
-def test_token_windows_edge_cases():
-    assert token_windows(0, 600, 100) == []
-    assert token_windows(5, 600, 100) == [(0, 5)]
-    assert token_windows(600, 600, 100) == [(0, 600)]  # no tail window of pure overlap
+def test_windows_edge_cases():
+    assert unit_windows(*_words(0), 600, 100) == []
+    assert unit_windows(*_words(5), 600, 100) == [(0, 5)]
+    assert unit_windows(*_words(600), 600, 100) == [(0, 600)]  # no tail of pure overlap
 
 
 @pytest.mark.parametrize("overlap", [-1, 10, 11])
-def test_token_windows_rejects_bad_overlap(overlap):
+def test_windows_reject_bad_overlap(overlap):
     with pytest.raises(ValueError, match="overlap"):
-        token_windows(100, 10, overlap)
+        unit_windows(*_words(100), 10, overlap)
 
 
 def test_text_units_of_a_real_passage():
@@ -76,7 +83,7 @@ def test_text_units_of_a_real_passage():
 
     assert units.columns == list(schemas.TEXT_UNITS_SCHEMA)
     offs = tok.offsets(STAVE_ONE)
-    expected = token_windows(len(offs), size, overlap)
+    expected = unit_windows(STAVE_ONE, offs, size, overlap)
     assert units.height == len(expected) > 3
     for u, (a, b) in zip(units.sort("chunk_index").iter_rows(named=True), expected):
         # the unit keeps the document's own characters
@@ -131,8 +138,8 @@ def test_default_sizes_on_a_long_document():
     n = tok.count(text)
     assert n > 600
     assert units["n_tokens"].max() <= 600
-    # total tokens = n plus the 100 shared by each pair of neighbours
-    assert units["n_tokens"].sum() == n + 100 * (units.height - 1)
+    # every token is in a unit; neighbours share at most 100 tokens
+    assert n <= units["n_tokens"].sum() <= n + 100 * (units.height - 1)
 
 
 def test_tokenizer_truncate_keeps_a_prefix_within_budget():
@@ -157,3 +164,46 @@ def test_a_long_text_is_tokenized_in_pieces_with_the_same_tokens(monkeypatch):
     monkeypatch.setattr(tokenizer_module, "SEGMENT_CHARS", 1 << 16)
     again, _ = split_text_units(_docs(book), tok, chunk_size=120, chunk_overlap=20)
     assert units.equals(again)
+def _word_edges_ok(text: str, start: int, end: int) -> bool:
+    inside = lambda i: 0 < i < len(text) and text[i - 1].isalnum() and text[i].isalnum()  # noqa: E731
+    return not inside(start) and not inside(end)
+
+
+@pytest.mark.parametrize("size, overlap", [(40, 8), (25, 5), (60, 0), (600, 100)])
+def test_units_never_start_or_end_inside_a_word(size, overlap):
+    tok = default_tokenizer()
+    text = "\n\n".join([STAVE_ONE] * 3)
+    units, _ = split_text_units(_docs(text), tok, chunk_size=size, chunk_overlap=overlap)
+    ordered = units.sort("chunk_index")
+    for u in ordered.iter_rows(named=True):
+        assert _word_edges_ok(text, u["start_char"], u["end_char"]), u["text"][-20:]
+        assert u["n_tokens"] <= size
+    # together they cover the document (what falls between two units is whitespace)
+    assert ordered["start_char"][0] == 0 and ordered["end_char"][-1] == len(text)
+    for a, b in zip(ordered["end_char"][:-1], ordered["start_char"][1:]):
+        assert a >= b or not text[a:b].strip()
+
+
+def test_units_prefer_sentence_ends():
+    tok = default_tokenizer()
+    units, _ = split_text_units(_docs(STAVE_ONE), tok, chunk_size=40, chunk_overlap=8)
+    ends = [t.rstrip()[-1] for t in units.sort("chunk_index")["text"].to_list()[:-1]]
+    assert sum(e in ".!?" for e in ends) >= len(ends) // 3  # ~5 of 28-40 tokens hold one
+
+
+def test_chinese_units_end_at_punctuation_and_cover_the_text():
+    tok = default_tokenizer()
+    text = "李白是唐朝著名的诗人，出生于碎叶城。" * 30
+    units, _ = split_text_units(_docs(text), tok, chunk_size=50, chunk_overlap=10)
+    ordered = units.sort("chunk_index")
+    assert ordered["start_char"][0] == 0 and ordered["end_char"][-1] == len(text)
+    assert all(t[-1] in "，。" for t in ordered["text"].to_list()[:-1])
+    assert (ordered["n_tokens"] <= 50).all()
+
+
+def test_a_text_without_boundaries_still_splits_within_size():
+    tok = default_tokenizer()
+    text = "x" * 3000  # one long "word": falls back to plain token windows
+    units, _ = split_text_units(_docs(text), tok, chunk_size=30, chunk_overlap=5)
+    assert (units["n_tokens"] <= 30).all()
+    assert units.sort("chunk_index")["end_char"][-1] == len(text)

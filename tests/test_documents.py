@@ -6,10 +6,11 @@ import csv
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.documents import list_input_files, normalize_text, read_documents
+from kgloom.documents import list_input_files, normalize_text, read_documents, strip_boilerplate
 from kgloom.ids import content_id
 
 MARLEY = ("Marley was dead, to begin with. There is no doubt whatever about that. The "
@@ -184,3 +185,51 @@ def test_only_the_given_files_are_read(tmp_path):
 def test_normalize_text_unifies_line_ends_and_unicode():
     # "e" + combining acute (NFD) becomes the single NFC code point
     assert normalize_text("  Caf\u0065\u0301\r\nbar\rbaz \n") == "Caf\u00e9\nbar\nbaz"
+
+
+GUTENBERG = """The Project Gutenberg eBook of A Tale
+
+This ebook is for the use of anyone anywhere in the United States and most other
+parts of the world at no cost. You may copy it under the terms of the Project
+Gutenberg License included with this ebook or online at www.gutenberg.org.
+
+Title: A Tale
+
+*** START OF THE PROJECT GUTENBERG EBOOK A TALE ***
+
+{body}
+
+*** END OF THE PROJECT GUTENBERG EBOOK A TALE ***
+
+Updated editions will replace the previous one. Section 1. General Terms of Use
+and Redistributing Project Gutenberg electronic works. The Project Gutenberg
+Literary Archive Foundation ...
+"""
+
+
+def test_gutenberg_header_and_footer_are_cut_and_recorded(tmp_path):
+    _write(tmp_path / "tale.txt", GUTENBERG.format(body=MARLEY))
+    _write(tmp_path / "plain.txt", FOG)
+    docs, failures = read_documents(tmp_path)
+    assert failures.height == 0
+    tale = docs.filter(pl.col("source") == "tale.txt").row(0, named=True)
+    assert tale["text"] == normalize_text(MARLEY)
+    assert "Gutenberg" not in tale["text"] and "START OF" not in tale["text"]
+    cut = json.loads(tale["boilerplate_cut"])
+    assert cut["marker"] == "project_gutenberg"
+    assert cut["header_chars"] > 200 and cut["footer_chars"] > 100
+    assert docs.filter(pl.col("source") == "plain.txt")["boilerplate_cut"][0] is None
+
+
+def test_boilerplate_cut_can_be_turned_off_and_never_empties_a_text(tmp_path):
+    _write(tmp_path / "tale.txt", GUTENBERG.format(body=MARLEY))
+    docs, _ = read_documents(tmp_path, cut_boilerplate=False)
+    assert "START OF THE PROJECT GUTENBERG" in docs["text"][0]
+    assert docs["boilerplate_cut"][0] is None
+    # markers around nothing: the text is kept whole rather than lost
+    text, cut = strip_boilerplate("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\n"
+                                  "*** END OF THE PROJECT GUTENBERG EBOOK X ***")
+    assert cut is None and "START OF" in text
+    # only a footer
+    text, cut = strip_boilerplate("Body text.\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\nlicence")
+    assert text == "Body text." and json.loads(cut)["header_chars"] == 0

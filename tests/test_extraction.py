@@ -247,13 +247,17 @@ def test_extracted_relationships_replace_co_mentions(tmp_path):
     assert result.counts["relationships_dropped"] == 2
 
 
-def test_entities_typed_other_are_dropped(tmp_path):
+def test_entities_typed_other_are_dropped_unless_a_cue_says_otherwise(tmp_path):
     result = extract_graph(_units(GENTLEMEN), _llm(tmp_path, ScriptedBackend(etype="OTHER")),
                            SETTINGS)
-    assert result.entity_mentions.height == 0
-    assert result.relationship_mentions.height == 0
-    assert result.counts["names_typed_other"] == len(candidate_names(
-        GENTLEMEN, vocabulary=word_counts([GENTLEMEN])))
+    names = candidate_names(GENTLEMEN, vocabulary=word_counts([GENTLEMEN]))
+    kept = set(result.entity_mentions["title"])
+    # "Mr. Scrooge" and "Mr. Marley" carry an honorific, "Scrooge replied" a speech verb:
+    # persons, whatever the model says; the rest is dropped
+    assert kept == {"Mr. Scrooge", "Mr. Marley", "Scrooge"}
+    assert set(result.entity_mentions["type"]) == {"PERSON"}
+    assert result.counts["names_typed_other"] == len(names) - 3 > 0
+    assert result.counts["other_overruled_by_cues"] == 3
 
 
 def test_unparseable_reply_is_a_failure_and_other_units_are_extracted(tmp_path):
@@ -306,3 +310,120 @@ def test_llm_descriptions_are_used_when_enabled(tmp_path):
     plain = extract_graph(units, _llm(tmp_path, plain_backend), SETTINGS)
     assert plain_backend.calls == 1
     assert plain.relationship_mentions["description"][0] != "Mr. Scrooge knows Mr. Marley"
+
+
+# --- candidate sources, record titles, types, context budget ------------------------------
+
+class OpenBackend(ScriptedBackend):
+    """Answers the open-extraction call with ``proposed`` names, then types like
+    ScriptedBackend."""
+
+    def __init__(self, proposed, **kw):
+        super().__init__(**kw)
+        self.proposed = list(proposed)
+        self.open_calls = 0
+
+    def complete(self, messages, schema, max_tokens, seed):
+        if "names" in schema["properties"]:
+            self.open_calls += 1
+            return Completion(json.dumps({"names": self.proposed}), 10, 8, 0.0)
+        return super().complete(messages, schema, max_tokens, seed)
+
+
+def test_open_candidates_keep_only_names_found_verbatim(tmp_path):
+    text = "李白和杜甫在长安相识。Later they met Wang Wei."
+    backend = OpenBackend(["李白", "长安", "Du Fu", "Wang  Wei", "Beijing"])
+    settings = IndexSettings(candidate_source="open")
+    result = extract_graph(_units(text), _llm(tmp_path, backend), settings)
+    assert backend.open_calls == 1
+    titles = set(result.entity_mentions["title"])
+    assert {"李白", "长安", "Wang Wei"} <= titles  # whitespace runs aside, verbatim
+    assert not {"Du Fu", "Beijing"} & titles  # proposed, but not in the text
+    assert result.counts["open_names_not_in_text"] == 2
+    assert all(is_grounded(t, text) for t in titles)
+
+
+def test_record_title_is_a_candidate_of_the_records_first_unit(tmp_path):
+    text = "The date of his consecration is unknown. He died between 995 and 997."
+    units = _units(text)
+    docs = pl.DataFrame([{"id": "carol", "raw_data": json.dumps(
+        {"title": "Theodred II (Bishop of Elmham)", "text": text})}])
+    backend = ScriptedBackend(etype="PERSON")
+    result = extract_graph(units, _llm(tmp_path, backend), SETTINGS, documents=docs)
+    assert "Theodred II" in set(result.entity_mentions["title"])
+    assert "Theodred II\n\n" + text in backend.prompts[-1]  # shown to the model as a title
+    # off by setting, and a .txt document (no record title) has none
+    off = extract_graph(units, _llm(tmp_path, ScriptedBackend()),
+                        IndexSettings(title_candidates=False), documents=docs)
+    assert "Theodred II" not in set(off.entity_mentions["title"])
+    txt = pl.DataFrame([{"id": "carol", "raw_data": None}], schema={"id": pl.String,
+                                                                    "raw_data": pl.String})
+    plain = extract_graph(units, _llm(tmp_path, ScriptedBackend()), SETTINGS, documents=txt)
+    assert "Theodred II" not in set(plain.entity_mentions["title"])
+
+
+def test_units_without_letters_or_names_are_counted_as_such(tmp_path):
+    units = _units("1 | 2 | 3\n4 | 5 | 6", NO_NAMES, GENTLEMEN)
+    backend = ScriptedBackend()
+    result = extract_graph(units, _llm(tmp_path, backend), SETTINGS)
+    assert backend.calls == 1
+    status = dict(zip(result.units["text_unit_id"], result.units["status"]))
+    assert [status[u] for u in units["id"]] == ["no_names", "no_names", "extracted"]
+    assert result.counts["units_without_names"] == 2
+
+
+def test_an_entity_type_is_voted_over_all_its_mentions(tmp_path):
+    # the model types everything LOCATION; "said Scrooge" in one unit is a person cue, and
+    # the vote gives every mention of Scrooge (all units) that type
+    units = _units("'Bah,' said Scrooge. He walked on.", "Scrooge went to London.",
+                   "Scrooge sat in London.")
+    result = extract_graph(units, _llm(tmp_path, ScriptedBackend(etype="LOCATION")), SETTINGS)
+    types = {(t, ty) for t, ty in result.entity_mentions.select("title", "type").iter_rows()}
+    assert ("Scrooge", "PERSON") in types and ("Scrooge", "LOCATION") not in types
+    assert ("London", "LOCATION") in types
+    assert result.counts["mention_types_changed_by_vote"] >= 1  # "Scrooge went" had no cue
+
+
+def test_tagger_types_stand_for_chinese_names(tmp_path):
+    result = extract_graph(_units("李白和杜甫在长安相识。"),
+                           _llm(tmp_path, ScriptedBackend(etype="EVENT")), SETTINGS)
+    types = dict(result.entity_mentions.select("title", "type").iter_rows())
+    assert types["李白"] == "PERSON" and types["长安"] == "LOCATION"
+
+
+class CountingBackend(ScriptedBackend):
+    """A backend with a tokenizer (one token per 2 characters) and a small context."""
+
+    def __init__(self, n_ctx, **kw):
+        super().__init__(**kw)
+        self.n_ctx = n_ctx
+        self.longest_prompt = 0
+
+    def count_tokens(self, text):
+        return len(text) // 2 + 1
+
+    def complete(self, messages, schema, max_tokens, seed):
+        used = sum(self.count_tokens(m["content"]) + 8 for m in messages)
+        self.longest_prompt = max(self.longest_prompt, used + max_tokens)
+        return super().complete(messages, schema, max_tokens, seed)
+
+
+def test_a_prompt_that_does_not_fit_the_context_is_cut_at_a_sentence(tmp_path):
+    long_text = " ".join([BALL] * 6)
+    backend = CountingBackend(n_ctx=2200)
+    result = extract_graph(_units(long_text), _llm(tmp_path, backend), SETTINGS)
+    assert result.counts["units_cut_to_fit_context"] >= 1
+    assert backend.longest_prompt <= 2200
+    assert result.entity_mentions.height > 0
+    assert all(is_grounded(t, long_text) for t in result.entity_mentions["title"])
+    # a roomy context leaves the text whole
+    roomy = extract_graph(_units(long_text), _llm(tmp_path / "b", CountingBackend(n_ctx=60000)),
+                          SETTINGS)
+    assert "units_cut_to_fit_context" not in roomy.counts
+
+
+def test_settings_reject_an_unknown_candidate_source():
+    import pytest
+
+    with pytest.raises(ValueError, match="candidate_source"):
+        IndexSettings(candidate_source="guess")

@@ -185,6 +185,24 @@ def test_missing_model_stops_before_any_work(tmp_path, corpus):
     assert not out.exists()
 
 
+def test_index_rejects_an_unknown_candidate_source_and_passes_the_settings(tmp_path, corpus):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+    from kgloom.definitions import build_resources
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["index", "--input-dir", str(corpus), "--output-dir", str(out),
+                                   "--fake-llm", "--candidate-source", "guess"])
+    assert res.exit_code == 2 and "candidate-source" in res.output
+    assert not out.exists()
+    r = build_resources(str(corpus), str(out), fake_llm=True, embedder_path="/models/st",
+                        candidate_source="open", cut_boilerplate=False)
+    s = r["index"].settings()
+    assert (s.candidate_source, s.cut_boilerplate, s.title_candidates) == ("open", False, True)
+    assert r["embedder"].model_path == "/models/st"
+
+
 def test_nightly_schedule_refreshes_the_graph_at_two_utc(tmp_path, monkeypatch):
     assert nightly_index_schedule.cron_schedule == "0 2 * * *"
     assert nightly_index_schedule.execution_timezone == "UTC"

@@ -72,3 +72,11 @@ def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:
             else {}
         values.add(meta[GRAPH_INPUTS].value if GRAPH_INPUTS in meta else "")
     return values.pop() if len(values) == 1 else ""
+
+
+def endpoint_metadata(cached) -> dict:
+    """``{"llm_endpoints": json}`` with each model server's calls, errors, timeouts and
+    seconds when the LLM is behind servers (``OpenAIChatBackend.endpoint_stats``); {}
+    in-process."""
+    stats = getattr(cached.backend, "endpoint_stats", None)
+    return {"llm_endpoints": dg.MetadataValue.json(stats())} if stats else {}

@@ -20,17 +20,20 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
     records become failures rows. Rewrites only this partition's folder."""
     key = context.partition_key
     with Timer() as t:
-        docs, failures, sha = read_partition_documents(index.input_dir, key)
+        docs, failures, sha = read_partition_documents(index.input_dir, key,
+                                                       index.settings().cut_boilerplate)
     pdir = partition_dir(index.out, key)
     write_table(docs, pdir, schemas.DOCUMENTS)
     write_table(failures, pdir, f"{schemas.FAILURES}.{DOCUMENTS_STAGE}")
     for row in failures.iter_rows(named=True):
         context.log.warning(f"{row['item_id']}: {row['reason']}")
+    cut = int(docs["boilerplate_cut"].is_not_null().sum())
     write_stage_stats(index.out, DOCUMENTS_STAGE, t.seconds, folder=pdir,
-                      documents=docs.height, failures=failures.height)
+                      documents=docs.height, failures=failures.height, boilerplate_cut=cut)
     mark_stage(index.out, key, DOCUMENTS_STAGE, sha256=sha)
     return dg.MaterializeResult(metadata={
         "rows": docs.height, "failures": failures.height, "input_file": key,
+        "documents_with_boilerplate_cut": cut,
         "sha256": sha or "(missing)",
         "preview": preview(docs, ["human_readable_id", "title", "source", "creation_date"])})
 

@@ -41,6 +41,9 @@ class IndexConfigResource(dg.ConfigurableResource):
     resolution_methods: list[str] = ["normalized", "name_extension", "name_context", "embedding"]
     embedding_merge_threshold: float = 0.92
     verify_merges_with_llm: bool = True
+    cut_boilerplate: bool = True
+    candidate_source: str = "auto"  # auto | proper_names | segmenter | ngram | open
+    title_candidates: bool = True
 
     def settings(self) -> IndexSettings:
         """Return the domain settings built from this resource's fields."""
@@ -55,7 +58,10 @@ class IndexConfigResource(dg.ConfigurableResource):
                              llm_descriptions=self.llm_descriptions,
                              resolution_methods=tuple(self.resolution_methods),
                              embedding_merge_threshold=self.embedding_merge_threshold,
-                             verify_merges_with_llm=self.verify_merges_with_llm)
+                             verify_merges_with_llm=self.verify_merges_with_llm,
+                             cut_boilerplate=self.cut_boilerplate,
+                             candidate_source=self.candidate_source,
+                             title_candidates=self.title_candidates)
 
     @contextlib.contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext

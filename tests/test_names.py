@@ -1,0 +1,160 @@
+"""Candidate names for any script: cased names, acronyms, particles, numerals, caseless
+scripts (segmenters, n-grams), and bad input (no letters, right-to-left, NFD, mixed)."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from kgloom.extraction import is_grounded
+from kgloom.names import (SOURCES, find_candidates, normalize_for_match, scripts_of,
+                          sources_for, word_counts)
+
+SUITE = Path(__file__).resolve().parent.parent / "bench" / "data" / "multilingual"
+
+
+def names(text: str, source: str = "auto", corpus: list[str] | None = None) -> list[str]:
+    return [c.name for c in find_candidates(text, source, word_counts(corpus or [text]))]
+
+
+# --- cased scripts -------------------------------------------------------------------------
+
+def test_acronyms_mixed_case_and_diacritics_are_whole_names():
+    got = names("NASA and IBM signed a deal; the eBay and iPhone teams met. The WHO warned "
+                "about H5N1 in São Paulo and Zürich.")
+    assert {"NASA", "IBM", "eBay", "iPhone", "WHO", "H5N1", "São Paulo", "Zürich"} <= set(got)
+    assert not {"Bay", "Phone", "Paulo"} & set(got)
+
+
+def test_apostrophes_quotes_particles_and_numerals():
+    got = names("Ada Ruiz works at O'Neill Laboratories with Sean McDonald. The ministry "
+                "funds the \"Big Problems\" list. Ludwig van Beethoven was born in Bonn, and "
+                "Abd al-Rahman ruled from Córdoba. Grace Hopper programmed the Harvard Mark I. "
+                "The Apollo 11 crew flew an F-16 during COVID-19 in Frankfurt am Main.")
+    for n in ["Ada Ruiz", "O'Neill Laboratories", "Sean McDonald", "Big Problems",
+              "Ludwig van Beethoven", "Abd al-Rahman", "Córdoba", "Grace Hopper",
+              "Harvard Mark I", "Apollo 11", "F-16", "COVID-19", "Frankfurt am Main"]:
+        assert n in got, n
+    assert "Laboratories" not in got and "Problems" not in got and "Hopper" not in got
+
+
+def test_names_opening_sentences_keep_their_first_word():
+    text = ("Marie Curie worked in Paris. Pierre Curie taught there. Ryan Briscoe is an "
+            "Australian racing driver.")
+    got = names(text)
+    assert {"Marie Curie", "Pierre Curie", "Ryan Briscoe"} <= set(got)
+    assert "Curie" not in got and "Briscoe" not in got
+
+
+def test_subject_of_a_definition_is_a_name_but_sentence_openers_are_not():
+    corpus = ["Teutberga (died 875) was a queen of Lotharingia.",
+              "Empties is a 2007 film directed by Jan Svěrák.",
+              "Meanwhile the fog grew. Piercing cold came. Alas, the piercing wind blew."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Teutberga", "Empties", "Lotharingia", "Jan Svěrák"} <= got
+    assert not {"Meanwhile", "Piercing", "Alas"} & got
+
+
+def test_shouted_headings_are_not_names_but_acronyms_are():
+    text = "STAVE ONE.\n\nMARLEY'S GHOST.\n\nThe BBC and the UN met in Paris. He cried, I WILL NOT GO."
+    got = names(text)
+    assert {"BBC", "UN", "Paris"} <= set(got)
+    assert not {"STAVE ONE", "STAVE", "MARLEY'S GHOST", "GHOST", "WILL", "NOT GO"} & set(got)
+
+
+def test_a_corpus_name_is_found_in_any_letter_case():
+    corpus = ["Acme Corp hired Ada Ruiz.", "Later acme corp grew.", "News: ACME CORP shouted."]
+    assert "acme corp" in names(corpus[1], corpus=corpus)
+    assert "ACME CORP" in names(corpus[2], corpus=corpus)
+
+
+def test_honorifics_initials_and_rank_titles():
+    got = names("Mr. Fezziwig danced with Mrs. Fezziwig. J. W. N. Sullivan met Richard T. "
+                "Jones of the U.S. Navy. Prince Aleksander Koniecpolski rode to Joan II, "
+                "Countess of Burgundy.")
+    for n in ["Mr. Fezziwig", "Mrs. Fezziwig", "J. W. N. Sullivan", "Richard T. Jones",
+              "U.S. Navy", "Aleksander Koniecpolski", "Joan II, Countess of Burgundy"]:
+        assert n in got, n
+
+
+def test_cyrillic_and_greek_names():
+    got = names("Лев Толстой жил в Москве. Ο Σωκράτης δίδαξε στην Αθήνα.")
+    assert {"Лев Толстой", "Москве", "Σωκράτης", "Αθήνα"} <= set(got)
+
+
+# --- caseless scripts -----------------------------------------------------------------------
+
+def test_chinese_and_japanese_names_come_from_segmenters():
+    zh = names("李白和杜甫在长安相识。")
+    assert {"李白", "杜甫", "长安"} <= set(zh)
+    ja = names("夏目漱石は東京で生まれた。")
+    assert {"夏目漱石"} <= set(ja)
+    hints = {c.name: c.hint for c in find_candidates("李白和杜甫在长安相识。")}
+    assert hints["李白"] == "PERSON" and hints["长安"] == "LOCATION"
+
+
+def test_ngram_source_finds_recurring_names_in_a_caseless_corpus():
+    corpus = ["李白是诗人。李白喜欢喝酒。", "杜甫和李白是朋友。杜甫很穷。", "他们在长安见面。"]
+    got = {n for t in corpus for n in names(t, "ngram", corpus)}
+    assert {"李白", "杜甫"} <= got
+
+
+def test_scripts_of_groups_letters():
+    assert scripts_of("Scrooge met 李白 in 長安") == {"cased": 12, "zh": 4}
+    assert scripts_of("夏目漱石は東京で") .keys() == {"ja"}
+    assert scripts_of("שלום עולם مرحبا") .keys() == {"caseless"}
+    assert scripts_of("1 234 | 5.6 | -7") == {}
+
+
+def test_sources_for_auto_and_explicit():
+    assert sources_for("Scrooge and 李白") == {"cased": "proper_names", "zh": "segmenter"}
+    assert sources_for("Scrooge and 李白", "open") == {"cased": "open", "zh": "open"}
+    assert sources_for("שלום") == {"caseless": "ngram"}
+    with pytest.raises(ValueError):
+        sources_for("x", "magic")
+    assert set(SOURCES) >= {"auto", "proper_names", "segmenter", "ngram", "open"}
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+def test_no_letters_gives_no_candidates_and_no_error():
+    assert names("1 234 567 | 8.9 | 10.11\n12 | 13 | 14\n") == []
+    assert names("") == []
+
+
+def test_mixed_script_unit_gets_both_kinds_of_names():
+    got = names("Professor Ada Ruiz translated 李白 and 杜甫 in Beijing.")
+    assert {"Ada Ruiz", "Beijing"} <= set(got)
+    assert {"李白", "杜甫"} <= set(got)
+
+
+def test_nfd_text_gives_whole_names_grounded_in_the_text():
+    nfd = unicodedata.normalize("NFD", "Zoë Brontë visited Zürich and São Paulo.")
+    got = names(nfd)
+    assert len(got) == 3  # Zoë Brontë, Zürich, São Paulo: nothing cut at a mark
+    for n in got:
+        assert n in nfd  # a substring: combining marks stay with their letters
+        assert is_grounded(n, nfd)
+    assert {unicodedata.normalize("NFC", n) for n in got} >= {"Zoë Brontë", "Zürich", "São Paulo"}
+
+
+def test_right_to_left_text_gives_substrings_only():
+    text = "ذهب محمد إلى القاهرة. ذهب محمد إلى دمشق. דוד הלך לירושלים. דוד הלך לחיפה."
+    for source in ("auto", "ngram", "segmenter"):
+        for n in names(text, source):
+            assert n in text
+
+
+@pytest.mark.parametrize("lang", sorted(p.name.split(".")[0] for p in SUITE.glob("*.gold.json")))
+def test_suite_candidates_are_grounded_and_find_most_gold_names(lang):
+    text = (SUITE / f"{lang}.txt").read_text(encoding="utf-8")
+    gold = json.loads((SUITE / f"{lang}.gold.json").read_text(encoding="utf-8"))
+    got = names(text)
+    assert all(is_grounded(n, text) for n in got)
+    found = {normalize_for_match(n) for n in got}
+    recall = sum(bool({normalize_for_match(x) for x in [g["name"], *g["aliases"]]} & found)
+                 for g in gold["names"]) / len(gold["names"])
+    assert recall >= 0.7, (lang, recall)
