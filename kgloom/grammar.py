@@ -248,6 +248,21 @@ def _grammar(schema_json: str) -> str:
     return bound_strings_in_bytes(json_schema_to_gbnf(schema_json))
 
 
+@functools.lru_cache(maxsize=256)
+def _char_grammar(schema_json: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return json_schema_to_gbnf(schema_json)
+
+
+def char_grammar(schema: dict[str, Any]) -> str:
+    """llama-cpp-python's own GBNF of ``schema``, strings bounded in characters: the
+    grammar a model server builds when it is sent the schema (llama-cpp-python's and
+    llama.cpp's servers convert it the same way; any converter bounds ``maxLength`` in
+    characters, as JSON Schema defines it)."""
+    return _char_grammar(json.dumps(schema))
+
+
 def json_grammar(schema: dict[str, Any]) -> str:
     """The GBNF that constrains a reply to ``schema`` (see the module doc). Property order
     is kept: it is the order the model writes them in."""

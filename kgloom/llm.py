@@ -122,6 +122,23 @@ def reply_token_bound(schema: dict[str, Any]) -> int | None:
     return None if size == float("inf") else int(size)
 
 
+def server_reply_token_bound(schema: dict[str, Any]) -> int | None:
+    """Return the most tokens any reply can take when a model server builds the grammar
+    from ``schema`` itself (strings of at most ``maxLength`` characters), or None when
+    the schema is unbounded.
+
+    Such a grammar counts characters, not bytes, so a string may hold ``maxLength``
+    emoji (4 bytes each) or ``\\uXXXX`` escapes (6 bytes): the bound is the longest
+    text of :func:`kgloom.grammar.char_grammar` in UTF-8 bytes, at least one byte per
+    token. It is :func:`reply_token_bound` for ASCII-only replies and up to 6x it for
+    others; :class:`kgloom.llm_http.OpenAIChatBackend` sends it as ``max_tokens``.
+    """
+    from kgloom.grammar import char_grammar, max_reply_bytes
+
+    size = max_reply_bytes(char_grammar(schema))
+    return None if size == float("inf") else int(size)
+
+
 @dataclass(frozen=True)
 class Completion:
     """One LLM reply. Tokens are the model's own; seconds are wall-clock.

@@ -20,6 +20,11 @@ the cache, validation, retry-with-another-seed and failures rows of
   :class:`kgloom.llm.LlamaCppBackend`. ``auto`` starts with ``json_schema`` and switches an
   endpoint to ``json_object`` when it refuses the first form (an HTTP 400, 422 or 500 whose
   message names ``response_format``; llama-cpp-python 0.3 answers 500).
+- **Reply bounds.** A server builds its grammar from the schema with strings bounded in
+  characters, where the in-process grammar bounds them in bytes
+  (:mod:`kgloom.grammar`): ``max_tokens`` is raised to
+  :func:`kgloom.llm.server_reply_token_bound` (every character counted at its longest,
+  6 bytes), so no schema-valid reply of emoji, CJK or escapes is cut.
 - **Decoding.** ``temperature``, ``seed`` and ``max_tokens`` as in-process, and
   ``repeat_penalty`` 1.0 (llama-cpp-python's in-process default; its server defaults to
   1.1, vLLM ignores the field): with temperature 0 both decode greedily under the same
@@ -46,7 +51,7 @@ from urllib.parse import urlparse
 import openai
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from kgloom.llm import Completion
+from kgloom.llm import Completion, server_reply_token_bound
 
 SCHEMA_FORMATS = ("auto", "json_schema", "json_object")
 PROBE_TIMEOUT_S = 10.0  # GET /v1/models at start: a live server answers at once
@@ -307,7 +312,9 @@ class OpenAIChatBackend:
                  max_tokens: int, seed: int) -> Completion:
         """Return the reply to ``messages`` constrained to ``schema`` (see class doc).
 
-        Thread-safe. Tries ``attempts`` times with exponential backoff (tenacity), each
+        ``max_tokens`` is raised to :func:`kgloom.llm.server_reply_token_bound` of
+        ``schema`` when that is larger (see the module doc). Thread-safe. Tries
+        ``attempts`` times with exponential backoff (tenacity), each
         try on the next endpoint.
 
         Raises:
@@ -315,6 +322,8 @@ class OpenAIChatBackend:
                 attempt failed, or at once for a client error (HTTP 4xx other than
                 408/409/429) that no retry would mend.
         """
+        # the server's grammar counts characters: room for the longest of them
+        max_tokens = max(max_tokens, server_reply_token_bound(schema) or 0)
         order = self._order()
         for attempt in Retrying(stop=stop_after_attempt(self.attempts),
                                 wait=wait_exponential(multiplier=0.5, max=5),

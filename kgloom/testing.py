@@ -172,7 +172,8 @@ class FakeChatServer:
     - ``model_id``: what ``/v1/models`` lists.
 
     Counts ``requests`` (chat completions received) and ``max_in_flight`` (most requests
-    served at the same time). Use as a context manager, or call :meth:`start` /
+    served at the same time); ``formats`` and ``max_tokens`` list each request's
+    ``response_format`` type and ``max_tokens``. Use as a context manager, or call :meth:`start` /
     :meth:`stop`. ``url`` is ``http://127.0.0.1:<port>``.
     """
 
@@ -183,6 +184,7 @@ class FakeChatServer:
         self.backend = FakeBackend(model_id)
         self.requests = self.max_in_flight = self._in_flight = 0
         self.formats: list[str] = []  # response_format type of each request
+        self.max_tokens: list[int] = []  # max_tokens of each request
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -230,6 +232,7 @@ class FakeChatServer:
             def _answer(self, body: dict) -> None:
                 fmt = body.get("response_format") or {}
                 server.formats.append(fmt.get("type", ""))
+                server.max_tokens.append(body.get("max_tokens", 0))
                 if fmt.get("type") == "json_schema" and server.json_object_only:
                     # what llama-cpp-python 0.3's server answers (a 500, not a 422)
                     return self._send(500, b'{"error": {"message": "1 validation error: '

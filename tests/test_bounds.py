@@ -97,6 +97,25 @@ def test_a_bounded_string_holds_at_most_its_maxlength_in_bytes():
         assert 1 <= len(json.loads(text, strict=False)["d"]) <= 12
 
 
+@pytest.mark.parametrize("name", ["summary", "claims", "extraction_llm_descriptions"])
+def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(name):
+    # a server builds the grammar from the schema itself, maxLength in characters: each
+    # may be a 4-byte emoji or a 6-byte escape, so the in-process (byte) bound is too small
+    from kgloom.grammar import char_grammar
+    from kgloom.llm_http import OpenAIChatBackend
+    from kgloom.testing import FakeChatServer
+
+    schema = SCHEMAS[name]
+    with FakeChatServer() as server:
+        OpenAIChatBackend([server.url]).complete(
+            [{"role": "user", "content": "Alice 👩‍🔬"}], schema, reply_token_bound(schema), 1)
+    (sent,) = server.max_tokens
+    rng = random.Random(5)
+    longest = max(len(grammar_sample(char_grammar(schema), rng).encode("utf-8"))
+                  for _ in range(10))
+    assert reply_token_bound(schema) < longest <= sent  # the byte bound would cut it
+
+
 @pytest.mark.slow
 def test_real_model_writing_emoji_is_not_cut():
     from kgloom.llm import LlamaCppBackend, default_model_path
