@@ -259,6 +259,30 @@ def test_two_processes_registering_partitions_at_once_both_succeed(tmp_path):
         assert len(instance.get_dynamic_partitions(INPUT_FILES)) == rounds * 5
 
 
+def test_two_index_commands_started_together_on_a_fresh_instance_both_succeed(tmp_path):
+    # the case: two `kgloom index` at once on a new DAGSTER_HOME (both create the
+    # instance's storage, register the same partitions and want the one llm pool slot)
+    inp, home = corpus(tmp_path), tmp_path / "fresh_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    outs = [tmp_path / "out_a", tmp_path / "out_b"]
+    procs = [start_index(home, inp, out, tmp_path / f"{out.name}.log") for out in outs]
+    try:
+        for proc, out in zip(procs, outs):
+            assert proc.wait(timeout=300) == 0, (tmp_path / f"{out.name}.log").read_text()[-3000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for table in ("documents", "entities", "relationships", "communities", "text_units"):
+        assert pl.read_parquet(outs[0] / f"{table}.parquet").equals(
+            pl.read_parquet(outs[1] / f"{table}.parquet")), table
+    with open_instance(home) as instance:
+        assert instance.get_dynamic_partitions(INPUT_FILES) == ["stave1.txt"]
+        assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
+
+
 def test_partition_registration_retries_a_lost_race():
     from sqlalchemy.exc import IntegrityError
 
