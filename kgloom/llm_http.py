@@ -24,7 +24,9 @@ the cache, validation, retry-with-another-seed and failures rows of
   characters, where the in-process grammar bounds them in bytes
   (:mod:`kgloom.grammar`): ``max_tokens`` is raised to
   :func:`kgloom.llm.server_reply_token_bound` (every character counted at its longest,
-  6 bytes), so no schema-valid reply of emoji, CJK or escapes is cut.
+  6 bytes), so no schema-valid reply of emoji, CJK or escapes is cut. A server whose
+  context has no room for that (vLLM answers HTTP 400 "maximum context length") is asked
+  again with the caller's ``max_tokens`` (the in-process bound, exact for ASCII).
 - **Decoding.** ``temperature``, ``seed`` and ``max_tokens`` as in-process, and
   ``repeat_penalty`` 1.0 (llama-cpp-python's in-process default; its server defaults to
   1.1, vLLM ignores the field): with temperature 0 both decode greedily under the same
@@ -172,6 +174,14 @@ def common_model(urls: list[str], api_key: str = "", timeout_s: float = PROBE_TI
     return next(iter(served.values()))
 
 
+def _context_too_small(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server refusing a request whose prompt plus ``max_tokens``
+    exceeds its context (vLLM: HTTP 400 "This model's maximum context length is ...")."""
+    text = str(exc).lower()
+    return (isinstance(exc, openai.APIStatusError) and exc.status_code == 400
+            and ("context length" in text or "context window" in text))
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (openai.APIConnectionError, openai.APIResponseValidationError,
                         MalformedReplyError)):
@@ -313,7 +323,8 @@ class OpenAIChatBackend:
         """Return the reply to ``messages`` constrained to ``schema`` (see class doc).
 
         ``max_tokens`` is raised to :func:`kgloom.llm.server_reply_token_bound` of
-        ``schema`` when that is larger (see the module doc). Thread-safe. Tries
+        ``schema`` when that is larger, and sent as given when the server's context has
+        no room for the raised one (see the module doc). Thread-safe. Tries
         ``attempts`` times with exponential backoff (tenacity), each
         try on the next endpoint.
 
@@ -323,13 +334,18 @@ class OpenAIChatBackend:
                 408/409/429) that no retry would mend.
         """
         # the server's grammar counts characters: room for the longest of them
-        max_tokens = max(max_tokens, server_reply_token_bound(schema) or 0)
+        wide = max(max_tokens, server_reply_token_bound(schema) or 0)
         order = self._order()
         for attempt in Retrying(stop=stop_after_attempt(self.attempts),
                                 wait=wait_exponential(multiplier=0.5, max=5),
                                 retry=retry_if_exception(_retryable), reraise=True):
             with attempt:
                 ep = order[(attempt.retry_state.attempt_number - 1) % len(order)]
+                try:
+                    return self._send(ep, messages, schema, wide, seed)
+                except openai.APIStatusError as exc:
+                    if wide == max_tokens or not _context_too_small(exc):
+                        raise
                 return self._send(ep, messages, schema, max_tokens, seed)
         raise AssertionError("unreachable: tenacity reraises the last error")
 

@@ -170,6 +170,8 @@ class FakeChatServer:
       with none of the schema's properties, ``http_500`` an HTTP 500, and
       ``not_a_completion`` a 200 whose body is not a chat completion.
     - ``model_id``: what ``/v1/models`` lists.
+    - ``context_tokens``: when > 0, a request whose ``max_tokens`` exceeds it gets vLLM's
+      HTTP 400 "maximum context length" answer.
 
     Counts ``requests`` (chat completions received) and ``max_in_flight`` (most requests
     served at the same time); ``formats`` and ``max_tokens`` list each request's
@@ -181,6 +183,7 @@ class FakeChatServer:
                  json_object_only: bool = False) -> None:
         self.model_id, self.fault, self.delay_s = model_id, fault, delay_s
         self.json_object_only = json_object_only
+        self.context_tokens = 0
         self.backend = FakeBackend(model_id)
         self.requests = self.max_in_flight = self._in_flight = 0
         self.formats: list[str] = []  # response_format type of each request
@@ -240,6 +243,12 @@ class FakeChatServer:
                                            b'\'text\' or \'json_object\'"}}')
                 schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
                           "json_schema" else fmt.get("schema")) or {"type": "object"}
+                wanted = body.get("max_tokens", 0)
+                if 0 < server.context_tokens < wanted:  # vLLM's answer
+                    return self._send(400, json.dumps({"object": "error", "message": (
+                        f"This model's maximum context length is {server.context_tokens} "
+                        f"tokens. However, you requested {wanted} tokens in the "
+                        "completion."), "type": "BadRequestError", "code": 400}).encode())
                 fault = server.fault
                 if fault == "slow":
                     time.sleep(server.delay_s)

@@ -16,7 +16,8 @@ from kgloom.claims import CLAIMS_TEMPLATE, claims_schema
 from kgloom.config import IndexSettings
 from kgloom.extraction import extraction_schema, extraction_template
 from kgloom.grammar import json_grammar, max_reply_bytes
-from kgloom.llm import CachedLLM, LLMCache, PromptTemplate, reply_token_bound, structured_call
+from kgloom.llm import (CachedLLM, LLMCache, PromptTemplate, reply_token_bound,
+                        server_reply_token_bound, structured_call)
 from kgloom.reports import REPORT_TEMPLATE
 from kgloom.summaries import SAME_ENTITY_TEMPLATE, SUMMARY_TEMPLATE
 from kgloom.testing import FakeBackend, grammar_sample
@@ -114,6 +115,19 @@ def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(
     longest = max(len(grammar_sample(char_grammar(schema), rng).encode("utf-8"))
                   for _ in range(10))
     assert reply_token_bound(schema) < longest <= sent  # the byte bound would cut it
+
+
+def test_a_server_without_room_for_the_character_bound_is_asked_with_the_byte_bound():
+    from kgloom.llm_http import OpenAIChatBackend
+    from kgloom.testing import FakeChatServer
+
+    schema = SCHEMAS["summary"]
+    with FakeChatServer() as server:
+        server.context_tokens = 1000  # vLLM refuses max_tokens past its context
+        reply = OpenAIChatBackend([server.url]).complete(
+            [{"role": "user", "content": "Alice"}], schema, reply_token_bound(schema), 1)
+    assert server.max_tokens == [server_reply_token_bound(schema), reply_token_bound(schema)]
+    jsonschema.validate(json.loads(reply.text), schema)
 
 
 @pytest.mark.slow

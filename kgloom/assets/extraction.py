@@ -6,8 +6,8 @@ import dagster as dg
 from kgloom import schemas
 from kgloom.assets._common import Timer, endpoint_metadata, preview, progress
 from kgloom.assets.ingest import text_units
-from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.checks import extraction_yield
+from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.claims import extract_claims
 from kgloom.extraction import STAGE, UNIT_STATUS, extract_graph
 from kgloom.partitions import mark_stage, partition_dir, settings_fingerprint
