@@ -184,8 +184,8 @@ def reembed(index: Path, embedder_path: str, work: Path) -> Path:
     """Copy ``index``'s parquet tables to ``work/output-<model>`` and rebuild its LanceDB
     text_units and entities tables with another embedder."""
     from kgloom.storage import read_table
-    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, Embedder, embed_with_reuse,
-                                write_embedder_manifest, write_lancedb)
+    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, Embedder, sync_lancedb,
+                                write_embedder_manifest)
 
     emb = Embedder(embedder_path)
     dst = work / f"output-{Path(embedder_path).name}"
@@ -195,10 +195,7 @@ def reembed(index: Path, embedder_path: str, work: Path) -> Path:
                                                               "llm_cache.sqlite"))
     for table in ("text_units", "entities"):
         parquet, expr = VECTOR_TABLES[table]
-        df = read_table(dst, parquet)
-        texts = df.select(expr.fill_null("").alias("t"))["t"].to_list()
-        vectors, keys, _ = embed_with_reuse(emb, dst / LANCEDB_DIR, table, texts)
-        write_lancedb(dst / LANCEDB_DIR, table, df.with_columns(keys), vectors)
+        sync_lancedb(dst / LANCEDB_DIR, table, read_table(dst, parquet), expr, emb)
     write_embedder_manifest(dst / LANCEDB_DIR, emb)
     return dst
 

@@ -6,6 +6,7 @@ instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -52,13 +53,20 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
     return resources
 
 
-def _instance(resources: dict | None = None):
-    """The persistent Dagster instance; with ``resources``, its pool ``llm`` limit is set
-    to what the LLM's model slots allow (``LLMResource.pool_limit``)."""
+def _instance(resources: dict | None = None, recover: bool = False):
+    """The persistent Dagster instance of $DAGSTER_HOME. With ``recover``, runs whose
+    process is gone are failed and their pool slots freed first (and the CLI says so);
+    with ``resources``, its pool ``llm`` limit is set to what the LLM's model slots allow
+    (``LLMResource.pool_limit``)."""
     import dagster as dg
 
     _dagster_home()
     instance = dg.DagsterInstance.get()
+    if recover:
+        from kgloom.pipelines.recovery import recover_dead_runs
+
+        for run in recover_dead_runs(instance):
+            typer.echo(f"recovered {run.describe()}", err=True)
     if resources is not None:
         from kgloom.pipelines.runner import set_llm_pool_limit
 
@@ -66,9 +74,36 @@ def _instance(resources: dict | None = None):
     return instance
 
 
-def _finish(output_dir: str, before: dict[str, int], report) -> None:
-    """Print this command's LLM calls (new cache rows per stage) and row counts; exit 1
-    when a run failed."""
+@contextlib.contextmanager
+def _writer(output_dir: str, command: str):
+    """Hold the output folder's writer lock (waiting, with the holder named, while another
+    writer has it); Ctrl-C / SIGTERM while waiting or running exits 130."""
+    from kgloom.lock import writer_lock
+
+    try:
+        with writer_lock(output_dir, command,
+                         on_wait=lambda msg: typer.echo(f"{msg}; waiting (Ctrl-C to stop)",
+                                                        err=True)):
+            yield
+    except KeyboardInterrupt:
+        typer.echo("interrupted: what finished is kept; run the command again to go on",
+                   err=True)
+        raise typer.Exit(130) from None
+
+
+def _loud(lines: list[str]) -> None:
+    """Print warnings where they cannot be missed: a framed block on stderr."""
+    if lines:
+        bar = "!" * 78
+        typer.echo("\n".join([bar, *(f"WARNING: {line}" for line in lines), bar]), err=True)
+
+
+def _finish(output_dir: str, before: dict[str, int], report, input_dir: str) -> None:
+    """Print this command's LLM calls (new cache rows per stage), row counts and loud
+    warnings (failed WARN asset checks, an empty graph); exit 130 when interrupted, 1 when
+    a run failed or no document could be loaded."""
+    import polars as pl
+
     from kgloom.llm import cache_rows, new_rows
 
     calls = new_rows(before, cache_rows(output_dir))
@@ -78,13 +113,32 @@ def _finish(output_dir: str, before: dict[str, int], report) -> None:
                            "partition_runs": len(report.partition_runs),
                            "failed_partitions": report.failed_partitions,
                            "graph_run": report.graph_run,
+                           "graph_assets_run": report.graph_assets,
                            "interrupted": report.interrupted}, indent=2))
     if report.interrupted:
         typer.echo("interrupted: what finished is kept; run the command again to go on "
                    "(finished LLM calls are cached)", err=True)
         raise typer.Exit(130)
+    if report.graph_up_to_date:
+        typer.echo("graph up to date: nothing changed since it was built, no stage re-ran")
+    warnings = list(report.warnings)
+    if rows.get("documents") and not rows.get("entities"):
+        warnings.append(f"the graph is empty: 0 entities from {rows['documents']} document(s) "
+                        f"and {rows.get('text_units', 0)} text unit(s); see the "
+                        "extracted_graph asset checks (e.g. no proper name found in a "
+                        "script without capital letters)")
+    _loud(warnings)
     if not report.success:
         typer.echo("error: a run failed; see the log above and `kgloom status`", err=True)
+        raise typer.Exit(1)
+    if not rows.get("documents"):
+        failures_path = Path(output_dir) / "failures.parquet"
+        failed = (pl.read_parquet(failures_path).filter(pl.col("stage") == "documents")
+                  if failures_path.exists() else None)
+        reasons = [f"  {r['item_id']}: {r['reason']}"
+                   for r in (failed.head(10).iter_rows(named=True) if failed is not None else [])]
+        typer.echo("\n".join([f"error: no document could be loaded from {input_dir}; the "
+                              "index is empty", *reasons]), err=True)
         raise typer.Exit(1)
     typer.echo(f"index written to {output_dir}")
 
@@ -139,9 +193,11 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
                            llm_concurrency, max_gleanings=max_gleanings,
                            extract_claims=extract_claims, embedder_path=embedder_path,
                            candidate_source=candidate_source, cut_boilerplate=cut_boilerplate)
-    before = cache_rows(output_dir)
-    diff, report = index_folder(resources, _instance(resources), force=force,
-                                tags={"kgloom/command": "index"}, reports=reports)
+    with _writer(output_dir, "kgloom index"):
+        instance = _instance(resources, recover=True)
+        before = cache_rows(output_dir)
+        diff, report = index_folder(resources, instance, force=force,
+                                    tags={"kgloom/command": "kgloom index"}, reports=reports)
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
     if not (diff.added or diff.changed or diff.unchanged):
@@ -149,7 +205,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
 
         typer.echo(f"warning: {input_dir} has no supported input file "
                    f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)
-    _finish(output_dir, before, report)
+    _finish(output_dir, before, report, input_dir)
 
 
 @app.command()
@@ -170,21 +226,23 @@ def backfill(partition: list[str] = typer.Option(
 
     resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
                            llm_concurrency)
-    instance = _instance(resources)
-    diff = sync_partitions(instance, input_dir, output_dir)
-    known = set(diff.added + diff.changed + diff.unchanged)
-    keys = sorted(known) if all_partitions else list(dict.fromkeys(partition))
-    unknown = [k for k in keys if k not in known]
-    if unknown or not keys:
-        typer.echo(f"error: unknown partition(s) {unknown}; known: {sorted(known)}"
-                   if keys else "error: give --partition KEY (repeatable) or --all", err=True)
-        raise typer.Exit(2)
-    before = cache_rows(output_dir)
-    tags = {"kgloom/command": "backfill", "kgloom/backfill_id": uuid.uuid4().hex[:8]}
-    report = materialize_partitions(keys, resources, instance, tags)
-    if graph:
-        refresh_graph(resources, instance, tags, report)
-    _finish(output_dir, before, report)
+    with _writer(output_dir, "kgloom backfill"):
+        instance = _instance(resources, recover=True)
+        diff = sync_partitions(instance, input_dir, output_dir)
+        known = set(diff.added + diff.changed + diff.unchanged)
+        keys = sorted(known) if all_partitions else list(dict.fromkeys(partition))
+        unknown = [k for k in keys if k not in known]
+        if unknown or not keys:
+            typer.echo(f"error: unknown partition(s) {unknown}; known: {sorted(known)}"
+                       if keys else "error: give --partition KEY (repeatable) or --all",
+                       err=True)
+            raise typer.Exit(2)
+        before = cache_rows(output_dir)
+        tags = {"kgloom/command": "kgloom backfill", "kgloom/backfill_id": uuid.uuid4().hex[:8]}
+        report = materialize_partitions(keys, resources, instance, tags)
+        if graph:
+            refresh_graph(resources, instance, tags, report)
+    _finish(output_dir, before, report, input_dir)
 
 
 @app.command()
@@ -223,7 +281,9 @@ def cache(output_dir: str = typer.Option("data/output")) -> None:
 @app.command()
 def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     """What is materialized, stale or failed: input files against their partitions, each
-    asset's last materialization in the Dagster instance, and recent failed runs."""
+    asset's last materialization in the Dagster instance, the runs queued or in flight
+    (with their age, and whether their process still lives), and recent failed runs."""
+    from kgloom.pipelines.recovery import format_age
     from kgloom.pipelines.status import index_status
 
     st = index_status(_instance(), input_dir, output_dir)
@@ -234,6 +294,14 @@ def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     typer.echo(f"\n{'asset':<20}{'state':<12}{'last materialized (UTC)':<26}detail")
     for a in st["assets"]:
         typer.echo(f"{a['asset']:<20}{a['state']:<12}{a['last'] or '-':<26}{a['detail']}")
+    typer.echo("\nruns queued or in flight:" if st["in_flight_runs"] else
+               "\nno run is queued or in flight")
+    for r in st["in_flight_runs"]:
+        what = r["partition"] or r["job"]
+        who = f"pid {r['pid']} on {r['host']}, process {r['process']}" if r["pid"] else \
+            "no process recorded yet"
+        typer.echo(f"  {r['run_id'][:8]}  {r['status']:<11} for {format_age(r['age_s']):<8} "
+                   f"{what}  ({r['command'] or 'dagster'}; {who})")
     if st["failed_runs"]:
         typer.echo("\nrecent failed runs:")
         for r in st["failed_runs"]:
@@ -328,8 +396,9 @@ def import_graph(
 
 @app.command()
 def ui(port: int = typer.Option(3000)) -> None:
-    """Start the Dagster UI (webserver + daemon) on 127.0.0.1."""
-    _dagster_home()
+    """Start the Dagster UI (webserver + daemon) on 127.0.0.1, after failing the runs whose
+    process is gone (their pool slots are freed)."""
+    _instance(recover=True)
     sys.exit(subprocess.call([sys.executable, "-m", "dagster", "dev", "-m", "kgloom.definitions",
                               "-h", "127.0.0.1", "-p", str(port)]))
 

@@ -2,9 +2,12 @@
 
 Supported: ``.txt`` and ``.md`` (one document per file), ``.jsonl`` (one document per
 line; text in ``text``, optional ``title``), ``.csv`` (one document per row; same
-columns). Text is decoded as UTF-8, Unicode-normalized (NFC), with ``\\r\\n`` turned into
-``\\n`` and outer whitespace stripped; the document id is the SHA-256 of that text, so an
-unchanged document keeps its id across runs and renames.
+columns). Text is decoded as UTF-8, or by its byte-order mark (UTF-16/32), or in the
+legacy encoding detected with enough confidence (:mod:`kgloom.decoding`; the encoding
+and confidence are recorded on each document, a file decoded with too little
+confidence is a failures row naming the guess), Unicode-normalized (NFC), with
+``\\r\\n`` turned into ``\\n`` and outer whitespace stripped; the document id is the
+SHA-256 of that text, so an unchanged document keeps its id across runs and renames.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from kgloom import schemas
+from kgloom.decoding import MIN_CONFIDENCE, decode_bytes
 from kgloom.ids import content_id
 from kgloom.storage import failures_frame
 
@@ -131,6 +135,15 @@ def _records(path: Path, raw: str) -> tuple[list[tuple[str, str, str | None]],
     return out, bad
 
 
+def _undecodable_reason(decoded) -> str:
+    """The failures-row reason for a file whose text encoding is not known well enough."""
+    if decoded.encoding is None:
+        return "undecodable file: no text encoding fits (binary data?)"
+    return (f"undecodable file: text encoding not detected with confidence (best guess "
+            f"{decoded.encoding}, confidence {decoded.confidence:.2f} < {MIN_CONFIDENCE}); "
+            "convert it to UTF-8")
+
+
 def read_documents(input_dir: str | Path, files: list[Path] | None = None,
                    cut_boilerplate: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Read every supported file of ``input_dir`` into documents.
@@ -145,8 +158,8 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
         (documents, failures): documents conform to ``schemas.DOCUMENTS_SCHEMA`` with
         ``text_unit_ids`` empty (chunking fills it), one row per distinct document id
         (a duplicate text is kept once, and the duplicate is a failures row); failures
-        conform to ``schemas.FAILURES_SCHEMA`` with one row per unreadable file, bad
-        record or empty document.
+        conform to ``schemas.FAILURES_SCHEMA`` with one row per unreadable file, file
+        whose encoding is not detected with confidence, bad record or empty document.
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.
@@ -159,9 +172,13 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
     for path in paths:
         source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
         try:
-            raw = path.read_bytes().decode("utf-8-sig")
-            records, bad = _records(path, raw)
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            decoded = decode_bytes(path.read_bytes())
+            if not decoded.confident:
+                failures.append({"stage": STAGE, "item_id": source,
+                                 "reason": _undecodable_reason(decoded), "detail": ""})
+                continue
+            records, bad = _records(path, decoded.text)
+        except (OSError, csv.Error) as exc:
             failures.append({"stage": STAGE, "item_id": source,
                              "reason": f"unreadable file: {type(exc).__name__}",
                              "detail": str(exc)})
@@ -193,6 +210,8 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
             seen[doc_id] = f"{source}:{title}"
             docs.append({"id": doc_id, "title": title, "text": text, "text_unit_ids": [],
                          "creation_date": mtime, "raw_data": raw_data, "source": source,
+                         "encoding": decoded.encoding,
+                         "encoding_confidence": decoded.confidence,
                          "boilerplate_cut": cut})
     frame = pl.DataFrame(docs, schema={k: v for k, v in schemas.DOCUMENTS_SCHEMA.items()
                                        if k != "human_readable_id"})

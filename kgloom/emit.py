@@ -149,34 +149,49 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
                .explode("unit_id").drop_nulls("unit_id").unique()
                .group_by("unit_id").agg(pl.col("id").sort().alias("relationship_ids")))
 
-    # Each relationship once per endpoint: (entity_id, neighbour, relationship id).
-    ends = pl.concat([
-        relationships.select(pl.col("source_id").alias("entity_id"),
-                             pl.col("target_id").alias("neighbor_id"), "id"),
-        relationships.select(pl.col("target_id").alias("entity_id"),
-                             pl.col("source_id").alias("neighbor_id"), "id"),
-    ])
-    touching = unit_ents.join(ends, on="entity_id")
-    neighbors = (touching.select("unit_id", pl.col("neighbor_id").alias("entity_id"))
-                 .join(unit_ents, on=["unit_id", "entity_id"], how="anti").unique()
-                 .group_by("unit_id")
-                 .agg(pl.col("entity_id").sort().alias("neighbor_entity_ids")))
+    # The joins below run on integer codes of units, entities and relationships: a hub
+    # entity in U units with R relationships touches U x R (unit, edge) pairs, which as
+    # 64-character ids would take gigabytes for a document of a few megabytes.
+    ucode = text_units.select(pl.col("id").alias("unit_id")).unique().with_row_index("u")
+    ecode = entities.select(pl.col("id").alias("entity_id")).unique().with_row_index("e")
+    ue = (unit_ents.join(ucode, on="unit_id").join(ecode, on="entity_id")
+          .select("u", "e").unique())
+    rel = (relationships.select("id", "source_id", "target_id").with_row_index("r")
+           .join(ecode.rename({"entity_id": "source_id", "e": "se"}), on="source_id")
+           .join(ecode.rename({"entity_id": "target_id", "e": "te"}), on="target_id"))
+    # each relationship once per endpoint: (entity, neighbour, relationship)
+    ends = pl.concat([rel.select(pl.col("se").alias("e"), pl.col("te").alias("nb"), "r"),
+                      rel.select(pl.col("te").alias("e"), pl.col("se").alias("nb"), "r")])
+    neighbors = (ue.lazy().join(ends.lazy(), on="e").select("u", "nb").unique()
+                 .join(ue.lazy().rename({"e": "nb"}), on=["u", "nb"], how="anti")
+                 .join(ecode.lazy().rename({"e": "nb"}), on="nb")
+                 .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids"))
+                 .collect(engine="streaming"))
 
     triple_of = relationships.select(
         "id", pl.col("weight").fill_null(0.0),
         pl.concat_str([pl.col("source").fill_null(""), _relation_text(pl.col("description")),
-                       pl.col("target").fill_null("")], separator=" | ").alias("triple"))
+                       pl.col("target").fill_null("")], separator=" | ").alias("triple")
+    ).join(rel.select("id", "r"), on="id").drop("id")
     # Over the cap, keep edges inside the unit first, then the heaviest; emit them sorted.
-    inside = unit_ents.select("unit_id", pl.col("entity_id").alias("neighbor_id"),
-                              pl.lit(True).alias("inside"))
-    triples = (touching.join(inside, on=["unit_id", "neighbor_id"], how="left")
-               .group_by("unit_id", "id").agg(pl.col("inside").fill_null(False).any())
-               .join(triple_of, on="id")
+    # An edge outside the unit can only make its cap if it is among the cap best (by
+    # weight, then triple) of the entity it touches, so only those are candidates.
+    best = (ends.select("e", "r").join(triple_of, on="r")
+            .sort("weight", "triple", descending=[True, False])
+            .unique(["e", "triple"], keep="first", maintain_order=True)
+            .group_by("e", maintain_order=True).head(NEIGHBOR_TRIPLES_CAP).select("e", "r"))
+    pairs = ue.join(ue.rename({"e": "nb"}), on="u").filter(pl.col("e") != pl.col("nb"))
+    candidates = pl.concat([
+        ue.join(best, on="e").select("u", "r", inside=pl.lit(False)),
+        pairs.join(ends, on=["e", "nb"]).select("u", "r", inside=pl.lit(True)),
+    ]).group_by("u", "r").agg(pl.col("inside").any())
+    triples = (candidates.join(triple_of, on="r")
                .sort("inside", "weight", "triple", descending=[True, True, False])
-               .unique(["unit_id", "triple"], keep="first", maintain_order=True)
-               .group_by("unit_id", maintain_order=True)
+               .unique(["u", "triple"], keep="first", maintain_order=True)
+               .group_by("u", maintain_order=True)
                .agg(pl.col("triple").head(NEIGHBOR_TRIPLES_CAP).sort()
                     .alias("neighbor_triples")))
+    neighbors, triples = (df.join(ucode, on="u").drop("u") for df in (neighbors, triples))
 
     levels = _levels(communities)
     votes = (unit_ents.join(_membership(communities), on="entity_id")

@@ -33,7 +33,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.llm import CachedLLM, PromptTemplate, reply_char_bound, structured_call
+from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
 from kgloom.names import (MAX_NAME_CHARS, Candidate, find_candidates, normalize_for_match,
                           sources_for, type_cue, word_counts)
 from kgloom.storage import failures_frame
@@ -441,7 +441,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
             return [], [], failures
         shown = f"{title}\n\n{text}" if title else text
         schema = extraction_schema(names, settings)
-        room = prompt_room(llm, template, reply_char_bound(schema) or template.max_tokens,
+        room = prompt_room(llm, template, reply_token_bound(schema) or template.max_tokens,
                            types=types, names=", ".join(names), text=shown)
         if room is None or room >= 0 or len(text) < 200:
             break

@@ -2,9 +2,11 @@
 and per-stage statistics.
 
 - :class:`LlamaCppBackend` runs any GGUF with llama-cpp-python. Every call is decoded under
-  a llama.cpp grammar built from a JSON schema (``LlamaGrammar.from_json_schema``), so the
-  reply is JSON of that shape unless ``max_tokens`` cuts it; schemas carry ``maxItems`` and
-  ``maxLength`` bounds so a small model cannot loop (measured in DESIGN.md).
+  a llama.cpp grammar built from a JSON schema (:func:`kgloom.grammar.json_grammar`:
+  llama-cpp-python's converter, strings bounded in UTF-8 bytes), so the reply is JSON of
+  that shape; schemas carry ``maxItems`` and ``maxLength`` bounds so a small model cannot
+  loop, and ``max_tokens`` is the longest reply the grammar allows
+  (:func:`reply_token_bound`), so a reply is never cut.
   llama-cpp-python keeps the KV cache of the longest common token prefix between
   consecutive calls (``Llama.generate``), so prompts put their fixed part first.
 - :class:`LLMCache` is a SQLite table (``llm_cache.sqlite`` next to the outputs) keyed by
@@ -103,40 +105,38 @@ def verify_model_file(path: str | Path, expected_sha256: str | None = None) -> s
     return digest
 
 
-def reply_char_bound(schema: dict[str, Any]) -> int | None:
-    """Return an upper bound on the length (characters) of any JSON the grammar of
-    ``schema`` can produce, or None when the schema is unbounded.
+def reply_token_bound(schema: dict[str, Any]) -> int | None:
+    """Return the most tokens any reply constrained to ``schema`` can take, or None when
+    the schema is unbounded (an array without ``maxItems``, a string without ``enum`` or
+    ``maxLength``).
 
-    Bounded means: every array has ``maxItems`` and every string an ``enum`` or a
-    ``maxLength``; numbers count 24 characters. Separators count one optional space each
-    (llama-cpp-python's grammar ``space ::= " "?``). A string character is counted once
-    (a ``\\uXXXX`` escape, rare in practice, would be longer). Since every token is at
-    least one character, the bound is also a bound on reply tokens: used as
-    ``max_tokens``, a bounded reply is never cut off.
+    The bound is the longest text, in UTF-8 bytes, that the reply's grammar
+    (:func:`kgloom.grammar.json_grammar`, where each string holds at most ``maxLength``
+    bytes) can produce: every token is at least one byte, so used as ``max_tokens`` no
+    grammar-valid reply is ever cut, whatever its characters (emoji, CJK, combining
+    marks or ``\\uXXXX`` escapes). See :mod:`kgloom.grammar`.
     """
-    t = schema.get("type")
-    if "enum" in schema:
-        return max(len(json.dumps(v)) for v in schema["enum"])
-    if t == "object":
-        total = 2
-        for key, sub in schema.get("properties", {}).items():
-            inner = reply_char_bound(sub)
-            if inner is None:
-                return None
-            total += len(json.dumps(key)) + 4 + inner  # ": " and ", " with spaces
-        return total
-    if t == "array":
-        if "maxItems" not in schema:
-            return None
-        inner = reply_char_bound(schema.get("items", {}))
-        return None if inner is None else 2 + schema["maxItems"] * (inner + 2)
-    if t == "string":
-        return schema["maxLength"] + 2 if "maxLength" in schema else None
-    if t in ("integer", "number"):
-        return 24
-    if t == "boolean":
-        return 5
-    return None
+    from kgloom.grammar import json_grammar, max_reply_bytes
+
+    size = max_reply_bytes(json_grammar(schema))
+    return None if size == float("inf") else int(size)
+
+
+def server_reply_token_bound(schema: dict[str, Any]) -> int | None:
+    """Return the most tokens any reply can take when a model server builds the grammar
+    from ``schema`` itself (strings of at most ``maxLength`` characters), or None when
+    the schema is unbounded.
+
+    Such a grammar counts characters, not bytes, so a string may hold ``maxLength``
+    emoji (4 bytes each) or ``\\uXXXX`` escapes (6 bytes): the bound is the longest
+    text of :func:`kgloom.grammar.char_grammar` in UTF-8 bytes, at least one byte per
+    token. It is :func:`reply_token_bound` for ASCII-only replies and up to 6x it for
+    others; :class:`kgloom.llm_http.OpenAIChatBackend` sends it as ``max_tokens``.
+    """
+    from kgloom.grammar import char_grammar, max_reply_bytes
+
+    size = max_reply_bytes(char_grammar(schema))
+    return None if size == float("inf") else int(size)
 
 
 @dataclass(frozen=True)
@@ -210,10 +210,12 @@ class LlamaCppBackend:
     def _grammar(self, schema: dict[str, Any]):
         from llama_cpp import LlamaGrammar
 
+        from kgloom.grammar import json_grammar
+
         # property order is the order the model writes them in: never sort the keys here
         key = json.dumps(schema)
         if key not in self._grammars:
-            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+            self._grammars[key] = LlamaGrammar.from_string(json_grammar(schema), verbose=False)
         return self._grammars[key]
 
     def count_tokens(self, text: str) -> int:
@@ -508,7 +510,7 @@ class PromptTemplate:
 
     Its ``hash`` covers every fixed part and the schema, so editing any of them changes
     the cache key of exactly the calls that use this template. ``max_tokens`` is used
-    only for an unbounded schema; a bounded one gets :func:`reply_char_bound`.
+    only for an unbounded schema; a bounded one gets :func:`reply_token_bound`.
     """
 
     name: str
@@ -555,7 +557,7 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
     """
     schema = schema or template.schema
     # a bounded schema gets max_tokens = its longest possible reply, so nothing is cut
-    max_tokens = reply_char_bound(schema) or template.max_tokens
+    max_tokens = reply_token_bound(schema) or template.max_tokens
     input_hash = content_id("inputs", json.dumps(inputs, sort_keys=True))
     messages = template.messages(**inputs)
     problem, raw = "", ""

@@ -20,6 +20,13 @@ the cache, validation, retry-with-another-seed and failures rows of
   :class:`kgloom.llm.LlamaCppBackend`. ``auto`` starts with ``json_schema`` and switches an
   endpoint to ``json_object`` when it refuses the first form (an HTTP 400, 422 or 500 whose
   message names ``response_format``; llama-cpp-python 0.3 answers 500).
+- **Reply bounds.** A server builds its grammar from the schema with strings bounded in
+  characters, where the in-process grammar bounds them in bytes
+  (:mod:`kgloom.grammar`): ``max_tokens`` is raised to
+  :func:`kgloom.llm.server_reply_token_bound` (every character counted at its longest,
+  6 bytes), so no schema-valid reply of emoji, CJK or escapes is cut. A server whose
+  context has no room for that (vLLM answers HTTP 400 "maximum context length") is asked
+  again with the caller's ``max_tokens`` (the in-process bound, exact for ASCII).
 - **Decoding.** ``temperature``, ``seed`` and ``max_tokens`` as in-process, and
   ``repeat_penalty`` 1.0 (llama-cpp-python's in-process default; its server defaults to
   1.1, vLLM ignores the field): with temperature 0 both decode greedily under the same
@@ -46,7 +53,7 @@ from urllib.parse import urlparse
 import openai
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from kgloom.llm import Completion
+from kgloom.llm import Completion, server_reply_token_bound
 
 SCHEMA_FORMATS = ("auto", "json_schema", "json_object")
 PROBE_TIMEOUT_S = 10.0  # GET /v1/models at start: a live server answers at once
@@ -165,6 +172,14 @@ def common_model(urls: list[str], api_key: str = "", timeout_s: float = PROBE_TI
         raise LLMServerError(f"the LLM servers serve different models {served}: every "
                              "server of one index must serve the same model")
     return next(iter(served.values()))
+
+
+def _context_too_small(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server refusing a request whose prompt plus ``max_tokens``
+    exceeds its context (vLLM: HTTP 400 "This model's maximum context length is ...")."""
+    text = str(exc).lower()
+    return (isinstance(exc, openai.APIStatusError) and exc.status_code == 400
+            and ("context length" in text or "context window" in text))
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -307,7 +322,10 @@ class OpenAIChatBackend:
                  max_tokens: int, seed: int) -> Completion:
         """Return the reply to ``messages`` constrained to ``schema`` (see class doc).
 
-        Thread-safe. Tries ``attempts`` times with exponential backoff (tenacity), each
+        ``max_tokens`` is raised to :func:`kgloom.llm.server_reply_token_bound` of
+        ``schema`` when that is larger, and sent as given when the server's context has
+        no room for the raised one (see the module doc). Thread-safe. Tries
+        ``attempts`` times with exponential backoff (tenacity), each
         try on the next endpoint.
 
         Raises:
@@ -315,12 +333,19 @@ class OpenAIChatBackend:
                 attempt failed, or at once for a client error (HTTP 4xx other than
                 408/409/429) that no retry would mend.
         """
+        # the server's grammar counts characters: room for the longest of them
+        wide = max(max_tokens, server_reply_token_bound(schema) or 0)
         order = self._order()
         for attempt in Retrying(stop=stop_after_attempt(self.attempts),
                                 wait=wait_exponential(multiplier=0.5, max=5),
                                 retry=retry_if_exception(_retryable), reraise=True):
             with attempt:
                 ep = order[(attempt.retry_state.attempt_number - 1) % len(order)]
+                try:
+                    return self._send(ep, messages, schema, wide, seed)
+                except openai.APIStatusError as exc:
+                    if wide == max_tokens or not _context_too_small(exc):
+                        raise
                 return self._send(ep, messages, schema, max_tokens, seed)
         raise AssertionError("unreachable: tenacity reraises the last error")
 

@@ -34,7 +34,7 @@ from kgloom.extraction import UNIT_STATUS, UNIT_STATUS_SCHEMA
 from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id, file_sha256
-from kgloom.stats import stages_dir
+from kgloom.stats import STAGES_DIR, stages_dir
 from kgloom.storage import failures_frame, write_json, write_table
 
 PARTITIONS_DIR = "partitions"
@@ -87,7 +87,7 @@ def input_hashes(input_dir: str | Path) -> dict[str, str]:
 
 def read_manifest(output_dir: str | Path, key: str) -> dict:
     """Return partition ``key``'s manifest ({} when it has none)."""
-    m = partitions_root(output_dir) / quote(key, safe="") / MANIFEST
+    m = Path(output_dir) / STAGES_DIR / PARTITIONS_DIR / quote(key, safe="") / MANIFEST
     return json.loads(m.read_text()) if m.exists() else {}
 
 
@@ -118,6 +118,28 @@ def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
     partition built under another fingerprint must be rebuilt."""
     return content_id("partition-settings", model_id,
                       *(repr(getattr(settings, f)) for f in PARTITION_SETTINGS))
+
+
+def code_fingerprint() -> str:
+    """Return a hex SHA-256 of kgloom's own source files (``kgloom/**/*.py``): any code
+    change, e.g. an edited prompt, makes the graph-wide stages run again."""
+    root = Path(__file__).resolve().parent
+    return content_id("code", *(f"{p.relative_to(root)}:{file_sha256(str(p))}"
+                                for p in sorted(root.rglob("*.py"))))
+
+
+def graph_inputs_fingerprint(output_dir: str | Path, live_keys: list[str],
+                             settings: IndexSettings, model_id: str, embedder: str) -> str:
+    """Return a hex SHA-256 of everything the graph-wide stages read: the output folder,
+    the live partitions with their manifests (input SHA-256, settings fingerprint and
+    finished stages), every setting, the LLM's identity (``model_id``, e.g. the GGUF
+    SHA-256), the embedder (``embedder``: its model folder, empty for the bundled one)
+    and kgloom's code (:func:`code_fingerprint`). Equal fingerprints mean a graph refresh
+    would recompute the same tables, so it can be skipped."""
+    parts = [json.dumps({k: read_manifest(output_dir, k) for k in sorted(live_keys)},
+                        sort_keys=True)]
+    return content_id("graph-inputs", Path(output_dir).resolve(), *parts, repr(settings),
+                      model_id, embedder, code_fingerprint())
 
 
 def manifest_hashes(output_dir: str | Path,
@@ -208,13 +230,18 @@ def read_partitions(output_dir: str | Path, keys: list[str], table: str,
                     schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """Concatenate table ``table`` of the partitions ``keys`` (in sorted key order), with
     a ``partition`` column (String) appended. Partitions not materialized yet are skipped;
-    with none, an empty frame of ``schema`` plus ``partition`` is returned."""
+    with none, an empty frame of ``schema`` plus ``partition`` is returned. A schema
+    column missing from a stored table (written by an older kgloom) is read as null."""
     frames = []
     for key in sorted(keys):
         path = partitions_root(output_dir) / quote(key, safe="") / f"{table}.parquet"
         if path.exists():
-            frames.append(schemas.conform(pl.read_parquet(path), schema)
-                          .with_columns(partition=pl.lit(key)))
+            df = pl.read_parquet(path)
+            # a partition written before a column was added (e.g. documents.encoding)
+            # reads it as null rather than failing the graph refresh
+            df = df.with_columns(pl.lit(None, dtype=t).alias(c)
+                                 for c, t in schema.items() if c not in df.columns)
+            frames.append(schemas.conform(df, schema).with_columns(partition=pl.lit(key)))
     if not frames:
         return schemas.empty(schema).with_columns(partition=pl.lit(None, dtype=pl.String))
     return pl.concat(frames, how="vertical")

@@ -43,6 +43,8 @@ DOCUMENTS_SCHEMA: dict[str, pl.DataType] = {
     "raw_data": pl.String,  # JSON of the source record (JSONL/CSV), else null
     # kgloom
     "source": pl.String,  # input file path relative to the input folder
+    "encoding": pl.String,  # the file's text encoding (Python codec name, e.g. "utf-8")
+    "encoding_confidence": pl.Float64,  # 0..1 (kgloom.decoding); 1.0 for valid UTF-8
     "boilerplate_cut": pl.String,  # JSON of the licence header/footer cut, null: none
 }
 

@@ -2,6 +2,9 @@
 
 Every write goes to a temporary file in the same folder and is then renamed over the
 target (``os.replace``, atomic on POSIX), so a crash never leaves a half-written table.
+The file gets the mode a plain ``open(path, "w")`` would give it (0666 minus the umask),
+not ``tempfile.mkstemp``'s private 0600, so other accounts can read the outputs when the
+umask allows it.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +26,33 @@ def table_path(output_dir: str | Path, name: str) -> Path:
     return Path(output_dir) / f"{name}.parquet"
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """Return the process umask (e.g. 0o022): from ``/proc/self/status`` where Linux has
+    it, else set and restored under a lock (POSIX has no call that only reads it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
 def _atomic(path: Path, write) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
     try:
+        try:
+            if hasattr(os, "fchmod"):  # POSIX; mkstemp makes the file 0600
+                os.fchmod(fd, 0o666 & ~current_umask())
+        finally:
+            os.close(fd)
         write(tmp)
         os.replace(tmp, path)
     except BaseException:

@@ -3,7 +3,11 @@
 :class:`FakeBackend` answers every call with the JSON instance of the requested schema
 that :func:`schema_instance` builds from a hash of the prompt: valid by construction,
 the same for the same prompt, different for different prompts. ``broken_every`` makes
-every n-th reply invalid JSON, to exercise the retry and failures paths.
+every n-th reply invalid JSON, to exercise the retry and failures paths. ``worst_case``
+answers like a model that fills every string with multi-byte characters instead
+(:func:`grammar_sample` over the reply's grammar), counts one token per UTF-8 byte (the
+most a byte-level vocabulary can take) and is cut at ``max_tokens`` as llama.cpp would.
+``delay_s`` makes each call sleep, to catch a run in the middle (crash tests).
 
 :class:`FakeChatServer` serves the same replies over HTTP as an OpenAI-compatible server
 (``/v1/models``, ``/v1/chat/completions``) on 127.0.0.1, with switchable faults (slow,
@@ -15,11 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kgloom.grammar import Node, parse_gbnf
 from kgloom.llm import Completion
 
 
@@ -56,23 +62,88 @@ def _object_with_offset(schema: dict[str, Any], salt: int) -> dict[str, Any]:
             for k, v in schema.get("properties", {}).items()}
 
 
+# characters a worst-case sampler prefers inside a negated class: multi-byte first
+_WIDE = "\U0001F469\u200d\U0001F52C\u4e2d\u00e9\u0301a"
+
+
+def grammar_sample(gbnf: str, rng: random.Random, long: bool = True,
+                   start: str = "root") -> str:
+    """Return a random text the grammar ``gbnf`` produces (iteratively, so deeply nested
+    rules are fine). Characters of a class are drawn preferring the widest in UTF-8; with
+    ``long``, optional parts are taken and alternatives other than the empty one are
+    preferred, so strings run to their bounds."""
+    rules = parse_gbnf(gbnf)
+    out: list[str] = []
+    todo: list[Node] = [Node("ref", text=start)]
+    while todo:
+        node = todo.pop()
+        if node.kind == "lit":
+            out.append(node.text)
+        elif node.kind == "class":
+            out.append(_class_char(node, rng))
+        elif node.kind == "ref":
+            todo.append(rules[node.text])
+        elif node.kind == "seq":
+            todo.extend(reversed(node.items))
+        elif node.kind == "alt":
+            options = ([n for n in node.items if not _empty(n)] if long
+                       else list(node.items))
+            todo.append(rng.choice(options or list(node.items)))
+        else:
+            hi = node.lo + 3 if node.hi is None else node.hi
+            count = hi if long else rng.randint(node.lo, hi)
+            todo.extend([node.items[0]] * count)
+    return "".join(out)
+
+
+def _empty(node: Node) -> bool:
+    """True for an alternative that can only produce "" (e.g. ``""``)."""
+    return all(k.kind == "lit" and not k.text for k in node.items)
+
+
+def _class_char(node: Node, rng: random.Random) -> str:
+    def inside(cp: int) -> bool:
+        return any(lo <= cp <= hi for lo, hi in node.ranges) != node.negated
+
+    if node.negated:
+        return next((c for c in _WIDE if inside(ord(c))), "x")
+    lo, hi = max(node.ranges, key=lambda r: r[1])
+    for _ in range(100):
+        cp = rng.randint(max(lo, hi - 0x3FF), hi)  # the top of the widest range
+        if not 0xD800 <= cp <= 0xDFFF:
+            return chr(cp)
+    return chr(lo)
+
+
 class FakeBackend:
     """An ``LLMBackend`` that needs no model (see module doc). Counts its calls."""
 
-    def __init__(self, model_id: str = "fake-llm", broken_every: int = 0) -> None:
+    def __init__(self, model_id: str = "fake-llm", broken_every: int = 0,
+                 worst_case: bool = False, delay_s: float = 0.0) -> None:
         self.model_id = model_id
         self.broken_every = broken_every
+        self.worst_case = worst_case
+        self.delay_s = delay_s
         self.calls = 0
         self._lock = threading.Lock()
 
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
                  max_tokens: int, seed: int) -> Completion:
-        """Return a schema-valid JSON reply derived from a hash of ``messages`` and ``seed``.
-        Thread-safe."""
+        """Return a schema-valid JSON reply derived from a hash of ``messages`` and ``seed``
+        (with ``worst_case``: a grammar sample cut at ``max_tokens`` bytes). Thread-safe."""
         with self._lock:
             self.calls += 1
             n = self.calls
+        if self.delay_s:
+            time.sleep(self.delay_s)
         digest = hashlib.sha256((json.dumps(messages) + str(seed)).encode()).digest()
+        if self.worst_case:
+            from kgloom.grammar import json_grammar
+
+            raw = grammar_sample(json_grammar(schema), random.Random(digest)).encode("utf-8")
+            text = raw[:max_tokens].decode("utf-8", errors="ignore")  # cut as llama.cpp would
+            return Completion(text=text, prompt_tokens=0,
+                              completion_tokens=min(len(raw), max_tokens), seconds=0.0)
         if self.broken_every and n % self.broken_every == 0:
             text = '{"entities": [{"name": '  # cut off: invalid JSON
         else:
@@ -99,9 +170,12 @@ class FakeChatServer:
       with none of the schema's properties, ``http_500`` an HTTP 500, and
       ``not_a_completion`` a 200 whose body is not a chat completion.
     - ``model_id``: what ``/v1/models`` lists.
+    - ``context_tokens``: when > 0, a request whose ``max_tokens`` exceeds it gets vLLM's
+      HTTP 400 "maximum context length" answer.
 
     Counts ``requests`` (chat completions received) and ``max_in_flight`` (most requests
-    served at the same time). Use as a context manager, or call :meth:`start` /
+    served at the same time); ``formats`` and ``max_tokens`` list each request's
+    ``response_format`` type and ``max_tokens``. Use as a context manager, or call :meth:`start` /
     :meth:`stop`. ``url`` is ``http://127.0.0.1:<port>``.
     """
 
@@ -109,9 +183,11 @@ class FakeChatServer:
                  json_object_only: bool = False) -> None:
         self.model_id, self.fault, self.delay_s = model_id, fault, delay_s
         self.json_object_only = json_object_only
+        self.context_tokens = 0
         self.backend = FakeBackend(model_id)
         self.requests = self.max_in_flight = self._in_flight = 0
         self.formats: list[str] = []  # response_format type of each request
+        self.max_tokens: list[int] = []  # max_tokens of each request
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -159,6 +235,7 @@ class FakeChatServer:
             def _answer(self, body: dict) -> None:
                 fmt = body.get("response_format") or {}
                 server.formats.append(fmt.get("type", ""))
+                server.max_tokens.append(body.get("max_tokens", 0))
                 if fmt.get("type") == "json_schema" and server.json_object_only:
                     # what llama-cpp-python 0.3's server answers (a 500, not a 422)
                     return self._send(500, b'{"error": {"message": "1 validation error: '
@@ -166,6 +243,12 @@ class FakeChatServer:
                                            b'\'text\' or \'json_object\'"}}')
                 schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
                           "json_schema" else fmt.get("schema")) or {"type": "object"}
+                wanted = body.get("max_tokens", 0)
+                if 0 < server.context_tokens < wanted:  # vLLM's answer
+                    return self._send(400, json.dumps({"object": "error", "message": (
+                        f"This model's maximum context length is {server.context_tokens} "
+                        f"tokens. However, you requested {wanted} tokens in the "
+                        "completion."), "type": "BadRequestError", "code": 400}).encode())
                 fault = server.fault
                 if fault == "slow":
                     time.sleep(server.delay_s)

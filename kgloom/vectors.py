@@ -6,7 +6,13 @@ The embedder is sentence-transformers' all-MiniLM-L6-v2 shipped by the PyPI pack
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+import gc
+import hashlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -72,14 +78,16 @@ class Embedder:
             maximum ``model.max_seq_length`` (256).
         stride: tokens between window starts; default 3/4 of a window's content tokens
             (IndexSettings: 192 for 256). Must be in [1, window_tokens - 2].
-        batch_size: windows per forward pass.
+        batch_size: windows per forward pass. 16 keeps the activations of a pass near
+            0.2 GB (64 took 0.55 GB more resident memory for 256-token windows, measured
+            on 2 CPU cores, at about the same windows per second).
 
     Raises:
         ValueError: on a window larger than the model accepts or a bad stride.
     """
 
     def __init__(self, model_path: str | Path | None = None, window_tokens: int | None = None,
-                 stride: int | None = None, batch_size: int = 64) -> None:
+                 stride: int | None = None, batch_size: int = 16) -> None:
         from sentence_transformers import SentenceTransformer
 
         self.model_path = str(model_path or default_model_path())
@@ -189,39 +197,35 @@ class Embedder:
 EMBEDDING_KEY = "embedding_key"  # LanceDB column: content_id(embedder key, embedded text)
 
 
-def embed_with_reuse(embedder: Embedder, db_path: str | Path, table_name: str,
-                     texts: list[str]) -> tuple[np.ndarray, pl.Series, int]:
-    """Embed ``texts`` for LanceDB table ``table_name``, reusing the stored vector of any
-    row whose ``embedding_key`` (a hash of the embedder's :attr:`Embedder.key` and the
-    text) is already in the table, so an incremental run embeds only new or changed text.
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None on another C library."""
+    libc = ctypes.util.find_library("c")
+    return getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
 
-    Returns:
-        (vectors float32 (len(texts), dim), the keys as a String Series to store in the
-        ``embedding_key`` column, how many vectors were reused).
-    """
-    import lancedb
 
-    keys = [content_id("embedding", embedder.key, t) for t in texts]
-    known: dict[str, np.ndarray] = {}
-    try:
-        table = lancedb.connect(str(db_path)).open_table(table_name)
-    except ValueError:  # no such table yet
-        table = None
-    if table is not None and EMBEDDING_KEY in table.schema.names:
-        stored = table.search().select([EMBEDDING_KEY, "vector"]).limit(None).to_arrow()
-        wanted = set(keys)
-        for k, v in zip(stored[EMBEDDING_KEY].to_pylist(), stored["vector"].to_pylist()):
-            if k in wanted:
-                known[k] = np.asarray(v, dtype=np.float32)
-    todo = [i for i, k in enumerate(keys) if k not in known]
-    fresh = embedder.embed([texts[i] for i in todo])
-    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    for row, i in enumerate(todo):
-        out[i] = fresh[row]
-    for i, k in enumerate(keys):
-        if k in known and known[k].shape == (embedder.dim,):
-            out[i] = known[k]
-    return out, pl.Series(EMBEDDING_KEY, keys, dtype=pl.String), len(texts) - len(todo)
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc ``malloc_trim``;
+    a no-op elsewhere). Torch's buffers of each forward pass otherwise stay resident
+    between passes, so resident memory would grow with the work done, not its size."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+ROW_HASH = "row_hash"  # LanceDB column: SHA-256 of the row's other columns (JSON)
+BATCH_ROWS = 256  # rows embedded and written per batch
+
+
+def _row_hashes(df: pl.DataFrame, chunk_rows: int = 512) -> pl.Series:
+    """SHA-256 of each row's JSON (polars ``struct.json_encode``), ``chunk_rows`` rows at
+    a time so no copy of the whole frame is made."""
+    out: list[str] = []
+    for start in range(0, df.height, chunk_rows):
+        rows = df.slice(start, chunk_rows).select(pl.struct(pl.all()).struct.json_encode())
+        out += [hashlib.sha256(r.encode("utf-8")).hexdigest() for r in rows.to_series()]
+    return pl.Series(ROW_HASH, out, dtype=pl.String)
 
 
 def _to_arrow(df: pl.DataFrame, vectors: np.ndarray) -> pa.Table:
@@ -237,71 +241,214 @@ def _sql_in(ids: list[str]) -> str:
     return ", ".join("'" + i.replace("'", "''") + "'" for i in ids)
 
 
-def write_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame,
-                  vectors: np.ndarray, ann_min_rows: int = ANN_INDEX_MIN_ROWS) -> dict:
-    """Make LanceDB table ``table_name`` mirror ``df`` plus its vectors, idempotently.
+Source = pl.DataFrame | str | Path  # a frame, or a parquet file read a batch at a time
 
-    Rows are upserted by ``id`` (``merge_insert("id").when_matched_update_all()
-    .when_not_matched_insert_all()``), then rows whose id is no longer in ``df`` are
-    deleted, so the table holds exactly ``df``'s rows. The table is created when absent,
-    and overwritten (as a new version) when its schema differs, e.g. after a model with
-    another dimension. Every write is a new Lance version; earlier versions stay
-    readable with ``table.checkout(version)`` until ``cleanup_old_versions`` runs. All
-    columns of ``df`` are kept, list columns (kg_node_ids, ...) included, plus
-    ``vector``: fixed_size_list<float32>[dim]. An IVF_PQ cosine index is (re)built only
-    when the table has at least ``ann_min_rows`` rows; smaller tables are scanned flat.
 
-    Sources: LanceDB docs, "Merge insert" / "Versioning" / "ANN indexes".
+def _slices(source: Source, rows: int) -> Callable[[], Iterator[pl.DataFrame]]:
+    """A function that yields ``source`` in order, ``rows`` rows at a time (a parquet
+    file through ``pyarrow.parquet.ParquetFile.iter_batches``: the whole table is never
+    in memory); it can be called more than once."""
+    if isinstance(source, pl.DataFrame):
+        return lambda: (source.slice(i, rows) for i in range(0, source.height, rows))
 
-    Args:
-        db_path: LanceDB folder (created when absent).
-        table_name: e.g. "text_units", "entities", "community_reports".
-        df: a frame with a unique String ``id`` column (n rows).
-        vectors: float32 array of shape (n, dim), row i for ``df`` row i.
-        ann_min_rows: row threshold for building the ANN index.
+    def read() -> Iterator[pl.DataFrame]:
+        import pyarrow.parquet as pq
 
-    Returns:
-        ``{"rows": int, "version": int, "dim": int, "indexed": bool}``.
+        for batch in pq.ParquetFile(str(source)).iter_batches(batch_size=rows):
+            yield pl.from_arrow(batch)
+    return read
 
-    Raises:
-        ValueError: when ``vectors`` does not have one row per ``df`` row, or ids repeat.
-    """
+
+def _empty_frame(source: Source) -> pl.DataFrame:
+    if isinstance(source, pl.DataFrame):
+        return source.head(0)
+    import pyarrow.parquet as pq
+
+    return pl.from_arrow(pq.read_schema(str(source)).empty_table())
+
+
+def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
+                prepare: Callable[[pl.DataFrame], pl.DataFrame],
+                vectors_for: Callable[[pl.DataFrame, pa.Table | None], np.ndarray],
+                batch_rows: int, ann_min_rows: int,
+                progress: Callable[[int, int], None] | None) -> dict:
+    """The one LanceDB write path (see :func:`sync_lancedb`). ``source`` is read twice, a
+    batch at a time: once for the ids and row hashes, once for the rows to write.
+    ``prepare`` adds columns to a batch (e.g. ``embedding_key``); ``vectors_for(rows,
+    stored)`` returns the (len(rows), dim) vectors of a batch; ``stored`` is the table's
+    (embedding_key, vector) arrow table when it has one, for reuse."""
     import lancedb
 
-    if vectors.ndim != 2 or vectors.shape[0] != df.height:
-        raise ValueError(f"need vectors of shape ({df.height}, dim), got {vectors.shape}")
-    if df["id"].n_unique() != df.height:
+    slices = _slices(source, batch_rows)
+    index = pl.concat([b.select("id").with_columns(_row_hashes(b))
+                       for b in map(prepare, slices())] or
+                      [pl.DataFrame(schema={"id": pl.String, ROW_HASH: pl.String})])
+    if index["id"].n_unique() != index.height:
         raise ValueError(f"{table_name}: ids are not unique; an upsert by id would be ambiguous")
-    data = _to_arrow(df, vectors)
+    empty = prepare(_empty_frame(source)).with_columns(pl.lit(None, pl.String).alias(ROW_HASH))
+    schema = _to_arrow(empty, np.zeros((0, dim), dtype=np.float32)).schema
     db = lancedb.connect(str(db_path))
     try:
         table = db.open_table(table_name)
     except ValueError:  # "Table ... was not found"
-        table = db.create_table(table_name, data)
+        table = None
+    rewrite = table is None or table.schema != schema
+    if rewrite:
+        todo, stale = index, []
     else:
-        if table.schema != data.schema:
-            table = db.create_table(table_name, data, mode="overwrite")
-        else:
-            if data.num_rows:
-                (table.merge_insert("id").when_matched_update_all()
-                 .when_not_matched_insert_all().execute(data))
-            old = set(table.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist())
-            stale = sorted(old - set(df["id"].to_list()))
-            for i in range(0, len(stale), 1000):  # keep each SQL predicate small
-                table.delete(f"id IN ({_sql_in(stale[i:i + 1000])})")
+        stored = pl.from_arrow(table.search().select(["id", ROW_HASH]).limit(None).to_arrow())
+        todo = index.join(stored, on=["id", ROW_HASH], how="anti")
+        stale = sorted(set(stored["id"].to_list()) - set(index["id"].to_list()))
+    stored_keys = None
+    if table is not None and EMBEDDING_KEY in table.schema.names and todo.height:
+        stored_keys = table.search().select([EMBEDDING_KEY, "vector"]).limit(None).to_arrow()
+    counts = {"written": todo.height, "deleted": len(stale), "embedded": 0}
+    if not rewrite and not todo.height and not stale:  # nothing changed: no new version
+        return _finish(table, dim, ann_min_rows, counts, changed=False)
+    wanted = todo.select("id", ROW_HASH)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        done = 0
+        for part in map(prepare, slices()):
+            part = part.join(wanted, on="id", how="inner", maintain_order="left")
+            if not part.height:
+                continue
+            vectors = vectors_for(part, stored_keys)
+            if vectors.shape != (part.height, dim):
+                raise ValueError(f"need vectors of shape ({part.height}, {dim}), "
+                                 f"got {vectors.shape}")
+            yield from _to_arrow(part, vectors).cast(schema).to_batches()
+            done += part.height
+            del part, vectors
+            release_memory()
+            if progress:
+                progress(done, todo.height)
+
+    reader = pa.RecordBatchReader.from_batches(schema, batches())
+    if rewrite:
+        table = db.create_table(table_name, data=reader, schema=schema,
+                                mode="overwrite" if table is not None else "create")
+    else:
+        if todo.height:
+            (table.merge_insert("id").when_matched_update_all()
+             .when_not_matched_insert_all().execute(reader))
+        for i in range(0, len(stale), 1000):  # keep each SQL predicate small
+            table.delete(f"id IN ({_sql_in(stale[i:i + 1000])})")
+    return _finish(table, dim, ann_min_rows, counts, changed=True)
+
+
+def _finish(table, dim: int, ann_min_rows: int, counts: dict, changed: bool) -> dict:
     rows = table.count_rows()
     indexed = rows >= ann_min_rows
-    if indexed:
+    if indexed and (changed or not table.list_indices()):
         from lancedb.index import IvfPq
 
-        dim = int(vectors.shape[1])
         # ~sqrt(n) partitions; sub-vectors of 8 dims (dim must divide evenly)
         sub = next(s for s in (dim // 8, dim // 4, dim // 2, 1) if s >= 1 and dim % s == 0)
         table.create_index("vector", replace=True, config=IvfPq(
             distance_type="cosine", num_partitions=max(1, int(rows ** 0.5)),
             num_sub_vectors=sub))
-    return {"rows": rows, "version": table.version, "dim": int(vectors.shape[1]),
-            "indexed": indexed}
+    return {"rows": rows, "version": table.version, "dim": dim, "indexed": indexed, **counts}
+
+
+def write_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame,
+                  vectors: np.ndarray, ann_min_rows: int = ANN_INDEX_MIN_ROWS,
+                  batch_rows: int = BATCH_ROWS) -> dict:
+    """Make LanceDB table ``table_name`` mirror ``df`` plus the given ``vectors``
+    (row i for ``df`` row i); see :func:`sync_lancedb` for how, and what it returns.
+
+    Raises:
+        ValueError: when ``vectors`` does not have one row per ``df`` row, or ids repeat.
+    """
+    if vectors.ndim != 2 or vectors.shape[0] != df.height:
+        raise ValueError(f"need vectors of shape ({df.height}, dim), got {vectors.shape}")
+    position = {k: i for i, k in enumerate(df["id"].to_list())}
+
+    def given(rows: pl.DataFrame, _stored) -> np.ndarray:
+        return vectors[[position[k] for k in rows["id"].to_list()]]
+
+    return _sync_table(db_path, table_name, df, int(vectors.shape[1]), lambda b: b, given,
+                       batch_rows, ann_min_rows, None)
+
+
+def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.Expr,
+                 embedder: Embedder, ann_min_rows: int = ANN_INDEX_MIN_ROWS,
+                 batch_rows: int = BATCH_ROWS,
+                 progress: Callable[[int, int], None] | None = None) -> dict:
+    """Make LanceDB table ``table_name`` mirror ``source`` (a frame, or a parquet file
+    read a batch at a time) with a vector of ``text`` per row (an expression over its
+    columns, e.g. ``pl.col("text")``), embedding only what changed and streaming in
+    batches, so memory does not grow with the table.
+
+    - Every row gets ``embedding_key`` (hash of :attr:`Embedder.key` and its text) and
+      ``row_hash`` (SHA-256 of the row's other columns). Rows whose id and row hash are
+      already stored are left alone; the others are written (upsert by ``id``:
+      ``merge_insert("id").when_matched_update_all().when_not_matched_insert_all()``)
+      and stored ids no longer in ``source`` are deleted. Nothing changed: nothing is
+      written and the table gains no version.
+    - A row to write reuses the stored vector of its ``embedding_key`` when there is one;
+      otherwise its text is embedded. ``batch_rows`` rows at a time are embedded and
+      handed to Lance through a ``pyarrow.RecordBatchReader`` (one version per write),
+      and ``progress(done, total)`` is called after each batch.
+    - A table whose schema differs (older layout, another dimension) is rewritten as a
+      new version. Earlier versions stay readable with ``table.checkout(version)`` until
+      ``cleanup_old_versions`` runs.
+    - An IVF_PQ cosine index is (re)built after a write when the table has at least
+      ``ann_min_rows`` rows; smaller tables are scanned flat.
+
+    Sources: LanceDB docs, "Merge insert" / "Versioning" / "ANN indexes"; polars
+    ``Expr.struct.json_encode``; pyarrow ``ParquetFile.iter_batches``.
+
+    Args:
+        db_path: LanceDB folder (created when absent).
+        table_name: e.g. "text_units", "entities", "community_reports".
+        source: rows with a unique String ``id`` column; every column is stored.
+        text: the text embedded for each row (nulls embed as "").
+        embedder: the :class:`Embedder`.
+
+    Returns:
+        ``{"rows", "version", "dim", "indexed", "written", "deleted", "embedded",
+        "reused"}``: rows in the table, its version, the vector size, whether it has an
+        ANN index, rows written, rows deleted, texts embedded, vectors reused.
+
+    Raises:
+        ValueError: when ids repeat.
+    """
+    def keyed(rows: pl.DataFrame) -> pl.DataFrame:
+        texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
+        return rows.with_columns(pl.Series(EMBEDDING_KEY, [
+            content_id("embedding", embedder.key, t) for t in texts], dtype=pl.String))
+
+    counts = {"embedded": 0}
+    reuse: dict = {}
+
+    def embed(rows: pl.DataFrame, stored: pa.Table | None) -> np.ndarray:
+        if "index" not in reuse:  # once: the stored vectors as a matrix, by embedding key
+            column = stored["vector"].combine_chunks() if stored is not None else None
+            usable = (column is not None and pa.types.is_fixed_size_list(column.type)
+                      and column.type.list_size == embedder.dim and column.null_count == 0)
+            reuse["matrix"] = (column.flatten().to_numpy(zero_copy_only=False)
+                               .reshape(len(column), embedder.dim) if usable else None)
+            reuse["index"] = ({k: i for i, k in enumerate(stored[EMBEDDING_KEY].to_pylist())}
+                              if usable else {})
+        out = np.zeros((rows.height, embedder.dim), dtype=np.float32)
+        todo = []
+        for row, key in enumerate(rows[EMBEDDING_KEY].to_list()):
+            if key in reuse["index"]:
+                out[row] = reuse["matrix"][reuse["index"][key]]
+            else:
+                todo.append(row)
+        if todo:
+            texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
+            out[todo] = embedder.embed([texts[r] for r in todo])
+            counts["embedded"] += len(todo)
+        return out
+
+    result = _sync_table(db_path, table_name, source, embedder.dim, keyed, embed, batch_rows,
+                         ann_min_rows, progress)
+    result["embedded"] = counts["embedded"]
+    result["reused"] = result["written"] - counts["embedded"]
+    return result
 
 
 def vector_index_type(table) -> str:

@@ -8,6 +8,19 @@ import pytest
 from kgloom import schemas
 from kgloom.ids import content_id
 
+
+@pytest.fixture(autouse=True)
+def _no_defs_state_storage_from_another_test():
+    """Each test starts with no current Dagster defs-state storage. A Dagster instance
+    entered and not exited by an earlier test (e.g. inside a schedule or sensor context
+    built without ``with``) leaves its storage in a context variable; once that instance
+    is collected, the next ``materialize`` fails with "Attempted to resolve undefined
+    DagsterInstance weakref" (seen once in a full run, depending on garbage collection)."""
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield
+
 # =====================================================================================
 # BEGIN emit / vectors / multihop fixtures: a small knowledge graph of A Christmas Carol
 # (tables as the upstream stages hand them to emit).

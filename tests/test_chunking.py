@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -148,6 +150,20 @@ def test_tokenizer_truncate_keeps_a_prefix_within_budget():
     assert tok.truncate(SHORT, 1000) == SHORT
 
 
+def test_a_long_text_is_tokenized_in_pieces_with_the_same_tokens(monkeypatch):
+    from kgloom import tokenizer as tokenizer_module
+
+    tok = default_tokenizer()
+    book = (Path(__file__).resolve().parent.parent / "data" / "input" /
+            "a-christmas-carol.txt").read_text(encoding="utf-8")[:60000]
+    whole = tok.offsets(book)
+    monkeypatch.setattr(tokenizer_module, "SEGMENT_CHARS", 997)  # ~60 cuts, odd places
+    pieces = tok.offsets(book)
+    assert pieces.shape == whole.shape and (pieces == whole).all()
+    units, _ = split_text_units(_docs(book), tok, chunk_size=120, chunk_overlap=20)
+    monkeypatch.setattr(tokenizer_module, "SEGMENT_CHARS", 1 << 16)
+    again, _ = split_text_units(_docs(book), tok, chunk_size=120, chunk_overlap=20)
+    assert units.equals(again)
 def _word_edges_ok(text: str, start: int, end: int) -> bool:
     inside = lambda i: 0 < i < len(text) and text[i - 1].isalnum() and text[i].isalnum()  # noqa: E731
     return not inside(start) and not inside(end)

@@ -177,3 +177,51 @@ def test_vectors_valid_and_row_counts():
     assert emit.row_counts_match({"nodes": 7}, {"nodes": 7})[0]
     passed, meta = emit.row_counts_match({"nodes": 7, "edges": 7}, {"nodes": 7})
     assert not passed and meta["edges"]["actual"] is None
+
+
+def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
+    """The cap is applied per entity before units are joined (memory); a brute-force
+    reading of the definition on a random graph with hubs gives the same triples."""
+    import random
+
+    rng = random.Random(5)
+    monkeypatch.setattr(emit, "NEIGHBOR_TRIPLES_CAP", 3)
+    titles = [f"E{i}" for i in range(30)]
+    units = {f"u{i}": rng.sample(titles[:4], 1) + rng.sample(titles, rng.randint(0, 4))
+             for i in range(40)}  # E0-E3 are hubs, in many units
+    pairs = {tuple(sorted(rng.sample(titles[:4], 1) + rng.sample(titles, 1))) for _ in range(90)}
+    pairs = sorted(p for p in pairs if p[0] != p[1])
+    rels = pl.DataFrame({
+        "id": [f"r{i}" for i in range(len(pairs))], "human_readable_id": range(len(pairs)),
+        "source": [a for a, _ in pairs], "target": [b for _, b in pairs],
+        "description": [f"rel {i % 7}" for i in range(len(pairs))],
+        "weight": [float(rng.randint(1, 4)) for _ in pairs], "combined_degree": [0] * len(pairs),
+        "text_unit_ids": [[] for _ in pairs], "source_id": [a for a, _ in pairs],
+        "target_id": [b for _, b in pairs], "kind": ["extracted"] * len(pairs)},
+        schema=schemas.RELATIONSHIPS_SCHEMA)
+    ents = pl.DataFrame({
+        "id": titles, "human_readable_id": range(len(titles)), "title": titles,
+        "type": ["PERSON"] * len(titles), "description": [""] * len(titles),
+        "text_unit_ids": [[u for u, es in units.items() if t in es] for t in titles],
+        "frequency": [1] * len(titles), "degree": [0] * len(titles),
+        "weighted_degree": [0.0] * len(titles), "pagerank": [0.0] * len(titles),
+        "aliases": [[] for _ in titles]}, schema=schemas.ENTITIES_SCHEMA)
+    tu = pl.DataFrame([
+        {"id": u, "human_readable_id": i, "text": u, "n_tokens": 1, "document_id": "d",
+         "entity_ids": [], "relationship_ids": [], "covariate_ids": [], "chunk_index": i,
+         "start_char": 0, "end_char": 1, "kg_node_ids": [], "neighbor_entity_ids": [],
+         "neighbor_triples": [], "community_ids": [], "centrality": 0.0}
+        for i, u in enumerate(units)], schema=schemas.TEXT_UNITS_SCHEMA)
+    comms = pl.DataFrame(schema=schemas.COMMUNITIES_SCHEMA)
+    got = {r["id"]: r["neighbor_triples"] for r in emit.denormalize_text_units(
+        tu, ents, rels, comms).iter_rows(named=True)}
+    for u, members in units.items():
+        mine = set(members)
+        touching = [r for r in rels.iter_rows(named=True)
+                    if r["source_id"] in mine or r["target_id"] in mine]
+        ranked = sorted(touching, key=lambda r: (
+            not (r["source_id"] in mine and r["target_id"] in mine), -r["weight"],
+            f"{r['source']} | {r['description']} | {r['target']}"))
+        triples = list(dict.fromkeys(f"{r['source']} | {r['description']} | {r['target']}"
+                                     for r in ranked))
+        assert got[u] == sorted(triples[:3]), u

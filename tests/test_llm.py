@@ -216,8 +216,8 @@ def test_template_messages_put_examples_between_system_and_user():
     assert msgs[-1]["content"] == f"Character: Marley\nText: {TEXT}"
 
 
-def test_reply_char_bound_covers_every_reply_of_a_bounded_schema():
-    from kgloom.llm import reply_char_bound
+def test_reply_token_bound_covers_every_reply_of_a_bounded_schema():
+    from kgloom.llm import reply_token_bound
     from kgloom.testing import schema_instance
 
     schema = {"type": "object", "properties": {
@@ -226,10 +226,10 @@ def test_reply_char_bound_covers_every_reply_of_a_bounded_schema():
         "pairs": {"type": "array", "maxItems": 4, "items": {
             "type": "object", "properties": {"text": {"type": "string", "maxLength": 30},
                                              "n": {"type": "integer"}}}}}}
-    bound = reply_char_bound(schema)
+    bound = reply_token_bound(schema)
     longest = {"names": {"Scrooge": "PERSON"},
                "pairs": [{"text": "x" * 30, "n": -123456789}] * 4}
     assert len(json.dumps(longest)) <= bound
     assert len(json.dumps(schema_instance(schema))) <= bound
-    assert reply_char_bound({"type": "array", "items": {"type": "string"}}) is None
-    assert reply_char_bound({"type": "string"}) is None
+    assert reply_token_bound({"type": "array", "items": {"type": "string"}}) is None
+    assert reply_token_bound({"type": "string"}) is None

@@ -12,7 +12,7 @@ import pytest
 
 from kgloom.config import IndexSettings
 from kgloom.extraction import candidate_names, extraction_schema, extraction_template
-from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_model_path, reply_char_bound
+from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_model_path, reply_token_bound
 from kgloom.llm_http import OpenAIChatBackend
 from kgloom.testing import LlamaCppServer
 
@@ -33,7 +33,7 @@ def test_llama_cpp_server_reply_equals_in_process_reply(tmp_path):
     schema = extraction_schema(names, settings)
     messages = extraction_template(False).messages(
         types=", ".join(settings.entity_types), names=", ".join(names), text=unit)
-    max_tokens = reply_char_bound(schema)
+    max_tokens = reply_token_bound(schema)
 
     local = LlamaCppBackend(default_model_path(), n_threads=1)
     expected = local.complete(messages, schema, max_tokens, settings.seed)

@@ -121,13 +121,10 @@ def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports
               for n in ("text_units", "entities", "community_reports")}
     again = run_index(corpus, out)
     assert again["llm_calls"] == 0
-    # re-materializing the emit assets adds no row, and the previous version stays readable
+    # re-materializing the emit assets (force) rewrites nothing: no LanceDB version
     for name, (rows, version) in before.items():
         table = db.open_table(name)
-        assert table.count_rows() == rows, name
-        assert table.version > version, name
-        table.checkout(version)
-        assert table.count_rows() == rows, name
+        assert (table.count_rows(), table.version) == (rows, version), name
     # unchanged communities keep their reports with no call; every other call is a hit
     reused = again["stages"]["community_reports"]["context_methods"]["reused"]
     assert reused == again["rows"]["communities"]
@@ -206,13 +203,16 @@ def test_index_rejects_an_unknown_candidate_source_and_passes_the_settings(tmp_p
     assert r["embedder"].model_path == "/models/st"
 
 
-def test_nightly_schedule_refreshes_the_graph_at_two_utc():
+def test_nightly_schedule_refreshes_the_graph_at_two_utc(tmp_path, monkeypatch):
     assert nightly_index_schedule.cron_schedule == "0 2 * * *"
     assert nightly_index_schedule.execution_timezone == "UTC"
     assert nightly_index_schedule.job_name == "graph_job"
-    ctx = dg.build_schedule_context(scheduled_execution_time=dt.datetime(
-        2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
-    requests = list(nightly_index_schedule.evaluate_tick(ctx).run_requests or [])
+    monkeypatch.setenv("KGLOOM_OUTPUT_DIR", str(tmp_path / "never-built"))
+    monkeypatch.setenv("KGLOOM_FAKE_LLM", "1")
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=dt.datetime(
+            2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
+        requests = list(nightly_index_schedule.evaluate_tick(ctx).run_requests or [])
     assert len(requests) == 1
 
 
@@ -299,3 +299,16 @@ def test_claims_become_covariates_and_join_report_contexts(corpus, tmp_path):
     linked = set(units["covariate_ids"].explode().drop_nulls())
     assert linked == set(cov["id"])
     assert summary["llm"]["claims"]["calls"] > 0
+
+
+def test_every_output_file_is_readable_as_the_umask_allows(indexed):
+    import stat
+
+    out, _ = indexed
+    mask = os.umask(0)
+    os.umask(mask)
+    files = [p for p in out.rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+    assert any(p.name == "graph.graphml" for p in files)
+    wrong = {str(p.relative_to(out)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files
+             if stat.S_IMODE(p.stat().st_mode) != 0o666 & ~mask}
+    assert not wrong

@@ -21,8 +21,8 @@ from kgloom.query.linking import NameLinker
 from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                     IndexInconsistentError, RetrievalConfig, Retriever,
                                     UNIT_RESULT_SCHEMA)
-from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, embed_with_reuse,
-                            write_embedder_manifest, write_lancedb)
+from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, sync_lancedb, write_embedder_manifest,
+                            write_lancedb)
 
 GRAPH_FILES = ["graph-nodes.parquet", "graph-edges.parquet", "entities.parquet",
                "relationships.parquet", "entity_aliases.parquet"]
@@ -39,7 +39,7 @@ def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
         "id": [doc_id], "human_readable_id": [0], "title": ["A Christmas Carol"],
         "text": [" ".join(units["text"])], "text_unit_ids": [units["id"].to_list()],
         "creation_date": [""], "raw_data": [None], "source": ["carol.txt"],
-        "boilerplate_cut": [None]}),
+        "encoding": ["utf-8"], "encoding_confidence": [1.0], "boilerplate_cut": [None]}),
         schemas.DOCUMENTS_SCHEMA)
     aliases = pl.DataFrame({"alias": ["Scrooge", "Old Marley", "Bob"],
                             "entity_id": [eid("EBENEZER SCROOGE"), eid("JACOB MARLEY"),
@@ -54,10 +54,7 @@ def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
     db = out / LANCEDB_DIR
     for table in ("text_units", "entities"):
         parquet, expr = VECTOR_TABLES[table]
-        df = storage.read_table(out, parquet)
-        texts = df.select(expr.fill_null("").alias("t"))["t"].to_list()
-        vectors, keys, _ = embed_with_reuse(embedder, db, table, texts)
-        write_lancedb(db, table, df.with_columns(keys), vectors)
+        sync_lancedb(db, table, storage.read_table(out, parquet), expr, embedder)
     if manifest:
         write_embedder_manifest(db, embedder)
     return out
@@ -355,7 +352,7 @@ def test_ann_index_is_used_and_recorded_above_threshold(tmp_path, carol_index, e
     grown = pl.concat([units, extra])
     vecs = rng.normal(size=(grown.height, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    real, _, _ = embed_with_reuse(embedder, tmp_path / "scratch", "t", units["text"].to_list())
+    real = embedder.embed(units["text"].to_list())
     vecs[:units.height] = real
     shutil.rmtree(big / LANCEDB_DIR / "text_units.lance")
     write_lancedb(big / LANCEDB_DIR, "text_units", grown, vecs, ann_min_rows=256)

@@ -85,10 +85,12 @@ def _frame_and_vectors(n: int, dim: int = 8, seed: int = 0):
 
 def test_write_lancedb_is_idempotent_and_versioned(tmp_path):
     df, vectors = _frame_and_vectors(20)
-    first = write_lancedb(tmp_path / "lance", "text_units", df, vectors)
+    first = write_lancedb(tmp_path / "lance", "text_units", df, vectors, batch_rows=6)
     second = write_lancedb(tmp_path / "lance", "text_units", df, vectors)
     assert first["rows"] == second["rows"] == 20 and first["dim"] == 8
-    assert second["version"] > first["version"] and not second["indexed"]
+    assert first["written"] == 20 and not second["indexed"]
+    # nothing changed: nothing written, no new version
+    assert second["version"] == first["version"] and second["written"] == 0
 
     table = lancedb.connect(str(tmp_path / "lance")).open_table("text_units")
     assert table.count_rows() == 20
@@ -111,6 +113,7 @@ def test_write_lancedb_is_idempotent_and_versioned(tmp_path):
     got = pl.from_arrow(table.to_arrow())
     assert sorted(got["id"]) == sorted(changed["id"])
     assert got.filter(pl.col("id") == "unit-0005")["text"].item() == "changed"
+    assert (third["written"], third["deleted"]) == (1, 2)  # only the changed row is rewritten
     table.checkout(second["version"])
     assert table.count_rows() == 20
 
@@ -133,19 +136,37 @@ def test_write_lancedb_builds_ann_index_over_threshold(tmp_path):
     assert hit["id"] == "unit-0007"
 
 
-def test_unchanged_texts_reuse_their_stored_vectors(tmp_path, embedder):
-    from kgloom.vectors import EMBEDDING_KEY, embed_with_reuse, write_lancedb
+def test_only_changed_rows_are_embedded_and_written_in_batches(tmp_path, embedder):
+    from kgloom.vectors import EMBEDDING_KEY, sync_lancedb
 
     texts = ["Scrooge counted his money.", "Bob Cratchit warmed his hands at the candle.",
-             "Tiny Tim said God bless us, every one."]
-    df = pl.DataFrame({"id": ["a", "b", "c"], "text": texts})
-    vecs, keys, reused = embed_with_reuse(embedder, tmp_path, "t", texts)
-    assert reused == 0 and vecs.shape == (3, embedder.dim)
-    write_lancedb(tmp_path, "t", df.with_columns(keys), vecs)
-    changed = texts[:2] + ["Marley was dead, to begin with."]
-    again, keys2, reused = embed_with_reuse(embedder, tmp_path, "t", changed)
-    assert reused == 2
-    assert np.allclose(again[:2], vecs[:2])
-    assert np.allclose(again[2], embedder.embed([changed[2]])[0], atol=1e-6)
-    assert keys2[:2].to_list() == keys[:2].to_list() and keys2[2] != keys[2]
-    assert keys.name == EMBEDDING_KEY
+             "Tiny Tim said God bless us, every one.", "Marley's ghost rattled its chain.",
+             "Fezziwig danced with his wife."]
+    df = pl.DataFrame({"id": list("abcde"), "text": texts, "rank": [1, 2, 3, 4, 5]})
+    seen = []
+    df.write_parquet(tmp_path / "t.parquet")  # read back two rows at a time
+    first = sync_lancedb(tmp_path, "t", tmp_path / "t.parquet", pl.col("text"), embedder,
+                         batch_rows=2, progress=lambda done, total: seen.append((done, total)))
+    assert (first["written"], first["embedded"], first["reused"]) == (5, 5, 0)
+    assert seen == [(2, 5), (4, 5), (5, 5)]  # one progress step per batch
+    table = lancedb.connect(str(tmp_path)).open_table("t")
+    stored = pl.from_arrow(table.to_arrow()).sort("id")
+    vecs = np.stack(stored["vector"].to_list())
+    assert np.allclose(vecs, embedder.embed(texts), atol=1e-5)
+
+    same = sync_lancedb(tmp_path, "t", df, pl.col("text"), embedder)
+    assert (same["written"], same["embedded"], same["version"]) == (0, 0, first["version"])
+
+    # a new text, a changed non-text column (vector reused), a deleted row
+    changed = df.filter(pl.col("id") != "e").with_columns(
+        pl.when(pl.col("id") == "a").then(pl.lit("Marley was dead, to begin with."))
+        .otherwise(pl.col("text")).alias("text"),
+        pl.when(pl.col("id") == "b").then(20).otherwise(pl.col("rank")).alias("rank"))
+    third = sync_lancedb(tmp_path, "t", changed, pl.col("text"), embedder)
+    assert (third["written"], third["embedded"], third["reused"], third["deleted"]) == (2, 1, 1, 1)
+    got = pl.from_arrow(lancedb.connect(str(tmp_path)).open_table("t").to_arrow()).sort("id")
+    assert got["id"].to_list() == ["a", "b", "c", "d"] and got["rank"].to_list() == [1, 20, 3, 4]
+    assert np.allclose(got["vector"][1].to_numpy(), vecs[1])
+    assert np.allclose(got["vector"][0].to_numpy(), embedder.embed([changed["text"][0]])[0],
+                       atol=1e-5)
+    assert got[EMBEDDING_KEY][0] != stored[EMBEDDING_KEY][0]

@@ -57,6 +57,23 @@ def png_md(png: bytes, alt: str) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
 
 
+GRAPH_INPUTS = "graph_inputs"  # metadata key of every graph-wide asset
+
+
+def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:
+    """The graph-inputs fingerprint (``kgloom.partitions.graph_inputs_fingerprint``) this
+    asset is built from: the one shared by the latest materializations of its graph-wide
+    ``upstream`` assets, or "" when they differ or lack one (the asset then counts as
+    stale). ``entity_graph`` computes it; every later graph asset inherits it."""
+    values = set()
+    for name in upstream:
+        event = context.instance.get_latest_materialization_event(dg.AssetKey(name))
+        meta = event.asset_materialization.metadata if event and event.asset_materialization \
+            else {}
+        values.add(meta[GRAPH_INPUTS].value if GRAPH_INPUTS in meta else "")
+    return values.pop() if len(values) == 1 else ""
+
+
 def endpoint_metadata(cached) -> dict:
     """``{"llm_endpoints": json}`` with each model server's calls, errors, timeouts and
     seconds when the LLM is behind servers (``OpenAIChatBackend.endpoint_stats``); {}

@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, preview
+from kgloom.assets._common import GRAPH_INPUTS, Timer, graph_inputs_of, preview, progress
 from kgloom.stats import build_index_summary, stages_dir, write_stage_stats
 from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpoints_exist,
                          kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
@@ -44,6 +44,7 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
     write_neo4j_import(ents, rels, out / NEO4J_DIR)
     write_stage_stats(out, "graph_files", t.seconds, nodes=nodes.height, edges=edges.height)
     yield dg.MaterializeResult(metadata={
+        GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships", "communities"),
         "nodes": nodes.height, "edges": edges.height, "text_units": units.height,
         "units_with_entities": units.filter(pl.col("kg_node_ids").list.len() > 0).height,
         "path": dg.MetadataValue.path(str(out)),
@@ -64,41 +65,51 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
                        dg.AssetCheckSpec("row_counts_match", asset="vector_index")])
 def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
                  embedder: EmbedderResource):
-    """LanceDB tables text_units, entities, community_reports: idempotent upserts by id."""
+    """LanceDB tables text_units, entities, community_reports: rows whose content changed
+    are embedded and upserted by id in batches (unchanged ones are left alone, so a
+    no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, embed_with_reuse,
-                                write_embedder_manifest, write_lancedb)
+    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, embedder_manifest,
+                                read_embedder_manifest, sync_lancedb, write_embedder_manifest)
 
     out = index.out
     emb = embedder.load()
     db_path = out / LANCEDB_DIR
-    written, expected, reused = {}, {}, {}
+    written, expected = {}, {}
     with Timer() as t:
         for table, (parquet, text_expr) in VECTOR_TABLES.items():
-            if parquet == schemas.COMMUNITY_REPORTS and not table_path(out, parquet).exists():
+            path = table_path(out, parquet)
+            if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
                 # a run that selects no report stage (e.g. a retrieval-only index)
                 context.log.warning("no community_reports.parquet: its LanceDB table is empty")
-            df = read_table(out, parquet, schemas.GRAPHRAG_TABLES[parquet]
-                            if parquet == schemas.COMMUNITY_REPORTS else None)
-            texts = df.select(text_expr.fill_null("").alias("t"))["t"].to_list()
-            vectors, keys, reused[table] = embed_with_reuse(emb, db_path, table, texts)
-            context.log.info(f"{table}: embedded {len(texts) - reused[table]} rows, "
-                             f"reused {reused[table]} unchanged")
-            written[table] = write_lancedb(db_path, table, df.with_columns(keys), vectors)
-            expected[table] = df.height
-        write_embedder_manifest(db_path, emb)
-    write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim,
-                      reused_vectors=reused)
+                source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
+            elif not path.exists():
+                raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
+            else:  # read a batch at a time: a big index's text units never sit in memory
+                source = path
+            expected[table] = (source.height if isinstance(source, pl.DataFrame) else
+                               pl.scan_parquet(path).select(pl.len()).collect().item())
+            written[table] = sync_lancedb(db_path, table, source, text_expr, emb,
+                                          progress=progress(context, f"vectors {table}"))
+            w = written[table]
+            context.log.info(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
+                             f"{w['reused']} vectors reused), {w['deleted']} deleted, "
+                             f"{w['rows'] - w['written']} unchanged")
+        if read_embedder_manifest(db_path) != embedder_manifest(emb):
+            write_embedder_manifest(db_path, emb)
+    write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim)
     yield dg.MaterializeResult(metadata={
+        # from graph_files only: an index built without reports (--no-reports) keeps the
+        # reports of the last run that wrote them, and is up to date without new ones
+        GRAPH_INPUTS: graph_inputs_of(context, "graph_files"),
         "path": dg.MetadataValue.path(str(db_path)), "dim": emb.dim,
-        **{f"{k}_embedded": expected[k] - v for k, v in reused.items()},
-        **{f"{k}_reused": v for k, v in reused.items()},
-        **{f"{k}_rows": v["rows"] for k, v in written.items()},
-        **{f"{k}_version": v["version"] for k, v in written.items()}})
+        **{f"{k}_{field}": v[field] for k, v in written.items()
+           for field in ("rows", "version", "written", "embedded", "reused", "deleted")}})
     db = lancedb.connect(str(db_path))
     tables = {name: db.open_table(name) for name in expected}
-    checks = [vectors_valid(tables[n], emb.dim, expected[n]) for n in expected]
+    checks = [vectors_valid(tables[n].search().select(["vector"]).limit(None).to_arrow(),
+                            emb.dim, expected[n]) for n in expected]
     yield dg.AssetCheckResult(check_name="vectors_valid", passed=all(c[0] for c in checks),
                               metadata={n: dg.MetadataValue.json(c[1])
                                         for n, c in zip(expected, checks)})
@@ -118,6 +129,7 @@ def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource)
     summary = build_index_summary(out)
     write_json(summary, out / SUMMARY_FILE)
     return dg.MaterializeResult(metadata={
+        GRAPH_INPUTS: graph_inputs_of(context, "vector_index"),
         "failures": failures.height, "llm_calls": summary["llm_calls"],
         "llm_cache_hits": summary["llm_cache_hits"],
         "prompt_tokens": summary["prompt_tokens"],

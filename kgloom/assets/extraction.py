@@ -6,6 +6,7 @@ import dagster as dg
 from kgloom import schemas
 from kgloom.assets._common import Timer, endpoint_metadata, preview, progress
 from kgloom.assets.ingest import text_units
+from kgloom.checks import extraction_yield
 from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.claims import extract_claims
 from kgloom.extraction import STAGE, UNIT_STATUS, extract_graph
@@ -20,7 +21,8 @@ FAILED_UNITS_MAX_RATE = 0.05
 
 @dg.asset(group_name="extraction", partitions_def=input_files_partitions, deps=[text_units],
           pool="llm", kinds={"llama_cpp", "parquet"},
-          check_specs=[dg.AssetCheckSpec("failed_units_rate", asset="extracted_graph")])
+          check_specs=[dg.AssetCheckSpec("failed_units_rate", asset="extracted_graph"),
+                       dg.AssetCheckSpec("entities_found", asset="extracted_graph")])
 def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                     llm: LLMResource):
     """Entities and relationships per text unit of one input file, JSON-schema-constrained
@@ -69,3 +71,9 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
         check_name="failed_units_rate", passed=rate <= FAILED_UNITS_MAX_RATE,
         metadata={"failed_units": failed, "units": units.height, "rate": round(rate, 4),
                   "max_rate": FAILED_UNITS_MAX_RATE})
+    ok, meta, text = extraction_yield(units.height, result.counts.get("units_without_names", 0),
+                                      result.entity_mentions.height)
+    if not ok:
+        context.log.warning(f"{context.partition_key}: {text}")
+    yield dg.AssetCheckResult(check_name="entities_found", passed=ok, metadata=meta,
+                              severity=dg.AssetCheckSeverity.WARN, description=text)

