@@ -6,9 +6,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, LlamaCppBackend,
-                        default_model_path, verify_model_file)
-from kgloom.testing import FakeBackend
+from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, default_model_path, open_llm,
+                        verify_model_file)
 
 __all__ = ["CACHE_FILE", "LLMResource"]
 
@@ -46,15 +45,10 @@ class LLMResource(dg.ConfigurableResource):
         return verify_model_file(path, expected)
 
     def open(self, output_dir: str | Path) -> CachedLLM:
-        """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite``.
-
-        The model is loaded here (about 1 s for the bundled one).
-        """
-        cache = LLMCache(Path(output_dir) / CACHE_FILE)
-        if self.fake:
-            return CachedLLM(FakeBackend(), cache, "fake-llm")
-        path = self.resolved_model_path()
-        model_id = self.verify()
-        backend = LlamaCppBackend(path, n_ctx=self.n_ctx, n_threads=self.n_threads or None,
-                                  n_gpu_layers=self.n_gpu_layers, temperature=self.temperature)
-        return CachedLLM(backend, cache, model_id)
+        """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite``
+        (:func:`kgloom.llm.open_llm`). The model is loaded here (about 1 s for the
+        bundled one)."""
+        return open_llm(Path(output_dir) / CACHE_FILE, self.model_path or None, fake=self.fake,
+                        n_ctx=self.n_ctx, n_threads=self.n_threads or None,
+                        n_gpu_layers=self.n_gpu_layers, temperature=self.temperature,
+                        expected_sha256=self.expected_sha256 or None)
