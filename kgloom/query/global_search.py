@@ -204,7 +204,7 @@ class Selection:
         ratings: community -> rating (None: the rating call failed), in rating order.
         rated: rating calls made (0 for static).
         pruned_subtrees: relevant-rated-no communities whose children were not rated.
-        pruned_reports: distinct reports under them, never rated.
+        pruned_reports: distinct reports (within ``max_level``) never rated.
         level_fallbacks: levels rated whole because nothing above was relevant.
         failures: failure rows of rating calls.
     """
@@ -301,6 +301,11 @@ def select_dynamic(tree: CommunityTree, rate: Rater, threshold: int = DEFAULT_TH
                     queue = level_nodes
                     break
     sel.selected = sorted(relevant, key=lambda c: (-relevant[c], -tree.reports[c].rank, c))
+    # the running count above also holds subtrees that a level fallback rated after all:
+    # the final figure is the distinct reports within max_level that were never rated
+    in_scope = {r.report_key for c, r in tree.reports.items()
+                if max_level is None or tree.level_of[c] <= max_level}
+    sel.pruned_reports = len(in_scope - set(rated_keys))
     return sel
 
 
