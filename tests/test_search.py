@@ -387,6 +387,20 @@ def test_global_without_reports_says_so_and_falls_back_to_local(search_index, tm
     assert s.search("What are the main themes?", mode="global", dynamic=True).route == "local"
 
 
+def test_index_without_graph_files_answers_from_text_units(search_index, tmp_path, embedder):
+    from test_query import GRAPH_FILES
+
+    out = shutil.copytree(search_index, tmp_path / "vectors_only")
+    for name in GRAPH_FILES + ["communities.parquet", "community_reports.parquet"]:
+        (out / name).unlink()
+    s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "c.sqlite")
+    for mode in ("local", "global", "auto"):
+        res = s.search("Who is Tiny Tim's father?", mode=mode, budget=300)
+        assert res.route in ("local", "direct") and res.answer
+        assert {x.kind for x in res.context.items} == {"text_units"}
+        assert set(res.citations) <= set(res.context.refs)
+
+
 def test_global_context_only_lists_the_map_batches(searcher):
     res = searcher.search("themes?", mode="global", level=0, answer=False)
     assert res.route == "global" and res.answer is None and res.info["llm"] == {}

@@ -65,14 +65,15 @@ ANSWER_TEMPLATE = PromptTemplate(
     max_tokens=200,
 )
 MAX_CITATIONS = 5
-MAX_ANSWER_CHARS = 300
 
 
-def answer_schema(refs: list[str]) -> dict[str, Any]:
-    """The answer reply schema: ``answer`` (1-300 characters) and 0-5 ``citations``
-    drawn from ``refs`` (non-empty)."""
+def answer_schema(refs: list[str], max_chars: int = 200) -> dict[str, Any]:
+    """The answer reply schema: ``answer`` (1-``max_chars`` characters) and 0-5
+    ``citations`` drawn from ``refs`` (non-empty). The length bound also bounds the
+    reply's max_tokens (:func:`kgloom.llm.reply_char_bound`): a small model that starts
+    repeating itself stops there."""
     return {"type": "object", "properties": {
-        "answer": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS},
+        "answer": {"type": "string", "minLength": 1, "maxLength": max_chars},
         "citations": {"type": "array", "maxItems": min(MAX_CITATIONS, len(refs)),
                       "items": {"type": "string", "enum": list(refs)}}},
         "required": ["answer", "citations"]}
@@ -95,6 +96,7 @@ class SearchConfig:
         map_budget: tokens of one map batch of reports.
         map_report_max_tokens: a report is cut to this many tokens in a map batch.
         reduce_budget: tokens of the key points the global answer reads.
+        answer_max_chars: the longest answer the schema allows (characters).
         default_level: static global search's level when none is given (falls back to
             the deepest level when the index has fewer).
         seed: the LLM sampler's seed.
@@ -111,6 +113,7 @@ class SearchConfig:
     map_budget: int = 1500
     map_report_max_tokens: int = 500
     reduce_budget: int = 1500
+    answer_max_chars: int = 200
     default_level: int = 1
     seed: int = 0xDEADBEEF
 
@@ -636,7 +639,7 @@ class Searcher:
         """
         if not context.items or not citable or log is None:
             return None, []
-        schema = answer_schema(citable)
+        schema = answer_schema(citable, self.config.answer_max_chars)
         self._check_fit(ANSWER_TEMPLATE, schema, context.tokens, context.budget,
                         context=context.text, question=question)
         obj, failure = structured_call(log, ANSWER_TEMPLATE, "search_answer", question[:80],
