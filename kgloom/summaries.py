@@ -47,6 +47,7 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
         settings: ``summary_min_descriptions`` and ``summary_max_input_tokens``.
         tokenizer: counts the input budget (tokens).
         progress: called as ``progress(done, total)`` over the items that need a call.
+            The calls go out ``llm.concurrency`` at a time.
 
     Returns:
         (table with ``description`` replaced where summarized, failures frame).
@@ -58,17 +59,18 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
             if d and len(d.split("\n")) >= settings.summary_min_descriptions]
     failures = []
     out = list(descs)
-    for n, i in enumerate(todo, 1):
-        text = tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
-                                  settings.summary_max_input_tokens)
-        obj, failure = structured_call(llm, SUMMARY_TEMPLATE, STAGE, names[i], settings.seed,
-                                       name=names[i], descriptions=text)
+    texts = {i: tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
+                                   settings.summary_max_input_tokens) for i in todo}
+
+    def summarize(i: int) -> tuple[dict | None, dict | None]:
+        return structured_call(llm, SUMMARY_TEMPLATE, STAGE, names[i], settings.seed,
+                               name=names[i], descriptions=texts[i])
+
+    for i, (obj, failure) in zip(todo, llm.map(summarize, todo, progress)):
         if obj is None:
             failures.append(failure)
         else:
             out[i] = obj["description"].strip()
-        if progress:
-            progress(n, len(todo))
     return table.with_columns(description=pl.Series(out, dtype=pl.String)), failures_frame(failures)
 
 

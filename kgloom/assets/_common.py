@@ -55,3 +55,11 @@ def png_md(png: bytes, alt: str) -> dg.MetadataValue:
     import base64
 
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
+
+
+def endpoint_metadata(cached) -> dict:
+    """``{"llm_endpoints": json}`` with each model server's calls, errors, timeouts and
+    seconds when the LLM is behind servers (``OpenAIChatBackend.endpoint_stats``); {}
+    in-process."""
+    stats = getattr(cached.backend, "endpoint_stats", None)
+    return {"llm_endpoints": dg.MetadataValue.json(stats())} if stats else {}

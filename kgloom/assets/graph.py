@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, png_md, preview, progress
+from kgloom.assets._common import Timer, endpoint_metadata, png_md, preview, progress
 from kgloom.assets.extraction import extracted_graph
 from kgloom.claims import build_covariates
 from kgloom.entities import build_entity_tables
@@ -50,7 +50,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     if removed:
         context.log.info(f"removed the contribution of deleted partitions: {removed}")
     em, rm = corpus.entity_mentions, corpus.relationship_mentions
-    cached = llm.open(index.out)
+    cached = llm.open(index.out, log=context.log)
     use_embedding = "embedding" in s.resolution_methods and em.height > 0
     emb = embedder.load() if use_embedding else None
     with Timer() as t:
@@ -80,6 +80,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         "degree_distribution": png_md(bar_chart_png(
             degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
         "summary_calls": st.calls if st else 0,
+        **endpoint_metadata(cached),
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
                                    ["title", "type", "degree", "pagerank", "frequency"])})
     yield dg.MaterializeResult(asset_key="relationships", metadata={
@@ -131,7 +132,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     previous = (read_table(index.out, schemas.COMMUNITY_REPORTS, schemas.COMMUNITY_REPORTS_SCHEMA)
                 if s.reuse_reports else None)
     claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
-    cached = llm.open(index.out)
+    cached = llm.open(index.out, log=context.log)
     with Timer() as t:
         reports, failures, methods = write_community_reports(
             comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
@@ -144,5 +145,6 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     return dg.MaterializeResult(metadata={
         "rows": reports.height, "communities": comms.height, "failures": failures.height,
         "context_methods": dg.MetadataValue.json(methods),
+        **endpoint_metadata(cached),
         **{f"llm_{k}": v for k, v in (st.as_dict() if st else {}).items()},
         "preview": preview(reports, ["community", "level", "title", "rank", "size"])})

@@ -174,17 +174,21 @@ class CallLog:
     def __init__(self, llm: CachedLLM) -> None:
         self.llm = llm
         self.stats = llm.stats
+        self.lock = llm.lock
         self.model_id = llm.model_id
         self.backend = llm.backend
         self.rows: list[dict[str, Any]] = []
 
     def call(self, stage: str, *args: Any, **kwargs: Any) -> Completion:
         """Forward to :meth:`CachedLLM.call` and log (stage, tokens, cached, seconds)."""
-        hits = self.stats.get(stage, StageStats()).cache_hits
+        with self.lock:
+            hits = self.stats.get(stage, StageStats()).cache_hits
         reply = self.llm.call(stage, *args, **kwargs)
+        with self.lock:
+            cached = self.stats[stage].cache_hits > hits
         self.rows.append({"stage": stage, "prompt_tokens": int(reply.prompt_tokens or 0),
                           "completion_tokens": int(reply.completion_tokens or 0),
-                          "cached": self.stats[stage].cache_hits > hits,
+                          "cached": cached,
                           "seconds": float(reply.seconds or 0.0)})
         return reply
 
