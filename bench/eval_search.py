@@ -247,6 +247,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="questions per list (0: all)")
     ap.add_argument("--work", default="/tmp/kgloom-eval-search", help="query LLM caches")
     ap.add_argument("--save", default="", help="write the figures as JSON here")
+    ap.add_argument("--note", default="", help="provenance recorded in the JSON (e.g. how "
+                    "the indexes were built)")
     args = ap.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     from kgloom.query.search import Searcher
@@ -261,7 +263,7 @@ def main() -> None:
                                        cache_path=work / f"{name}-{'fake' if args.fake_llm else 'model'}.sqlite")
     llm = "fake (kgloom.testing.FakeBackend): counts show the algorithm, answers mean nothing" \
         if args.fake_llm else f"model {args.model or 'bundled SmolLM2-135M-Instruct'}"
-    results: dict = {"llm": llm, "limit": args.limit or None,
+    results: dict = {"llm": llm, "limit": args.limit or None, "note": args.note,
                      "indexes": {k: str(v.retriever.output_dir) for k, v in searchers.items()}}
 
     def take(rows: list[dict]) -> list[dict]:
