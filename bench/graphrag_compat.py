@@ -129,6 +129,7 @@ def main() -> None:
                                    community_level=None)
     text_units = read_indexer_text_units(read["text_units"])
     result: dict = {
+        "output_dir": str(out),
         "graphrag_loaded": {"entities": len(entities), "relationships": len(relationships),
                             "community_reports": len(reports), "text_units": len(text_units)},
         "vector_stores": store_figures}
