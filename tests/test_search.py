@@ -416,6 +416,8 @@ def test_global_context_only_lists_the_map_batches(searcher):
     ("Which film came out first, Alpha or Beta?", ["ALPHA", "BETA"], "local", "relation"),
     ("Did Scrooge and Fezziwig meet?", ["EBENEZER SCROOGE", "FEZZIWIG"], "local", "entities"),
     ("Who is the mother of the director of Jaws?", ["JAWS"], "local", "chain"),
+    ("When did Lothair II's mother die?", ["LOTHAIR II"], "local", "chain"),
+    ("Where did Sylvia Burka's husband die?", ["SYLVIA BURKA"], "local", "chain"),
     ("Who is Bob Cratchit?", ["BOB CRATCHIT"], "local", "profile"),
     ("When was Marley buried?", ["JACOB MARLEY"], "direct", "lookup"),
 ])

@@ -16,7 +16,8 @@ Rules, in order (the first that fires decides):
    ... first, both, same, older) -> local.
 3. ``entities``: two or more linked entities -> local.
 4. ``chain``: a chain of relations around a linked entity (the mother of the director
-   of X, X's father's ...) -> local.
+   of X, X's father's ..., when did X's mother die: the relation is one hop, the asked
+   fact another) -> local.
 5. ``profile``: who is / tell me about / describe + one linked entity -> local.
 6. ``lookup``: one linked entity and a plain wh-question with one relation -> direct.
 
@@ -60,7 +61,7 @@ _CHAIN = re.compile(r"""(?ix)
   | \bthe\s+\w+(\s+\w+)?\s+of\s+(the\s+)?(\w+\s+)?\w+['’]s\b
   | \w+['’]s\s+(\w+\s+)?(father|mother|son|daughter|wife|husband|brother|sister|parent|
        child|spouse|uncle|aunt|nephew|niece|director|performer|author|founder|employer|
-       clerk|partner|friend)\b.*\b(who|whom|whose|when|where|what)\b
+       clerk|partner|friend)\b
   | \b(father|mother|son|daughter|wife|husband|spouse|director|performer|author|composer|
        producer|founder)\s+of\s+(the\s+)?(film|song|album|book|novel|company|band)\b
 """)
