@@ -91,7 +91,8 @@ def mean(values: list[float]) -> float | None:
 def llm_totals(result) -> dict[str, int]:
     """(calls, prompt_tokens) over every stage of one search result."""
     total = result.info.get("llm", {}).get("total", {})
-    return {"calls": int(total.get("calls", 0)), "prompt_tokens": int(total.get("prompt_tokens", 0))}
+    return {"calls": int(total.get("calls", 0)),
+            "prompt_tokens": int(total.get("prompt_tokens", 0))}
 
 
 def within_budget(result, map_budget: int) -> bool:
@@ -107,7 +108,8 @@ def eval_routing(questions: list[dict], searchers: dict, use_model: bool) -> dic
     searcher of the question's corpus is given."""
     from kgloom.query.routing import route_by_rules
 
-    out: dict = {"questions": len(questions), "labels": dict(Counter(q["route"] for q in questions))}
+    out: dict = {"questions": len(questions),
+                 "labels": dict(Counter(q["route"] for q in questions))}
 
     def score(decided: list[tuple[str, str | None]]) -> dict:
         by_rule = [(lab, got) for lab, got in decided if got is not None]
@@ -256,11 +258,12 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     searchers = {}
+    llm_kind = "fake" if args.fake_llm else "model"
     for name, path in (("book", args.book_index), ("2wiki", args.wiki_index)):
         if path:
             searchers[name] = Searcher(path, fake_llm=args.fake_llm,
                                        model_path=args.model or None,
-                                       cache_path=work / f"{name}-{'fake' if args.fake_llm else 'model'}.sqlite")
+                                       cache_path=work / f"{name}-{llm_kind}.sqlite")
     llm = "fake (kgloom.testing.FakeBackend): counts show the algorithm, answers mean nothing" \
         if args.fake_llm else f"model {args.model or 'bundled SmolLM2-135M-Instruct'}"
     results: dict = {"llm": llm, "limit": args.limit or None, "note": args.note,
@@ -273,7 +276,8 @@ def main() -> None:
     if "routing" in parts:
         print("routing ...", flush=True)
         results["routing"] = eval_routing(load_jsonl(DATA / "search" / "routing.jsonl"),
-                                          searchers, use_model=not args.no_model and bool(searchers))
+                                          searchers,
+                                          use_model=not args.no_model and bool(searchers))
         print(json.dumps({k: v for k, v in results["routing"].items() if k != "rows"}))
     if "global" in parts:
         for name, file in (("book", "book-thematic.jsonl"), ("2wiki", "2wiki-thematic.jsonl")):

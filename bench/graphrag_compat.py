@@ -112,7 +112,8 @@ def main() -> None:
         store_figures[name] = {"table": schema.index_name, "rows": n,
                                "parquet_rows": rows_of.get(schema.index_name),
                                "vector_size": dim, "configured_size": schema.vector_size,
-                               "self_query_top_hit": bool(hit and hit.document.id == first[0]["id"])}
+                               "self_query_top_hit": bool(hit and
+                                                          hit.document.id == first[0]["id"])}
         if n == 0 or n != rows_of.get(schema.index_name):
             problems.append(f"vector store {name}: {n} rows, parquet has "
                             f"{rows_of.get(schema.index_name)}")
