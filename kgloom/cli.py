@@ -248,8 +248,8 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
           mode: str = typer.Option("vector", help="retrieval: vector | one_hop | multihop | "
                                    "fused | ppr | hybrid | two_step; search (answers from the "
                                    "model): local | global | auto | direct"),
-          top_k: int = typer.Option(5, "--top-k", help="text units to return (search: to "
-                                    "retrieve; default 10)"),
+          top_k: int | None = typer.Option(None, "--top-k", help="text units to return "
+                                           "(default 5; search: to retrieve, default 10)"),
           depth: int = typer.Option(1, help="BFS hops (multihop, fused, two_step)"),
           lam: float = typer.Option(1.0, "--lambda", help="fused: neighbourhood-overlap penalty"),
           oversample: int = typer.Option(5, help="fused: entity candidates per seed"),
@@ -293,7 +293,7 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
         _search(question, output_dir, mode, dynamic, level, answer, budget, as_json,
                 top_k, embedder_path, model_path, fake_llm, cache_path, errors)
         return
-    params = {"top_k": top_k}
+    params = {"top_k": 5 if top_k is None else top_k}
     if mode in ("multihop", "fused", "two_step"):
         params["depth"] = depth
     if mode == "fused":
@@ -313,8 +313,9 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
 
 
 def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int | None,
-            answer: bool, budget: int | None, as_json: bool, top_k: int, embedder_path: str,
-            model_path: str, fake_llm: bool, cache_path: str, errors: tuple) -> None:
+            answer: bool, budget: int | None, as_json: bool, top_k: int | None,
+            embedder_path: str, model_path: str, fake_llm: bool, cache_path: str,
+            errors: tuple) -> None:
     """`kgloom query --mode local|global|auto|direct`: a Searcher, a progress bar for
     global search, then the rendered (or JSON) result."""
     import dataclasses
@@ -344,7 +345,7 @@ def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int
             bar[-1].refresh()
 
     config = SearchConfig()
-    if top_k != 5:  # the retrieval default; search retrieves 10 unless told
+    if top_k is not None:
         config = dataclasses.replace(config, top_k=top_k)
     try:
         searcher = Searcher(output_dir, config=config, embedder=embedder_path or None,
