@@ -85,6 +85,7 @@ def token_f1(pred: str | None, gold: str) -> float:
 
 
 def mean(values: list[float]) -> float | None:
+    """The mean rounded to 4 places; None for no values."""
     return round(sum(values) / len(values), 4) if values else None
 
 
