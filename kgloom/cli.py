@@ -313,9 +313,11 @@ def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
 @app.command()
 def query(question: str = typer.Argument(..., help="the question, in quotes"),
           output_dir: str = OUTPUT,
-          mode: str = typer.Option("vector", help="vector | one_hop | multihop | fused | "
-                                   "ppr | hybrid | bridge | two_step"),
-          top_k: int = typer.Option(5, "--top-k", help="text units to return"),
+          mode: str = typer.Option("bridge", help="retrieval: bridge | vector | one_hop | "
+                                   "multihop | fused | ppr | hybrid | two_step; search (answers "
+                                   "from the model): local | global | auto | direct"),
+          top_k: int | None = typer.Option(None, "--top-k", help="text units to return "
+                                           "(default 5; search: to retrieve, default 10)"),
           depth: int = typer.Option(1, help="BFS hops (multihop, fused, two_step)"),
           lam: float = typer.Option(1.0, "--lambda", help="fused: neighbourhood-overlap penalty"),
           oversample: int = typer.Option(5, help="fused: entity candidates per seed"),
@@ -326,18 +328,40 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
           embedder_path: str = typer.Option("", help="the embedder that built the index "
                                             "(default: KGLOOM_EMBEDDER_PATH or the bundled one)"),
           as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON"),
+          dynamic: bool = typer.Option(False, "--dynamic/--static", help="global search: "
+                                       "dynamic community selection (rate root reports, "
+                                       "descend into relevant ones) or every report of --level"),
+          level: int | None = typer.Option(None, help="global search: static level to map "
+                                           "(default 1), or the deepest level --dynamic "
+                                           "descends to"),
+          answer: bool = typer.Option(True, "--answer/--context-only", help="search: ask the "
+                                      "model, or print the context it would read (no call)"),
+          budget: int | None = typer.Option(None, help="search: context tokens of local / "
+                                            "direct search (default 2000, model tokens)"),
+          model_path: str = MODEL, fake_llm: bool = FAKE,
+          cache_path: str = typer.Option("", help="search: the query LLM cache (default "
+                                         "OUTPUT_DIR/query_cache.sqlite; give another path for "
+                                         "a read-only index)"),
           ) -> None:
-    """Retrieve the text units that answer QUESTION from an index (read-only).
+    """Retrieve the text units that answer QUESTION, or (search modes) answer it with the
+    local model from a cited context. Reads the index, never writes it; search writes
+    only its query cache.
 
-    Prints rank, score, document, the unit's first words and the entities and edges that
-    brought it in; --json prints everything (text units, entities, relationships, linked
-    entities, info) for scripts.
+    Retrieval prints rank, score, document, the unit's first words and the entities and
+    edges that brought it in. Search prints the route and why, the answer and what each
+    citation points to. --json prints everything for scripts.
     """
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError, Retriever)
     from kgloom.query.render import render_result
+    from kgloom.query.search import SEARCH_MODES
 
-    params = {"top_k": top_k}
+    errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError)
+    if mode in SEARCH_MODES:
+        _search(question, output_dir, mode, dynamic, level, answer, budget, as_json,
+                top_k, embedder_path, model_path, fake_llm, cache_path, errors)
+        return
+    params = {"top_k": 5 if top_k is None else top_k}
     if mode in ("multihop", "fused", "two_step"):
         params["depth"] = depth
     if mode == "fused":
@@ -347,14 +371,66 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
     try:
         retriever = Retriever(output_dir, embedder_path or None, graph_backend=graph_backend)
         result = retriever.retrieve(question, mode=mode, **params)
-    except (ValueError, IndexFilesMissingError, IndexInconsistentError,
-            EmbedderMismatchError) as exc:
+    except errors as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(render_result(result))
+
+
+def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int | None,
+            answer: bool, budget: int | None, as_json: bool, top_k: int | None,
+            embedder_path: str, model_path: str, fake_llm: bool, cache_path: str,
+            errors: tuple) -> None:
+    """`kgloom query --mode local|global|auto|direct`: a Searcher, a progress bar for
+    global search, then the rendered (or JSON) result."""
+    import dataclasses
+
+    from tqdm import tqdm
+
+    from kgloom.llm import ModelFileError
+    from kgloom.query.render import render_search
+    from kgloom.query.search import SearchConfig, Searcher
+
+    bar: list[tqdm] = []
+
+    def progress(event: dict) -> None:
+        if event["phase"] == "rate":
+            if not bar:
+                bar.append(tqdm(desc="rating reports", unit="report", file=sys.stderr))
+            bar[0].total = event["rated"] + event["queued"]
+            bar[0].n = event["rated"]
+            bar[0].set_postfix(relevant=event["relevant"], pruned=event["pruned_reports"],
+                               level=event["level"])
+        elif event["phase"] == "map":
+            if len(bar) < 2:
+                bar.append(tqdm(desc="map", unit="batch", total=event["total"],
+                                file=sys.stderr))
+            bar[-1].n = event["done"]
+            bar[-1].set_postfix(points=event["points"])
+            bar[-1].refresh()
+
+    config = SearchConfig()
+    if top_k is not None:
+        config = dataclasses.replace(config, top_k=top_k)
+    try:
+        searcher = Searcher(output_dir, config=config, embedder=embedder_path or None,
+                            cache_path=cache_path or None, model_path=model_path or None,
+                            fake_llm=fake_llm)
+        result = searcher.search(question, mode=mode, dynamic=dynamic, level=level,
+                                 answer=answer, budget=budget, progress=progress)
+    except (*errors, ModelFileError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        for b in bar:
+            b.close()
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        typer.echo(render_search(result, context_only=not answer))
 
 
 @app.command("import-graph")

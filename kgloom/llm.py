@@ -504,6 +504,43 @@ class CachedLLM:
         return reply
 
 
+def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake: bool = False,
+             n_ctx: int = 4096, n_threads: int | None = None, n_gpu_layers: int = 0,
+             temperature: float = 0.0, expected_sha256: str | None = None,
+             concurrency: int = 1, fake_delay_s: float = 0.0) -> CachedLLM:
+    """Open a model behind the cache in ``cache_path``, with no Dagster import (the one
+    way the pipeline's LLM resource and the query side load a model).
+
+    Args:
+        cache_path: the SQLite cache file (created when missing).
+        model_path: a GGUF file; None or empty: the bundled SmolLM2-135M-Instruct, whose
+            SHA-256 is then verified.
+        fake: use :class:`kgloom.testing.FakeBackend` (no model file read).
+        n_ctx / n_threads / n_gpu_layers / temperature: see :class:`LlamaCppBackend`.
+        expected_sha256: verify a given ``model_path`` against this digest.
+        concurrency: see :class:`CachedLLM` (in-process calls queue on the model's lock).
+        fake_delay_s: seconds each fake call sleeps (crash and concurrency tests).
+
+    Returns:
+        a :class:`CachedLLM` (model id = the GGUF's SHA-256, or ``fake-llm``).
+
+    Raises:
+        ModelFileError: a missing, unreadable or wrong model file (before loading it).
+    """
+    cache = LLMCache(cache_path)
+    if fake:
+        from kgloom.testing import FakeBackend  # kgloom.testing imports this module
+
+        return CachedLLM(FakeBackend(delay_s=fake_delay_s), cache, "fake-llm",
+                         concurrency=concurrency)
+    path = Path(model_path) if model_path else default_model_path()
+    expected = expected_sha256 or (None if model_path else SMOLLM2_SHA256)
+    model_id = verify_model_file(path, expected)
+    backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
+                              temperature=temperature)
+    return CachedLLM(backend, cache, model_id, concurrency=concurrency)
+
+
 @dataclass(frozen=True)
 class PromptTemplate:
     """A prompt: system text, few-shot turns and a user template with ``{placeholders}``.

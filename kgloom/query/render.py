@@ -1,4 +1,4 @@
-"""A retrieval result as a readable text table (the CLI's default output).
+"""A retrieval or search result as readable text (the CLI's default output).
 
 One row per text unit: rank, score, document, the unit's first words, how it was
 reached (mode and hops) and the entities and edges that brought it in, by title.
@@ -10,6 +10,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from kgloom.query.retriever import RetrievalResult
+from kgloom.query.search import SearchResult
 
 FIRST_WORDS = 12
 MAX_BROUGHT_BY = 3  # entities named per row
@@ -60,4 +61,40 @@ def render_result(result: RetrievalResult) -> str:
     lines.append(tabulate(rows, headers=["rank", "score", "document", "text", "reached",
                                          "brought in by"],
                           tablefmt="simple", maxcolwidths=[None, None, 24, 48, 14, 40]))
+    return "\n".join(lines)
+
+
+def render_search(result: SearchResult, context_only: bool = False) -> str:
+    """Return a search result as text: the route and why, any fallback, the answer and
+    what each citation points to, the LLM calls per stage; with ``context_only`` the
+    context the model would read (global search: each map batch of reports)."""
+    info = result.info
+    lines = [f"route: {result.route} ({result.route_reason})"]
+    if info.get("fallback"):
+        lines.append(f"fallback: {info['fallback']}")
+    sel = info.get("selection")
+    if sel:
+        lines.append(f"communities: {sel['method']}, {len(sel['selected'])} selected, "
+                     f"{sel['rated']} rated, {sel['pruned_reports']} pruned unrated")
+    ctx = result.context
+    if context_only:
+        if result.map_batches:
+            for i, b in enumerate(result.map_batches, 1):
+                lines += [f"--- map batch {i}: {b.tokens} tokens ---", b.text]
+        else:
+            lines += [f"--- context: {ctx.tokens} of {ctx.budget} tokens ({ctx.counter}) ---",
+                      ctx.text or "(empty)"]
+        return "\n".join(lines)
+    lines.append(f"context: {ctx.tokens} of {ctx.budget} tokens, {len(ctx.items)} items")
+    lines.append("answer: " + (result.answer if result.answer is not None else
+                               "(none: " + (info.get("note") or "see failures") + ")"))
+    for c in result.cited():
+        lines.append(f"  [{c['ref']}] {_first_words(c['text'].split('] ', 1)[-1], 24)}")
+    calls = info.get("llm", {})
+    if calls:
+        lines.append("llm: " + "; ".join(
+            f"{stage} {s['calls']} calls ({s['cache_hits']} cached), {s['prompt_tokens']} "
+            f"prompt tokens" for stage, s in calls.items() if stage != "total"))
+    for f in result.failures:
+        lines.append(f"failure: {f['stage']} {f['item_id']}: {f['reason']}")
     return "\n".join(lines)

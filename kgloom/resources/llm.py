@@ -8,10 +8,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, LlamaCppBackend,
-                        default_model_path, verify_model_file)
+from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, default_model_path,
+                        open_llm, verify_model_file)
 from kgloom.llm_http import OpenAIChatBackend, common_model, parse_urls
-from kgloom.testing import FakeBackend
 
 __all__ = ["CACHE_FILE", "LLMResource"]
 
@@ -117,21 +116,20 @@ class LLMResource(dg.ConfigurableResource):
             see :meth:`verify`.
         """
         self._check()
-        cache = LLMCache(Path(self.cache_path) if self.cache_path else
-                         Path(output_dir) / CACHE_FILE)
-        if self.fake:  # env KGLOOM_FAKE_LLM_DELAY_S slows each call (crash tests, demos)
-            delay = float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0)
-            return CachedLLM(FakeBackend(delay_s=delay), cache, "fake-llm",
-                             concurrency=self.llm_concurrency)
+        cache_path = Path(self.cache_path) if self.cache_path else Path(output_dir) / CACHE_FILE
         urls = self.server_urls()
         if urls:
             http = OpenAIChatBackend(urls, timeout_s=self.request_timeout_s,
                                      temperature=self.temperature, api_key=self.api_key,
                                      model=self.model, schema_format=self.schema_format,
                                      log=log)
-            return CachedLLM(http, cache, http.model_id, concurrency=self.llm_concurrency)
-        path = self.resolved_model_path()
-        model_id = self.verify()
-        backend = LlamaCppBackend(path, n_ctx=self.n_ctx, n_threads=self.n_threads or None,
-                                  n_gpu_layers=self.n_gpu_layers, temperature=self.temperature)
-        return CachedLLM(backend, cache, model_id, concurrency=self.llm_concurrency)
+            return CachedLLM(http, LLMCache(cache_path), http.model_id,
+                             concurrency=self.llm_concurrency)
+        # the fake model or the GGUF in-process: the one way the query side opens it too
+        return open_llm(cache_path, self.model_path or None, fake=self.fake, n_ctx=self.n_ctx,
+                        n_threads=self.n_threads or None, n_gpu_layers=self.n_gpu_layers,
+                        temperature=self.temperature,
+                        expected_sha256=self.expected_sha256 or None,
+                        concurrency=self.llm_concurrency,
+                        # env KGLOOM_FAKE_LLM_DELAY_S slows each fake call (crash tests, demos)
+                        fake_delay_s=float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0))

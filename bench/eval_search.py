@@ -1,0 +1,306 @@
+"""Search benchmark (issue 15): routing accuracy, dynamic vs static global search, local
+search answers beside plain vector RAG, and every context's budget.
+
+Parts (``--parts``, comma-separated; each needs only what it names):
+
+- ``routing``: bench/data/search/routing.jsonl (48 labelled questions). Always: the rules
+  (:func:`kgloom.query.routing.route_by_rules`) with *oracle linking* (the names written
+  in the file): coverage (share a rule decides) and accuracy on those. With ``--book-index``
+  / ``--wiki-index``: the same with kgloom's own linker on that index. With a model
+  (not ``--no-model``): full ``auto`` routing (rules, then the classifier call) accuracy.
+- ``global``: bench/data/search/{book,2wiki}-thematic.jsonl on ``--book-index`` /
+  ``--wiki-index``: static search at ``--level`` and dynamic selection, per question the
+  LLM calls and prompt tokens of each (all stages: rate, map, answer) and the share of
+  the static run's top-rated reports (those its 5 best key points came from) that the
+  dynamic run also selected; Microsoft's anchor is 77% fewer tokens than static level 1.
+- ``local``: bench/data/2wiki-dev/questions.jsonl on ``--wiki-index``: answer exact match
+  and token F1 (SQuAD's normalization: lower case, no punctuation or articles) of local
+  search and of ``direct`` (plain vector RAG) with the same model in the same run, and the
+  share of answers citing a text unit of a gold supporting passage.
+
+Every context is checked against its budget (``over_budget`` counts the breaches).
+
+Figures are those of the model given; with ``--fake-llm`` (kgloom.testing.FakeBackend)
+calls and token counts show the algorithm's shape only and answers mean nothing: the JSON
+says which (``llm``). Prompt tokens are the backend's (the fake one counts words).
+
+Usage:
+    python bench/eval_search.py --parts routing
+    python bench/eval_search.py --parts global,local --book-index BOOK/output \\
+        --wiki-index WIKI/output [--fake-llm | --model PATH] [--limit N] \\
+        [--save bench/results/eval_search.json]
+
+The query LLM cache is written to ``--work`` (default /tmp/kgloom-eval-search), never
+into the indexes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import string
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "bench" / "data"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(ROOT))
+
+TOP_POINTS = 5  # the static answer's top-rated reports: those of its best key points
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    """One JSON object per non-empty line."""
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def normalize(text: str) -> str:
+    """SQuAD v1.1's answer normalization (Rajpurkar et al. 2016, evaluate-v1.1.py):
+    lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(pred: str | None, gold: str) -> float:
+    """1.0 when the normalized strings are equal, else 0.0 (None: 0.0)."""
+    return float(pred is not None and normalize(pred) == normalize(gold))
+
+
+def token_f1(pred: str | None, gold: str) -> float:
+    """SQuAD's token F1 of the normalized strings (0.0 for None or no overlap)."""
+    if pred is None:
+        return 0.0
+    p, g = normalize(pred).split(), normalize(gold).split()
+    common = sum((Counter(p) & Counter(g)).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def mean(values: list[float]) -> float | None:
+    """The mean rounded to 4 places; None for no values."""
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def llm_totals(result) -> dict[str, int]:
+    """(calls, prompt_tokens) over every stage of one search result."""
+    total = result.info.get("llm", {}).get("total", {})
+    return {"calls": int(total.get("calls", 0)),
+            "prompt_tokens": int(total.get("prompt_tokens", 0))}
+
+
+def within_budget(result, map_budget: int) -> bool:
+    """The result's context (local / direct / reduce) and every map batch fit their budget."""
+    ctx = result.context
+    ok = ctx.tokens <= ctx.budget or not ctx.items
+    return ok and all(b.tokens <= map_budget for b in result.map_batches)
+
+
+# --- routing ---------------------------------------------------------------------------------
+def eval_routing(questions: list[dict], searchers: dict, use_model: bool) -> dict:
+    """Rules with oracle linking; rules with index linking and full auto routing when a
+    searcher of the question's corpus is given."""
+    from kgloom.query.routing import route_by_rules
+
+    out: dict = {"questions": len(questions),
+                 "labels": dict(Counter(q["route"] for q in questions))}
+
+    def score(decided: list[tuple[str, str | None]]) -> dict:
+        by_rule = [(lab, got) for lab, got in decided if got is not None]
+        confusion = Counter(f"{lab}->{got}" for lab, got in by_rule if lab != got)
+        return {"coverage": round(len(by_rule) / len(decided), 4) if decided else None,
+                "accuracy_when_decided": mean([float(lab == got) for lab, got in by_rule]),
+                "decided": len(by_rule), "errors": dict(confusion)}
+
+    oracle = []
+    for q in questions:
+        r = route_by_rules(q["question"], [e.upper() for e in q["entities"]])
+        oracle.append((q["route"], r.route if r else None))
+    out["rules_oracle_linking"] = score(oracle)
+    linked, auto, rows = [], [], []
+    for q in questions:
+        s = searchers.get(q["corpus"])
+        if s is None:
+            continue
+        titles = s._link_titles(q["question"])
+        r = route_by_rules(q["question"], titles)
+        linked.append((q["route"], r.route if r else None))
+        row = {"id": q["id"], "label": q["route"], "rules": r.route if r else None,
+               "linked": titles[:5]}
+        if use_model:
+            from kgloom.query.routing import route_question
+            from kgloom.query.search import CallLog
+
+            got, _ = route_question(q["question"], titles, CallLog(s.llm), s.config.seed)
+            auto.append(float(got.route == q["route"]))
+            row.update(auto=got.route, decided_by=got.decided_by)
+        rows.append(row)
+    if linked:
+        out["rules_index_linking"] = score(linked)
+    if auto:
+        out["auto_accuracy"] = mean(auto)
+        out["auto_questions"] = len(auto)
+    out["rows"] = rows
+    return out
+
+
+# --- global ----------------------------------------------------------------------------------
+def eval_global(searcher, questions: list[dict], level: int) -> dict:
+    """Static (``level``) and dynamic global search per question (module doc)."""
+    rows = []
+    for q in questions:
+        t0 = time.perf_counter()
+        static = searcher.search(q["question"], mode="global", level=level)
+        t1 = time.perf_counter()
+        dynamic = searcher.search(q["question"], mode="global", dynamic=True)
+        t2 = time.perf_counter()
+        top = []
+        for item in static.context.items[:TOP_POINTS]:
+            top += [r for r in re.findall(r"\[(C\d+)\]", item.text)]
+        top = list(dict.fromkeys(top))
+        kept = {f"C{c}" for c in dynamic.info.get("selection", {}).get("selected", [])}
+        sel = dynamic.info.get("selection", {})
+        rows.append({
+            "id": q["id"], "static": llm_totals(static), "dynamic": llm_totals(dynamic),
+            "static_reports": len(static.info.get("selection", {}).get("selected", [])),
+            "dynamic_selected": len(sel.get("selected", [])), "dynamic_rated": sel.get("rated"),
+            "dynamic_pruned_reports": sel.get("pruned_reports"),
+            "dynamic_route": dynamic.route,
+            "static_top_reports": top,
+            "top_kept_share": round(len(set(top) & kept) / len(top), 4) if top else None,
+            "static_seconds": round(t1 - t0, 2), "dynamic_seconds": round(t2 - t1, 2),
+            "failures": len(static.failures) + len(dynamic.failures),
+            "over_budget": sum(int(not within_budget(x, searcher.config.map_budget))
+                               for x in (static, dynamic)),
+            "static_answer": static.answer, "dynamic_answer": dynamic.answer})
+        print(f"  {q['id']}: static {rows[-1]['static']} dynamic {rows[-1]['dynamic']}",
+              flush=True)
+    st = sum(r["static"]["prompt_tokens"] for r in rows)
+    dy = sum(r["dynamic"]["prompt_tokens"] for r in rows)
+    return {
+        "level": level, "questions": len(rows),
+        "static_calls": sum(r["static"]["calls"] for r in rows),
+        "dynamic_calls": sum(r["dynamic"]["calls"] for r in rows),
+        "static_prompt_tokens": st, "dynamic_prompt_tokens": dy,
+        "dynamic_over_static_tokens": round(dy / st, 4) if st else None,
+        "token_reduction": round(1 - dy / st, 4) if st else None,
+        "anchor_microsoft_token_reduction": 0.77,
+        "top_kept_share": mean([r["top_kept_share"] for r in rows
+                                if r["top_kept_share"] is not None]),
+        "over_budget": sum(r["over_budget"] for r in rows),
+        "failures": sum(r["failures"] for r in rows), "rows": rows}
+
+
+# --- local -----------------------------------------------------------------------------------
+def eval_local(searcher, questions: list[dict], budget: int | None) -> dict:
+    """Local search and direct (plain vector RAG) answers per 2Wiki question."""
+    col = searcher.retriever.col
+    title_of = dict(zip(col["id"], col["document_title"]))
+    rows = []
+    for q in questions:
+        row = {"id": q["id"], "answer": q["answer"]}
+        for mode in ("local", "direct"):
+            t0 = time.perf_counter()
+            res = searcher.search(q["question"], mode=mode, budget=budget)
+            cited_units = [s["id"] for s in res.cited() if s["kind"] == "text_units"]
+            gold = set(q["supporting_titles"])
+            row[mode] = {"pred": res.answer, "em": exact_match(res.answer, q["answer"]),
+                         "f1": round(token_f1(res.answer, q["answer"]), 4),
+                         "cites_gold": float(any(title_of.get(u) in gold for u in cited_units)),
+                         "context_has_gold": float(any(
+                             title_of.get(x.source_id) in gold for x in res.context.items
+                             if x.kind == "text_units")),
+                         "tokens": res.context.tokens, "budget": res.context.budget,
+                         "over_budget": int(not within_budget(res, searcher.config.map_budget)),
+                         "failures": len(res.failures), **llm_totals(res),
+                         "seconds": round(time.perf_counter() - t0, 2)}
+        rows.append(row)
+        print(f"  {q['id']}: local {row['local']['pred']!r} direct {row['direct']['pred']!r} "
+              f"gold {q['answer']!r}", flush=True)
+    out: dict = {"questions": len(rows)}
+    for mode in ("local", "direct"):
+        out[mode] = {k: mean([r[mode][k] for r in rows])
+                     for k in ("em", "f1", "cites_gold", "context_has_gold", "tokens")}
+        out[mode]["over_budget"] = sum(r[mode]["over_budget"] for r in rows)
+        out[mode]["failures"] = sum(r[mode]["failures"] for r in rows)
+        out[mode]["prompt_tokens"] = sum(r[mode]["prompt_tokens"] for r in rows)
+    d = out["direct"]["f1"]
+    out["local_over_direct_f1"] = round(out["local"]["f1"] / d, 4) if d else None
+    out["rows"] = rows
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parts", default="routing", help="routing,global,local")
+    ap.add_argument("--book-index", default="", help="an index of A Christmas Carol")
+    ap.add_argument("--wiki-index", default="", help="an index of bench/data/2wiki-dev")
+    ap.add_argument("--fake-llm", action="store_true", help="kgloom.testing.FakeBackend")
+    ap.add_argument("--no-model", action="store_true", help="routing: rules only")
+    ap.add_argument("--model", default="", help="a GGUF (default: the bundled SmolLM2-135M)")
+    ap.add_argument("--level", type=int, default=1, help="static global search's level")
+    ap.add_argument("--budget", type=int, default=None, help="local / direct context tokens")
+    ap.add_argument("--limit", type=int, default=0, help="questions per list (0: all)")
+    ap.add_argument("--work", default="/tmp/kgloom-eval-search", help="query LLM caches")
+    ap.add_argument("--save", default="", help="write the figures as JSON here")
+    ap.add_argument("--note", default="", help="provenance recorded in the JSON (e.g. how "
+                    "the indexes were built)")
+    args = ap.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    from kgloom.query.search import Searcher
+
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    searchers = {}
+    llm_kind = "fake" if args.fake_llm else "model"
+    for name, path in (("book", args.book_index), ("2wiki", args.wiki_index)):
+        if path:
+            searchers[name] = Searcher(path, fake_llm=args.fake_llm,
+                                       model_path=args.model or None,
+                                       cache_path=work / f"{name}-{llm_kind}.sqlite")
+    llm = "fake (kgloom.testing.FakeBackend): counts show the algorithm, answers mean nothing" \
+        if args.fake_llm else f"model {args.model or 'bundled SmolLM2-135M-Instruct'}"
+    results: dict = {"llm": llm, "limit": args.limit or None, "note": args.note,
+                     "indexes": {k: str(v.retriever.output_dir) for k, v in searchers.items()}}
+
+    def take(rows: list[dict]) -> list[dict]:
+        return rows[:args.limit] if args.limit else rows
+
+    start = time.perf_counter()
+    if "routing" in parts:
+        print("routing ...", flush=True)
+        results["routing"] = eval_routing(load_jsonl(DATA / "search" / "routing.jsonl"),
+                                          searchers,
+                                          use_model=not args.no_model and bool(searchers))
+        print(json.dumps({k: v for k, v in results["routing"].items() if k != "rows"}))
+    if "global" in parts:
+        for name, file in (("book", "book-thematic.jsonl"), ("2wiki", "2wiki-thematic.jsonl")):
+            if name in searchers:
+                print(f"global search, {name} ...", flush=True)
+                results[f"global_{name}"] = eval_global(
+                    searchers[name], take(load_jsonl(DATA / "search" / file)), args.level)
+                print(json.dumps({k: v for k, v in results[f"global_{name}"].items()
+                                  if k != "rows"}))
+    if "local" in parts and "2wiki" in searchers:
+        print("local search vs direct, 2wiki ...", flush=True)
+        results["local_2wiki"] = eval_local(
+            searchers["2wiki"], take(load_jsonl(DATA / "2wiki-dev" / "questions.jsonl")),
+            args.budget)
+        print(json.dumps({k: v for k, v in results["local_2wiki"].items() if k != "rows"}))
+    results["seconds"] = round(time.perf_counter() - start, 1)
+    if args.save:
+        from kgloom.storage import write_json
+
+        write_json(results, args.save)
+        print(f"saved {args.save}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,403 @@
+"""Global search over community reports: static or dynamic community selection, then
+map (each batch of reports -> rated key points) and reduce (ranked points -> one context).
+
+- **Static**: every report of one level of the community hierarchy.
+- **Dynamic community selection** (Microsoft's "dynamic global search", GraphRAG
+  ``DynamicCommunitySelection``; blog "GraphRAG: Improving global search via dynamic
+  community selection", 2024): the root reports are rated for relevance to the question
+  (one grammar-bounded call each, 0-5), only the children of a relevant community are
+  rated next, and an irrelevant community's whole subtree is pruned unrated. A relevant
+  community is replaced in the selection by its relevant children, and kept when none
+  of them is relevant. When no root is relevant, the next level is rated whole (as
+  GraphRAG does) until ``max_level``.
+- **Map**: the selected reports, best first, are packed into batches of ``map_budget``
+  tokens; one call per batch returns up to 3 key points, each with an importance score
+  (0-10) and the ids of the reports it came from (an enum of the batch's report ids, so
+  a point cannot cite a report it was not shown).
+- **Reduce**: points with score > 0, by score (ties: batch, then position in the
+  batch), packed into ``reduce_budget`` tokens as the answer's context.
+
+The hierarchy comes from communities.parquet (``children``) with each community's report
+from community_reports.parquet. A community repeated unchanged one level deeper has the
+same report (``report_key``; kgloom writes it once) and is walked through, not rated
+twice; a community with no report (a failed or deleted one) is walked through to its
+children and listed in ``missing``. Rating and map replies that fail twice become
+failure rows (GraphRAG's failures schema), never exceptions: a failed rating counts as
+not relevant, a failed batch gives no points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.query.context import (Context, ContextItem, Section, TokenCounter, check_budget,
+                                  pack_context, verbalize_report)
+
+RATING_SCALE = 5  # GraphRAG's rate_relevancy scale is 0-5 with threshold 1
+DEFAULT_THRESHOLD = 1
+POINT_SCALE = 10
+MAX_POINTS = 3
+
+RATE_TEMPLATE = PromptTemplate(
+    name="search_rate",
+    system=("You judge whether a report about a group of related entities helps to answer "
+            "a question. Answer with JSON only."),
+    user=("Question: {question}\n\nReport:\n{report}\n\n"
+          "How relevant is this report to the question? Rate from 0 (unrelated) to 5 "
+          "(answers it)."),
+    schema={"type": "object",
+            # an enum, since llama-cpp-python's grammar ignores minimum/maximum
+            "properties": {"rating": {"type": "integer", "enum": list(range(RATING_SCALE + 1))}},
+            "required": ["rating"]},
+    max_tokens=16,
+)
+
+MAP_TEMPLATE = PromptTemplate(
+    name="search_map",
+    system=("You pick the facts in reports that help to answer a question. "
+            "Answer with JSON only."),
+    user=("Question: {question}\n\nReports:\n{reports}\n\n"
+          "List up to 3 key points from these reports that help to answer the question. "
+          "Score each from 0 (no help) to 10 (essential) and give the ids of the reports "
+          "it comes from. If nothing helps, give one point with score 0."),
+    schema={},  # per call: the report ids of the batch are an enum (map_schema)
+    max_tokens=400,
+)
+
+
+def map_schema(report_refs: Sequence[str]) -> dict[str, Any]:
+    """The map reply schema for one batch: 1-3 points, each a description (<= 200
+    characters), a score 0-10 and 1-3 report ids from ``report_refs``."""
+    return {"type": "object", "properties": {"points": {
+        "type": "array", "minItems": 1, "maxItems": MAX_POINTS,
+        "items": {"type": "object", "properties": {
+            "description": {"type": "string", "minLength": 1, "maxLength": 200},
+            "score": {"type": "integer", "enum": list(range(POINT_SCALE + 1))},
+            "reports": {"type": "array", "minItems": 1,
+                        "maxItems": min(3, len(report_refs)),
+                        "items": {"type": "string", "enum": list(report_refs)}}},
+            "required": ["description", "score", "reports"]}}},
+        "required": ["points"]}
+
+
+@dataclass(frozen=True)
+class Report:
+    """One community's report as global search reads it."""
+
+    community: int
+    level: int
+    title: str
+    summary: str
+    full_content: str
+    rank: float
+    report_key: str
+
+    @property
+    def ref(self) -> str:
+        """Its citation id, ``C<community>``."""
+        return f"C{self.community}"
+
+
+class CommunityTree:
+    """The community hierarchy with a report per community.
+
+    Args:
+        reports: community_reports.parquet (GraphRAG columns; ``report_key`` optional).
+        communities: communities.parquet (community, level, parent, children), or None
+            to take the structure from the reports' own columns.
+
+    Attributes:
+        reports: community -> :class:`Report` (only communities that have one).
+        levels: the hierarchy's levels, ascending (0 = roots).
+        missing: communities of the hierarchy without a report.
+        stale: reports whose community is not in ``communities`` (ignored).
+    """
+
+    def __init__(self, reports: pl.DataFrame, communities: pl.DataFrame | None = None) -> None:
+        structure = communities if communities is not None and communities.height else reports
+        known = set(structure["community"].to_list())
+        self.reports: dict[int, Report] = {}
+        self.stale: list[int] = []
+        has_key = "report_key" in reports.columns
+        for r in reports.iter_rows(named=True):
+            if r["community"] not in known:
+                self.stale.append(r["community"])
+                continue
+            self.reports[r["community"]] = Report(
+                r["community"], r["level"], r["title"] or "", r["summary"] or "",
+                r["full_content"] or "", float(r["rank"] or 0.0),
+                (r["report_key"] if has_key else None) or f"community:{r['community']}")
+        self.level_of = dict(zip(structure["community"].to_list(), structure["level"].to_list()))
+        self.children = {c: [k for k in (kids or []) if k in known] for c, kids in
+                         zip(structure["community"].to_list(), structure["children"].to_list())}
+        self.levels = sorted(set(self.level_of.values()))
+        self.missing = sorted(c for c in known if c not in self.reports)
+
+    def __len__(self) -> int:
+        return len(self.reports)
+
+    def _walk_through(self, c: int) -> bool:
+        return c not in self.reports
+
+    def effective_children(self, c: int, max_level: int | None = None) -> list[int]:
+        """The children of ``c`` that have a report of their own, in community order:
+        a child without a report, or with ``c``'s report (the same community repeated one
+        level deeper), is replaced by its own effective children. Children deeper than
+        ``max_level`` are left out."""
+        out: list[int] = []
+        key = self.reports[c].report_key if c in self.reports else None
+        for k in sorted(self.children.get(c, [])):
+            if max_level is not None and self.level_of[k] > max_level:
+                continue
+            if self._walk_through(k) or (key is not None and self.reports[k].report_key == key):
+                out += self.effective_children(k, max_level)
+            else:
+                out.append(k)
+        return out
+
+    def roots(self) -> list[int]:
+        """Level-0 communities with a report (those without one replaced by their
+        effective children)."""
+        out: list[int] = []
+        for c in sorted(c for c, lv in self.level_of.items() if lv == self.levels[0]):
+            out += self.effective_children(c) if self._walk_through(c) else [c]
+        return out
+
+    def at_level(self, level: int) -> list[int]:
+        """The communities of ``level`` that have a report, by report rank (descending),
+        then community number.
+
+        Raises:
+            ValueError: ``level`` is not a level of the hierarchy (names the levels).
+        """
+        if level not in self.levels:
+            raise ValueError(f"level {level} is not a level of this index's community "
+                             f"hierarchy (levels: {self.levels})")
+        mine = [c for c, lv in self.level_of.items() if lv == level and c in self.reports]
+        return sorted(mine, key=lambda c: (-self.reports[c].rank, c))
+
+    def subtree_size(self, c: int) -> int:
+        """Distinct reports below ``c`` (each report once, ``c``'s own excluded)."""
+        seen: set[str] = set()
+        stack = list(self.effective_children(c))
+        while stack:
+            k = stack.pop()
+            if self.reports[k].report_key not in seen:
+                seen.add(self.reports[k].report_key)
+                stack += self.effective_children(k)
+        return len(seen)
+
+
+@dataclass
+class Selection:
+    """The communities chosen for the map step.
+
+    Attributes:
+        selected: community numbers, best first (dynamic: rating, then report rank;
+            static: report rank).
+        method: ``static`` or ``dynamic``.
+        ratings: community -> rating (None: the rating call failed), in rating order.
+        rated: rating calls made (0 for static).
+        pruned_subtrees: relevant-rated-no communities whose children were not rated.
+        pruned_reports: distinct reports (within ``max_level``) never rated.
+        level_fallbacks: levels rated whole because nothing above was relevant.
+        failures: failure rows of rating calls.
+    """
+
+    selected: list[int]
+    method: str
+    ratings: dict[int, int | None] = field(default_factory=dict)
+    rated: int = 0
+    pruned_subtrees: int = 0
+    pruned_reports: int = 0
+    level_fallbacks: list[int] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready counts (and the selected communities)."""
+        return {"method": self.method, "selected": self.selected, "rated": self.rated,
+                "relevant": sum(1 for r in self.ratings.values() if r is not None
+                                and r >= DEFAULT_THRESHOLD),
+                "pruned_subtrees": self.pruned_subtrees, "pruned_reports": self.pruned_reports,
+                "level_fallbacks": self.level_fallbacks, "rating_failures": len(self.failures),
+                "ratings": {str(k): v for k, v in self.ratings.items()}}
+
+
+def select_static(tree: CommunityTree, level: int) -> Selection:
+    """Every report of ``level`` (see :meth:`CommunityTree.at_level`); no LLM call."""
+    return Selection(tree.at_level(level), "static")
+
+
+Rater = Callable[[Report], tuple[int | None, dict | None]]
+Progress = Callable[[dict[str, Any]], None]
+
+
+def select_dynamic(tree: CommunityTree, rate: Rater, threshold: int = DEFAULT_THRESHOLD,
+                   max_level: int | None = None, progress: Progress | None = None
+                   ) -> Selection:
+    """Dynamic community selection (module doc) over ``tree``.
+
+    Args:
+        tree: the hierarchy.
+        rate: rates one report: (rating 0-5, None) or (None, failure row).
+        threshold: a community is relevant at rating >= threshold (GraphRAG: 1).
+        max_level: do not descend below this level (None: to the leaves).
+        progress: called after each rating with {"phase": "rate", "level", "rated",
+            "relevant", "pruned_subtrees", "pruned_reports", "queued"}.
+
+    Returns:
+        the :class:`Selection`; ``selected`` is empty when nothing was relevant.
+    """
+    sel = Selection([], "dynamic")
+    relevant: dict[int, int] = {}
+    parent_of: dict[int, int] = {}
+    rated_keys: dict[str, int | None] = {}
+    queue = tree.roots()
+    next_level = 1
+    while queue:
+        children: list[int] = []
+        for c in queue:
+            report = tree.reports[c]
+            if report.report_key in rated_keys:  # the same report met twice: one call
+                rating = rated_keys[report.report_key]
+            else:
+                rating, failure = rate(report)
+                sel.rated += 1
+                rated_keys[report.report_key] = rating
+                if failure is not None:
+                    sel.failures.append(failure)
+            sel.ratings[c] = rating
+            if rating is not None and rating >= threshold:
+                relevant[c] = rating
+                parent = parent_of.get(c)
+                if parent is not None:
+                    relevant.pop(parent, None)  # a relevant child replaces its parent
+                for k in tree.effective_children(c, max_level):
+                    parent_of[k] = c
+                    children.append(k)
+            else:
+                below = tree.subtree_size(c)
+                if below:
+                    sel.pruned_subtrees += 1
+                    sel.pruned_reports += below
+            if progress:
+                progress({"phase": "rate", "level": tree.reports[c].level, "rated": sel.rated,
+                          "relevant": len(relevant), "pruned_subtrees": sel.pruned_subtrees,
+                          "pruned_reports": sel.pruned_reports,
+                          "queued": len(children)})
+        queue = list(dict.fromkeys(children))
+        if not queue and not relevant:
+            # nothing relevant so far: rate the next level whole (GraphRAG does the same)
+            while next_level in tree.levels and (max_level is None or next_level <= max_level):
+                level_nodes = [c for c in tree.at_level(next_level) if c not in sel.ratings]
+                next_level += 1
+                if level_nodes:
+                    sel.level_fallbacks.append(next_level - 1)
+                    queue = level_nodes
+                    break
+    sel.selected = sorted(relevant, key=lambda c: (-relevant[c], -tree.reports[c].rank, c))
+    # the running count above also holds subtrees that a level fallback rated after all:
+    # the final figure is the distinct reports within max_level that were never rated
+    in_scope = {r.report_key for c, r in tree.reports.items()
+                if max_level is None or tree.level_of[c] <= max_level}
+    sel.pruned_reports = len(in_scope - set(rated_keys))
+    return sel
+
+
+@dataclass(frozen=True)
+class KeyPoint:
+    """One map-step point: text, importance 0-10, the report refs it came from, and
+    where it was produced (batch index, position in the reply)."""
+
+    description: str
+    score: int
+    reports: tuple[str, ...]
+    batch: int
+    position: int
+
+
+@dataclass
+class MapBatch:
+    """One map call's input: the report refs and the packed text (``tokens`` <= budget)."""
+
+    refs: list[str]
+    text: str
+    tokens: int
+
+
+def map_batches(reports: Sequence[Report], budget: int, counter: TokenCounter,
+                report_max_tokens: int) -> list[MapBatch]:
+    """Pack ``reports`` (in order) into consecutive batches of at most ``budget`` tokens;
+    each report is verbalized as ``[C5] title: full content`` cut to
+    ``min(report_max_tokens, budget)`` tokens, so every report fits a batch.
+
+    Raises:
+        ValueError: a budget that is not a positive integer, or one too small for the
+            smallest report line (names the budget).
+    """
+    check_budget(budget, "map budget")
+    batches: list[MapBatch] = []
+    cur: list[tuple[str, str]] = []
+    cur_tokens = 0
+    cap = min(report_max_tokens, budget - 1)
+    for rep in reports:
+        line = counter.truncate(verbalize_report(rep.ref, rep.title, rep.full_content), cap)
+        if not line:
+            raise ValueError(f"map budget of {budget} tokens cannot hold one report line "
+                             f"({rep.ref})")
+        cost = counter(line) + 1
+        if cur and cur_tokens + cost > budget:
+            text = "\n".join(t for _, t in cur)
+            batches.append(MapBatch([r for r, _ in cur], text, counter(text)))
+            cur, cur_tokens = [], 0
+        cur.append((rep.ref, line))
+        cur_tokens += cost
+    if cur:
+        text = "\n".join(t for _, t in cur)
+        batches.append(MapBatch([r for r, _ in cur], text, counter(text)))
+    return batches
+
+
+def run_map(question: str, batches: Sequence[MapBatch], llm: CachedLLM, seed: int,
+            progress: Progress | None = None) -> tuple[list[KeyPoint], list[dict]]:
+    """One map call per batch (stage ``search_map``); returns (points in batch order,
+    failure rows). A failed batch adds a failure row and no point."""
+    points: list[KeyPoint] = []
+    failures: list[dict] = []
+    for i, batch in enumerate(batches):
+        obj, failure = structured_call(llm, MAP_TEMPLATE, "search_map", ",".join(batch.refs),
+                                       seed, schema=map_schema(batch.refs), question=question,
+                                       reports=batch.text)
+        if obj is None:
+            failures.append(failure)
+        else:
+            for j, p in enumerate(obj["points"]):
+                points.append(KeyPoint(" ".join(p["description"].split()), int(p["score"]),
+                                       tuple(dict.fromkeys(p["reports"])), i, j))
+        if progress:
+            progress({"phase": "map", "done": i + 1, "total": len(batches),
+                      "points": len(points)})
+    return points, failures
+
+
+def rank_points(points: Sequence[KeyPoint]) -> list[KeyPoint]:
+    """Points with score > 0, highest score first; ties keep map order (batch, then
+    position), so the best-rated reports' points lead."""
+    return sorted((p for p in points if p.score > 0),
+                  key=lambda p: (-p.score, p.batch, p.position))
+
+
+def reduce_context(points: Sequence[KeyPoint], budget: int, counter: TokenCounter) -> Context:
+    """The reduce step's context: :func:`rank_points` as ``[P1] (importance 8; from [C5])
+    text`` lines within ``budget`` tokens (a repeated point text is kept once)."""
+    items = [ContextItem(f"P{i}", "points", p.description.lower(),
+                         f"[P{i}] (importance {p.score}; from "
+                         f"{' '.join(f'[{r}]' for r in p.reports)}) {p.description}",
+                         float(p.score))
+             for i, p in enumerate(rank_points(points), 1)]
+    return pack_context([Section("points", items, 1.0)], budget, counter, "reduce budget")

@@ -1,0 +1,48 @@
+"""bench/eval_search.py: the answer metrics (hand-computed), the question files' shape,
+and the routing part with no index (rules on oracle linking)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import eval_search as es
+
+ROUTES = {"direct", "local", "global"}
+
+
+@pytest.mark.parametrize("pred,gold,em,f1", [
+    ("The Port of Spain.", "Port of Spain", 1.0, 1.0),
+    ("in Port of Spain, Trinidad", "Port of Spain", 0.0, 2 * (3 / 5) * 1.0 / (3 / 5 + 1.0)),
+    ("20 March 851", "20 march 851", 1.0, 1.0),
+    ("Phoolwari", "Aas Ka Panchhi", 0.0, 0.0),
+    (None, "x", 0.0, 0.0),
+])
+def test_exact_match_and_token_f1(pred, gold, em, f1):
+    assert es.exact_match(pred, gold) == em
+    assert es.token_f1(pred, gold) == pytest.approx(f1)
+
+
+def test_question_files():
+    routing = es.load_jsonl(es.DATA / "search" / "routing.jsonl")
+    assert len(routing) >= 40 and {q["route"] for q in routing} == ROUTES
+    assert len({q["id"] for q in routing}) == len(routing)
+    assert all(q["corpus"] in ("book", "2wiki") and isinstance(q["entities"], list)
+               for q in routing)
+    for name in ("book-thematic.jsonl", "2wiki-thematic.jsonl"):
+        rows = es.load_jsonl(es.DATA / "search" / name)
+        assert len(rows) == 10 and all(r["question"].strip() for r in rows)
+
+
+def test_routing_part_without_an_index_scores_the_rules():
+    qs = [{"id": "a", "question": "What are the main themes of the book?", "route": "global",
+           "corpus": "book", "entities": []},
+          {"id": "b", "question": "Who is Bob Cratchit?", "route": "direct", "corpus": "book",
+           "entities": ["Bob Cratchit"]},
+          {"id": "c", "question": "Was ist das?", "route": "local", "corpus": "book",
+           "entities": []}]
+    out = es.eval_routing(qs, {}, use_model=False)
+    rules = out["rules_oracle_linking"]
+    # a: global (right), b: local by the profile rule (label direct: wrong), c: undecided
+    assert rules["decided"] == 2 and rules["coverage"] == round(2 / 3, 4)
+    assert rules["accuracy_when_decided"] == 0.5 and rules["errors"] == {"direct->local": 1}
+    assert "rules_index_linking" not in out and out["rows"] == []

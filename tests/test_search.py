@@ -1,0 +1,509 @@
+"""kgloom.query search: context packing and budgets, local / direct / global / auto search,
+dynamic community selection on a hand-built hierarchy, map/reduce ordering, the answer's
+citation enum, routing rules, the CLI and the bad inputs of issue 15. Fake or scripted
+LLMs only (no model file)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import build_carol_tables
+from test_query import write_carol_index
+
+from kgloom import schemas, storage
+from kgloom.llm import CachedLLM, Completion, LLMCache
+from kgloom.query import global_search as gs
+from kgloom.query.context import (ContextItem, Section, TokenCounter, pack_context, refs_in,
+                                  token_counter)
+from kgloom.query.routing import route_by_rules, route_question
+from kgloom.query.search import SearchConfig, Searcher, answer_schema
+from kgloom.testing import FakeBackend
+
+
+# --- helpers ---------------------------------------------------------------------------------
+class ScriptedBackend:
+    """A backend whose reply is ``reply(messages, schema) -> obj`` (dumped as JSON); with
+    ``count_tokens`` it counts like a model's tokenizer (one token per 3 characters)."""
+
+    def __init__(self, reply: Callable[[list[dict], dict], Any], n_ctx: int = 0) -> None:
+        self.reply = reply
+        self.model_id = "scripted"
+        self.calls: list[dict] = []
+        if n_ctx:
+            self.n_ctx = n_ctx
+            self.count_tokens = lambda text: -(-len(text) // 3)
+
+    def complete(self, messages, schema, max_tokens, seed) -> Completion:
+        self.calls.append({"messages": messages, "schema": schema})
+        text = json.dumps(self.reply(messages, schema))
+        return Completion(text, sum(len(m["content"].split()) for m in messages),
+                          len(text.split()), 0.0)
+
+
+def _llm(backend: Any, tmp_path: Path, name: str = "cache") -> CachedLLM:
+    return CachedLLM(backend, LLMCache(tmp_path / f"{name}.sqlite"), backend.model_id)
+
+
+def _reports(communities: pl.DataFrame, same_key: dict[int, int] | None = None,
+             without: tuple[int, ...] = ()) -> pl.DataFrame:
+    """A report per community (rank = community number); ``same_key`` {c: d}: c repeats
+    d's report; communities in ``without`` get none."""
+    same_key = same_key or {}
+    rows = []
+    for r in communities.iter_rows(named=True):
+        c = r["community"]
+        if c in without:
+            continue
+        key = same_key.get(c, c)
+        rows.append({"id": f"r{c}", "human_readable_id": c, "community": c, "level": r["level"],
+                     "parent": r["parent"], "children": r["children"],
+                     "title": f"Report {key}", "summary": f"Summary of community {key}.",
+                     "full_content": f"# Report {key}\n\nFindings about community {key}. " * 3,
+                     "rank": float(c), "rating_explanation": "", "findings": [],
+                     "full_content_json": "", "period": "", "size": r["size"],
+                     "report_key": f"key{key}"})
+    return pl.DataFrame(rows, schema=schemas.COMMUNITY_REPORTS_SCHEMA)
+
+
+def _hierarchy(edges: dict[int, list[int]], level: dict[int, int]) -> pl.DataFrame:
+    parent = {k: c for c, kids in edges.items() for k in kids}
+    return pl.DataFrame([{"id": str(c), "human_readable_id": c, "community": c, "level": lv,
+                          "parent": parent.get(c, -1), "children": edges.get(c, []),
+                          "title": f"Community {c}", "entity_ids": [], "relationship_ids": [],
+                          "text_unit_ids": [], "period": "", "size": 1}
+                         for c, lv in level.items()], schema=schemas.COMMUNITIES_SCHEMA)
+
+
+# roots 0 1 2; 0 -> 3 4; 1 -> 5; 2 -> 6 (2's report repeated) and 11 (no report);
+# 3 -> 7 8; 4 -> 9; 6 -> 10; 11 -> 12
+EDGES = {0: [3, 4], 1: [5], 2: [6, 11], 3: [7, 8], 4: [9], 6: [10], 11: [12]}
+LEVEL = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1, 5: 1, 6: 1, 11: 1, 7: 2, 8: 2, 9: 2, 10: 2, 12: 2}
+RATING = {0: 3, 1: 0, 2: 2, 3: 4, 4: 0, 5: 5, 7: 0, 8: 2, 9: 5, 10: 1, 12: 0}
+
+
+@pytest.fixture(scope="module")
+def tree() -> gs.CommunityTree:
+    comms = _hierarchy(EDGES, LEVEL)
+    return gs.CommunityTree(_reports(comms, same_key={6: 2}, without=(11,)), comms)
+
+
+def _rater(ratings: dict[int, int | None], log: list[int]):
+    def rate(report: gs.Report):
+        log.append(report.community)
+        r = ratings[report.community]
+        if r is None:
+            return None, {"stage": "search_rate", "item_id": report.ref, "reason": "bad reply",
+                          "detail": ""}
+        return r, None
+    return rate
+
+
+# --- dynamic community selection ------------------------------------------------------------
+def test_dynamic_selection_descends_into_relevant_and_prunes_irrelevant(tree):
+    rated: list[int] = []
+    events: list[dict] = []
+    sel = gs.select_dynamic(tree, _rater(RATING, rated), threshold=1, progress=events.append)
+    # roots, then children of relevant 0 and 2 (6 repeats 2's report: walked through to 10;
+    # 11 has no report: walked through to 12), then children of relevant 3
+    assert rated == [0, 1, 2, 3, 4, 10, 12, 7, 8]
+    assert 5 not in rated and 9 not in rated and 6 not in rated  # pruned / same report
+    # relevant children replace their parents: 3 -> 8, 2 -> 10; best rating first
+    assert sel.selected == [8, 10]
+    assert sel.rated == 9 and sel.pruned_subtrees == 2 and sel.pruned_reports == 2
+    assert tree.missing == [11]
+    assert [e["rated"] for e in events] == list(range(1, 10))
+    assert events[-1]["relevant"] == 2 and events[-1]["pruned_reports"] == 2
+
+
+def test_dynamic_selection_stops_at_max_level_and_keeps_relevant_parents(tree):
+    rated: list[int] = []
+    sel = gs.select_dynamic(tree, _rater(RATING, rated), threshold=1, max_level=1)
+    assert rated == [0, 1, 2, 3, 4]
+    assert sel.selected == [3, 2]  # 2 has no rated child within level 1: kept
+    assert sel.pruned_reports == 1  # 5; level-2 reports are out of scope
+
+
+def test_dynamic_selection_rates_next_level_when_no_root_is_relevant(tree):
+    ratings = {**RATING, 0: 0, 2: 0, 1: None}  # 1's rating call fails
+    rated: list[int] = []
+    sel = gs.select_dynamic(tree, _rater(ratings, rated), threshold=1)
+    assert rated[:3] == [0, 1, 2]
+    assert sel.level_fallbacks == [1]
+    # level 1 by rank (community number, descending); 6 repeats 2's report: not re-rated
+    assert rated[3:] == [5, 4, 3, 7, 8] and 6 not in rated
+    assert sel.ratings[1] is None and len(sel.failures) == 1
+    assert sel.selected == [5, 8]
+    assert sel.pruned_reports == 3  # 9, 10, 12: the roots' subtrees were rated after all
+
+
+def test_static_selection_and_unknown_level(tree):
+    assert gs.select_static(tree, 1).selected == [6, 5, 4, 3]  # by rank; 11 has no report
+    with pytest.raises(ValueError, match="level 7 is not a level"):
+        gs.select_static(tree, 7)
+
+
+def test_report_of_a_community_that_no_longer_exists_is_ignored():
+    comms = _hierarchy({0: [1]}, {0: 0, 1: 1})
+    reports = pl.concat([_reports(comms), _reports(_hierarchy({}, {42: 0}))])
+    t = gs.CommunityTree(reports, comms)
+    assert t.stale == [42] and sorted(t.reports) == [0, 1]
+
+
+# --- map / reduce --------------------------------------------------------------------------
+def test_map_batches_within_budget_and_reduce_orders_points(tmp_path):
+    counter = token_counter(None)
+    reports = [gs.Report(c, 0, f"Report {c}", "s", "word " * 60, float(c), f"k{c}")
+               for c in range(6)]
+    batches = gs.map_batches(reports, 120, counter, 100)
+    assert len(batches) >= 3
+    assert [r for b in batches for r in b.refs] == [f"C{c}" for c in range(6)]
+    assert all(b.tokens <= 120 and b.tokens == counter(b.text) for b in batches)
+
+    # each batch: one point per report, scored by the report's number mod 3 (0 dropped)
+    def reply(messages, schema):
+        refs = schema["properties"]["points"]["items"]["properties"]["reports"]["items"]["enum"]
+        return {"points": [{"description": f"point from {r}", "score": int(r[1:]) % 3 * 4,
+                            "reports": [r]} for r in refs[:3]]}
+
+    backend = ScriptedBackend(reply)
+    events: list[dict] = []
+    points, failures = gs.run_map("q?", batches, _llm(backend, tmp_path), 0, events.append)
+    assert not failures and len(backend.calls) == len(batches)
+    assert [e["done"] for e in events] == list(range(1, len(batches) + 1))
+    ranked = gs.rank_points(points)
+    assert all(p.score > 0 for p in ranked)
+    keys = [(-p.score, p.batch, p.position) for p in ranked]
+    assert keys == sorted(keys)
+    ctx = gs.reduce_context(points, 60, counter)
+    assert ctx.tokens <= 60
+    assert [x.text.split(") ", 1)[1] for x in ctx.items] == \
+        [p.description for p in ranked][:len(ctx.items)]
+    assert refs_in(ctx.items[0].text) == ["P1", ranked[0].reports[0]]
+
+
+def test_map_failure_becomes_a_row_and_other_batches_go_on(tmp_path):
+    counter = token_counter(None)
+    reports = [gs.Report(c, 0, f"R{c}", "", "text " * 50, 0.0, f"k{c}") for c in range(4)]
+    batches = gs.map_batches(reports, 80, counter, 70)
+
+    def reply(messages, schema):
+        refs = schema["properties"]["points"]["items"]["properties"]["reports"]["items"]["enum"]
+        if "C0" in refs:
+            return {"points": [{"description": "x", "score": 5, "reports": ["C99"]}]}
+        return {"points": [{"description": f"from {refs[0]}", "score": 5, "reports": refs[:1]}]}
+
+    points, failures = gs.run_map("q?", batches, _llm(ScriptedBackend(reply), tmp_path), 0)
+    assert len(failures) == 1 and failures[0]["stage"] == "search_map"
+    assert "C0" in failures[0]["item_id"] and "schema" in failures[0]["reason"]
+    assert points and all("C0" not in p.reports for p in points)
+
+
+# --- context packing ----------------------------------------------------------------------
+def _items(kind: str, prefix: str, n: int, words: int, source=lambda i: str(i)):
+    return [ContextItem(f"{prefix}{i}", kind, source(i), f"[{prefix}{i}] " + "w " * words)
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("budget", [40, 90, 200, 500])
+def test_pack_context_respects_budget_shares_and_each_source_once(budget):
+    counter = token_counter(None)
+    units = _items("text_units", "T", 10, 12, source=lambda i: f"u{i % 4}")  # 4 distinct
+    sections = [Section("entities", _items("entities", "E", 10, 6), 0.2),
+                Section("relationships", _items("relationships", "R", 10, 8), 0.3),
+                Section("text_units", units, 0.5)]
+    ctx = pack_context(sections, budget, counter)
+    assert ctx.tokens == counter(ctx.text) <= budget
+    kept_units = [x.source_id for x in ctx.items if x.kind == "text_units"]
+    assert len(kept_units) == len(set(kept_units))
+    assert ctx.sections["entities"]["used"] <= int(0.2 * budget)
+    if budget >= 200:
+        assert sorted(kept_units) == ["u0", "u1", "u2", "u3"]
+
+
+def test_pack_context_budget_too_small_names_the_budget():
+    counter = token_counter(None)
+    with pytest.raises(ValueError, match=r"budget of 5 tokens cannot hold one"):
+        pack_context([Section("entities", _items("entities", "E", 2, 10), 1.0)], 5, counter)
+    for bad in (0, -3, 1.5, True, "10"):
+        with pytest.raises(ValueError, match="budget must be a positive"):
+            pack_context([], bad, counter)
+    assert pack_context([], 10, counter).items == []
+
+
+def test_truncate_never_exceeds_max_tokens():
+    counter = token_counter(None)
+    text = "Scrooge went home to his gloomy chambers " * 30
+    for n in (1, 3, 17, 64):
+        cut = counter.truncate(text, n)
+        assert counter(cut) <= n and (cut == "" or cut.endswith("…"))
+
+
+# --- the Carol index with communities and reports ---------------------------------------------
+@pytest.fixture(scope="module")
+def search_index(tmp_path_factory, embedder) -> Path:
+    out = write_carol_index(tmp_path_factory.mktemp("search_index"), embedder)
+    comms = build_carol_tables()["communities"]
+    storage.write_table(comms, out, schemas.COMMUNITIES)
+    storage.write_table(_reports(comms, same_key={4: 1}), out, schemas.COMMUNITY_REPORTS)
+    return out
+
+
+@pytest.fixture(scope="module")
+def searcher(search_index, tmp_path_factory, embedder) -> Searcher:
+    cache = tmp_path_factory.mktemp("qcache") / "q.sqlite"
+    return Searcher(search_index, embedder=embedder, fake_llm=True, cache_path=cache)
+
+
+QUESTIONS = ["How is Scrooge related to Bob Cratchit?", "Who is Tiny Tim's father?",
+             "What did the Ghost of Christmas Past show?", "Wer war Marleys Partner?",
+             "fog", "Tell me about Fezziwig and Fred and Marley and Tiny Tim"]
+
+
+@pytest.mark.parametrize("budget", [60, 150, 400, 2000])
+def test_local_context_budget_and_each_text_unit_once(searcher, budget):
+    for q in QUESTIONS:
+        res = searcher.search(q, mode="local", budget=budget, answer=False)
+        ctx = res.context
+        assert ctx.tokens == searcher.counter(ctx.text) <= budget
+        units = [x.source_id for x in ctx.items if x.kind == "text_units"]
+        assert len(units) == len(set(units)) and len(ctx.refs) == len(set(ctx.refs))
+        assert all(x.text.startswith(f"[{x.ref}] ") for x in ctx.items)
+        assert res.answer is None and res.info["llm"] == {}
+
+
+def test_local_context_verbalizes_graph_with_ids(searcher):
+    res = searcher.search("How is Scrooge related to Bob Cratchit?", mode="local",
+                          answer=False)
+    text = res.context.text
+    assert "[R1] EBENEZER SCROOGE is related to BOB CRATCHIT: Bob Cratchit is Scrooge's " \
+           "underpaid \"clerk\"" in text
+    assert re.search(r"^\[E0\] EBENEZER SCROOGE \(person\): ", text, re.M)
+    assert re.search(r"^\[T\d+\] \(from A Christmas Carol\) ", text, re.M)
+    assert re.search(r"^\[C[01]\] Report", text, re.M)
+    kinds = {x.kind for x in res.context.items}
+    assert kinds == {"entities", "relationships", "reports", "text_units"}
+    assert res.info["local"]["seed_source"] == "linked"
+
+
+def test_budget_is_counted_with_the_model_tokenizer_when_it_has_one(search_index, tmp_path,
+                                                                   embedder):
+    backend = ScriptedBackend(lambda m, s: {"answer": "a", "citations": []}, n_ctx=4096)
+    s = Searcher(search_index, llm=_llm(backend, tmp_path), embedder=embedder)
+    res = s.search("Who is Tiny Tim's father?", mode="local", budget=300)
+    assert res.info["counter"].startswith("model")
+    assert res.context.tokens == backend.count_tokens(res.context.text) <= 300
+    # the same budget in WordPiece tokens holds a different amount of text
+    wp = token_counter(None)
+    assert wp(res.context.text) != res.context.tokens
+
+
+def test_budget_that_does_not_fit_the_model_window_is_refused(search_index, tmp_path, embedder):
+    backend = ScriptedBackend(lambda m, s: {"answer": "a", "citations": []}, n_ctx=256)
+    s = Searcher(search_index, llm=_llm(backend, tmp_path), embedder=embedder)
+    with pytest.raises(ValueError, match="context window"):
+        s.search("Who is Tiny Tim's father?", mode="local", budget=2000)
+    assert backend.calls == []
+
+
+# --- answers and the citation enum -------------------------------------------------------
+def test_answer_citations_are_an_enum_of_context_ids(searcher):
+    for q in QUESTIONS[:4]:
+        for mode in ("local", "direct"):
+            res = searcher.search(q, mode=mode, budget=400)
+            assert res.answer and res.citations
+            assert set(res.citations) <= set(res.context.refs)
+            assert [c["ref"] for c in res.cited()] == res.citations
+            assert res.info["llm"]["search_answer"]["calls"] == 1
+    assert answer_schema(["E1", "T2"])["properties"]["citations"]["items"]["enum"] == \
+        ["E1", "T2"]
+
+
+def test_an_answer_citing_outside_the_context_is_a_failure_row(search_index, tmp_path,
+                                                                 embedder):
+    backend = ScriptedBackend(lambda m, s: {"answer": "Bob", "citations": ["T999"]})
+    s = Searcher(search_index, llm=_llm(backend, tmp_path), embedder=embedder)
+    res = s.search("Who is Tiny Tim's father?", mode="local")
+    assert res.answer is None and res.citations == []
+    assert len(backend.calls) == 2  # retried once with another seed
+    assert res.failures[0]["stage"] == "search_answer" and "T999" in res.failures[0]["reason"]
+    assert res.context.items  # the context is still there
+
+
+# --- global search -------------------------------------------------------------------------
+def test_global_static_maps_every_report_of_the_level_then_reduces(searcher):
+    res = searcher.search("What are the main themes?", mode="global", level=1)
+    assert res.route == "global" and res.info["level"] == 1
+    assert res.info["selection"]["selected"] == [4, 3, 2]
+    mapped = [r for b in res.map_batches for r in b.refs]
+    assert mapped == ["C4", "C3", "C2"]
+    assert res.info["llm"]["search_map"]["calls"] == len(res.map_batches)
+    if res.answer is not None:
+        assert set(res.citations) <= set(mapped)
+        assert all(c.startswith("C") for c in res.citations)
+    assert res.context.tokens <= searcher.config.reduce_budget
+
+
+def test_global_dynamic_counts_calls_and_progress(search_index, tmp_path, embedder):
+    def reply(messages, schema):
+        props = schema["properties"]
+        if "rating" in props:  # Bob and Tim's community (1, repeated as 4) is relevant
+            return {"rating": 4 if "Report 1" in messages[-1]["content"] else 0}
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            return {"points": [{"description": "the Cratchits keep Christmas", "score": 7,
+                                "reports": refs[:1]}]}
+        enum = props["citations"]["items"]["enum"]
+        return {"answer": "family", "citations": enum[:1]}
+
+    s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder)
+    events: list[dict] = []
+    res = s.search("What are the main themes?", mode="global", dynamic=True,
+                   progress=events.append)
+    sel = res.info["selection"]
+    # roots 0 and 1 rated; 1 relevant, its child 4 repeats its report: no further call
+    assert sel["rated"] == 2 and sel["selected"] == [1]
+    assert sel["pruned_subtrees"] == 1 and sel["pruned_reports"] == 2
+    assert res.answer == "family" and res.citations == ["C1"]
+    assert [e["phase"] for e in events] == ["rate", "rate", "map", "reduce"]
+    assert res.info["llm"]["search_rate"]["calls"] == 2
+    assert res.info["llm"]["total"]["calls"] == 4
+
+
+def test_global_without_reports_says_so_and_falls_back_to_local(search_index, tmp_path,
+                                                                embedder):
+    out = shutil.copytree(search_index, tmp_path / "noreports")
+    (storage.table_path(out, schemas.COMMUNITY_REPORTS)).unlink()
+    s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "c.sqlite")
+    res = s.search("What are the main themes?", mode="global")
+    assert res.route == "local" and "no community reports" in res.info["fallback"]
+    assert "fell back to local" in res.route_reason and res.answer
+    assert s.search("What are the main themes?", mode="global", dynamic=True).route == "local"
+
+
+def test_index_without_graph_files_answers_from_text_units(search_index, tmp_path, embedder):
+    from test_query import GRAPH_FILES
+
+    out = shutil.copytree(search_index, tmp_path / "vectors_only")
+    for name in GRAPH_FILES + ["communities.parquet", "community_reports.parquet"]:
+        (out / name).unlink()
+    s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "c.sqlite")
+    for mode in ("local", "global", "auto"):
+        res = s.search("Who is Tiny Tim's father?", mode=mode, budget=300)
+        assert res.route in ("local", "direct") and res.answer
+        assert {x.kind for x in res.context.items} == {"text_units"}
+        assert set(res.citations) <= set(res.context.refs)
+
+
+def test_global_context_only_lists_the_map_batches(searcher):
+    res = searcher.search("themes?", mode="global", level=0, answer=False)
+    assert res.route == "global" and res.answer is None and res.info["llm"] == {}
+    assert [r for b in res.map_batches for r in b.refs] == ["C1", "C0"]
+
+
+# --- routing -------------------------------------------------------------------------------
+@pytest.mark.parametrize("question,linked,route,rule", [
+    ("What are the main themes of the book?", [], "global", "thematic"),
+    ("Summarize the story", [], "global", "thematic"),
+    ("What kinds of places appear across the documents?", [], "global", "thematic"),
+    ("How is Scrooge related to Fred?", ["EBENEZER SCROOGE", "FRED"], "local", "relation"),
+    ("Which film came out first, Alpha or Beta?", ["ALPHA", "BETA"], "local", "relation"),
+    ("Did Scrooge and Fezziwig meet?", ["EBENEZER SCROOGE", "FEZZIWIG"], "local", "entities"),
+    ("Who is the mother of the director of Jaws?", ["JAWS"], "local", "chain"),
+    ("When did Lothair II's mother die?", ["LOTHAIR II"], "local", "chain"),
+    ("Where did Sylvia Burka's husband die?", ["SYLVIA BURKA"], "local", "chain"),
+    ("Who is Bob Cratchit?", ["BOB CRATCHIT"], "local", "profile"),
+    ("When was Marley buried?", ["JACOB MARLEY"], "direct", "lookup"),
+])
+def test_routing_rules(question, linked, route, rule):
+    got = route_by_rules(question, linked)
+    assert got is not None and (got.route, got.rule) == (route, rule)
+    assert got.decided_by == "rules" and got.reason
+
+
+def test_routing_without_a_rule_asks_the_classifier_or_says_why_not(tmp_path):
+    assert route_by_rules("What are the themes of Scrooge's life?", ["EBENEZER SCROOGE"]) \
+        is None
+    assert route_by_rules("Was ist das?", []) is None
+    no_model, failure = route_question("Was ist das?", [], None, 0)
+    assert (no_model.route, no_model.decided_by, failure) == ("local", "no_model", None)
+    llm = _llm(ScriptedBackend(lambda m, s: {"route": "global", "reason": "themes"}), tmp_path)
+    got, failure = route_question("Was ist das?", [], llm, 0)
+    assert (got.route, got.decided_by, failure) == ("global", "classifier", None)
+    assert "themes" in got.reason
+    bad = _llm(ScriptedBackend(lambda m, s: {"route": "sideways", "reason": "x"}),
+               tmp_path, "bad")
+    got, failure = route_question("Was ist das?", [], bad, 0)
+    assert got.decided_by == "classifier_failed" and failure["stage"] == "search_route"
+
+
+def test_auto_records_route_and_reason(searcher):
+    res = searcher.search("How is Scrooge related to Bob Cratchit?", mode="auto")
+    assert res.route == "local" and res.info["routing"]["rule"] == "relation"
+    assert "EBENEZER SCROOGE" in res.info["routing"]["linked"]
+    res = searcher.search("What are the main themes of the book?", mode="auto")
+    assert res.route == "global" and "corpus-wide" in res.route_reason
+
+
+# --- bad input -----------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs,match", [
+    ({"question": "  "}, "non-empty"),
+    ({"question": "x", "mode": "drift"}, "mode must be one of"),
+    ({"question": "Who is Fred?", "budget": 0}, "budget must be a positive"),
+    ({"question": "Who is Fred?", "mode": "local", "budget": 3}, "budget of 3 tokens"),
+    ({"question": "x", "mode": "global", "level": 9}, "level 9 is not a level"),
+    ({"question": "x", "mode": "global", "dynamic": True, "answer": False}, "context-only"),
+])
+def test_bad_inputs_raise_value_errors(searcher, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        searcher.search(**kwargs)
+
+
+def test_question_in_another_language_is_answered_from_what_is_found(searcher):
+    res = searcher.search("Что показал Призрак прошлого Рождества?", mode="auto")
+    assert res.context.items and res.answer is not None
+    # local contexts cite their lines, global ones the reports their key points name
+    assert res.citations and set(res.citations) <= set(refs_in(res.context.text))
+
+
+def test_search_writes_only_its_query_cache(search_index, tmp_path, embedder):
+    before = {p: p.stat().st_mtime_ns for p in search_index.rglob("*") if p.is_file()}
+    s = Searcher(search_index, embedder=embedder, fake_llm=True,
+                 cache_path=tmp_path / "q.sqlite")
+    s.search("Who is Fred?", mode="local")
+    after = {p: p.stat().st_mtime_ns for p in search_index.rglob("*") if p.is_file()}
+    assert after == before and (tmp_path / "q.sqlite").exists()
+
+
+# --- CLI -----------------------------------------------------------------------------------
+def test_cli_search_modes(search_index, tmp_path):
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app
+
+    runner = CliRunner()
+    base = ["--output-dir", str(search_index), "--fake-llm", "--cache-path",
+            str(tmp_path / "c.sqlite")]
+    ctx = runner.invoke(app, ["query", "Who is Tiny Tim's father?", "--mode", "local",
+                              "--context-only", "--budget", "300", *base])
+    assert ctx.exit_code == 0, ctx.output
+    assert "route: local (asked for)" in ctx.output and "Text units:" in ctx.output
+    assert re.search(r"context: \d+ of 300 tokens", ctx.output)
+    js = runner.invoke(app, ["query", "What are the main themes of the book?", "--mode",
+                             "auto", "--json", *base])
+    assert js.exit_code == 0, js.output
+    payload = json.loads(js.output[js.output.index("{"):])
+    assert payload["route"] == "global" and payload["info"]["routing"]["rule"] == "thematic"
+    assert set(payload["citations"]) <= {c["ref"] for c in payload["cited"]}
+    dyn = runner.invoke(app, ["query", "themes?", "--mode", "global", "--dynamic",
+                              "--level", "1", *base])
+    assert dyn.exit_code == 0, dyn.output
+    assert "communities: dynamic" in dyn.output or "fallback:" in dyn.output
+    bad = runner.invoke(app, ["query", "Who?", "--mode", "local", "--budget", "2", *base])
+    assert bad.exit_code == 2 and "budget of 2 tokens" in bad.output
