@@ -14,8 +14,8 @@ stage, the community selection and any fallback.
   best text units) and their 1-hop neighbours ranked by connection weight to the seeds,
   then PageRank, then degree; the relationships among them (seed-seed first, then by
   weight and combined degree); the reports of the communities holding them (most members
-  first); the text units of ``config.retrieval_mode`` (default ``hybrid``), then the
-  seeds' own units; all packed by :func:`kgloom.query.context.pack_context` with
+  first); the text units of ``config.retrieval_mode`` (default ``bridge``, the best
+  mode of bench/eval_qa.py), then the seeds' own units; all packed by :func:`kgloom.query.context.pack_context` with
   ``config.shares``.
 - **global**: :mod:`kgloom.query.global_search`; with no community report it says so in
   ``info["fallback"]`` and runs local search.
@@ -104,7 +104,7 @@ class SearchConfig:
 
     budget: int = 2000
     shares: tuple[tuple[str, float], ...] = tuple(LOCAL_SHARES.items())
-    retrieval_mode: str = "hybrid"
+    retrieval_mode: str = "bridge"
     top_k: int = 10
     max_neighbors: int = 30
     seed_units: int = 3
