@@ -55,19 +55,39 @@ def _instance():
     return dg.DagsterInstance.get()
 
 
-def _finish(output_dir: str, before: dict[str, int], report) -> None:
-    """Print this command's LLM calls (new cache rows per stage) and row counts; exit 1
-    when a run failed."""
+def _finish(output_dir: str, before: dict[str, int], report, started: float | None = None,
+            ) -> None:
+    """Print this command's LLM calls (new cache rows per stage), row counts and cost
+    table (wall and model seconds, model share, LLM calls and tokens per stage that ran
+    in this command; ``started``: the command's start, ``time.time()``); exit 1 when a
+    run failed."""
+    import time
+
     from kgloom.llm import cache_rows, new_rows
+    from kgloom.stats import cost_markdown, cost_table, read_stage_stats
 
     calls = new_rows(before, cache_rows(output_dir))
     summary_path = Path(output_dir) / "index-summary.json"
     rows = json.loads(summary_path.read_text())["rows"] if summary_path.exists() else {}
-    typer.echo(json.dumps({"llm_calls_this_run": calls, "rows": rows,
-                           "partition_runs": len(report.partition_runs),
-                           "failed_partitions": report.failed_partitions,
-                           "graph_run": report.graph_run,
-                           "interrupted": report.interrupted}, indent=2))
+    out = {"llm_calls_this_run": calls, "rows": rows,
+           "partition_runs": len(report.partition_runs),
+           "failed_partitions": report.failed_partitions, "graph_run": report.graph_run,
+           "interrupted": report.interrupted}
+    if started is not None:
+        # stages that finished during this command (a partition stage: its latest one)
+        ran = {k: v for k, v in read_stage_stats(Path(output_dir)).items()
+               if v.get("finished_at", 0) >= started}
+        cost = cost_table(ran)
+        wall = time.time() - started
+        out["cost"] = {"command_wall_seconds": round(wall, 1),
+                       "stages_wall_seconds": cost["total"]["wall_seconds"],
+                       "model_seconds": cost["total"]["model_seconds"],
+                       "model_share_of_stages": cost["total"]["model_share"],
+                       "model_share_of_command": round(cost["total"]["model_seconds"] / wall, 4)
+                       if wall else 0.0}
+        if ran:
+            typer.echo(cost_markdown(cost), err=True)
+    typer.echo(json.dumps(out, indent=2))
     if report.interrupted:
         typer.echo("interrupted: what finished is kept; run the command again to go on "
                    "(finished LLM calls are cached)", err=True)
@@ -110,6 +130,9 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     are refreshed once. Runs are recorded in $DAGSTER_HOME (default .dagster_home/), so
     they show in `kgloom ui`.
     """
+    import time
+
+    started = time.time()  # the command's wall time includes loading the pipeline
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
@@ -132,7 +155,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
 
         typer.echo(f"warning: {input_dir} has no supported input file "
                    f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)
-    _finish(output_dir, before, report)
+    _finish(output_dir, before, report, started)
 
 
 @app.command()

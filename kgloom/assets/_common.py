@@ -40,7 +40,9 @@ def preview(df: pl.DataFrame, columns: list[str], n: int = 10) -> dg.MetadataVal
 
 
 class Timer:
-    """Context manager measuring wall-clock seconds."""
+    """Wall-clock seconds: a context manager (``seconds`` once it exits), or started at
+    creation with ``Timer.started()`` and read any time through ``elapsed`` (an asset's
+    whole duration: model loading and table writes included)."""
 
     def __enter__(self) -> "Timer":
         self.t0 = time.perf_counter()
@@ -49,9 +51,32 @@ class Timer:
     def __exit__(self, *exc) -> None:
         self.seconds = time.perf_counter() - self.t0
 
+    @classmethod
+    def started(cls) -> "Timer":
+        """A timer running from now."""
+        return cls().__enter__()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the timer started."""
+        return time.perf_counter() - self.t0
+
 
 def png_md(png: bytes, alt: str) -> dg.MetadataValue:
     """A PNG embedded in markdown metadata as a data URI (the Dagster UI renders it)."""
     import base64
 
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
+
+
+def cost_metadata(stats: dict) -> dict:
+    """Asset metadata of one stage's cost (``stats["cost"]``, see
+    :func:`kgloom.stats.stage_cost`) and LLM counters (``llm_*``): wall and model
+    seconds, model share of the wall time, seconds outside llama.cpp's prompt and decode
+    timings, calls and tokens, threads per call."""
+    llm = {f"llm_{k}": (dg.MetadataValue.json(v) if isinstance(v, dict) else v)
+           for k, v in (stats.get("llm") or {}).items()}
+    cost = stats.get("cost") or {}
+    return {**llm, **{k: v for k, v in cost.items() if k in (
+        "wall_seconds", "model_seconds", "model_share", "embedder_seconds",
+        "llm_outside_seconds")}}
