@@ -12,7 +12,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -c requirements/constraints.txt -e ".[test]"
+	$(PY) -m pip install -c requirements/constraints.txt -e ".[test,distributed,server]"
 	touch $@
 
 index: setup

@@ -65,7 +65,8 @@ def extract_claims(text_units: pl.DataFrame, entity_mentions: pl.DataFrame, llm:
     Args:
         text_units: ``TEXT_UNITS_SCHEMA`` frame (id, text).
         entity_mentions: ``ENTITY_MENTIONS_SCHEMA`` frame of the same units.
-        llm: the cached LLM (stage ``claims``); one call per unit with entities.
+        llm: the cached LLM (stage ``claims``); one call per unit with entities,
+            ``llm.concurrency`` at a time.
         settings: ``seed``.
         progress: ``progress(done, total)`` over the units with entities.
 
@@ -76,10 +77,15 @@ def extract_claims(text_units: pl.DataFrame, entity_mentions: pl.DataFrame, llm:
         pl.col("title")).iter_rows()}
     units = text_units.filter(pl.col("id").is_in(list(names))).select("id", "text")
     rows, fails = [], []
-    for i, (uid, text) in enumerate(units.iter_rows(), 1):
-        obj, failure = structured_call(llm, CLAIMS_TEMPLATE, STAGE, f"{uid}#claims",
-                                       settings.seed, schema=claims_schema(names[uid]),
-                                       names=", ".join(names[uid]), text=text)
+    todo = list(units.iter_rows())
+
+    def ask(unit: tuple[str, str]) -> tuple[dict | None, dict | None]:
+        uid, text = unit
+        return structured_call(llm, CLAIMS_TEMPLATE, STAGE, f"{uid}#claims", settings.seed,
+                               schema=claims_schema(names[uid]), names=", ".join(names[uid]),
+                               text=text)
+
+    for (uid, _), (obj, failure) in zip(todo, llm.map(ask, todo, progress)):
         if obj is None:
             fails.append(failure)
         else:
@@ -93,8 +99,6 @@ def extract_claims(text_units: pl.DataFrame, entity_mentions: pl.DataFrame, llm:
                     rows.append({"text_unit_id": uid, "subject": c["subject"],
                                  "object": other, "type": key[2], "status": c["status"],
                                  "description": key[3]})
-        if progress:
-            progress(i, units.height)
     claims = (pl.DataFrame(rows, schema=schemas.CLAIM_MENTIONS_SCHEMA) if rows
               else schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA))
     return claims, failures_frame(fails)

@@ -1,4 +1,4 @@
-"""``kgloom`` command line: index, backfill, partitions, status, cache, query, ui.
+"""``kgloom`` command line: index, backfill, partitions, status, cache, query, import-graph, ui.
 
 ``kgloom index`` materializes every asset in this process against a persistent Dagster
 instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in the UI.
@@ -30,16 +30,20 @@ def _dagster_home() -> Path:
 
 
 def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
+               llm_urls: list[str] | None = None, llm_concurrency: int | None = None,
                embedder_path: str = "", **settings) -> dict:
-    """Resources for a command, with the model checked and the input folder present."""
+    """Resources for a command, with the model (file or servers) checked and the input
+    folder present."""
     from kgloom.definitions import build_resources
     from kgloom.llm import ModelFileError
+    from kgloom.llm_http import LLMServerError
 
-    resources = build_resources(input_dir, output_dir, model_path, fake_llm,
-                                embedder_path=embedder_path or None, **settings)
     try:
-        resources["llm"].verify()  # a missing model stops the run before any work
-    except ModelFileError as exc:
+        resources = build_resources(input_dir, output_dir, model_path, fake_llm,
+                                    llm_urls=llm_urls, llm_concurrency=llm_concurrency,
+                                    embedder_path=embedder_path or None, **settings)
+        resources["llm"].verify()  # a missing model or server stops the run before any work
+    except (ModelFileError, LLMServerError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if not Path(input_dir).is_dir():
@@ -48,11 +52,18 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
     return resources
 
 
-def _instance():
+def _instance(resources: dict | None = None):
+    """The persistent Dagster instance; with ``resources``, its pool ``llm`` limit is set
+    to what the LLM's model slots allow (``LLMResource.pool_limit``)."""
     import dagster as dg
 
     _dagster_home()
-    return dg.DagsterInstance.get()
+    instance = dg.DagsterInstance.get()
+    if resources is not None:
+        from kgloom.pipelines.runner import set_llm_pool_limit
+
+        set_llm_pool_limit(instance, resources["llm"].pool_limit())
+    return instance
 
 
 def _finish(output_dir: str, before: dict[str, int], report, started: float | None = None,
@@ -102,11 +113,17 @@ INPUT = typer.Option("data/input", help="folder of documents")
 OUTPUT = typer.Option("data/output", help="where the index is written")
 MODEL = typer.Option("", help="a GGUF file (default: bundled SmolLM2-135M)")
 FAKE = typer.Option(False, help="deterministic fake LLM (no model)")
+LLM_URL = typer.Option([], "--llm-url", help="an OpenAI-compatible model server, e.g. "
+                       "http://gpu1:8000 (repeatable; default: env KGLOOM_LLM_URL)")
+LLM_CONCURRENCY = typer.Option(None, "--llm-concurrency", help="LLM calls in flight per "
+                               "stage, spread over the servers (default: env "
+                               "KGLOOM_LLM_CONCURRENCY or 1)")
 
 
 @app.command()
 def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
-          fake_llm: bool = FAKE,
+          fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
+          llm_concurrency: int | None = LLM_CONCURRENCY,
           force: bool = typer.Option(False, help="re-run every partition, changed or not"),
           max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
           extract_claims: bool = typer.Option(
@@ -141,12 +158,12 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     if candidate_source not in SOURCES:
         typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
         raise typer.Exit(2)
-    resources = _resources(input_dir, output_dir, model_path, fake_llm,
-                           max_gleanings=max_gleanings, extract_claims=extract_claims,
-                           embedder_path=embedder_path, candidate_source=candidate_source,
-                           cut_boilerplate=cut_boilerplate)
+    resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
+                           llm_concurrency, max_gleanings=max_gleanings,
+                           extract_claims=extract_claims, embedder_path=embedder_path,
+                           candidate_source=candidate_source, cut_boilerplate=cut_boilerplate)
     before = cache_rows(output_dir)
-    diff, report = index_folder(resources, _instance(), force=force,
+    diff, report = index_folder(resources, _instance(resources), force=force,
                                 tags={"kgloom/command": "index"}, reports=reports)
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
@@ -164,7 +181,8 @@ def backfill(partition: list[str] = typer.Option(
              all_partitions: bool = typer.Option(False, "--all", help="every input file"),
              graph: bool = typer.Option(True, help="refresh the graph-wide assets afterwards"),
              input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
-             fake_llm: bool = FAKE) -> None:
+             fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
+             llm_concurrency: int | None = LLM_CONCURRENCY) -> None:
     """Re-run documents, text_units and extracted_graph for chosen partitions (keys are
     paths relative to INPUT_DIR, see `kgloom partitions`), then the graph refresh.
     Unchanged text units are served by the LLM cache."""
@@ -173,8 +191,9 @@ def backfill(partition: list[str] = typer.Option(
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import materialize_partitions, refresh_graph, sync_partitions
 
-    resources = _resources(input_dir, output_dir, model_path, fake_llm)
-    instance = _instance()
+    resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
+                           llm_concurrency)
+    instance = _instance(resources)
     diff = sync_partitions(instance, input_dir, output_dir)
     known = set(diff.added + diff.changed + diff.unchanged)
     keys = sorted(known) if all_partitions else list(dict.fromkeys(partition))
@@ -291,6 +310,43 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(render_result(result))
+
+
+@app.command("import-graph")
+def import_graph(
+        nodes: str = typer.Option(..., help="nodes table (.parquet/.csv/.jsonl): id, vector "
+                                  "[, title, type, description, any other columns]"),
+        edges: str = typer.Option(..., help="edges table: source, target [, weight, "
+                                  "description]"),
+        output_dir: str = typer.Option(..., help="a new or empty folder (or an earlier "
+                                       "import, replaced)"),
+) -> None:
+    """Import a graph kgloom did not extract (nodes with vectors, edges) as an index.
+
+    Writes the files `kgloom index` writes for the graph (entities, relationships,
+    graph-nodes/graph-edges parquet, LanceDB entities table) with no text units; query
+    it by vector (Retriever.fused_by_vector / two_step_by_vector). See
+    kgloom/graph_import.py for the table formats.
+    """
+    import time
+
+    from kgloom.graph_import import GraphImportError, import_graph as run_import
+    from kgloom.graph_import import read_graph_tables
+
+    start = time.perf_counter()
+
+    def say(line: str) -> None:
+        typer.echo(f"[{time.perf_counter() - start:6.1f} s] {line}", err=True)
+
+    try:
+        say(f"reading {nodes} and {edges}")
+        node_table, edge_table = read_graph_tables(nodes, edges)
+        summary = run_import(node_table, edge_table, output_dir,
+                             source={"nodes": nodes, "edges": edges}, progress=say)
+    except GraphImportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(summary, indent=2))
 
 
 @app.command()

@@ -537,6 +537,9 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         settings: entity types, bounds, gleanings, co-mention options, seed.
         progress: called as ``progress(done, total)`` after each unit.
 
+    Units are extracted ``llm.concurrency`` at a time (:meth:`CachedLLM.map`); the
+    tables keep the text units' order whatever the concurrency.
+
     Returns:
         an :class:`ExtractionResult`; ``units`` says for every unit whether it was
         extracted (possibly with no entity) or failed; a failed unit has a failures row
@@ -550,23 +553,26 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
     total = text_units.height
     vocabulary = word_counts(text_units["text"].to_list())
     titles = record_titles(documents) if settings.title_candidates else {}
-    for i, row in enumerate(text_units.select("id", "text", "document_id", "chunk_index")
-                            .iter_rows(named=True), 1):
+    rows = list(text_units.select("id", "text", "document_id", "chunk_index")
+                .iter_rows(named=True))
+
+    def one(row: dict) -> tuple[tuple[list[dict], list[dict], list[dict]], Counter]:
+        own: Counter[str] = Counter()  # per unit: the calls run in threads
         title = titles.get(row["document_id"]) if row["chunk_index"] == 0 else None
-        before = counts["units_without_names"]
-        e, r, f = extract_unit(llm, row["id"], row["text"], settings, counts, vocabulary,
-                               title)
+        return extract_unit(llm, row["id"], row["text"], settings, own, vocabulary,
+                            title), own
+
+    for row, ((e, r, f), own) in zip(rows, llm.map(one, rows, progress)):
+        counts.update(own)
         ents += e
         rels += r
         fails += f
         failed = bool(f) and not e
         counts["units_failed"] += failed
-        no_names = counts["units_without_names"] > before and not failed
+        no_names = own["units_without_names"] > 0 and not failed
         status.append({"text_unit_id": row["id"], "entities": len(e), "relationships": len(r),
                        "status": "failed" if failed else "no_names" if no_names
                        else "extracted"})
-        if progress:
-            progress(i, total)
     vote_types(ents, counts)
     counts["units"] = total
     counts["entity_mentions"] = len(ents)

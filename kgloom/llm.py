@@ -13,6 +13,9 @@ and per-stage statistics.
   parse, JSON-schema validation (``jsonschema``), one retry with another seed, and a
   failures row with the raw reply excerpt if it still fails. It never raises for a bad
   reply.
+- :meth:`CachedLLM.map` sends a stage's independent calls ``concurrency`` at a time
+  (threads); the cache, the statistics and the backends are safe under it. An
+  OpenAI-compatible model server backend lives in :mod:`kgloom.llm_http`.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import jsonschema
 from tenacity import retry, stop_after_attempt, wait_exponential
@@ -266,6 +272,12 @@ def _fast_llama_class():
 class LlamaCppBackend:
     """A GGUF model run in-process by llama-cpp-python.
 
+    One ``Llama`` object is not thread-safe, so :meth:`complete` holds a lock: concurrent
+    calls (``CachedLLM.map``) are served one after another. Parallel in-process decoding
+    comes from several worker processes (Celery workers, Dagster's multiprocess
+    executor), each loading its own model; parallel calls on one machine come from a
+    model server (:mod:`kgloom.llm_http`).
+
     Args:
         model_path: the GGUF file.
         n_ctx: context window in tokens (prompt + reply must fit).
@@ -348,6 +360,7 @@ class LlamaCppBackend:
         """Run one chat completion under ``schema``'s grammar (see class doc).
 
         Retries twice with exponential backoff (tenacity) on an exception from llama.cpp.
+        Thread-safe: one call at a time holds the model (see class doc).
         """
         import llama_cpp
 
@@ -482,6 +495,8 @@ class LLMCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+        # one connection shared by the threads of CachedLLM.map: one statement at a time
+        self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_CACHE_DDL)
         self._db.commit()
@@ -494,21 +509,24 @@ class LLMCache:
 
     def get(self, key: str) -> Completion | None:
         """Return the stored reply for ``key``, or None."""
-        row = self._db.execute(
-            "SELECT reply, prompt_tokens, completion_tokens, seconds FROM llm_calls WHERE key=?",
-            (key,)).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT reply, prompt_tokens, completion_tokens, seconds FROM llm_calls"
+                " WHERE key=?", (key,)).fetchone()
         return Completion(*row) if row else None
 
     def put(self, key: str, stage: str, model_id: str, template_hash: str, input_hash: str,
             params: dict, reply: Completion) -> None:
         """Store one reply (replacing any row with the same key)."""
-        self._db.execute(
-            "INSERT OR REPLACE INTO llm_calls (key, stage, model_id, template_hash, input_hash,"
-            " params, reply, prompt_tokens, completion_tokens, seconds)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (key, stage, model_id, template_hash, input_hash, json.dumps(params, sort_keys=True),
-             reply.text, reply.prompt_tokens, reply.completion_tokens, reply.seconds))
-        self._db.commit()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO llm_calls (key, stage, model_id, template_hash,"
+                " input_hash, params, reply, prompt_tokens, completion_tokens, seconds)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (key, stage, model_id, template_hash, input_hash,
+                 json.dumps(params, sort_keys=True), reply.text, reply.prompt_tokens,
+                 reply.completion_tokens, reply.seconds))
+            self._db.commit()
 
     def rows_per_stage(self) -> dict[str, int]:
         """Return {stage: cached calls}. Every call that reaches the model stores exactly
@@ -517,15 +535,64 @@ class LLMCache:
 
     def summary(self) -> list[dict[str, Any]]:
         """Return one dict per stage: rows, prompt/completion tokens and model seconds."""
-        cur = self._db.execute(
-            "SELECT stage, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds)"
-            " FROM llm_calls GROUP BY stage ORDER BY stage")
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT stage, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),"
+                " SUM(seconds) FROM llm_calls GROUP BY stage ORDER BY stage").fetchall()
         return [{"stage": s, "rows": n, "prompt_tokens": p or 0, "completion_tokens": c or 0,
-                 "seconds": round(t or 0.0, 2)} for s, n, p, c, t in cur.fetchall()]
+                 "seconds": round(t or 0.0, 2)} for s, n, p, c, t in rows]
 
     def close(self) -> None:
         """Close the database connection."""
-        self._db.close()
+        with self._lock:
+            self._db.close()
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_concurrent(fn: Callable[[T], R], items: Sequence[T], concurrency: int,
+                   progress: Callable[[int, int], None] | None = None) -> list[R]:
+    """Return ``[fn(x) for x in items]``, running up to ``concurrency`` calls at once.
+
+    Threads (``concurrent.futures.ThreadPoolExecutor``): the work is waiting on a model
+    (llama.cpp releases the GIL, an HTTP call waits on the network). Results keep the
+    order of ``items`` whatever order the calls finish in, so the output does not depend
+    on ``concurrency``. ``progress(done, total)`` is called from the calling thread after
+    each finished item. With ``concurrency`` 1 everything runs in the calling thread.
+
+    Raises:
+        ValueError: when ``concurrency`` <= 0.
+        the first exception raised by ``fn``: items not yet started are cancelled and the
+            calls in flight are waited for (each is bounded by its backend's timeout).
+    """
+    if concurrency <= 0:
+        raise ValueError(f"LLM concurrency must be >= 1, got {concurrency}")
+    total = len(items)
+    if concurrency == 1 or total <= 1:
+        out = []
+        for i, x in enumerate(items, 1):
+            out.append(fn(x))
+            if progress:
+                progress(i, total)
+        return out
+    results: list[Any] = [None] * total
+    pool = ThreadPoolExecutor(max_workers=min(concurrency, total),
+                              thread_name_prefix="kgloom-llm")
+    try:
+        futures = {pool.submit(fn, x): i for i, x in enumerate(items)}
+        pending, done = set(futures), 0
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                results[futures[f]] = f.result()  # re-raises the call's exception
+                done += 1
+                if progress:
+                    progress(done, total)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
 
 
 @dataclass
@@ -535,12 +602,48 @@ class CachedLLM:
     ``backend`` may be None: then every call must hit the cache (a cache-only run) and a
     miss raises :class:`ModelFileError`-free ``LookupError``. Creating the backend lazily
     is the caller's business (see ``resources/llm.py``).
+
+    ``concurrency`` is how many calls :meth:`map` sends at once. :meth:`call` is
+    thread-safe: statistics are updated under a lock, and two threads asking for the same
+    key make one model call (the second waits and gets a cache hit).
+
+    Raises:
+        ValueError: when ``concurrency`` <= 0.
     """
 
     backend: LLMBackend | None
     cache: LLMCache
     model_id: str
     stats: dict[str, StageStats] = field(default_factory=dict)
+    concurrency: int = 1
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                 compare=False)
+    _inflight: dict[str, list] = field(default_factory=dict, init=False, repr=False,
+                                       compare=False)
+
+    def __post_init__(self) -> None:
+        if self.concurrency <= 0:
+            raise ValueError(f"LLM concurrency must be >= 1, got {self.concurrency}")
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T],
+            progress: Callable[[int, int], None] | None = None) -> list[R]:
+        """:func:`map_concurrent` with this LLM's ``concurrency``: results in item order."""
+        return map_concurrent(fn, items, self.concurrency, progress)
+
+    @contextmanager
+    def _claim(self, key: str) -> Iterator[None]:
+        """Hold the per-key lock of ``key`` (created on first use, dropped when free)."""
+        with self.lock:
+            entry = self._inflight.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self.lock:
+                entry[1] -= 1
+                if not entry[1]:
+                    del self._inflight[key]
 
     def backend_settings(self) -> dict[str, Any]:
         """The backend's settings (a ``settings`` dict where it has one: threads, batch
@@ -556,18 +659,22 @@ class CachedLLM:
         Raises:
             LookupError: on a cache miss when no backend is configured.
         """
-        st = self.stats.setdefault(stage, StageStats())
+        with self.lock:
+            st = self.stats.setdefault(stage, StageStats())
         params = {"schema": schema, "max_tokens": max_tokens, "seed": seed}
         key = LLMCache.key(self.model_id, template_hash, input_hash, params)
-        hit = self.cache.get(key)
-        if hit is not None:
-            st.cache_hits += 1
-            return hit
-        if self.backend is None:
-            raise LookupError(f"no cached reply for {stage} call {key[:12]} and no backend")
-        reply = self.backend.complete(messages, schema, max_tokens, seed)
-        st.add(reply)
-        self.cache.put(key, stage, self.model_id, template_hash, input_hash, params, reply)
+        with self._claim(key):
+            hit = self.cache.get(key)
+            if hit is not None:
+                with self.lock:
+                    st.cache_hits += 1
+                return hit
+            if self.backend is None:
+                raise LookupError(f"no cached reply for {stage} call {key[:12]} and no backend")
+            reply = self.backend.complete(messages, schema, max_tokens, seed)
+            with self.lock:
+                st.add(reply)
+            self.cache.put(key, stage, self.model_id, template_hash, input_hash, params, reply)
         return reply
 
 
@@ -628,7 +735,8 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
     input_hash = content_id("inputs", json.dumps(inputs, sort_keys=True))
     messages = template.messages(**inputs)
     problem, raw = "", ""
-    st = llm.stats.setdefault(stage, StageStats())
+    with llm.lock:
+        st = llm.stats.setdefault(stage, StageStats())
     for attempt in range(2):
         try:
             reply = llm.call(stage, template.hash, input_hash, messages, schema,
@@ -649,6 +757,8 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
         except jsonschema.ValidationError as exc:
             problem = f"reply breaks the schema: {exc.message[:200]}"
         if attempt == 0:
-            st.retries += 1
-    st.failures += 1
+            with llm.lock:
+                st.retries += 1
+    with llm.lock:
+        st.failures += 1
     return None, {"stage": stage, "item_id": item_id, "reason": problem, "detail": raw[:500]}

@@ -295,7 +295,8 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         entities / relationships: ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames.
         llm: the cached LLM (stage ``community_reports``); at most one call per community
             large enough for it (:func:`needs_llm_report`); the others get
-            :func:`rule_report`.
+            :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
+            time.
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members`` and
             ``report_llm_min_relationships``.
         tokenizer: measures the context budget.
@@ -306,8 +307,8 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
 
     Returns:
         (reports, failures, context_methods): reports conform to
-        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed; every other
-        community has a failures row (``generated_by`` says ``llm`` or ``rules``);
+        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed
+        (``generated_by``: ``llm`` or ``rules``); every other community has a failures row;
         context_methods counts how contexts were built, with ``rules`` for rule-based
         reports, ``reused`` for reports kept from ``previous`` and ``carried_down`` for a community
         repeated unchanged on a higher level, which gets its deeper copy's report (so
@@ -320,45 +321,66 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
     kept = ({} if previous is None or "report_key" not in previous.columns else
             {r["report_key"]: r for r in previous.iter_rows(named=True)})
     order = communities.sort(["level", "community"], descending=[True, False])
-    total = order.height
-    for n, c in enumerate(order.iter_rows(named=True), 1):
-        own_claims = member_claims(c, entities, claims)
-        by = "llm" if needs_llm_report(c, settings) else "rules"
-        key = report_key(c, llm.model_id, settings,
-                         own_claims["id"].to_list() if own_claims is not None else None, by)
-        if key in kept or key in written:
-            # "reused": from the previous run; "carried_down": the same community one
-            # level deeper (communities at or below max_cluster_size repeat per level)
-            how = "reused" if key in kept else "carried_down"
-            methods[how] = methods.get(how, 0) + 1
-            done[c["community"]] = {**(kept.get(key) or written[key]), **_placement(c),
-                                    "report_key": key}
-            if progress:
-                progress(n, total)
-            continue
-        if by == "rules":
-            methods["rules"] = methods.get("rules", 0) + 1
-            obj, failure = rule_report(c, entities, relationships), None
-        else:
+    total, finished = order.height, 0
+
+    def reuse(c: dict, key: str) -> None:
+        # "reused": from the previous run; "carried_down": the same community one level
+        # deeper (communities at or below max_cluster_size repeat per level)
+        how = "reused" if key in kept else "carried_down"
+        methods[how] = methods.get(how, 0) + 1
+        done[c["community"]] = {**(kept.get(key) or written[key]), **_placement(c),
+                                "report_key": key}
+
+    def ask(job: tuple[dict, str, str]) -> tuple[dict | None, dict | None]:
+        return structured_call(llm, REPORT_TEMPLATE, STAGE, str(job[0]["community"]),
+                               settings.seed, context=job[2])
+
+    def tick(n: int, _level_total: int) -> None:  # n of this level's calls are done
+        if progress:
+            progress(finished + n, total)
+
+    # a level's communities are disjoint and need only deeper levels' reports: one
+    # level's calls go out together (llm.concurrency at a time), deepest level first
+    for _, level in order.group_by("level", maintain_order=True):
+        jobs: list[tuple[dict, str, str]] = []  # (community, report key, context)
+        answers: list[tuple[dict, str, str, dict | None, dict | None]] = []
+        for c in level.iter_rows(named=True):
+            own_claims = member_claims(c, entities, claims)
+            by = "llm" if needs_llm_report(c, settings) else "rules"
+            key = report_key(c, llm.model_id, settings,
+                             own_claims["id"].to_list() if own_claims is not None else None, by)
+            if key in kept or key in written:
+                reuse(c, key)
+                finished += 1
+                tick(0, total)
+                continue
+            if by == "rules":
+                methods["rules"] = methods.get("rules", 0) + 1
+                answers.append((c, key, by, rule_report(c, entities, relationships), None))
+                finished += 1
+                tick(0, total)
+                continue
             children = [done[k] for k in c["children"] if k in done]
             context, method = build_report_context(c, entities, relationships, children,
                                                    settings.report_max_input_tokens,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
-            obj, failure = structured_call(llm, REPORT_TEMPLATE, STAGE, str(c["community"]),
-                                           settings.seed, context=context)
-        if obj is None:
-            failures.append(failure)
-        else:
-            done[c["community"]] = {
-                **_placement(c), "title": obj["title"].strip(),
-                "summary": obj["summary"].strip(), "full_content": _markdown(obj),
-                "rank": float(obj["rating"]), "rating_explanation": obj["rating_explanation"],
-                "findings": obj["findings"], "full_content_json": json.dumps(obj),
-                "report_key": key, "generated_by": by}
-            written[key] = done[c["community"]]
-        if progress:
-            progress(n, total)
+            jobs.append((c, key, context))
+        answers += [(c, key, "llm", obj, failure)
+                    for (c, key, _), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick))]
+        for c, key, by, obj, failure in answers:
+            if obj is None:
+                failures.append(failure)
+            else:
+                done[c["community"]] = {
+                    **_placement(c), "title": obj["title"].strip(),
+                    "summary": obj["summary"].strip(), "full_content": _markdown(obj),
+                    "rank": float(obj["rating"]),
+                    "rating_explanation": obj["rating_explanation"],
+                    "findings": obj["findings"], "full_content_json": json.dumps(obj),
+                    "report_key": key, "generated_by": by}
+                written[key] = done[c["community"]]
+        finished += len(jobs)
     schema = {k: v for k, v in schemas.COMMUNITY_REPORTS_SCHEMA.items() if k != "human_readable_id"}
     rows = [{k: r[k] for k in schema} for r in sorted(done.values(), key=lambda r: r["community"])]
     frame = pl.DataFrame(rows, schema=schema).with_row_index("human_readable_id").with_columns(

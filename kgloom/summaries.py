@@ -104,7 +104,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
             ``summary_max_input_tokens`` (llm) or ``summary_max_sentences`` and
             ``summary_max_chars`` (extractive).
         tokenizer: counts the LLM's input budget (tokens).
-        progress: called as ``progress(done, total)`` over the items summarized.
+        progress: called as ``progress(done, total)`` over the items summarized. The
+            LLM's calls go out ``llm.concurrency`` at a time.
         embed: texts -> (n, dim) float array (the index's embedder), for the
             ``extractive`` method: every description of the items to summarize is
             embedded in one call; None takes each item's first descriptions.
@@ -134,17 +135,18 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
                 progress(n, len(todo))
         return (table.with_columns(description=pl.Series(out, dtype=pl.String)),
                 failures_frame(failures))
-    for n, i in enumerate(todo, 1):
-        text = tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
-                                  settings.summary_max_input_tokens)
-        obj, failure = structured_call(llm, SUMMARY_TEMPLATE, STAGE, names[i], settings.seed,
-                                       name=names[i], descriptions=text)
+    texts = {i: tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
+                                   settings.summary_max_input_tokens) for i in todo}
+
+    def summarize(i: int) -> tuple[dict | None, dict | None]:
+        return structured_call(llm, SUMMARY_TEMPLATE, STAGE, names[i], settings.seed,
+                               name=names[i], descriptions=texts[i])
+
+    for i, (obj, failure) in zip(todo, llm.map(summarize, todo, progress)):
         if obj is None:
             failures.append(failure)
         else:
             out[i] = obj["description"].strip()
-        if progress:
-            progress(n, len(todo))
     return table.with_columns(description=pl.Series(out, dtype=pl.String)), failures_frame(failures)
 
 

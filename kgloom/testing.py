@@ -4,12 +4,20 @@
 that :func:`schema_instance` builds from a hash of the prompt: valid by construction,
 the same for the same prompt, different for different prompts. ``broken_every`` makes
 every n-th reply invalid JSON, to exercise the retry and failures paths.
+
+:class:`FakeChatServer` serves the same replies over HTTP as an OpenAI-compatible server
+(``/v1/models``, ``/v1/chat/completions``) on 127.0.0.1, with switchable faults (slow,
+non-JSON, schema-breaking, HTTP 500, a body that is no chat completion), for the tests of
+:mod:`kgloom.llm_http`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kgloom.llm import Completion
@@ -55,16 +63,239 @@ class FakeBackend:
         self.model_id = model_id
         self.broken_every = broken_every
         self.calls = 0
+        self._lock = threading.Lock()
 
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
                  max_tokens: int, seed: int) -> Completion:
-        """Return a schema-valid JSON reply derived from a hash of ``messages`` and ``seed``."""
-        self.calls += 1
+        """Return a schema-valid JSON reply derived from a hash of ``messages`` and ``seed``.
+        Thread-safe."""
+        with self._lock:
+            self.calls += 1
+            n = self.calls
         digest = hashlib.sha256((json.dumps(messages) + str(seed)).encode()).digest()
-        if self.broken_every and self.calls % self.broken_every == 0:
+        if self.broken_every and n % self.broken_every == 0:
             text = '{"entities": [{"name": '  # cut off: invalid JSON
         else:
             text = json.dumps(schema_instance(schema, digest[0]))
         prompt_tokens = sum(len(m["content"].split()) for m in messages)
         return Completion(text=text, prompt_tokens=prompt_tokens,
                           completion_tokens=len(text.split()), seconds=0.0)
+
+
+FAULTS = ("none", "slow", "not_json", "breaks_schema", "http_500", "not_a_completion")
+
+
+class FakeChatServer:
+    """An OpenAI-compatible chat server on 127.0.0.1 answering like :class:`FakeBackend`.
+
+    ``GET /v1/models`` lists ``model_id``; ``POST /v1/chat/completions`` answers with
+    FakeBackend's reply to the request's messages, seed and ``response_format`` schema
+    (either ``json_schema`` or llama-cpp-python's ``json_object`` + ``schema`` form;
+    ``json_object_only`` rejects the first with an HTTP 500 naming ``response_format``, as
+    llama-cpp-python 0.3's server does). Attributes may be changed while it runs:
+
+    - ``fault``: one of :data:`FAULTS`: ``slow`` sleeps ``delay_s`` seconds first,
+      ``not_json`` answers a reply text that is not JSON, ``breaks_schema`` a JSON object
+      with none of the schema's properties, ``http_500`` an HTTP 500, and
+      ``not_a_completion`` a 200 whose body is not a chat completion.
+    - ``model_id``: what ``/v1/models`` lists.
+
+    Counts ``requests`` (chat completions received) and ``max_in_flight`` (most requests
+    served at the same time). Use as a context manager, or call :meth:`start` /
+    :meth:`stop`. ``url`` is ``http://127.0.0.1:<port>``.
+    """
+
+    def __init__(self, model_id: str = "fake-llm", fault: str = "none", delay_s: float = 0.0,
+                 json_object_only: bool = False) -> None:
+        self.model_id, self.fault, self.delay_s = model_id, fault, delay_s
+        self.json_object_only = json_object_only
+        self.backend = FakeBackend(model_id)
+        self.requests = self.max_in_flight = self._in_flight = 0
+        self.formats: list[str] = []  # response_format type of each request
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>`` (after :meth:`start`)."""
+        assert self._httpd is not None, "server not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> "FakeChatServer":
+        """Serve on a free port in a daemon thread; return self."""
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep test output quiet
+                pass
+
+            def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, json.dumps({"object": "list", "data": [
+                        {"id": server.model_id, "object": "model", "owned_by": "kgloom"}]
+                    }).encode())
+                else:
+                    self._send(404, b'{"error": "not found"}')
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests += 1
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    self._answer(body)
+                finally:
+                    with server._lock:
+                        server._in_flight -= 1
+
+            def _answer(self, body: dict) -> None:
+                fmt = body.get("response_format") or {}
+                server.formats.append(fmt.get("type", ""))
+                if fmt.get("type") == "json_schema" and server.json_object_only:
+                    # what llama-cpp-python 0.3's server answers (a 500, not a 422)
+                    return self._send(500, b'{"error": {"message": "1 validation error: '
+                                           b'body.response_format.type: Input should be '
+                                           b'\'text\' or \'json_object\'"}}')
+                schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
+                          "json_schema" else fmt.get("schema")) or {"type": "object"}
+                fault = server.fault
+                if fault == "slow":
+                    time.sleep(server.delay_s)
+                if fault == "http_500":
+                    return self._send(500, b'{"error": "model crashed"}')
+                if fault == "not_a_completion":
+                    return self._send(200, b"<html>502 bad gateway</html>", "text/html")
+                reply = server.backend.complete(body["messages"], schema,
+                                                body.get("max_tokens", 0), body.get("seed", 0))
+                text = {"not_json": "Sure! Here is the JSON you asked for:",
+                        "breaks_schema": json.dumps({"unexpected": True})}.get(fault, reply.text)
+                self._send(200, json.dumps({
+                    "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
+                    "model": server.model_id,
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": reply.prompt_tokens,
+                              "completion_tokens": reply.completion_tokens,
+                              "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+                }).encode())
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request, client_address) -> None:
+                pass  # a client that timed out and hung up: expected in the fault modes
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "FakeChatServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (the OS picks it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaCppServer:
+    """llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, the
+    ``llama-cpp-python[server]`` extra) in a subprocess on 127.0.0.1, for tests and
+    benchmarks.
+
+    Args:
+        model_path: the GGUF file.
+        model_alias: the model id the server reports (kgloom's cache key part); the
+            GGUF's SHA-256 makes its cache keys equal an in-process run's.
+        n_threads: CPU threads for decoding.
+        n_threads_batch: CPU threads for prompt evaluation (default: ``n_threads``).
+        n_ctx: context window in tokens (kgloom's in-process default: 4096).
+        log_path: file receiving the server's stdout and stderr (default: discarded).
+        start_timeout_s: seconds to wait for ``/v1/models`` to answer.
+
+    Raises (on start):
+        RuntimeError: when the server exits or does not answer within
+            ``start_timeout_s``; the message holds the end of its log.
+    """
+
+    def __init__(self, model_path: str, model_alias: str, n_threads: int = 1,
+                 n_threads_batch: int | None = None, n_ctx: int = 4096,
+                 log_path: str | None = None, start_timeout_s: float = 120.0) -> None:
+        self.model_path, self.model_alias = str(model_path), model_alias
+        self.n_threads, self.n_ctx = n_threads, n_ctx
+        self.n_threads_batch = n_threads_batch or n_threads
+        self.log_path, self.start_timeout_s = log_path, start_timeout_s
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc = None
+
+    def start(self) -> "LlamaCppServer":
+        """Start the server and wait until it lists its model; return self."""
+        import subprocess
+        import sys
+        import tempfile
+        import urllib.request
+
+        log = open(self.log_path, "ab") if self.log_path else tempfile.TemporaryFile()
+        self._log = log
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", self.model_path,
+             "--model_alias", self.model_alias, "--host", "127.0.0.1", "--port", str(self.port),
+             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+             "--n_threads_batch", str(self.n_threads_batch)],
+            stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        log.seek(0) if not self.log_path else None
+        tail = (log.read()[-2000:].decode(errors="replace") if not self.log_path
+                else open(self.log_path, encoding="utf-8", errors="replace").read()[-2000:])
+        raise RuntimeError(f"llama_cpp.server on {self.url} did not start: {tail}")
+
+    def stop(self) -> None:
+        """Terminate the server (SIGTERM, then SIGKILL after 10 s)."""
+        import subprocess
+
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> "LlamaCppServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

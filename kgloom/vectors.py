@@ -363,6 +363,48 @@ def write_embedder_manifest(db_path: str | Path, embedder: Embedder) -> Path:
     return write_json(embedder_manifest(embedder), Path(db_path) / EMBEDDER_MANIFEST)
 
 
+EXTERNAL_VECTORS_KEY = "external"  # manifest key: vectors brought in by import-graph
+
+
+class ExternalVectorsError(ValueError):
+    """A text query on an index whose vectors no kgloom embedder made."""
+
+
+class ExternalVectors:
+    """Stands in for the :class:`Embedder` of an index whose vectors came from outside
+    kgloom (``kgloom import-graph``): it knows their dimension but cannot embed text.
+
+    Args:
+        dim: the vectors' dimension.
+
+    ``embed`` raises :class:`ExternalVectorsError` (query such an index by vector).
+    """
+
+    name = EXTERNAL_VECTORS_KEY
+    key = EXTERNAL_VECTORS_KEY
+    model_path = ""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = int(dim)
+
+    def embed(self, texts: list[str], threads: int | None = None) -> np.ndarray:
+        """Always raises :class:`ExternalVectorsError`: no model made these vectors."""
+        raise ExternalVectorsError(
+            "this index's vectors were imported from outside kgloom (kgloom import-graph), "
+            "so no text embedder can query them: query by vector (Retriever.fused_by_vector, "
+            "Retriever.two_step_by_vector)")
+
+
+def write_external_manifest(db_path: str | Path, dim: int) -> Path:
+    """Record in the embedder manifest that the vectors (``dim`` wide) were imported,
+    not embedded by kgloom: model and key are ``EXTERNAL_VECTORS_KEY``."""
+    from kgloom.storage import write_json
+
+    return write_json({"model": EXTERNAL_VECTORS_KEY, "model_path": "",
+                       "key": EXTERNAL_VECTORS_KEY, "dim": int(dim)},
+                      Path(db_path) / EMBEDDER_MANIFEST)
+
+
 def read_embedder_manifest(db_path: str | Path) -> dict | None:
     """The manifest written by :func:`write_embedder_manifest`, or None when absent
     (an index built before kgloom recorded its embedder)."""

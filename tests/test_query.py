@@ -390,3 +390,93 @@ def test_cli_query_prints_table_and_json(carol_index):
     assert bad.exit_code == 2 and "question" in bad.output
     missing = runner.invoke(app, ["query", "x", "--output-dir", str(carol_index / "nope")])
     assert missing.exit_code == 2 and "not a folder" in missing.output
+
+
+# --- query by vector, the memory handle's entity search, the vectorized BFS -----------------
+def test_fused_by_vector_equals_fused_for_the_same_vector(carol_index, retriever):
+    from kgloom.query.retriever import QUERY_EMBED_THREADS
+
+    mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
+    q = "the ghost showed the old man his past at a Christmas ball"
+    qv = retriever.embedder.embed([q], threads=QUERY_EMBED_THREADS)[0]
+    for r in (retriever, mem):
+        for depth in (0, 1, 2):
+            pairs = [(r.fused(q, top_k=3, depth=depth, lam=1.0, oversample=2),
+                      r.fused_by_vector(qv, top_k=3, depth=depth, lam=1.0, oversample=2)),
+                     (r.two_step(q, top_k=3, depth=depth),
+                      r.two_step_by_vector(qv, top_k=3, depth=depth))]
+            for by_text, by_vector in pairs:
+                assert by_vector.text_units.equals(by_text.text_units)
+                assert by_vector.entities.equals(by_text.entities)
+                assert by_vector.relationships.equals(by_text.relationships)
+                drop = ("seconds",)
+                assert {k: v for k, v in by_vector.info.items() if k not in drop} == \
+                    {k: v for k, v in by_text.info.items() if k not in drop}
+                assert by_vector.question == "" and by_text.question == q
+    # any positive scale of the vector is the same query (cosine)
+    scaled = retriever.fused_by_vector(3.0 * qv, top_k=3, depth=1)
+    assert scaled.info["seeds"] == retriever.fused(q, top_k=3, depth=1).info["seeds"]
+    with pytest.raises(ValueError, match="shape"):
+        retriever.fused_by_vector(qv[:10])
+    with pytest.raises(ValueError, match="finite"):
+        retriever.two_step_by_vector(np.zeros_like(qv))
+    with pytest.raises(ValueError, match="top_k"):
+        retriever.fused_by_vector(qv, top_k=0)
+
+
+def test_memory_handle_entity_search_matches_lancedb_flat_scan(carol_index, retriever):
+    mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
+    g = retriever.graph
+    for q in ("Tiny Tim's father", "a ball in a warehouse", "Marley's ghost"):
+        qv = retriever.embedder.embed([q])[0]
+        ids, sims = retriever._search("entities", qv, 5)
+        got = mem._memory_entity_candidates(qv, 5)
+        assert [n for n, _ in got] == [g["node_of"][i] for i in ids]
+        assert np.allclose([s for _, s in got], sims, atol=1e-5)
+    res = mem.fused("Marley's ghost", top_k=2, depth=0)
+    assert res.info["ann"]["entities"] == "memory"
+
+
+def _reference_attribution(g: nx.Graph, seeds: list[int], depth: int) -> dict:
+    """The documented rule, computed the slow way: hops by networkx; a node's parent is
+    the neighbour one hop closer whose seed ranks first, then heavier edge, then the
+    smaller key."""
+    rank = {s: i for i, s in reversed(list(enumerate(seeds)))}
+    hops = {}
+    for s in seeds:
+        for v, d in nx.single_source_shortest_path_length(g, s, cutoff=depth).items():
+            hops[v] = min(d, hops.get(v, d))
+    seed_of = {s: s for s in seeds}
+    out = {s: (0, s, -1) for s in seeds}
+    for level in range(1, depth + 1):
+        for v in sorted(u for u, h in hops.items() if h == level):
+            best = min((rank[seed_of[u]], -g[u][v]["weight"], u) for u in g[v]
+                       if hops.get(u) == level - 1)
+            seed_of[v] = seed_of[best[2]]
+            out[v] = (level, seed_of[v], best[2])
+    return out
+
+
+def test_vectorized_bfs_follows_the_attribution_rule_on_any_thread_count(monkeypatch):
+    monkeypatch.setattr(alg, "PARALLEL_MIN_FRONTIER", 1)  # split every level
+    rng = np.random.default_rng(7)
+    for trial in range(25):
+        g = nx.gnm_random_graph(80, 200, seed=trial)
+        for a, b in g.edges:
+            g[a][b]["weight"] = float(rng.integers(1, 4))
+        edges = list(g.edges)
+        adj = alg.Adjacency.from_edges(80, [a for a, _ in edges], [b for _, b in edges],
+                                       [g[a][b]["weight"] for a, b in edges])
+        seeds = [int(s) for s in dict.fromkeys(rng.integers(0, 80, 4).tolist())]
+        want = _reference_attribution(g, seeds, 3)
+        for threads in (1, 2, 3):
+            got = alg.reach(adj, seeds, 3, threads=threads)
+            assert {int(n): (int(h), int(s), int(p)) for n, h, s, p in zip(
+                got.node, got.hops, got.seed, got.parent)} == want
+            order = [(int(h), seeds.index(int(s)), int(n))
+                     for n, h, s in zip(got.node, got.hops, got.seed)]
+            assert order == sorted(order)
+        hop_map = alg.bfs_hops(adj, seeds, 3)
+        assert [r.node for r in alg.attribute(adj, hop_map, seeds)] == got.node.tolist()
+    with pytest.raises(ValueError, match="threads"):
+        alg.bfs_levels(adj, [0], 1, threads=0)

@@ -80,3 +80,9 @@ def cost_metadata(stats: dict) -> dict:
     return {**llm, **{k: v for k, v in cost.items() if k in (
         "wall_seconds", "model_seconds", "model_share", "embedder_seconds",
         "llm_outside_seconds")}}
+def endpoint_metadata(cached) -> dict:
+    """``{"llm_endpoints": json}`` with each model server's calls, errors, timeouts and
+    seconds when the LLM is behind servers (``OpenAIChatBackend.endpoint_stats``); {}
+    in-process."""
+    stats = getattr(cached.backend, "endpoint_stats", None)
+    return {"llm_endpoints": dg.MetadataValue.json(stats())} if stats else {}

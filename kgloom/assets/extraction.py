@@ -4,7 +4,7 @@ partition per input file."""
 import dagster as dg
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, cost_metadata, preview, progress
+from kgloom.assets._common import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.assets.ingest import text_units
 from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.claims import extract_claims
@@ -29,7 +29,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     pdir = partition_dir(index.out, context.partition_key)
     units = read_table(pdir, schemas.TEXT_UNITS)
     docs = read_table(pdir, schemas.DOCUMENTS)
-    cached = llm.open(index.out)
+    cached = llm.open(index.out, log=context.log)
     with Timer() as t:
         result = extract_graph(units, cached, index.settings(), progress(context, STAGE),
                                documents=docs)
@@ -66,6 +66,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
         **cost_metadata(stats),
         **{k: v for k, v in result.counts.items()},
         "units_per_minute": round(units.height / t.seconds * 60, 1) if t.seconds else 0.0,
+        **endpoint_metadata(cached),
         "preview": preview(result.entity_mentions, ["title", "type", "description"])})
     yield dg.AssetCheckResult(
         check_name="failed_units_rate", passed=rate <= FAILED_UNITS_MAX_RATE,

@@ -7,7 +7,8 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, cost_metadata, png_md, preview, progress
+from kgloom.assets._common import (Timer, cost_metadata, endpoint_metadata, png_md, preview,
+                                   progress)
 from kgloom.assets.extraction import extracted_graph
 from kgloom.claims import build_covariates
 from kgloom.entities import build_entity_tables
@@ -51,7 +52,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     if removed:
         context.log.info(f"removed the contribution of deleted partitions: {removed}")
     em, rm = corpus.entity_mentions, corpus.relationship_mentions
-    cached = llm.open(index.out)
+    cached = llm.open(index.out, log=context.log)
     use_embedding = em.height > 0 and ("embedding" in s.resolution_methods
                                        or s.summary_method == "extractive")
     emb = embedder.load() if use_embedding else None
@@ -92,6 +93,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
         "summary_calls": st.calls if st else 0,
         **cost_metadata(stats),
+        **endpoint_metadata(cached),
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
                                    ["title", "type", "degree", "pagerank", "frequency"])})
     yield dg.MaterializeResult(asset_key="relationships", metadata={
@@ -144,7 +146,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     previous = (read_table(index.out, schemas.COMMUNITY_REPORTS, schemas.COMMUNITY_REPORTS_SCHEMA)
                 if s.reuse_reports else None)
     claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
-    cached = llm.open(index.out)
+    cached = llm.open(index.out, log=context.log)
     reports, failures, methods = write_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
         previous=previous, claims=claims)
@@ -163,4 +165,5 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
         "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
         "context_methods": dg.MetadataValue.json(methods),
         **cost_metadata(stats),
+        **endpoint_metadata(cached),
         "preview": preview(reports, ["community", "level", "title", "rank", "size"])})

@@ -44,6 +44,24 @@ def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: st
     return diff
 
 
+LLM_POOL = "llm"  # the Dagster pool of the LLM-bound assets
+
+
+def set_llm_pool_limit(instance: dg.DagsterInstance, limit: int) -> None:
+    """Set the instance's limit of the pool ``llm`` (LLM-bound steps running at once
+    across runs) to ``limit``, when it differs (``LLMResource.pool_limit``: the model
+    slots divided by the calls each step keeps in flight).
+
+    Raises:
+        ValueError: when ``limit`` < 1.
+    """
+    if limit < 1:
+        raise ValueError(f"the llm pool limit must be >= 1, got {limit}")
+    storage = instance.event_log_storage
+    if storage.get_concurrency_info(LLM_POOL).slot_count != limit:
+        storage.set_concurrency_slots(LLM_POOL, limit)
+
+
 @dataclass
 class RunReport:
     """What one ``kgloom`` command ran: run ids, failed partitions, graph success."""

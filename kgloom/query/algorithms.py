@@ -6,7 +6,8 @@ retrieval modes of :mod:`kgloom.query.retriever` are built from, and each is sma
 enough to check by hand in a test:
 
 - :func:`bfs` — multi-source breadth-first search with hop depth, first-reaching seed
-  and the edge it came through.
+  and the edge it came through (:func:`reach`: the same as arrays, vectorized over the
+  CSR arrays, each level optionally split across threads).
 - :func:`diversity_rerank` — the greedy seed selection of the fused retrieve:
   ``score(c) = ann(c) - lambda * max_{s in S} Jaccard(N(c), N(s))``.
 - :func:`personalized_pagerank` — igraph's PRPACK personalized PageRank.
@@ -109,81 +110,226 @@ class Reached:
     weight: float
 
 
+@dataclass(frozen=True)
+class ReachedSet:
+    """The nodes a BFS reached, as parallel arrays (one entry per node), sorted by
+    (hops, seed rank, node): the array form of a list of :class:`Reached`.
+
+    Attributes:
+        node, hops, seed, parent, edge_row: int64 arrays (r,), as in :class:`Reached`.
+        weight: float64 array (r,).
+    """
+
+    node: np.ndarray
+    hops: np.ndarray
+    seed: np.ndarray
+    parent: np.ndarray
+    edge_row: np.ndarray
+    weight: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.node.shape[0])
+
+    def to_list(self) -> list[Reached]:
+        """The same nodes as :class:`Reached` objects, in the same order."""
+        return [Reached(*row) for row in zip(
+            self.node.tolist(), self.hops.tolist(), self.seed.tolist(),
+            self.parent.tolist(), self.edge_row.tolist(), self.weight.tolist())]
+
+
+# A BFS level whose frontier has fewer nodes than this is expanded on the calling thread
+# even when threads > 1: below it, handing chunks to a pool costs more than it saves.
+PARALLEL_MIN_FRONTIER = 512
+_POOLS: dict[int, object] = {}
+
+
+def _row_positions(adj: Adjacency, nodes: np.ndarray) -> np.ndarray:
+    """Positions in ``adj.indices`` of the rows of ``nodes``, row after row (int64)."""
+    starts = adj.indptr[nodes]
+    counts = adj.indptr[nodes + 1] - starts
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    # start of each row, repeated over its length, plus the offset inside the row
+    ends = np.cumsum(counts)
+    return np.repeat(starts - (ends - counts), counts) + np.arange(total, dtype=np.int64)
+
+
+def _fresh_neighbors(adj: Adjacency, frontier: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Sorted distinct neighbours of ``frontier`` not marked in ``seen`` (read only)."""
+    nbrs = adj.indices[_row_positions(adj, frontier)]
+    return np.unique(nbrs[~seen[nbrs]])
+
+
+def _pool(threads: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    if threads not in _POOLS:
+        _POOLS[threads] = ThreadPoolExecutor(max_workers=threads,
+                                             thread_name_prefix="kgloom-bfs")
+    return _POOLS[threads]
+
+
+def bfs_levels(adj: Adjacency, seeds: Iterable[int], depth: int,
+               threads: int = 1) -> list[np.ndarray]:
+    """Multi-source BFS to ``depth`` hops, edges undirected, level-synchronous and
+    vectorized: each level gathers the CSR rows of the whole frontier at once.
+
+    With ``threads`` > 1, a frontier of at least PARALLEL_MIN_FRONTIER nodes is split
+    into ``threads`` chunks whose rows are gathered and filtered against the nodes seen
+    so far on a thread pool (numpy releases the GIL in these array operations); their
+    results are merged (``np.unique``) before the next level, so the answer is the same
+    for any thread count. This is the level-synchronous parallel BFS of Buluç & Madduri
+    (SC 2011, "Parallel breadth-first search on distributed memory systems"), with the
+    merge standing in for their shared visited set.
+
+    Args:
+        adj: the graph.
+        seeds: node keys; duplicates and keys outside [0, n) are ignored.
+        depth: maximum hops, >= 0.
+        threads: workers per level, >= 1.
+
+    Returns:
+        ``levels``: levels[h] is the sorted int64 array of the nodes at exactly h hops;
+        at most depth + 1 arrays (fewer when the search runs out of nodes).
+
+    Raises:
+        ValueError: when ``depth`` < 0 or ``threads`` < 1.
+    """
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, got {depth}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    n = adj.n_nodes
+    s = np.asarray([int(x) for x in seeds], dtype=np.int64)
+    frontier = np.unique(s[(s >= 0) & (s < n)])
+    seen = np.zeros(n, dtype=bool)
+    seen[frontier] = True
+    levels = [frontier]
+    for _ in range(depth):
+        if not frontier.size:
+            break
+        if threads > 1 and frontier.size >= PARALLEL_MIN_FRONTIER:
+            chunks = np.array_split(frontier, threads)
+            parts = list(_pool(threads).map(lambda c: _fresh_neighbors(adj, c, seen), chunks))
+            fresh = np.unique(np.concatenate(parts))
+        else:
+            fresh = _fresh_neighbors(adj, frontier, seen)
+        if not fresh.size:
+            break
+        seen[fresh] = True
+        levels.append(fresh)
+        frontier = fresh
+    return levels
+
+
 def bfs_hops(adj: Adjacency, seeds: Iterable[int], depth: int) -> dict[int, int]:
     """Multi-source BFS to ``depth`` hops, edges undirected: node key -> minimum hops.
 
     Seeds outside [0, n) are ignored. Raises ValueError when ``depth`` < 0.
     """
-    if depth < 0:
-        raise ValueError(f"depth must be >= 0, got {depth}")
-    n = adj.n_nodes
-    hops = {int(s): 0 for s in seeds if 0 <= int(s) < n}
-    frontier = np.fromiter(hops, dtype=np.int64)
-    for level in range(1, depth + 1):
-        if not frontier.size:
-            break
-        nbrs = np.unique(np.concatenate(
-            [adj.indices[adj.indptr[u]:adj.indptr[u + 1]] for u in frontier.tolist()]))
-        fresh = [v for v in nbrs.tolist() if v not in hops]
-        for v in fresh:
-            hops[v] = level
-        frontier = np.asarray(fresh, dtype=np.int64)
-    return hops
+    return {v: h for h, level in enumerate(bfs_levels(adj, seeds, depth))
+            for v in level.tolist()}
 
 
-def attribute(adj: Adjacency, hops: dict[int, int], seeds: Sequence[int]) -> list[Reached]:
-    """Give every reached node a parent edge and a seed, level by level.
+def attribute_levels(adj: Adjacency, levels: Sequence[np.ndarray],
+                     seeds: Sequence[int]) -> ReachedSet:
+    """Give every reached node a parent edge and a seed, level by level, vectorized.
 
     A node at hop h > 0 is attributed to the neighbour at hop h - 1 whose own seed ranks
-    first in ``seeds``, then by the heavier edge, then by the smaller key; it inherits
-    that neighbour's seed. The rule depends only on the hop map, so the in-memory BFS and
-    DuckDB's recursive CTE (which returns hops only) give the same provenance.
+    first in ``seeds``, then by the heavier edge, then by the smaller key (then by the
+    earlier entry of its CSR row, for parallel edges); it inherits that neighbour's
+    seed. A node with no attributed neighbour one hop closer (possible only in a hop map
+    that no BFS produced) is left out. The rule depends only on the hop levels, so the
+    in-memory BFS and DuckDB's recursive CTE (which returns hops only) give the same
+    provenance.
 
     Args:
         adj: the graph.
-        hops: node key -> minimum hops from the seeds (as :func:`bfs_hops` returns).
-        seeds: the seeds in priority order (those with hop 0 in ``hops``).
+        levels: levels[h] = int64 array of the distinct nodes at h hops (as
+            :func:`bfs_levels` returns), all keys in [0, n).
+        seeds: the seeds in priority order (those of levels[0]).
 
     Returns:
-        One :class:`Reached` per node of ``hops``, sorted by (hops, seed rank, node).
+        A :class:`ReachedSet` sorted by (hops, seed rank, node).
     """
-    rank = {}
+    n = adj.n_nodes
+    first_rank: dict[int, int] = {}
     for s in seeds:
-        rank.setdefault(int(s), len(rank))
-    out: dict[int, Reached] = {}
-    by_level: dict[int, list[int]] = {}
-    for v, h in hops.items():
-        by_level.setdefault(h, []).append(v)
-    for v in by_level.get(0, []):
-        out[v] = Reached(v, 0, v, -1, -1, 0.0)
-    for level in sorted(k for k in by_level if k > 0):
-        for v in by_level[level]:
-            lo, hi = adj.indptr[v], adj.indptr[v + 1]
-            best = None
-            for i in range(lo, hi):
-                u = int(adj.indices[i])
-                if hops.get(u) != level - 1 or u not in out:
-                    continue
-                key = (rank.get(out[u].seed, len(rank)), -float(adj.weights[i]), u)
-                if best is None or key < best[0]:
-                    best = (key, u, int(adj.edge_rows[i]), float(adj.weights[i]))
-            if best is not None:  # always, for a hop map that BFS produced
-                _, u, row, w = best
-                out[v] = Reached(v, level, out[u].seed, u, row, w)
-    return sorted(out.values(), key=lambda r: (r.hops, rank.get(r.seed, len(rank)), r.node))
+        first_rank.setdefault(int(s), len(first_rank))
+    rank = np.full(n, len(first_rank), dtype=np.int64)  # a node that is no seed ranks last
+    for s, r in first_rank.items():
+        if 0 <= s < n:
+            rank[s] = r
+    level_of = np.full(n, -1, dtype=np.int64)
+    seed_of = np.full(n, -1, dtype=np.int64)
+    parts = []
+    for h, level in enumerate(levels):
+        level = np.asarray(level, dtype=np.int64)
+        if h == 0:
+            level_of[level] = 0
+            seed_of[level] = level
+            parts.append((level, np.zeros_like(level), level, np.full_like(level, -1),
+                          np.full_like(level, -1), np.zeros(len(level))))
+            continue
+        pos = _row_positions(adj, level)
+        owner = np.repeat(level, adj.indptr[level + 1] - adj.indptr[level])
+        nbr = adj.indices[pos]
+        ok = level_of[nbr] == h - 1
+        pos, owner, nbr = pos[ok], owner[ok], nbr[ok]
+        w = adj.weights[pos]
+        order = np.lexsort((pos, nbr, -w, rank[seed_of[nbr]], owner))
+        pos, owner, nbr, w = pos[order], owner[order], nbr[order], w[order]
+        first = np.ones(len(owner), dtype=bool)
+        first[1:] = owner[1:] != owner[:-1]
+        v, u, p, ww = owner[first], nbr[first], pos[first], w[first]
+        level_of[v] = h
+        seed_of[v] = seed_of[u]
+        parts.append((v, np.full_like(v, h), seed_of[u], u, adj.edge_rows[p], ww))
+    cols = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+            for i in range(6)]
+    node, hops, seed, parent, edge_row, weight = cols
+    order = np.lexsort((node, rank[seed] if len(seed) else seed, hops))
+    return ReachedSet(node[order], hops[order], seed[order], parent[order],
+                      edge_row[order], weight[order].astype(np.float64))
+
+
+def attribute(adj: Adjacency, hops: dict[int, int], seeds: Sequence[int]) -> list[Reached]:
+    """:func:`attribute_levels` for a hop map (node key -> minimum hops from the seeds,
+    as :func:`bfs_hops` returns); one :class:`Reached` per attributed node, sorted by
+    (hops, seed rank, node)."""
+    nodes = np.fromiter(hops.keys(), dtype=np.int64, count=len(hops))
+    h = np.fromiter(hops.values(), dtype=np.int64, count=len(hops))
+    return attribute_levels(adj, hop_levels(nodes, h), seeds).to_list()
+
+
+def hop_levels(nodes: np.ndarray, hops: np.ndarray) -> list[np.ndarray]:
+    """Per-node hop counts as per-level node arrays: levels[h] = sorted int64 array of
+    the ``nodes`` whose ``hops`` is h (empty for a level no node has)."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    hops = np.asarray(hops, dtype=np.int64)
+    if not len(nodes):
+        return []
+    return [np.sort(nodes[hops == level]) for level in range(int(hops.max()) + 1)]
+
+
+def reach(adj: Adjacency, seeds: Sequence[int], depth: int, threads: int = 1) -> ReachedSet:
+    """Multi-source BFS with provenance, as arrays: :func:`bfs_levels` then
+    :func:`attribute_levels`. Raises ValueError when ``depth`` < 0 or threads < 1."""
+    return attribute_levels(adj, bfs_levels(adj, seeds, depth, threads), seeds)
 
 
 def bfs(adj: Adjacency, seeds: Sequence[int], depth: int) -> list[Reached]:
-    """Multi-source BFS with provenance: :func:`bfs_hops`, then :func:`attribute`.
+    """Multi-source BFS with provenance: :func:`reach` as a list of :class:`Reached`.
 
-    Every node is settled at its minimum hop count; see :func:`attribute` for which seed
-    and parent edge a node is credited to.
+    Every node is settled at its minimum hop count; see :func:`attribute_levels` for
+    which seed and parent edge a node is credited to.
 
     Args:
         adj: the graph.
         seeds: node keys to start from, in priority order; duplicates and keys outside
             [0, n) are ignored.
-        depth: maximum hops, >= 0 (0 returns the seeds).
+        depth: maximum hops (0 returns the seeds).
 
     Returns:
         One :class:`Reached` per reached node, sorted by (hops, seed rank, node).
@@ -191,7 +337,7 @@ def bfs(adj: Adjacency, seeds: Sequence[int], depth: int) -> list[Reached]:
     Raises:
         ValueError: when ``depth`` < 0.
     """
-    return attribute(adj, bfs_hops(adj, seeds, depth), seeds)
+    return reach(adj, seeds, depth).to_list()
 
 
 def jaccard(a: frozenset[int] | set[int], b: frozenset[int] | set[int]) -> float:

@@ -25,6 +25,10 @@ Modes (``Retriever.retrieve(question, mode=...)`` or the method of the same name
   the seeds, BFS from the chosen seeds; ``lam = 0`` equals :meth:`Retriever.two_step`.
 - ``ppr``: personalized PageRank from the linked entities (HippoRAG's recipe).
 - ``hybrid``: reciprocal-rank fusion of ``vector`` and ``ppr``.
+
+``fused_by_vector`` / ``two_step_by_vector`` take a query vector instead of a question
+(same code after the embedding); they are how an imported graph (``kgloom
+import-graph``: entity vectors from outside kgloom, no text units) is queried.
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ from kgloom import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
 from kgloom.storage import table_path
-from kgloom.vectors import (EMBEDDING_KEY, LANCEDB_DIR, Embedder, read_embedder_manifest,
-                            search_vectors, vector_index_type)
+from kgloom.vectors import (EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, LANCEDB_DIR, Embedder,
+                            ExternalVectors, read_embedder_manifest, search_vectors,
+                            vector_index_type)
 
 MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid")
 GRAPH_BACKENDS = ("duckdb", "memory")
@@ -171,6 +176,16 @@ def _check_positive(name: str, value: float, strict: bool = True) -> None:
         raise ValueError(f"{name} must be {'>' if strict else '>='} 0, got {value}")
 
 
+def _check_query_args(top_k: int, depth: int | None, lam: float | None) -> None:
+    """Raise ValueError naming top_k (<= 0), depth (< 0) or lambda (< 0)."""
+    if not isinstance(top_k, int) or top_k <= 0:
+        raise ValueError(f"top_k must be > 0, got {top_k}")
+    if depth is not None and (not isinstance(depth, int) or depth < 0):
+        raise ValueError(f"depth must be >= 0, got {depth}")
+    if lam is not None and lam < 0:
+        raise ValueError(f"lambda must be >= 0, got {lam}")
+
+
 def configured_embedder_path() -> str | None:
     """The embedder folder from ``KGLOOM_EMBEDDER_PATH``, or None for the bundled one."""
     return os.environ.get("KGLOOM_EMBEDDER_PATH") or None
@@ -185,16 +200,22 @@ class Retriever:
             ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2. It must be the
             embedder that built the index.
         graph_backend: ``duckdb`` (BFS by DuckDB's recursive CTE straight over
-            graph-edges.parquet, per call) or ``memory`` (the same BFS over the CSR
-            adjacency held by this handle).
+            graph-edges.parquet, per call; entity ANN by LanceDB) or ``memory`` (the
+            same BFS over the CSR adjacency held by this handle, and the fused /
+            two_step entity search as an exact scan of the entity vectors it holds).
         config: scoring knobs (:class:`RetrievalConfig`); may be replaced between calls.
+        bfs_threads: workers per BFS: memory backend, numpy threads over the frontier
+            (:func:`kgloom.query.algorithms.bfs_levels`; None = 1); duckdb backend,
+            DuckDB's ``threads`` for the query (None = DuckDB's default, one per core).
 
     Opening checks the core of the index (the LanceDB ``text_units`` table, its vectors'
     dimension and embedder, and that it matches text_units.parquet when present) and
     loads the text units; graph files are checked and loaded on first use by a graph
     mode (``multihop``, ``fused``, ``ppr``, ``hybrid``), so ``vector`` and ``one_hop``
-    work on a folder holding only the vector store. A handle serves one call at a time
-    (use one per thread).
+    work on a folder holding only the vector store. An imported graph (embedder
+    manifest key ``external``) opens with no text embedder when none is given: its
+    modes are the ``*_by_vector`` ones. A handle serves one call at a time (use one per
+    thread).
 
     Raises:
         IndexFilesMissingError: no LanceDB ``text_units`` table (names the path and the
@@ -205,7 +226,8 @@ class Retriever:
     """
 
     def __init__(self, output_dir: str | Path, embedder: Embedder | str | Path | None = None,
-                 graph_backend: str = "duckdb", config: RetrievalConfig | None = None) -> None:
+                 graph_backend: str = "duckdb", config: RetrievalConfig | None = None,
+                 bfs_threads: int | None = None) -> None:
         import lancedb
 
         if graph_backend not in GRAPH_BACKENDS:
@@ -213,6 +235,9 @@ class Retriever:
         self.output_dir = Path(output_dir)
         self.graph_backend = graph_backend
         self.config = config or RetrievalConfig()
+        if bfs_threads is not None and bfs_threads < 1:
+            raise ValueError(f"bfs_threads must be >= 1, got {bfs_threads}")
+        self.bfs_threads = bfs_threads
         self.db_path = self.output_dir / LANCEDB_DIR
         if not self.output_dir.is_dir():
             raise IndexFilesMissingError(f"{self.output_dir} is not a folder: run `kgloom index "
@@ -232,9 +257,12 @@ class Retriever:
         self._searched: dict[str, str] = {}  # this call's LanceDB searches (not thread-safe)
 
     # --- opening -------------------------------------------------------------------
-    def _open_embedder(self, embedder: Embedder | str | Path | None) -> Embedder:
+    def _open_embedder(self, embedder: Embedder | str | Path | None
+                       ) -> Embedder | ExternalVectors:
         manifest = read_embedder_manifest(self.db_path)
         stored_dim = self._unit_table.schema.field("vector").type.list_size
+        if embedder is None and manifest and manifest.get("key") == EXTERNAL_VECTORS_KEY:
+            return ExternalVectors(stored_dim)  # an imported graph: queried by vector only
         if isinstance(embedder, Embedder):
             emb = embedder
         else:
@@ -383,10 +411,12 @@ class Retriever:
                                shape=(self.units.height, nodes.height))
         ev = entity_table.to_arrow().select(["id", "vector"])
         col = ev.column("vector").combine_chunks()
-        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1) if len(col) \
-            else np.zeros((0, self.unit_vectors.shape[1]))
-        entity_vectors = np.zeros((nodes.height, self.unit_vectors.shape[1]), dtype=np.float32)
-        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = mat
+        dim = col.type.list_size
+        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), dim).astype(
+            np.float32) if len(col) else np.zeros((0, dim), dtype=np.float32)
+        entity_vectors = np.zeros((nodes.height, dim), dtype=np.float32)  # row = node key
+        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = \
+            mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
         r_idx, c_idx = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         aff = np.einsum("ij,ij->i", self.unit_vectors[r_idx].astype(np.float64),
                         entity_vectors[c_idx].astype(np.float64)) if len(rows) else np.zeros(0)
@@ -403,7 +433,7 @@ class Retriever:
                 "relationship_ids": edges["relationship_id"].to_list(),
                 "incidence": incidence, "affinity": affinity,
                 "specificity": 1.0 / np.maximum(df, 1.0),
-                "entity_table": entity_table,
+                "entity_table": entity_table, "entity_vectors": entity_vectors,
                 "max_weight": float(edges["weight"].max() or 1.0) if edges.height else 1.0}
 
     # --- shared steps --------------------------------------------------------------
@@ -414,16 +444,35 @@ class Retriever:
                lam: float | None = None) -> tuple[float, np.ndarray]:
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question must be a non-empty string")
-        if not isinstance(top_k, int) or top_k <= 0:
-            raise ValueError(f"top_k must be > 0, got {top_k}")
-        if depth is not None and (not isinstance(depth, int) or depth < 0):
-            raise ValueError(f"depth must be >= 0, got {depth}")
-        if lam is not None and lam < 0:
-            raise ValueError(f"lambda must be >= 0, got {lam}")
+        _check_query_args(top_k, depth, lam)
         start = time.perf_counter()
         self._searched: dict[str, str] = {}
         qv = self._embed([question])[0]
         return start, qv
+
+    def _begin_vector(self, vector: np.ndarray, top_k: int, depth: int | None = None,
+                      lam: float | None = None) -> tuple[float, np.ndarray]:
+        """Check a query vector and the arguments; return (start time, unit query vector).
+
+        ``vector`` is a 1-D array of the index's vector dimension (the embedder's, or the
+        imported vectors'), finite and not all zero; it is scaled to unit length (the
+        search is by cosine) unless it already is within 1e-6.
+
+        Raises:
+            ValueError: a vector of another shape, a non-finite or zero vector, or a bad
+                top_k / depth / lambda (as for a question).
+        """
+        v = np.asarray(vector, dtype=np.float32)
+        if v.ndim != 1 or v.shape[0] != self.embedder.dim:
+            raise ValueError(f"the query vector must have shape ({self.embedder.dim},) like "
+                             f"the index's vectors, got {v.shape}")
+        norm = float(np.linalg.norm(v.astype(np.float64)))
+        if not np.isfinite(v).all() or norm == 0.0:
+            raise ValueError("the query vector must be finite and not all zeros")
+        _check_query_args(top_k, depth, lam)
+        start = time.perf_counter()
+        self._searched = {}
+        return start, (v if abs(norm - 1.0) <= 1e-6 else (v / norm).astype(np.float32))
 
     def similarities(self, qv: np.ndarray) -> np.ndarray:
         """Cosine of the query vector with every text unit (float64 (units,))."""
@@ -510,6 +559,8 @@ class Retriever:
         return search_vectors(handle, vector, k, self.ann[table])
 
     def _vector_order(self, qv: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:
+        if not self.units.height:  # e.g. an imported graph: no text unit to search
+            return [], np.zeros(0)
         ids, sims = self._search("text_units", qv, k)
         return [self.unit_row[i] for i in ids], sims
 
@@ -613,20 +664,61 @@ class Retriever:
         return self._finish(question, "one_hop", start, units, ents, rels, top_k=top_k,
                             oversample=oversample)
 
-    def _reach(self, seeds: list[int], depth: int) -> list[alg.Reached]:
-        """BFS from node keys ``seeds`` with the configured backend, with provenance."""
+    def _reach(self, seeds: list[int], depth: int) -> alg.ReachedSet:
+        """BFS from node keys ``seeds`` with the configured backend, with provenance
+        (``bfs_threads`` workers: numpy threads in memory, DuckDB threads over files)."""
         g = self.graph
         if self.graph_backend == "memory":
-            return alg.bfs(g["adj"], seeds, depth)
+            return alg.reach(g["adj"], seeds, depth, self.bfs_threads or 1)
         from kgloom.query.multihop import bfs as duckdb_bfs
 
         ids = g["entity_ids"]
-        found = duckdb_bfs(self.output_dir, [ids[s] for s in seeds], depth)
-        hops = dict(zip(found["node_key"].to_list(), found["hops"].to_list()))
-        return alg.attribute(g["adj"], hops, seeds)
+        found = duckdb_bfs(self.output_dir, [ids[s] for s in seeds], depth,
+                           threads=self.bfs_threads)
+        levels = alg.hop_levels(found["node_key"].to_numpy(), found["hops"].to_numpy())
+        return alg.attribute_levels(g["adj"], levels, seeds)
+
+    def _activation(self, reached: alg.ReachedSet, seed_score: dict[int, float]
+                    ) -> np.ndarray:
+        """float64 (nodes,): a reached entity's activation (see :meth:`_graph_result`),
+        0 for the others; computed level by level, parents before children."""
+        g = self.graph
+        activation = np.zeros(g["adj"].n_nodes)
+        bounds = np.searchsorted(reached.hops, np.arange(int(reached.hops.max(initial=0)) + 2))
+        for h, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+            nodes = reached.node[lo:hi]
+            if h == 0:
+                activation[nodes] = [seed_score.get(v, 0.0) for v in nodes.tolist()]
+            else:
+                edge = 0.5 + 0.5 * reached.weight[lo:hi] / g["max_weight"]
+                activation[nodes] = (activation[reached.parent[lo:hi]] * self.config.hop_decay
+                                     * edge)
+        return activation
+
+    def _reached_frames(self, reached: alg.ReachedSet, activation: np.ndarray,
+                        entity_via: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """ENTITY_RESULT_SCHEMA frame (one row per reached entity, in reached order) and
+        RELATIONSHIP_RESULT_SCHEMA frame (the edge each non-seed was reached through),
+        gathered column-wise from the graph tables."""
+        g = self.graph
+        ids, titles = g["nodes"]["entity_id"], g["nodes"]["title"]
+        entities = pl.DataFrame({
+            "entity_id": ids.gather(reached.node), "title": titles.gather(reached.node),
+            "hop_depth": reached.hops, "score": activation[reached.node],
+            "seed_entity_id": ids.gather(reached.seed),
+            "via": pl.repeat(entity_via, len(reached), dtype=pl.String, eager=True)},
+            schema=ENTITY_RESULT_SCHEMA)
+        through = reached.edge_row >= 0
+        e = g["edges"][reached.edge_row[through]]
+        relationships = pl.DataFrame({
+            "relationship_id": e["relationship_id"], "source": titles.gather(e["src_key"]),
+            "relation": e["relation"], "target": titles.gather(e["dst_key"]),
+            "weight": e["weight"], "hop_depth": reached.hops[through]},
+            schema=RELATIONSHIP_RESULT_SCHEMA)
+        return entities, relationships
 
     def _graph_result(self, question: str, mode: str, start: float, qv: np.ndarray,
-                      top_k: int, reached: list[alg.Reached], seed_score: dict[int, float],
+                      top_k: int, reached: alg.ReachedSet, seed_score: dict[int, float],
                       linked: list[LinkedEntity], entity_via: str, **info: Any
                       ) -> RetrievalResult:
         """Rank the units of the reached entities; build the entity/relationship frames.
@@ -638,17 +730,7 @@ class Retriever:
         with vector hits.
         """
         g = self.graph
-        act: dict[int, float] = {}
-        for r in reached:  # sorted by hops, so a parent is scored before its children
-            if r.hops == 0:
-                act[r.node] = seed_score.get(r.node, 0.0)
-            else:
-                edge = 0.5 + 0.5 * r.weight / g["max_weight"]
-                act[r.node] = act[r.parent] * self.config.hop_decay * edge
-        by_node = {r.node: r for r in reached}
-        activation = np.zeros(g["adj"].n_nodes)
-        for node, a in act.items():
-            activation[node] = a
+        activation = self._activation(reached, seed_score)
         weighted = activation * g["specificity"]
         graph_scores = self._unit_scores(weighted)
         sims = self.similarities(qv)
@@ -662,36 +744,22 @@ class Retriever:
                 if r not in via and len(order) < top_k:
                     order.append(r)
                     via[r] = "vector_fill"
-        node_ids = g["entity_ids"]
-        titles = g["titles"]
-        edge_ids = g["relationship_ids"]
         kg = self.col["kg_node_ids"]
+        by_node = {n: i for i, n in enumerate(reached.node.tolist())} if order else {}
+        node_ids, edge_ids = g["entity_ids"], g["relationship_ids"]
         ents, rels, hop = {}, {}, {}
         for r in order:
             mine = [g["node_of"][e] for e in kg[r] or [] if g["node_of"][e] in by_node]
             mine.sort(key=lambda n: (-weighted[n], n))
+            at = [by_node[n] for n in mine]
             ents[r] = [node_ids[n] for n in mine]
-            rels[r] = [edge_ids[by_node[n].edge_row] for n in mine if by_node[n].edge_row >= 0]
+            rels[r] = [edge_ids[int(reached.edge_row[i])] for i in at if reached.edge_row[i] >= 0]
             if mine:
-                hop[r] = min(by_node[n].hops for n in mine)
+                hop[r] = int(reached.hops[at].min())
         units = self._unit_rows(order, scores, sims, via, hop, ents, rels)
-        entity_rows = [{"entity_id": node_ids[r.node], "title": titles[r.node],
-                        "hop_depth": r.hops, "score": act[r.node],
-                        "seed_entity_id": node_ids[r.seed], "via": entity_via} for r in reached]
-        edges = g["edges"]
-        rel_rows = []
-        for r in reached:
-            if r.edge_row >= 0:
-                e = edges.row(r.edge_row, named=True)
-                rel_rows.append({"relationship_id": e["relationship_id"],
-                                 "source": titles[e["src_key"]], "relation": e["relation"],
-                                 "target": titles[e["dst_key"]], "weight": e["weight"],
-                                 "hop_depth": r.hops})
-        return self._finish(
-            question, mode, start, units,
-            pl.DataFrame(entity_rows, schema=ENTITY_RESULT_SCHEMA) if entity_rows else None,
-            pl.DataFrame(rel_rows, schema=RELATIONSHIP_RESULT_SCHEMA) if rel_rows else None,
-            linked, top_k=top_k, **info)
+        entities, relationships = self._reached_frames(reached, activation, entity_via)
+        return self._finish(question, mode, start, units, entities, relationships, linked,
+                            top_k=top_k, **info)
 
     def _unit_scores(self, node_values: np.ndarray) -> np.ndarray:
         """Per unit, the sum of ``node_values`` over the entities it mentions, each
@@ -744,8 +812,31 @@ class Retriever:
 
     def _entity_candidates(self, qv: np.ndarray, k: int) -> list[tuple[int, float]]:
         g = self.graph
+        if self.graph_backend == "memory":
+            return self._memory_entity_candidates(qv, k)
         ids, sims = self._search("entities", qv, k)
         return [(g["node_of"][i], float(s)) for i, s in zip(ids, sims)]
+
+    def entity_vectors(self) -> np.ndarray:
+        """The LanceDB ``entities`` vectors as float32 (nodes, dim), row = node key,
+        scaled to unit length; read once with the graph (the memory handle's entity
+        search and the entity-unit affinity)."""
+        return self.graph["entity_vectors"]
+
+    def _memory_entity_candidates(self, qv: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Exact cosine top ``k`` entities over :meth:`entity_vectors` (node key, cosine),
+        most similar first, ties by node key: what LanceDB's flat scan returns, and at
+        or above IVF_PQ's recall on an indexed table, with no call into LanceDB."""
+        # numpy's own einsum loop, not BLAS sgemv: one thread and no spinning BLAS
+        # workers; 3.6 ms vs 9 ms (2 threads) per 169k x 128 scan on the loaded 2 cores
+        sims = np.einsum("ij,j->i", self.entity_vectors(), qv.astype(np.float32))
+        self._searched["entities"] = "memory"
+        k = min(k, sims.shape[0])
+        if k <= 0:
+            return []
+        top = np.argpartition(sims, sims.shape[0] - k)[sims.shape[0] - k:]
+        top = top[np.lexsort((top, -sims[top]))]
+        return [(int(n), float(sims[n])) for n in top]
 
     def fused(self, question: str, top_k: int = DEFAULT_TOP_K, depth: int = DEFAULT_DEPTH,
               lam: float = DEFAULT_LAMBDA, oversample: int = DEFAULT_OVERSAMPLE
@@ -760,7 +851,22 @@ class Retriever:
         Jaccard of the chosen seeds' neighbourhoods, and of the plain ANN top_k's) and
         ``ann_sum`` / ``baseline_ann_sum`` (summed ANN similarity of each seed set).
         """
-        start, qv = self._begin(question, top_k, depth, lam)
+        return self._fused(question, self._begin(question, top_k, depth, lam), top_k, depth,
+                           lam, oversample)
+
+    def fused_by_vector(self, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
+                        depth: int = DEFAULT_DEPTH, lam: float = DEFAULT_LAMBDA,
+                        oversample: int = DEFAULT_OVERSAMPLE) -> RetrievalResult:
+        """:meth:`fused` for a query vector instead of a question (see
+        :meth:`_begin_vector`); the same result as ``fused`` gives for a question that
+        embeds to ``vector``, with ``question`` empty. The way to query an imported
+        graph (``kgloom import-graph``), whose vectors no text embedder made."""
+        return self._fused("", self._begin_vector(vector, top_k, depth, lam), top_k, depth,
+                           lam, oversample)
+
+    def _fused(self, question: str, begun: tuple[float, np.ndarray], top_k: int, depth: int,
+               lam: float, oversample: int) -> RetrievalResult:
+        start, qv = begun
         _check_positive("oversample", oversample)
         g = self.graph
         candidates = self._entity_candidates(qv, oversample * top_k)
@@ -784,7 +890,16 @@ class Retriever:
                  depth: int = DEFAULT_DEPTH) -> RetrievalResult:
         """The two-call baseline of the fused retrieve: ANN top_k entities, then a
         separate BFS from them. Same rows as ``fused(..., lam=0)``."""
-        start, qv = self._begin(question, top_k, depth)
+        return self._two_step(question, self._begin(question, top_k, depth), top_k, depth)
+
+    def two_step_by_vector(self, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
+                           depth: int = DEFAULT_DEPTH) -> RetrievalResult:
+        """:meth:`two_step` for a query vector (see :meth:`fused_by_vector`)."""
+        return self._two_step("", self._begin_vector(vector, top_k, depth), top_k, depth)
+
+    def _two_step(self, question: str, begun: tuple[float, np.ndarray], top_k: int,
+                  depth: int) -> RetrievalResult:
+        start, qv = begun
         g = self.graph
         candidates = self._entity_candidates(qv, top_k)
         if not candidates:

@@ -1,4 +1,5 @@
-"""The LLM resource: a GGUF run by llama.cpp (or the fake backend), behind the cache."""
+"""The LLM resource: a GGUF run by llama.cpp, OpenAI-compatible model servers, or the fake
+backend, behind the cache."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dagster as dg
 
 from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, LlamaCppBackend,
                         default_model_path, verify_model_file)
+from kgloom.llm_http import OpenAIChatBackend, common_model, parse_urls
 from kgloom.testing import FakeBackend
 
 __all__ = ["CACHE_FILE", "LLMResource"]
@@ -17,44 +19,116 @@ class LLMResource(dg.ConfigurableResource):
     """A local LLM. ``model_path`` empty means the bundled SmolLM2-135M-Instruct (its
     SHA-256 is verified; ``definitions.build_resources`` fills ``model_path`` from env
     ``KGLOOM_MODEL_PATH``). ``fake`` uses
-    :class:`kgloom.testing.FakeBackend` (tests and demos; no model needed)."""
+    :class:`kgloom.testing.FakeBackend` (tests and demos; no model needed).
+
+    ``urls`` (env ``KGLOOM_LLM_URL``, several separated by commas) selects OpenAI-compatible
+    model servers instead (:class:`kgloom.llm_http.OpenAIChatBackend`); the GGUF fields
+    are then unused. ``llm_concurrency`` calls of a stage go out at once, spread over the
+    servers; in-process they queue on the one model (its lock). ``llm_slots`` is how many
+    sequences the servers decode at once in total (0: one per server, 1 in-process);
+    :meth:`pool_limit` derives the Dagster pool ``llm`` limit from it.
+    """
 
     model_path: str = ""
     expected_sha256: str = ""
     # prompt (<= ~1.7k model tokens for a 600-token unit or a 1.2k-token report context)
     # plus the longest reply the bounded schemas allow (see llm.reply_char_bound)
     n_ctx: int = 4096
-    n_threads: int = 0  # 0: llama.cpp's default (all cores)
+    n_threads: int = 0  # 0: chosen per call from the machine's load (kgloom.cpu)
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
     temperature: float = 0.0
     fake: bool = False
+    urls: list[str] = []  # OpenAI-compatible servers; empty: the GGUF in-process
+    model: str = ""  # the served model to use; "": the one each server lists
+    api_key: str = ""
+    request_timeout_s: float = 300.0  # per request; a slow server is retried elsewhere
+    schema_format: str = "auto"  # auto | json_schema (vLLM, llama-server) | json_object
+    llm_concurrency: int = 1  # calls in flight per stage
+    llm_slots: int = 0  # sequences the servers decode at once in total; 0: one per URL
+    # the LLM cache file; "": <output_dir>/llm_cache.sqlite. SQLite's WAL needs a local
+    # disk: on several machines sharing data/output over NFS, point this at local storage
+    cache_path: str = ""
+
+    def _check(self) -> None:
+        if self.llm_concurrency <= 0:
+            raise ValueError(f"llm_concurrency must be >= 1, got {self.llm_concurrency}")
+        if self.llm_slots < 0:
+            raise ValueError(f"llm_slots must be >= 0, got {self.llm_slots}")
+
+    def server_urls(self) -> list[str]:
+        """The configured server URLs (validated), [] for the in-process model.
+
+        Raises:
+            ValueError: naming a malformed URL.
+        """
+        return [] if self.fake else parse_urls(self.urls)
+
+    def model_slots(self) -> int:
+        """Sequences the model(s) decode at once: ``llm_slots``, else one per server URL
+        (llama-cpp-python's server decodes one request at a time), 1 in-process."""
+        return self.llm_slots or max(1, len(self.server_urls()))
+
+    def pool_limit(self) -> int:
+        """The Dagster pool ``llm`` limit that fills the model slots: LLM steps at once =
+        max(1, slots // llm_concurrency), since each step keeps ``llm_concurrency`` calls
+        in flight.
+
+        Raises:
+            ValueError: when ``llm_concurrency`` <= 0 or ``llm_slots`` < 0.
+        """
+        self._check()
+        return max(1, self.model_slots() // self.llm_concurrency)
 
     def resolved_model_path(self) -> Path:
         """Return the GGUF path this resource will load."""
         return Path(self.model_path) if self.model_path else default_model_path()
 
     def verify(self) -> str:
-        """Check the model file before any work; return its SHA-256 (or ``fake-llm``).
+        """Check the model before any work; return its identity: the GGUF's SHA-256, the
+        model the servers serve, or ``fake-llm``.
 
         Raises:
             kgloom.llm.ModelFileError: with the path and the fix.
+            kgloom.llm_http.LLMServerError: naming a server that is unreachable or does
+                not serve the model.
+            ValueError: when ``llm_concurrency`` <= 0 or a URL is malformed.
         """
+        self._check()
         if self.fake:
             return "fake-llm"
+        urls = self.server_urls()
+        if urls:
+            return common_model(urls, self.api_key, min(self.request_timeout_s, 10.0),
+                                self.model)
         path = self.resolved_model_path()
         expected = self.expected_sha256 or (None if self.model_path else SMOLLM2_SHA256)
         return verify_model_file(path, expected)
 
-    def open(self, output_dir: str | Path) -> CachedLLM:
-        """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite``.
+    def open(self, output_dir: str | Path, log=None) -> CachedLLM:
+        """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite`` (or
+        ``cache_path``).
 
-        The model is loaded here (about 1 s for the bundled one).
+        The model is loaded here (about 1 s for the bundled one), or the servers are
+        asked for their model. ``log`` (e.g. a Dagster ``context.log``) receives the
+        warnings about failing servers.
+
+        Raises:
+            see :meth:`verify`.
         """
-        cache = LLMCache(Path(output_dir) / CACHE_FILE)
+        self._check()
+        cache = LLMCache(Path(self.cache_path) if self.cache_path else
+                         Path(output_dir) / CACHE_FILE)
         if self.fake:
-            return CachedLLM(FakeBackend(), cache, "fake-llm")
+            return CachedLLM(FakeBackend(), cache, "fake-llm", concurrency=self.llm_concurrency)
+        urls = self.server_urls()
+        if urls:
+            http = OpenAIChatBackend(urls, timeout_s=self.request_timeout_s,
+                                     temperature=self.temperature, api_key=self.api_key,
+                                     model=self.model, schema_format=self.schema_format,
+                                     log=log)
+            return CachedLLM(http, cache, http.model_id, concurrency=self.llm_concurrency)
         path = self.resolved_model_path()
         model_id = self.verify()
         backend = LlamaCppBackend(path, n_ctx=self.n_ctx, n_threads=self.n_threads or None,
                                   n_gpu_layers=self.n_gpu_layers, temperature=self.temperature)
-        return CachedLLM(backend, cache, model_id)
+        return CachedLLM(backend, cache, model_id, concurrency=self.llm_concurrency)
