@@ -3,16 +3,18 @@ tree's defaults, on the same input, each from an empty output folder and LLM cac
 after the other in one run; prints and saves the figures and their ratios as JSON.
 
 Usage:
-    python bench/bench_speed.py book   [--baseline-ref main] [--order baseline-first]
+    python bench/bench_speed.py book   [--baseline-ref main] [--order baseline-first] [--slice]
     python bench/bench_speed.py slice  (24,000 characters of the book from "Marley was dead")
     python bench/bench_speed.py 2wiki  [--limit N] --variants new
     python bench/bench_speed.py probe  (llama.cpp threads, batch sizes, grammar sampling)
     (all take --work-dir, --save, --model-path, --fake-llm)
 
 Each variant runs ``kgloom index`` as a subprocess with its own source tree on
-``PYTHONPATH`` (``baseline``: ``git archive`` of ``--baseline-ref`` unpacked under
-``--work-dir``; ``new``: this tree), a fresh DAGSTER_HOME and a fresh output folder, so
-nothing is shared between them but the machine. The machine's 1-minute load average
+``PYTHONPATH`` (``git archive`` of a commit unpacked under ``--work-dir``; ``baseline``:
+``--baseline-ref``, ``new``: ``--new-ref``, default ``HEAD``, so editing the tree during
+a run changes nothing), a fresh DAGSTER_HOME and a fresh output folder, so nothing is
+shared between them but the machine. ``--slice`` adds, in the same run after the book,
+the 24,000-character slice with the new defaults (wall seconds per text unit). The machine's 1-minute load average
 is recorded before and after each run (other processes share the cores): compare the
 ratios of one run, not seconds across runs.
 
@@ -21,7 +23,8 @@ stage (new rows in the LLM cache); each stage's wall and model seconds (``cost``
 ``index-summary.json``; for a baseline without it, the stages' ``seconds`` and LLM
 seconds); the share of the wall time inside the models; community reports written by
 the LLM and by rules, communities of 3+ members without an LLM report; replies that did
-not parse; and on the book the gold entity and pair recall (``bench/eval_gold.py``).
+not parse in the end (failures rows) and replies retried once after a parse error; and
+on the book the gold entity and pair recall (``bench/eval_gold.py``).
 ``probe`` measures, on the installed model and with nothing cached: prompt and decode
 tokens/s per llama.cpp thread setting, batch size and flash attention (variants
 alternated, medians), and grammar-first sampling against llama-cpp-python's chain on
@@ -154,6 +157,7 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
     failures = pl.read_parquet(out / "failures.parquet")
     calls = new_rows({}, cache_rows(out))
     cost = stage_costs(out)
+    summary = json.loads((out / "index-summary.json").read_text())
     st = cost["stages"]
 
     def wall_of(*names: str) -> float:
@@ -169,6 +173,9 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
            "extraction_wall_seconds": wall_of("extraction"),
            "summaries_plus_reports_wall_seconds": wall_of("summaries", "community_reports"),
            "parse_failures": failures.filter(pl.col("reason").str.contains(PARSE_FAILURE)).height,
+           "parse_retries": sum(int(v.get("retries", 0))
+                                for v in summary.get("llm", {}).values()),
+           "llm_backend": summary.get("llm_backend"),
            "failures": failures.height, "reports": report_figures(out), "cost": cost}
     if corpus == "book":
         from eval_gold import score
@@ -181,22 +188,23 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
     return fig
 
 
-def compare(corpus: str, args) -> dict:
+def compare(corpus: str, args, variants: list[str] | None = None) -> dict:
     """Run the variants one after the other; figures and new/baseline ratios."""
+    variants = variants or args.variants
     work = Path(args.work_dir) / corpus
     shutil.rmtree(work / "input", ignore_errors=True)
     make_input(corpus, work / "input", args.limit)
     res: dict = {"corpus": corpus, "limit": args.limit or None,
                  "model": "fake" if args.fake_llm else args.model_path or
                  "bundled SmolLM2-135M-Instruct", "cores": os.cpu_count(),
-                 "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                          capture_output=True, text=True).stdout.strip()}
-    srcs = {"new": ROOT}
-    if "baseline" in args.variants:
-        res["baseline_ref"] = args.baseline_ref
-        res["baseline_commit"] = export_ref(args.baseline_ref, work / "baseline-src")
-        srcs["baseline"] = work / "baseline-src"
-    order = sorted(args.variants, key=lambda v: (v == "new") == (args.order == "baseline-first"))
+                 "load_start": load()}
+    srcs = {}
+    for name, ref in (("baseline", args.baseline_ref), ("new", args.new_ref)):
+        if name in variants:
+            res[f"{name}_ref"] = ref
+            res[f"{name}_commit"] = export_ref(ref, work / f"{name}-src")
+            srcs[name] = work / f"{name}-src"
+    order = sorted(variants, key=lambda v: (v == "new") == (args.order == "baseline-first"))
     res["order"] = order
     for name in order:
         res[name] = run_variant(name, srcs[name], work, corpus, args)
@@ -221,6 +229,7 @@ def compare(corpus: str, args) -> dict:
                 "gold_pair_recall": n["gold"]["pair_recall"]} if "gold" in n else {}),
             **({"wall_ratio_new_over_baseline": res["ratios_new_over_baseline"]["wall_seconds"]}
                if "ratios_new_over_baseline" in res else {})}
+    res["load_end"] = load()
     return res
 
 
@@ -329,6 +338,9 @@ def main() -> None:
     ap.add_argument("--variants", default="baseline,new",
                     help="comma-separated: baseline (--baseline-ref), new (this tree)")
     ap.add_argument("--baseline-ref", default="main")
+    ap.add_argument("--new-ref", default="HEAD")
+    ap.add_argument("--slice", action="store_true",
+                    help="book: then the 24,000-character slice, new defaults only")
     ap.add_argument("--order", choices=["baseline-first", "new-first"],
                     default="baseline-first")
     ap.add_argument("--limit", type=int, default=0, help="2wiki: first N passages")
@@ -341,7 +353,17 @@ def main() -> None:
     args.variants = [v for v in args.variants.split(",") if v]
     if set(args.variants) - {"baseline", "new"}:
         raise SystemExit("--variants: baseline and/or new")
-    res = probe(args) if args.corpus == "probe" else compare(args.corpus, args)
+    if args.corpus == "probe":
+        res = probe(args)
+    else:
+        res = compare(args.corpus, args)
+        if args.slice and args.corpus == "book":
+            part = compare("slice", args, ["new"])
+            res["slice"] = part
+            res["figures"]["slice_wall_seconds_per_text_unit"] = \
+                part["new"]["wall_seconds_per_text_unit"]
+            res["figures"]["slice_text_units"] = part["new"]["text_units"]
+            res["load_end"] = part["load_end"]
     print(json.dumps(res.get("figures", res), indent=2))
     suffix = f"-{args.limit}" if args.limit else ""
     save = Path(args.save or ROOT / "bench" / "results" / f"speed-{args.corpus}{suffix}.json")
