@@ -126,7 +126,7 @@ def report_figures(out: Path) -> dict:
     if "generated_by" not in reps.columns:
         reps = reps.with_columns(pl.lit("llm").alias("generated_by"))
     big = comms.filter(pl.col("size") >= 3)["community"]
-    llm_big = reps.filter(pl.col("community").is_in(big) & (pl.col("generated_by") == "llm"))
+    llm_big = reps.filter(pl.col("community").is_in(big.to_list()) & (pl.col("generated_by") == "llm"))
     return {"communities": comms.height, "reports": reps.height,
             "by": dict(reps.group_by("generated_by").len().sort("generated_by").iter_rows()),
             "communities_3plus": big.len(),

@@ -52,7 +52,9 @@ class IndexSettings:
         report_llm_min_members / report_llm_min_relationships: a community with fewer
             members or fewer internal relationships gets a rule-based report from its
             members and relationship sentences (``reports.rule_report``), no LLM call;
-            0 and 0: every community gets an LLM report.
+            0 and 0: every community gets an LLM report. The defaults (3 members, 0
+            relationships) keep an LLM report for every community of 3 or more members,
+            however few relationships it has inside.
         reuse_reports: keep the report of a community whose members and internal
             relationships are unchanged since the last run (``reports.report_key``), so an
             incremental run rewrites only the communities it changed.
@@ -93,7 +95,7 @@ class IndexSettings:
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
     report_llm_min_members: int = 3
-    report_llm_min_relationships: int = 2
+    report_llm_min_relationships: int = 0
     reuse_reports: bool = True
     embedding_window_tokens: int = 256
     embedding_window_stride: int = 192

@@ -178,6 +178,7 @@ def stub_llama(tmp_path, monkeypatch):
     monkeypatch.setattr(llama_cpp, "Llama", _NotReentrantLlama)
     monkeypatch.setattr(llama_cpp, "llama_perf_context_reset", lambda ctx: None)
     monkeypatch.setattr(llama_cpp, "llama_perf_context", lambda ctx: perf)
+    monkeypatch.setattr(llama_cpp, "llama_set_n_threads", lambda ctx, n, n_batch: None)
     monkeypatch.setattr(llama_cpp.LlamaGrammar, "from_json_schema",
                         classmethod(lambda cls, schema, verbose=False: schema))
     gguf = tmp_path / "stub.gguf"

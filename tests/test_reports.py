@@ -316,3 +316,31 @@ def test_report_prompts_share_their_fixed_prefix(tmp_path, tables):
     assert first[-1]["content"].startswith("Community data:\nEntities:")
     assert first[-1]["content"] != second[-1]["content"]
     assert REPORT_TEMPLATE.user == "Community data:\n{context}"  # data, nothing after it
+
+
+def test_every_community_of_three_or_more_members_gets_an_llm_report(tmp_path, tables):
+    # community 2 has 3 members; strip its internal relationships to 1 and to 0: by the
+    # defaults it still gets an LLM report (members decide), only 2-member ones get rules
+    for keep in (1, 0):
+        comms = tables["communities"].with_columns(
+            relationship_ids=pl.when(pl.col("community") == 2)
+            .then(pl.col("relationship_ids").list.head(keep))
+            .otherwise(pl.col("relationship_ids")))
+        backend = _Messages()
+        reports, failures, _ = write_community_reports(
+            comms, tables["entities"], tables["relationships"],
+            _llm(tmp_path / str(keep), backend), IndexSettings(), default_tokenizer())
+        assert failures.height == 0
+        by = dict(reports.select("community", "generated_by").iter_rows())
+        sizes = dict(comms.select("community", "size").iter_rows())
+        assert {c for c, b in by.items() if b == "llm"} == {c for c, s in sizes.items()
+                                                              if s >= 3}
+        assert by[2] == "llm"
+        # a relationships threshold is a setting: with 2 required, community 2 goes to rules
+        backend2 = _Messages()
+        strict, _, _ = write_community_reports(
+            comms, tables["entities"], tables["relationships"],
+            _llm(tmp_path / f"s{keep}", backend2),
+            IndexSettings(report_llm_min_relationships=2), default_tokenizer())
+        assert dict(strict.select("community", "generated_by").iter_rows())[2] == "rules"
+        assert len(backend2.calls) == len(backend.calls) - 1

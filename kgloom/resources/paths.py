@@ -24,7 +24,7 @@ class IndexConfigResource(dg.ConfigurableResource):
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
     report_llm_min_members: int = 3
-    report_llm_min_relationships: int = 2
+    report_llm_min_relationships: int = 0
     reuse_reports: bool = True
     summary_method: str = "extractive"  # extractive | llm
     llm_descriptions: bool = False
