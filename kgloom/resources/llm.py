@@ -36,6 +36,10 @@ class LLMResource(dg.ConfigurableResource):
     n_ctx: int = 4096
     n_threads: int = 0  # 0: chosen per call from the machine's load (kgloom.cpu)
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
+    n_batch: int = 512  # llama.cpp's logical batch of prompt evaluation (tokens)
+    n_ubatch: int = 512  # its physical batch (tokens)
+    flash_attn: bool = False  # llama.cpp's fused attention kernel
+    grammar_first: bool = True  # greedy grammar sampling checks the best token first
     temperature: float = 0.0
     fake: bool = False
     urls: list[str] = []  # OpenAI-compatible servers; empty: the GGUF in-process
@@ -130,5 +134,7 @@ class LLMResource(dg.ConfigurableResource):
         path = self.resolved_model_path()
         model_id = self.verify()
         backend = LlamaCppBackend(path, n_ctx=self.n_ctx, n_threads=self.n_threads or None,
-                                  n_gpu_layers=self.n_gpu_layers, temperature=self.temperature)
+                                  n_gpu_layers=self.n_gpu_layers, temperature=self.temperature,
+                                  n_batch=self.n_batch, n_ubatch=self.n_ubatch,
+                                  flash_attn=self.flash_attn, grammar_first=self.grammar_first)
         return CachedLLM(backend, cache, model_id, concurrency=self.llm_concurrency)
