@@ -3,7 +3,7 @@ tree's defaults, on the same input, each from an empty output folder and LLM cac
 after the other in one run; prints and saves the figures and their ratios as JSON.
 
 Usage:
-    python bench/bench_speed.py book   [--baseline-ref main] [--order baseline-first] [--slice]
+    python bench/bench_speed.py book   [--baseline-ref main] [--order new-first] [--slice]
     python bench/bench_speed.py slice  (24,000 characters of the book from "Marley was dead")
     python bench/bench_speed.py 2wiki  [--limit N] --variants new
     python bench/bench_speed.py probe  (llama.cpp threads, batch sizes, grammar sampling)
@@ -13,8 +13,9 @@ Each variant runs ``kgloom index`` as a subprocess with its own source tree on
 ``PYTHONPATH`` (``git archive`` of a commit unpacked under ``--work-dir``; ``baseline``:
 ``--baseline-ref``, ``new``: ``--new-ref``, default ``HEAD``, so editing the tree during
 a run changes nothing), a fresh DAGSTER_HOME and a fresh output folder, so nothing is
-shared between them but the machine. ``--slice`` adds, in the same run after the book,
-the 24,000-character slice with the new defaults (wall seconds per text unit). The machine's 1-minute load average
+shared between them but the machine. ``--slice`` adds, in the same run right after the
+book's new variant, the 24,000-character slice with the new defaults (wall seconds per
+text unit). A JSON with the figures so far is saved after every variant. The machine's 1-minute load average
 is recorded before and after each run (other processes share the cores): compare the
 ratios of one run, not seconds across runs.
 
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -188,26 +190,9 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
     return fig
 
 
-def compare(corpus: str, args, variants: list[str] | None = None) -> dict:
-    """Run the variants one after the other; figures and new/baseline ratios."""
-    variants = variants or args.variants
-    work = Path(args.work_dir) / corpus
-    shutil.rmtree(work / "input", ignore_errors=True)
-    make_input(corpus, work / "input", args.limit)
-    res: dict = {"corpus": corpus, "limit": args.limit or None,
-                 "model": "fake" if args.fake_llm else args.model_path or
-                 "bundled SmolLM2-135M-Instruct", "cores": os.cpu_count(),
-                 "load_start": load()}
-    srcs = {}
-    for name, ref in (("baseline", args.baseline_ref), ("new", args.new_ref)):
-        if name in variants:
-            res[f"{name}_ref"] = ref
-            res[f"{name}_commit"] = export_ref(ref, work / f"{name}-src")
-            srcs[name] = work / f"{name}-src"
-    order = sorted(variants, key=lambda v: (v == "new") == (args.order == "baseline-first"))
-    res["order"] = order
-    for name in order:
-        res[name] = run_variant(name, srcs[name], work, corpus, args)
+def summarize(res: dict) -> None:
+    """Add the ratios (when both variants ran) and the issue's figures (when ``new``
+    ran) to ``res``, with what has run so far."""
     if "baseline" in res and "new" in res:
         b, n = res["baseline"], res["new"]
         res["ratios_new_over_baseline"] = {
@@ -229,7 +214,39 @@ def compare(corpus: str, args, variants: list[str] | None = None) -> dict:
                 "gold_pair_recall": n["gold"]["pair_recall"]} if "gold" in n else {}),
             **({"wall_ratio_new_over_baseline": res["ratios_new_over_baseline"]["wall_seconds"]}
                if "ratios_new_over_baseline" in res else {})}
+        if "slice" in res:
+            res["figures"]["slice_wall_seconds_per_text_unit"] = \
+                res["slice"]["new"]["wall_seconds_per_text_unit"]
+            res["figures"]["slice_text_units"] = res["slice"]["new"]["text_units"]
     res["load_end"] = load()
+
+
+def compare(corpus: str, args, variants: list[str] | None = None,
+            after: Callable[[str, dict], None] | None = None) -> dict:
+    """Run the variants one after the other; figures and new/baseline ratios.
+    ``after(variant, res)`` is called after each variant (partial saves, the slice)."""
+    variants = variants or args.variants
+    work = Path(args.work_dir) / corpus
+    shutil.rmtree(work / "input", ignore_errors=True)
+    make_input(corpus, work / "input", args.limit)
+    res: dict = {"corpus": corpus, "limit": args.limit or None,
+                 "model": "fake" if args.fake_llm else args.model_path or
+                 "bundled SmolLM2-135M-Instruct", "cores": os.cpu_count(),
+                 "load_start": load()}
+    srcs = {}
+    for name, ref in (("baseline", args.baseline_ref), ("new", args.new_ref)):
+        if name in variants:
+            res[f"{name}_ref"] = ref
+            res[f"{name}_commit"] = export_ref(ref, work / f"{name}-src")
+            srcs[name] = work / f"{name}-src"
+    order = sorted(variants, key=lambda v: (v == "new") == (args.order == "baseline-first"))
+    res["order"] = order
+    for name in order:
+        res[name] = run_variant(name, srcs[name], work, corpus, args)
+        if after:
+            after(name, res)
+        summarize(res)
+    res["complete"] = True
     return res
 
 
@@ -342,7 +359,7 @@ def main() -> None:
     ap.add_argument("--slice", action="store_true",
                     help="book: then the 24,000-character slice, new defaults only")
     ap.add_argument("--order", choices=["baseline-first", "new-first"],
-                    default="baseline-first")
+                    default="new-first")
     ap.add_argument("--limit", type=int, default=0, help="2wiki: first N passages")
     ap.add_argument("--reps", type=int, default=3, help="probe: alternations")
     ap.add_argument("--work-dir", default="/tmp/kgloom-bench-speed")
@@ -353,21 +370,25 @@ def main() -> None:
     args.variants = [v for v in args.variants.split(",") if v]
     if set(args.variants) - {"baseline", "new"}:
         raise SystemExit("--variants: baseline and/or new")
-    if args.corpus == "probe":
-        res = probe(args)
-    else:
-        res = compare(args.corpus, args)
-        if args.slice and args.corpus == "book":
-            part = compare("slice", args, ["new"])
-            res["slice"] = part
-            res["figures"]["slice_wall_seconds_per_text_unit"] = \
-                part["new"]["wall_seconds_per_text_unit"]
-            res["figures"]["slice_text_units"] = part["new"]["text_units"]
-            res["load_end"] = part["load_end"]
-    print(json.dumps(res.get("figures", res), indent=2))
     suffix = f"-{args.limit}" if args.limit else ""
     save = Path(args.save or ROOT / "bench" / "results" / f"speed-{args.corpus}{suffix}.json")
     save.parent.mkdir(parents=True, exist_ok=True)
+
+    def partial(res: dict) -> None:
+        summarize(res)
+        save.write_text(json.dumps({**res, "complete": False}, indent=2) + "\n")
+        print(f"partial figures saved to {save}", flush=True)
+
+    def after(name: str, res: dict) -> None:
+        # a partial JSON after every variant, so a long run leaves its figures so far;
+        # the slice right after the book's new variant (same run)
+        partial(res)
+        if args.slice and args.corpus == "book" and name == "new":
+            res["slice"] = compare("slice", args, ["new"])
+            partial(res)
+
+    res = probe(args) if args.corpus == "probe" else compare(args.corpus, args, after=after)
+    print(json.dumps(res.get("figures", res), indent=2))
     save.write_text(json.dumps(res, indent=2) + "\n")
     print(f"saved {save}")
 

@@ -41,8 +41,8 @@ class IndexSettings:
         summary_min_descriptions: summarize an entity's descriptions only when it has at
             least this many distinct ones; fewer are joined as they are.
         summary_method: ``extractive`` (the most central descriptions by embedding, no
-            model call; measured as good as ``llm`` with the default model, see the
-            README) or ``llm`` (one LLM summary per item; for larger models).
+            model call; see :mod:`kgloom.summaries` for why it is the default) or
+            ``llm`` (one LLM summary per item; for larger models).
         summary_max_sentences / summary_max_chars: bounds of an extractive summary
             (descriptions kept, characters; 300 is also the LLM summary's bound).
         summary_max_input_tokens: token budget of the descriptions fed to one summary call.

@@ -8,8 +8,11 @@ list is summarized:
 - ``extractive`` (default): the most central of the item's own descriptions, no model
   call (:func:`extractive_summary`). With evidence-sentence descriptions (the default,
   ``llm_descriptions`` off) they are sentences of the text, so the summary says nothing
-  the text does not. Chosen by measurement against ``llm`` with the default model
-  (``bench/bench_summaries.py``): in the README.
+  the text does not. The default because it costs no model call: with the default
+  model the ``llm`` summaries took 63 calls and ~95 s of a book index, and the index's
+  quality figures (gold entity and pair recall, ``bench/eval_gold.py``) are decided by
+  extraction and resolution, which run before summaries (both defaults measured in one
+  run by ``bench/bench_speed.py``; figures in the README).
 - ``llm``: one LLM summary, within a token budget, decoded under a bounded JSON schema so
   it always parses; a failed summary keeps the joined descriptions and adds a failures
   row. For larger models, or LLM-written descriptions.
