@@ -7,6 +7,7 @@ Usage:
     python bench/bench_speed.py slice  (24,000 characters of the book from "Marley was dead")
     python bench/bench_speed.py 2wiki  [--limit N] --variants new
     python bench/bench_speed.py probe  (llama.cpp threads, batch sizes, grammar sampling)
+    python bench/bench_speed.py book --rescore  (figures again from a saved run's folders)
     (all take --work-dir, --save, --model-path, --fake-llm)
 
 Each variant runs ``kgloom index`` as a subprocess with its own source tree on
@@ -109,16 +110,27 @@ def stage_costs(out: Path) -> dict:
         stages[name] = {"wall_seconds": llm.get("seconds", 0.0) if part else secs,
                         "model_seconds": llm.get("seconds", 0.0),
                         "llm_seconds": llm.get("seconds", 0.0),
+                        "llm_outside_seconds": round(max(0.0, llm.get("seconds", 0.0)
+                                                         - llm.get("prompt_seconds", 0.0)
+                                                         - llm.get("generation_seconds", 0.0)),
+                                                     2),
                         "calls": llm.get("calls", 0),
                         "prompt_tokens": llm.get("prompt_tokens", 0),
                         "completion_tokens": llm.get("completion_tokens", 0),
                         **({"part_of": "entities"} if part else {})}
+    for c in [c for c in stages.values() if "part_of" in c]:
+        parent = stages.setdefault(c["part_of"], {k: 0.0 for k in c if k != "part_of"})
+        for k in ("model_seconds", "llm_seconds", "llm_outside_seconds", "calls",
+                  "prompt_tokens", "completion_tokens"):
+            parent[k] = round(parent[k] + c[k], 2)  # a part's model time is its parent's
     top = [c for c in stages.values() if "part_of" not in c]
     total = {k: round(sum(c[k] for c in top), 2) for k in ("wall_seconds", "model_seconds",
-                                                           "llm_seconds", "calls",
+                                                           "llm_seconds",
+                                                           "llm_outside_seconds", "calls",
                                                            "prompt_tokens", "completion_tokens")}
     return {"stages": stages, "total": total, "note": "no cost table: built from "
-            "seconds_per_stage (entities: its seconds; summaries: their LLM seconds)"}
+            "seconds_per_stage and llm (entities: its seconds, its parts' LLM figures; "
+            "summaries and resolution: their LLM seconds); no embedder seconds"}
 
 
 def report_figures(out: Path) -> dict:
@@ -155,6 +167,15 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
     if res.returncode != 0:
         raise SystemExit(f"{name}: kgloom index failed ({res.returncode}); see "
                          f"{work / name / 'log.txt'}")
+    fig = variant_figures(out, corpus, wall, before, load())
+    print(f"[{name}] {json.dumps({k: fig[k] for k in ('wall_seconds', 'llm_calls_total', 'model_share_of_wall', 'load_before', 'load_after')})}",
+          flush=True)
+    return fig
+
+
+def variant_figures(out: Path, corpus: str, wall: float, load_before: float,
+                    load_after: float) -> dict:
+    """The figures of one finished index in ``out`` whose command took ``wall`` s."""
     units = pl.read_parquet(out / "text_units.parquet").height
     failures = pl.read_parquet(out / "failures.parquet")
     calls = new_rows({}, cache_rows(out))
@@ -167,7 +188,7 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
 
     fig = {"wall_seconds": round(wall, 1), "text_units": units,
            "wall_seconds_per_text_unit": round(wall / max(units, 1), 2),
-           "load_before": before, "load_after": load(),
+           "load_before": load_before, "load_after": load_after,
            "llm_calls": calls, "llm_calls_total": sum(calls.values()),
            "model_seconds": cost["total"]["model_seconds"],
            "model_share_of_wall": round(cost["total"]["model_seconds"] / wall, 4),
@@ -185,9 +206,30 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
         fig["gold"] = {k: v for k, v in score(out, json.loads(GOLD.read_text())).items()
                        if k in ("entity_recall", "pair_recall", "missed_entities",
                                 "missed_pairs", "entities", "relationships")}
-    print(f"[{name}] {json.dumps({k: fig[k] for k in ('wall_seconds', 'llm_calls_total', 'model_share_of_wall', 'load_before', 'load_after')})}",
-          flush=True)
     return fig
+
+
+def rescore(args) -> dict:
+    """Recompute the figures of a saved run (``--save`` or the default JSON) from its
+    output folders under ``--work-dir`` (wall seconds and loads as measured then): for
+    figures added to this script after the run."""
+    path = Path(args.save or ROOT / "bench" / "results" / f"speed-{args.corpus}.json")
+    res = json.loads(path.read_text())
+    runs = [(res, Path(args.work_dir) / res["corpus"])]
+    if "slice" in res:
+        runs.append((res["slice"], Path(args.work_dir) / "slice"))
+    for part, work in runs:
+        for name in ("baseline", "new"):
+            if name in part and (work / name / "output" / "index-summary.json").exists():
+                v = part[name]
+                part[name] = variant_figures(work / name / "output", part["corpus"],
+                                             v["wall_seconds"], v["load_before"],
+                                             v["load_after"])
+        load_end = part.get("load_end")
+        summarize(part)
+        part["load_end"] = load_end  # as measured at the end of the run
+    res["rescored"] = True
+    return res
 
 
 def summarize(res: dict) -> None:
@@ -366,6 +408,8 @@ def main() -> None:
     ap.add_argument("--model-path", default="")
     ap.add_argument("--fake-llm", action="store_true")
     ap.add_argument("--save", default="")
+    ap.add_argument("--rescore", action="store_true",
+                    help="recompute the saved run's figures from its output folders")
     args = ap.parse_args()
     args.variants = [v for v in args.variants.split(",") if v]
     if set(args.variants) - {"baseline", "new"}:
@@ -387,7 +431,12 @@ def main() -> None:
             res["slice"] = compare("slice", args, ["new"])
             partial(res)
 
-    res = probe(args) if args.corpus == "probe" else compare(args.corpus, args, after=after)
+    if args.rescore:
+        res = rescore(args)
+    elif args.corpus == "probe":
+        res = probe(args)
+    else:
+        res = compare(args.corpus, args, after=after)
     print(json.dumps(res.get("figures", res), indent=2))
     save.write_text(json.dumps(res, indent=2) + "\n")
     print(f"saved {save}")

@@ -1,13 +1,12 @@
 """How many CPU threads a compute burst (an LLM call, an embedding batch) should use.
 
-Measured on the 2-core machine while other processes kept it busy (load average 10-12,
-``bench/bench_speed.py --probe-threads``, JSON in ``bench/results/speed.json``):
-llama.cpp with 2 threads evaluated a prompt 2.7x slower and decoded 14x slower than with
-1 thread, because its threads wait for each other at every operator and a waiting
-thread's partner is often descheduled; torch (the embedder) behaves alike (a short query
-ran 10x faster on 1 thread). With free cores, more threads are faster. So the number of
-threads follows the machine's load: every core this process may use when the rest of
-the machine leaves them free, else one.
+llama.cpp's threads wait for each other at every operator, so on a machine whose cores
+are busy with other processes a second thread mostly waits for a descheduled partner;
+with free cores, more threads are faster. So the number of threads follows the
+machine's load: every core this process may use when the rest of the machine leaves
+them free, else one. ``bench/bench_speed.py probe`` measures prompt and decode tokens/s
+per thread setting on the machine at hand; the whole-index effect is in the
+``bench/bench_speed.py book`` figures of the README.
 """
 
 from __future__ import annotations
