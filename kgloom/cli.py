@@ -98,23 +98,42 @@ def _loud(lines: list[str]) -> None:
         typer.echo("\n".join([bar, *(f"WARNING: {line}" for line in lines), bar]), err=True)
 
 
-def _finish(output_dir: str, before: dict[str, int], report, input_dir: str) -> None:
-    """Print this command's LLM calls (new cache rows per stage), row counts and loud
-    warnings (failed WARN asset checks, an empty graph); exit 130 when interrupted, 1 when
-    a run failed or no document could be loaded."""
+def _finish(output_dir: str, before: dict[str, int], report, input_dir: str,
+            started: float | None = None) -> None:
+    """Print this command's LLM calls (new cache rows per stage), row counts, cost table
+    (wall and model seconds, model share, LLM calls and tokens per stage that ran in this
+    command; ``started``: the command's start, ``time.time()``) and loud warnings (failed
+    WARN asset checks, an empty graph); exit 130 when interrupted, 1 when a run failed or
+    no document could be loaded from ``input_dir``."""
+    import time
+
     import polars as pl
 
     from kgloom.llm import cache_rows, new_rows
+    from kgloom.stats import cost_markdown, cost_table, read_stage_stats
 
     calls = new_rows(before, cache_rows(output_dir))
     summary_path = Path(output_dir) / "index-summary.json"
     rows = json.loads(summary_path.read_text())["rows"] if summary_path.exists() else {}
-    typer.echo(json.dumps({"llm_calls_this_run": calls, "rows": rows,
-                           "partition_runs": len(report.partition_runs),
-                           "failed_partitions": report.failed_partitions,
-                           "graph_run": report.graph_run,
-                           "graph_assets_run": report.graph_assets,
-                           "interrupted": report.interrupted}, indent=2))
+    out = {"llm_calls_this_run": calls, "rows": rows,
+           "partition_runs": len(report.partition_runs),
+           "failed_partitions": report.failed_partitions, "graph_run": report.graph_run,
+           "interrupted": report.interrupted}
+    if started is not None:
+        # stages that finished during this command (a partition stage: its latest one)
+        ran = {k: v for k, v in read_stage_stats(Path(output_dir)).items()
+               if v.get("finished_at", 0) >= started}
+        cost = cost_table(ran)
+        wall = time.time() - started
+        out["cost"] = {"command_wall_seconds": round(wall, 1),
+                       "stages_wall_seconds": cost["total"]["wall_seconds"],
+                       "model_seconds": cost["total"]["model_seconds"],
+                       "model_share_of_stages": cost["total"]["model_share"],
+                       "model_share_of_command": round(cost["total"]["model_seconds"] / wall, 4)
+                       if wall else 0.0}
+        if ran:
+            typer.echo(cost_markdown(cost), err=True)
+    typer.echo(json.dumps(out, indent=2))
     if report.interrupted:
         typer.echo("interrupted: what finished is kept; run the command again to go on "
                    "(finished LLM calls are cached)", err=True)
@@ -181,6 +200,9 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     are refreshed once. Runs are recorded in $DAGSTER_HOME (default .dagster_home/), so
     they show in `kgloom ui`.
     """
+    import time
+
+    started = time.time()  # the command's wall time includes loading the pipeline
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
@@ -205,7 +227,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
 
         typer.echo(f"warning: {input_dir} has no supported input file "
                    f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)
-    _finish(output_dir, before, report, input_dir)
+    _finish(output_dir, before, report, input_dir, started)
 
 
 @app.command()

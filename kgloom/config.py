@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 # GraphRAG's defaults are organization, person, geo, event (config/defaults.py); kgloom
 # says "location" for "geo" and adds what narrative corpora such as the sample book need.
 DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("PERSON", "ORGANIZATION", "LOCATION", "EVENT")
+SUMMARY_METHODS: tuple[str, ...] = ("extractive", "llm")  # see kgloom.summaries
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,23 @@ class IndexSettings:
             graph stays connected.
         co_mention_strength: weight of one co-mention (an extracted relationship mention
             weighs ``extraction.EXTRACTED_STRENGTH`` = 2.0).
-        summary_min_descriptions: summarize an entity's descriptions with the LLM only when
-            it has at least this many distinct ones; fewer are joined as they are.
+        summary_min_descriptions: summarize an entity's descriptions only when it has at
+            least this many distinct ones; fewer are joined as they are.
+        summary_method: ``extractive`` (the most central descriptions by embedding, no
+            model call; see :mod:`kgloom.summaries` for why it is the default) or
+            ``llm`` (one LLM summary per item; for larger models).
+        summary_max_sentences / summary_max_chars: bounds of an extractive summary
+            (descriptions kept, characters; 300 is also the LLM summary's bound).
         summary_max_input_tokens: token budget of the descriptions fed to one summary call.
         max_cluster_size: Leiden recurses into any community larger than this (GraphRAG: 10).
         seed: seed of Leiden and of the LLM sampler.
         report_max_input_tokens: token budget of one community report's context.
+        report_llm_min_members / report_llm_min_relationships: a community with fewer
+            members or fewer internal relationships gets a rule-based report from its
+            members and relationship sentences (``reports.rule_report``), no LLM call;
+            0 and 0: every community gets an LLM report. The defaults (3 members, 0
+            relationships) keep an LLM report for every community of 3 or more members,
+            however few relationships it has inside.
         reuse_reports: keep the report of a community whose members and internal
             relationships are unchanged since the last run (``reports.report_key``), so an
             incremental run rewrites only the communities it changed.
@@ -75,10 +87,15 @@ class IndexSettings:
     co_mention_edges: bool = True
     co_mention_strength: float = 1.0
     summary_min_descriptions: int = 3
+    summary_method: str = "extractive"
+    summary_max_sentences: int = 2
+    summary_max_chars: int = 300
     summary_max_input_tokens: int = 600
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
+    report_llm_min_members: int = 3
+    report_llm_min_relationships: int = 0
     reuse_reports: bool = True
     embedding_window_tokens: int = 256
     embedding_window_stride: int = 192
@@ -98,5 +115,10 @@ class IndexSettings:
         if self.candidate_source not in SOURCES:
             raise ValueError(f"candidate_source must be one of {SOURCES}, "
                              f"got {self.candidate_source!r}")
+        if self.summary_method not in SUMMARY_METHODS:
+            raise ValueError(f"summary_method must be one of {SUMMARY_METHODS}, "
+                             f"got {self.summary_method!r}")
+        if self.summary_max_sentences < 1 or self.summary_max_chars < 1:
+            raise ValueError("summary_max_sentences and summary_max_chars must be >= 1")
         if self.max_cluster_size < 2:
             raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")

@@ -8,6 +8,7 @@ candidates), description summaries (:mod:`kgloom.summaries`), and graph metrics
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
                         llm: CachedLLM, settings: IndexSettings, tokenizer: Tokenizer,
                         embed: Callable[[list[str]], np.ndarray] | None = None,
                         progress: Callable[[int, int], None] | None = None,
+                        timings: dict[str, float] | None = None,
                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Resolve, summarize and measure.
 
@@ -33,20 +35,29 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         llm: the cached LLM (stages ``resolution`` and ``summaries``).
         settings: resolution methods and threshold, LLM verification, summary options.
         tokenizer: budgets of the summary and verification prompts (tokens).
-        embed: texts -> (n, dim) array for the embedding pass; None skips that pass.
-        progress: ``progress(done, total)`` over the summary calls.
+        embed: texts -> (n, dim) array for the embedding pass (when "embedding" is among
+            the resolution methods) and for extractive summaries; None skips the
+            embedding pass and makes extractive summaries take the first descriptions.
+        progress: ``progress(done, total)`` over the summarized items.
+        timings: when given, filled with the wall seconds of each step:
+            ``resolution``, ``summaries`` and ``graph_metrics``.
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
         ENTITIES_SCHEMA (degree, weighted degree, PageRank filled), RELATIONSHIPS_SCHEMA
         (combined_degree filled), ENTITY_ALIASES_SCHEMA and FAILURES_SCHEMA.
     """
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter()
     verify = llm_verifier(llm, settings, tokenizer) if settings.verify_merges_with_llm else None
     ents, rels, aliases = resolve_entities(
         entity_mentions, relationship_mentions, embed=embed,
         similarity_threshold=settings.embedding_merge_threshold,
         methods=frozenset(settings.resolution_methods), verify=verify)
-    ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress)
-    rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress)
+    t1 = time.perf_counter()
+    ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress, embed)
+    rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress, embed)
+    t2 = time.perf_counter()
     ents, rels = compute_graph_metrics(ents, rels)
+    timings.update(resolution=t1 - t0, summaries=t2 - t1, graph_metrics=time.perf_counter() - t2)
     return ents, rels, aliases, pl.concat([f1, f2])

@@ -22,6 +22,7 @@ and per-stage statistics.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import sqlite3
@@ -156,6 +157,7 @@ class Completion:
     prompt_eval_tokens: int = 0
     prompt_seconds: float = 0.0
     generation_seconds: float = 0.0
+    threads: int = 0  # CPU threads the call ran on (0: unknown)
 
 
 class LLMBackend(Protocol):
@@ -167,6 +169,104 @@ class LLMBackend(Protocol):
                  max_tokens: int, seed: int) -> Completion:
         """Return the reply to ``messages`` constrained to ``schema``."""
         ...
+
+
+class _GrammarFirstSampler:
+    """Greedy sampling under a llama.cpp grammar that checks the grammar on the best
+    token first and on the whole vocabulary only when that token is not allowed.
+
+    llama-cpp-python's sampler chain applies the grammar to every token of the
+    vocabulary (49,152 for SmolLM2) at every step, then takes the best; measured on a
+    community report, that was 40 % of the call and 3x llama.cpp's own decode time per
+    token. Greedy decoding picks the highest-logit token the grammar allows, so when the
+    highest-logit token is allowed it is the answer without looking at the others; when
+    it is not, the grammar is applied to the 64 best tokens, and only if none of them is
+    allowed, to all. The result is the token the full chain would pick (same replies,
+    tested). This is llama.cpp's own ``common_sampler_sample`` strategy (common/sampling.cpp:
+    sample, check the grammar, resample with it on a rejection).
+
+    Used through :class:`_Llama` for greedy decoding without penalties; counts its steps
+    and the steps that needed the grammar over more than one token.
+    """
+
+    TOP = 64
+
+    def __init__(self, llm: Any, grammar: Any) -> None:
+        import llama_cpp
+        import numpy as np
+
+        self._lc, self._np = llama_cpp, np
+        self.n_vocab = llm._n_vocab
+        self.grammar = llama_cpp.llama_sampler_init_grammar(
+            llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        dtype = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+        self._cand = np.zeros(self.n_vocab, dtype=dtype)
+        self.steps = 0
+        self.rejections = 0
+
+    def _apply(self, ids: Any, logits: Any) -> Any:
+        """The grammar applied to tokens ``ids``: their logits, -inf where rejected."""
+        n = len(ids)
+        cand = self._cand[:n]
+        cand["id"] = ids
+        cand["logit"] = logits[ids]
+        cand["p"] = 0.0
+        arr = self._lc.llama_token_data_array(
+            data=cand.ctypes.data_as(self._lc.llama_token_data_p), size=n, selected=-1,
+            sorted=False)
+        self._lc.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+        return cand["logit"]
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        """Return the next token (and advance the grammar), like ``LlamaSampler.sample``."""
+        np = self._np
+        logits = np.ctypeslib.as_array(self._lc.llama_get_logits_ith(ctx.ctx, idx),
+                                       shape=(self.n_vocab,))
+        self.steps += 1
+        best = int(np.argmax(logits))
+        if not np.isfinite(self._apply(np.array([best]), logits)[0]):
+            self.rejections += 1
+            ids = np.argpartition(-logits, self.TOP)[:self.TOP]
+            allowed = self._apply(ids, logits)
+            if np.isfinite(allowed).any():
+                best = int(ids[int(np.argmax(allowed))])
+            else:
+                ids = np.arange(self.n_vocab)
+                best = int(np.argmax(self._apply(ids, logits)))
+        self._lc.llama_sampler_accept(self.grammar, best)
+        return best
+
+    def __del__(self) -> None:
+        if getattr(self, "grammar", None) is not None:
+            self._lc.llama_sampler_free(self.grammar)
+            self.grammar = None
+
+
+def _fast_llama_class():
+    """``llama_cpp.Llama`` whose greedy, penalty-free grammar sampling uses
+    :class:`_GrammarFirstSampler`; every other sampling setting keeps llama-cpp-python's
+    own chain. Falls back to ``Llama`` itself when the installed llama-cpp-python has no
+    ``_init_sampler`` hook (its private API, checked here, not assumed)."""
+    from llama_cpp import Llama
+
+    if not hasattr(Llama, "_init_sampler"):
+        return Llama
+
+    class _Llama(Llama):
+        last_sampler: _GrammarFirstSampler | None = None
+
+        def _init_sampler(self, *args, **kw):
+            plain = (kw.get("temp") == 0.0 and kw.get("grammar") is not None
+                     and kw.get("logits_processor") is None and not kw.get("mirostat_mode")
+                     and kw.get("repeat_penalty", 1.0) == 1.0
+                     and not kw.get("frequency_penalty") and not kw.get("presence_penalty"))
+            if not plain or args:
+                self.last_sampler = None
+                return super()._init_sampler(*args, **kw)
+            self.last_sampler = _GrammarFirstSampler(self, kw["grammar"])
+            return self.last_sampler
+
+    return _Llama
 
 
 class LlamaCppBackend:
@@ -181,12 +281,21 @@ class LlamaCppBackend:
     Args:
         model_path: the GGUF file.
         n_ctx: context window in tokens (prompt + reply must fit).
-        n_threads: CPU threads (None: llama.cpp's default).
+        n_threads: CPU threads for prompt evaluation and decoding; None chooses per call
+            from the machine's load (:func:`kgloom.cpu.threads_for_load`).
+            (llama-cpp-python's own default is half the cores for decoding and all of
+            them for prompts, which on 2 busy cores was the slowest choice measured.)
         n_gpu_layers: layers offloaded to a GPU (0: CPU only; -1: all).
         temperature: sampling temperature (0: greedy).
         expected_sha256: verify the file against this digest first.
         reuse_prefix: keep the KV cache of the common prompt prefix between calls
             (llama-cpp-python's default); False resets it before each call (benchmarks).
+        n_batch / n_ubatch: llama.cpp's logical and physical batch sizes (tokens) of
+            prompt evaluation.
+        flash_attn: llama.cpp's fused attention kernel (the CPU build has it).
+        grammar_first: greedy grammar sampling checks the best token first
+            (:class:`_GrammarFirstSampler`); False keeps llama-cpp-python's chain,
+            which applies the grammar to the whole vocabulary at every step.
 
     Raises:
         ModelFileError: when the model file is missing, unreadable or fails its checksum.
@@ -194,18 +303,32 @@ class LlamaCppBackend:
 
     def __init__(self, model_path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
                  n_gpu_layers: int = 0, temperature: float = 0.0,
-                 expected_sha256: str | None = None, reuse_prefix: bool = True) -> None:
+                 expected_sha256: str | None = None, reuse_prefix: bool = True,
+                 n_batch: int = 512, n_ubatch: int = 512, flash_attn: bool = False,
+                 grammar_first: bool = True) -> None:
         self.model_path = Path(model_path)
         self.model_id = verify_model_file(self.model_path, expected_sha256)
         from llama_cpp import Llama  # heavy import, only when a model is really used
 
-        self._llm = Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=n_threads,
-                          n_gpu_layers=n_gpu_layers, verbose=False)
+        from kgloom.cpu import usable_cores
+
+        cls = _fast_llama_class() if grammar_first else Llama
+        start = n_threads or usable_cores()
+        self._llm = cls(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=start,
+                        n_threads_batch=start, n_gpu_layers=n_gpu_layers, n_batch=n_batch,
+                        n_ubatch=n_ubatch, flash_attn=flash_attn, verbose=False)
         self.n_ctx = n_ctx
+        self.n_threads = n_threads
         self.temperature = temperature
         self.reuse_prefix = reuse_prefix
+        self.settings = {"n_ctx": n_ctx, "n_threads": n_threads or "auto (by load)",
+                         "n_batch": n_batch, "n_ubatch": n_ubatch, "flash_attn": flash_attn,
+                         "n_gpu_layers": n_gpu_layers,
+                         "grammar_first": grammar_first and cls is not Llama,
+                         "reuse_prefix": reuse_prefix, "temperature": temperature}
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._last_threads, self._last_end = 0, 0.0
 
     def _grammar(self, schema: dict[str, Any]):
         from llama_cpp import LlamaGrammar
@@ -222,6 +345,16 @@ class LlamaCppBackend:
         """Return the number of model tokens in ``text``."""
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def _threads(self) -> int:
+        """This call's threads: the configured number, else by the machine's load (our
+        own last call counts as our load while it ended less than a minute ago)."""
+        if self.n_threads:
+            return self.n_threads
+        from kgloom.cpu import threads_for_load
+
+        recent = time.monotonic() - self._last_end < 60
+        return threads_for_load(self._last_threads if recent else 0)
+
     @retry(stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5),
            reraise=True)
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
@@ -237,6 +370,8 @@ class LlamaCppBackend:
             if not self.reuse_prefix:
                 self._llm.reset()
             ctx = self._llm._ctx.ctx  # llama.cpp perf counters: prompt vs generation time
+            threads = self._threads()
+            llama_cpp.llama_set_n_threads(ctx, threads, threads)
             llama_cpp.llama_perf_context_reset(ctx)
             t0 = time.perf_counter()
             out = self._llm.create_chat_completion(
@@ -244,18 +379,25 @@ class LlamaCppBackend:
                 temperature=self.temperature, seed=seed)
             seconds = time.perf_counter() - t0
             perf = llama_cpp.llama_perf_context(ctx)
+            self._last_threads, self._last_end = threads, time.monotonic()
         usage = out.get("usage") or {}
         return Completion(text=out["choices"][0]["message"]["content"] or "",
                           prompt_tokens=int(usage.get("prompt_tokens", 0)),
                           completion_tokens=int(usage.get("completion_tokens", 0)),
                           seconds=seconds, prompt_eval_tokens=int(perf.n_p_eval),
                           prompt_seconds=perf.t_p_eval_ms / 1000.0,
-                          generation_seconds=perf.t_eval_ms / 1000.0)
+                          generation_seconds=perf.t_eval_ms / 1000.0, threads=threads)
 
 
 @dataclass
 class StageStats:
-    """Counters of one stage's LLM use. Tokens are model tokens; seconds wall-clock."""
+    """Counters of one stage's LLM use. Tokens are model tokens; seconds wall-clock.
+
+    ``seconds`` is the time spent in model calls (the backend's ``complete``);
+    ``prompt_seconds`` and ``generation_seconds`` are llama.cpp's own timings of prompt
+    evaluation and decoding within it; the rest of ``seconds`` (``outside_seconds`` in
+    :meth:`as_dict`) is sampling, grammar and llama-cpp-python's Python per token.
+    """
 
     calls: int = 0  # calls that reached the model
     cache_hits: int = 0
@@ -267,12 +409,46 @@ class StageStats:
     prompt_eval_tokens: int = 0  # prompt tokens evaluated (the rest came from the KV cache)
     prompt_seconds: float = 0.0
     generation_seconds: float = 0.0
+    threads: dict[str, int] = field(default_factory=dict)  # CPU threads -> calls
+
+    def add(self, reply: Completion) -> None:
+        """Count one reply that came from the model (not from the cache)."""
+        self.calls += 1
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.seconds += reply.seconds
+        self.prompt_eval_tokens += reply.prompt_eval_tokens
+        self.prompt_seconds += reply.prompt_seconds
+        self.generation_seconds += reply.generation_seconds
+        if reply.threads:
+            key = str(reply.threads)
+            self.threads[key] = self.threads.get(key, 0) + 1
+
+    @classmethod
+    def merged(cls, parts) -> "StageStats":
+        """One StageStats summing the counters of ``parts`` (None entries skipped)."""
+        total = cls()
+        for st in parts:
+            if st is None:
+                continue
+            for k, v in st.__dict__.items():
+                if k == "threads":
+                    for n, calls in v.items():
+                        total.threads[n] = total.threads.get(n, 0) + calls
+                else:
+                    setattr(total, k, getattr(total, k) + v)
+        return total
 
     def as_dict(self) -> dict[str, float]:
-        """Return the counters plus derived rates: prompt tokens/s and generation
-        tokens/s (llama.cpp's own timings of each phase), and the share of prompt tokens
-        served from the reused KV-cache prefix."""
+        """Return the counters plus derived figures: prompt tokens/s and generation
+        tokens/s (llama.cpp's own timings of each phase), the share of prompt tokens
+        served from the reused KV-cache prefix, and ``outside_seconds``: model-call
+        seconds outside llama.cpp's prompt and decode timings (0 when a backend reports
+        no phase timings)."""
         d = dict(self.__dict__)
+        d["threads"] = dict(self.threads)
+        timed = self.prompt_seconds + self.generation_seconds
+        d["outside_seconds"] = round(max(0.0, self.seconds - timed), 4) if timed else 0.0
         d["prompt_tokens_per_s"] = (round(self.prompt_eval_tokens / self.prompt_seconds, 1)
                                     if self.prompt_seconds else 0.0)
         d["generation_tokens_per_s"] = (round(self.completion_tokens / self.generation_seconds, 1)
@@ -471,6 +647,12 @@ class CachedLLM:
                 if not entry[1]:
                     del self._inflight[key]
 
+    def backend_settings(self) -> dict[str, Any]:
+        """The backend's settings (a ``settings`` dict where it has one: threads, batch
+        sizes, flash attention, context size, sampler) with the model id, for the
+        index metadata."""
+        return {"model_id": self.model_id, **(getattr(self.backend, "settings", None) or {})}
+
     def call(self, stage: str, template_hash: str, input_hash: str,
              messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int,
              seed: int) -> Completion:
@@ -493,13 +675,7 @@ class CachedLLM:
                 raise LookupError(f"no cached reply for {stage} call {key[:12]} and no backend")
             reply = self.backend.complete(messages, schema, max_tokens, seed)
             with self.lock:
-                st.calls += 1
-                st.prompt_tokens += reply.prompt_tokens
-                st.completion_tokens += reply.completion_tokens
-                st.seconds += reply.seconds
-                st.prompt_eval_tokens += reply.prompt_eval_tokens
-                st.prompt_seconds += reply.prompt_seconds
-                st.generation_seconds += reply.generation_seconds
+                st.add(reply)
             self.cache.put(key, stage, self.model_id, template_hash, input_hash, params, reply)
         return reply
 
@@ -507,7 +683,9 @@ class CachedLLM:
 def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake: bool = False,
              n_ctx: int = 4096, n_threads: int | None = None, n_gpu_layers: int = 0,
              temperature: float = 0.0, expected_sha256: str | None = None,
-             concurrency: int = 1, fake_delay_s: float = 0.0) -> CachedLLM:
+             concurrency: int = 1, fake_delay_s: float = 0.0, n_batch: int = 512,
+             n_ubatch: int = 512, flash_attn: bool = False,
+             grammar_first: bool = True) -> CachedLLM:
     """Open a model behind the cache in ``cache_path``, with no Dagster import (the one
     way the pipeline's LLM resource and the query side load a model).
 
@@ -520,6 +698,7 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
         expected_sha256: verify a given ``model_path`` against this digest.
         concurrency: see :class:`CachedLLM` (in-process calls queue on the model's lock).
         fake_delay_s: seconds each fake call sleeps (crash and concurrency tests).
+        n_batch / n_ubatch / flash_attn / grammar_first: see :class:`LlamaCppBackend`.
 
     Returns:
         a :class:`CachedLLM` (model id = the GGUF's SHA-256, or ``fake-llm``).
@@ -537,7 +716,8 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
     expected = expected_sha256 or (None if model_path else SMOLLM2_SHA256)
     model_id = verify_model_file(path, expected)
     backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
-                              temperature=temperature)
+                              temperature=temperature, n_batch=n_batch, n_ubatch=n_ubatch,
+                              flash_attn=flash_attn, grammar_first=grammar_first)
     return CachedLLM(backend, cache, model_id, concurrency=concurrency)
 
 

@@ -1,4 +1,4 @@
-"""Community reports, written bottom-up by the local LLM.
+"""Community reports: rule-based for small communities, by the local LLM for the others.
 
 Follows GraphRAG's ``summarize_communities`` (report fields: title, summary, rating with
 explanation, findings with explanations; ``build_mixed_context``): a report's context is
@@ -7,6 +7,15 @@ were extracted, the members' claims, within
 ``report_max_input_tokens``; when that does not fit and the community has
 sub-communities, their reports (largest first) stand in for the raw members. Levels are
 processed deepest first so sub-community reports exist when a parent needs them.
+
+Reports sized to the community: a community with fewer than ``report_llm_min_members``
+members or fewer than ``report_llm_min_relationships`` internal relationships gets a
+report built by rules from its members and their relationship sentences
+(:func:`rule_report`, no model call): a model's report of two names and one sentence
+only restates that sentence, at ~300 generated tokens. The LLM's prompt keeps every
+fixed part (instructions and a worked example) before the community's data, so the
+KV cache of that prefix is reused from one report to the next; its fields are bounded
+(``maxLength``, ``maxItems``).
 """
 
 from __future__ import annotations
@@ -25,35 +34,63 @@ from kgloom.tokenizer import Tokenizer
 
 STAGE = "community_reports"
 
+_REPORT_USER = "Community data:\n{context}"
+_EXAMPLE_CONTEXT = (
+    "Entities:\n"
+    "- Sherlock Holmes (PERSON): Holmes needed a friend to share rooms in Baker Street.\n"
+    "- Dr. Watson (PERSON): Dr. Watson met Sherlock Holmes at the laboratory.\n"
+    "- Mrs. Hudson (PERSON): \"Capital!\" said Mrs. Hudson, their landlady.\n"
+    "- Baker Street (LOCATION): Holmes needed a friend to share rooms in Baker Street.\n"
+    "Relationships:\n"
+    "- Dr. Watson -> Sherlock Holmes: Holmes needed a friend to share rooms in Baker "
+    "Street, and Watson agreed.\n"
+    "- Mrs. Hudson -> Sherlock Holmes: \"Capital!\" said Mrs. Hudson, their landlady.\n"
+    "- Sherlock Holmes -> Baker Street: Holmes needed a friend to share rooms in Baker "
+    "Street, and Watson agreed.")
+_EXAMPLE_REPORT = {
+    "title": "Sherlock Holmes, Dr. Watson and Baker Street",
+    "summary": "Sherlock Holmes and Dr. Watson agree to share rooms in Baker Street, where "
+               "Mrs. Hudson is their landlady.",
+    "rating": 5,
+    "rating_explanation": "Holmes and Watson are the main pair; the others are tied to them.",
+    "findings": [
+        {"summary": "Holmes and Watson share rooms",
+         "explanation": "Holmes needed a friend to share rooms in Baker Street, and Watson "
+                        "agreed."},
+        {"summary": "Mrs. Hudson is their landlady",
+         "explanation": "Mrs. Hudson is called their landlady."}]}
+
 REPORT_TEMPLATE = PromptTemplate(
     name="community_report",
     system=("You write a short report about a community of related entities in a knowledge "
-            "graph, using only the data given. Answer with JSON only."),
-    user=("Community data:\n{context}\n\n"
-          "Write the report: a title naming its key entities, a summary of how they are related, "
-          "an importance rating from 0 to 10 with a one-sentence explanation, and up to three "
-          "findings, each a short statement with an explanation grounded in the data."),
+            "graph, using only the data given. Answer with JSON only: a title naming its key "
+            "entities, a summary of how they are related, an importance rating from 0 to 10 "
+            "with a one-sentence explanation, and up to three findings, each a short "
+            "statement with an explanation grounded in the data."),
+    user=_REPORT_USER,
     schema={
         "type": "object",
         "properties": {
-            "title": {"type": "string", "minLength": 1, "maxLength": 80},
-            "summary": {"type": "string", "minLength": 1, "maxLength": 400},
+            "title": {"type": "string", "minLength": 1, "maxLength": 60},
+            "summary": {"type": "string", "minLength": 1, "maxLength": 300},
             # an enum, since llama-cpp-python's grammar ignores minimum/maximum
             "rating": {"type": "integer", "enum": list(range(11))},
-            "rating_explanation": {"type": "string", "minLength": 1, "maxLength": 200},
+            "rating_explanation": {"type": "string", "minLength": 1, "maxLength": 120},
             "findings": {"type": "array", "minItems": 1, "maxItems": 3,
                          "items": {"type": "object",
                                    "properties": {
                                        "summary": {"type": "string", "minLength": 1,
-                                                   "maxLength": 100},
+                                                   "maxLength": 80},
                                        "explanation": {"type": "string", "minLength": 1,
-                                                       "maxLength": 250}},
+                                                       "maxLength": 160}},
                                    "required": ["summary", "explanation"]}},
         },
         "required": ["title", "summary", "rating", "rating_explanation", "findings"],
     },
     max_tokens=450,
+    examples=((_REPORT_USER.format(context=_EXAMPLE_CONTEXT), json.dumps(_EXAMPLE_REPORT)),),
 )
+RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of report_key)
 
 
 _HEADINGS = ("Entities:", "Relationships:", "Claims:", "Sub-community reports:")
@@ -140,15 +177,91 @@ def _markdown(obj: dict) -> str:
 
 
 def report_key(community: dict, model_id: str, settings: IndexSettings,
-               claim_ids: list[str] | None = None) -> str:
+               claim_ids: list[str] | None = None, method: str = "llm") -> str:
     """Return the reuse key of one community's report: a hash of the community's member
     entity ids, internal relationship ids and members' claim ids (its structure, not its
-    level or number), the report template, the model and the context settings. Two
+    level or number), and of how the report is written: for ``method`` ``llm`` the report
+    template, the model and the context settings, for ``rules`` ``RULES_VERSION``. Two
     communities with the same key get the same report."""
-    return content_id("report", REPORT_TEMPLATE.hash, model_id, settings.seed,
-                      settings.report_max_input_tokens, *sorted(community["entity_ids"]), "|",
+    how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens)
+           if method == "llm" else (RULES_VERSION,))
+    return content_id("report", *how, *sorted(community["entity_ids"]), "|",
                       *sorted(community["relationship_ids"]),
                       *(["|claims", *sorted(claim_ids)] if claim_ids else []))
+
+
+def needs_llm_report(community: dict, settings: IndexSettings) -> bool:
+    """True when ``community`` is large enough for an LLM report: at least
+    ``report_llm_min_members`` members and ``report_llm_min_relationships`` internal
+    relationships (both 0: every community)."""
+    return (len(community["entity_ids"]) >= settings.report_llm_min_members
+            and len(community["relationship_ids"]) >= settings.report_llm_min_relationships)
+
+
+def _names(titles: list[str]) -> str:
+    """"A", "A and B", "A, B and C", "A, B, C and 2 others"."""
+    if len(titles) <= 3:
+        return titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
+    return f"{', '.join(titles[:3])} and {len(titles) - 3} others"
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word to at most ``limit`` characters ("…" added)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    head = flat[:limit - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head[limit // 2:] else head) + "…"
+
+
+def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame) -> dict:
+    """A report of a small community built by rules, no model: the same fields and
+    bounds as an LLM report (:data:`REPORT_TEMPLATE`'s schema).
+
+    - title: the member titles, highest degree first ("A and B", "A, B and C");
+    - summary: the internal relationships' descriptions (evidence sentences of the text),
+      strongest first (combined degree), each relationship's first description; a
+      community without an internal relationship gets its members' descriptions;
+    - rating: the number of members plus internal relationships, at most 10 (GraphRAG's
+      rating is the community's importance; a rule can only count its size);
+    - findings: one per internal relationship ("A – B": its description), at most 3;
+      without relationships, one per member.
+
+    Args:
+        community: a ``COMMUNITIES_SCHEMA`` row as a dict.
+        entities / relationships: the full tables (degree / combined_degree filled).
+
+    Returns:
+        {title, summary, rating, rating_explanation, findings: [{summary, explanation}]}.
+    """
+    props = REPORT_TEMPLATE.schema["properties"]
+    limit = {k: props[k].get("maxLength", 0) for k in ("title", "summary", "rating_explanation")}
+    item = props["findings"]["items"]["properties"]
+    ents = entities.filter(pl.col("id").is_in(set(community["entity_ids"]))).sort(
+        ["degree", "title"], descending=[True, False])
+    rels = relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))).sort(
+        ["combined_degree", "id"], descending=[True, False])
+    first = lambda d: (d or "").split("\n")[0].strip()  # noqa: E731
+    if rels.height:
+        pairs = [(f"{r['source']} – {r['target']}", first(r["description"]))
+                 for r in rels.iter_rows(named=True)]
+    else:
+        pairs = [(r["title"], first(r["description"])) for r in ents.iter_rows(named=True)]
+    sentences = list(dict.fromkeys(d for _, d in pairs if d))
+    titles = ents["title"].to_list() or ["(empty community)"]
+    summary = _clip(" ".join(sentences), limit["summary"]) if sentences else \
+        f"{_names(titles)}: {ents.height} entities with no description."
+    n_rel = len(community["relationship_ids"])
+    findings = [{"summary": _clip(name, item["summary"]["maxLength"]),
+                 "explanation": _clip(desc or name, item["explanation"]["maxLength"])}
+                for name, desc in pairs[:props["findings"]["maxItems"]]]
+    return {"title": _clip(_names(titles), limit["title"]), "summary": summary,
+            "rating": min(10, ents.height + n_rel),
+            "rating_explanation": _clip(
+                f"Built by rules from {ents.height} entities and {n_rel} relationships; "
+                "rated by size.", limit["rating_explanation"]),
+            "findings": findings or [{"summary": _clip(titles[0], item["summary"]["maxLength"]),
+                                      "explanation": "No description."}]}
 
 
 def _placement(community: dict) -> dict:
@@ -180,9 +293,12 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
     Args:
         communities: a ``COMMUNITIES_SCHEMA`` frame.
         entities / relationships: ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames.
-        llm: the cached LLM (stage ``community_reports``); at most one call per community.
-            The calls of one level go out ``llm.concurrency`` at a time.
-        settings: ``report_max_input_tokens`` and ``seed``.
+        llm: the cached LLM (stage ``community_reports``); at most one call per community
+            large enough for it (:func:`needs_llm_report`); the others get
+            :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
+            time.
+        settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members`` and
+            ``report_llm_min_relationships``.
         tokenizer: measures the context budget.
         progress: called as ``progress(done, total)``.
         previous: the last ``COMMUNITY_REPORTS_SCHEMA`` table, or None.
@@ -191,9 +307,10 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
 
     Returns:
         (reports, failures, context_methods): reports conform to
-        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed; every other
-        community has a failures row; context_methods counts how contexts were built, with
-        ``reused`` for reports kept from ``previous`` and ``carried_down`` for a community
+        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed
+        (``generated_by``: ``llm`` or ``rules``); every other community has a failures row;
+        context_methods counts how contexts were built, with ``rules`` for rule-based
+        reports, ``reused`` for reports kept from ``previous`` and ``carried_down`` for a community
         repeated unchanged on a higher level, which gets its deeper copy's report (so
         one LLM call per distinct :func:`report_key`).
     """
@@ -226,12 +343,20 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
     # level's calls go out together (llm.concurrency at a time), deepest level first
     for _, level in order.group_by("level", maintain_order=True):
         jobs: list[tuple[dict, str, str]] = []  # (community, report key, context)
+        answers: list[tuple[dict, str, str, dict | None, dict | None]] = []
         for c in level.iter_rows(named=True):
             own_claims = member_claims(c, entities, claims)
+            by = "llm" if needs_llm_report(c, settings) else "rules"
             key = report_key(c, llm.model_id, settings,
-                             own_claims["id"].to_list() if own_claims is not None else None)
+                             own_claims["id"].to_list() if own_claims is not None else None, by)
             if key in kept or key in written:
                 reuse(c, key)
+                finished += 1
+                tick(0, total)
+                continue
+            if by == "rules":
+                methods["rules"] = methods.get("rules", 0) + 1
+                answers.append((c, key, by, rule_report(c, entities, relationships), None))
                 finished += 1
                 tick(0, total)
                 continue
@@ -241,7 +366,9 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
             jobs.append((c, key, context))
-        for (c, key, _), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick)):
+        answers += [(c, key, "llm", obj, failure)
+                    for (c, key, _), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick))]
+        for c, key, by, obj, failure in answers:
             if obj is None:
                 failures.append(failure)
             else:
@@ -251,7 +378,7 @@ def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                     "rank": float(obj["rating"]),
                     "rating_explanation": obj["rating_explanation"],
                     "findings": obj["findings"], "full_content_json": json.dumps(obj),
-                    "report_key": key}
+                    "report_key": key, "generated_by": by}
                 written[key] = done[c["community"]]
         finished += len(jobs)
     schema = {k: v for k, v in schemas.COMMUNITY_REPORTS_SCHEMA.items() if k != "human_readable_id"}

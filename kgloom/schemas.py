@@ -131,6 +131,7 @@ COMMUNITY_REPORTS_SCHEMA: dict[str, pl.DataType] = {
     "size": pl.Int64,
     # kgloom
     "report_key": pl.String,  # reports.report_key: the same key keeps the same report
+    "generated_by": pl.String,  # "llm", or "rules" for a small community (reports.rule_report)
 }
 
 # GraphRAG's claims table (data_model/schemas.py COVARIATES_FINAL_COLUMNS); optional

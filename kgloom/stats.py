@@ -1,13 +1,17 @@
 """Per-stage statistics files and the index summary (no Dagster).
 
 Every stage writes ``<output>/stages/<stage>.stats.json`` (wall seconds, LLM counters,
-row counts); :func:`build_index_summary` folds them, with the row count of every emitted
-table, into ``index-summary.json``.
+embedder seconds, row counts); :func:`build_index_summary` folds them, with the row count
+of every emitted table, into ``index-summary.json``, including the cost table of
+:func:`cost_table`: per stage, wall seconds, seconds inside the models (the LLM's calls
+and the embedder's forward passes), their share of the wall time, and the LLM's calls
+and tokens.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import polars as pl
@@ -31,20 +35,112 @@ def stages_dir(output_dir: str | Path) -> Path:
 
 def write_stage_stats(output_dir: str | Path, stage: str, seconds: float,
                       llm: dict | None = None, folder: str | Path | None = None,
+                      embedder_seconds: float = 0.0, part_of: str | None = None,
                       **counts) -> dict:
     """Write ``<folder>/<stage>.stats.json`` (default folder: ``<output_dir>/stages``):
-    ``seconds`` (wall-clock), ``llm`` (a ``StageStats.as_dict()``) and any counts;
-    return the dict. Partitioned stages pass their partition's folder."""
-    stats = {"stage": stage, "seconds": round(seconds, 2), "llm": llm or {}, **counts}
+    ``seconds`` (wall-clock), ``llm`` (a ``StageStats.as_dict()``), ``embedder_seconds``
+    (inside the embedder's forward passes), ``part_of`` (the stage whose wall time
+    includes this one, e.g. ``summaries`` in ``entities``; None for a top-level stage),
+    ``finished_at`` (Unix time) and any counts; return the dict. Partitioned stages
+    pass their partition's folder."""
+    stats = {"stage": stage, "seconds": round(seconds, 2), "llm": llm or {},
+             "embedder_seconds": round(embedder_seconds, 3), "finished_at": round(time.time(), 3),
+             **({"part_of": part_of} if part_of else {}), **counts}
+    stats["cost"] = stage_cost(stats)
     write_json(stats, Path(folder or stages_dir(output_dir)) / f"{stage}.stats.json")
     return stats
+
+
+COST_FIELDS = ("wall_seconds", "model_seconds", "model_share", "llm_seconds",
+               "embedder_seconds", "llm_prompt_seconds", "llm_decode_seconds",
+               "llm_outside_seconds", "calls", "cache_hits", "prompt_tokens",
+               "completion_tokens")
+
+
+def stage_cost(stats: dict) -> dict:
+    """The cost of one stage from its stats dict (see :func:`write_stage_stats`).
+
+    Returns a dict with the keys of ``COST_FIELDS``: ``wall_seconds``; ``llm_seconds``
+    (time in LLM calls), split into ``llm_prompt_seconds`` and ``llm_decode_seconds``
+    (llama.cpp's own timings) and ``llm_outside_seconds`` (the rest of the calls:
+    sampling, grammar, Python); ``embedder_seconds``; ``model_seconds`` = LLM + embedder
+    seconds; ``model_share`` = model seconds / wall seconds (0 for a stage without wall
+    time; above 1 only if a stage's wall time was taken over less than its model work);
+    the LLM's ``calls`` (that reached the model), ``cache_hits``, ``prompt_tokens`` and
+    ``completion_tokens``.
+    """
+    llm = stats.get("llm") or {}
+    wall = float(stats.get("seconds", 0.0))
+    llm_s = float(llm.get("seconds", 0.0))
+    emb = float(stats.get("embedder_seconds", 0.0))
+    prompt, decode = float(llm.get("prompt_seconds", 0.0)), float(llm.get("generation_seconds", 0.0))
+    return {"wall_seconds": round(wall, 2), "model_seconds": round(llm_s + emb, 2),
+            "model_share": round((llm_s + emb) / wall, 4) if wall > 0 else 0.0,
+            "llm_seconds": round(llm_s, 2), "embedder_seconds": round(emb, 2),
+            "llm_prompt_seconds": round(prompt, 2), "llm_decode_seconds": round(decode, 2),
+            "llm_outside_seconds": round(max(0.0, llm_s - prompt - decode), 2)
+            if prompt + decode else 0.0,
+            "calls": int(llm.get("calls", 0)), "cache_hits": int(llm.get("cache_hits", 0)),
+            "prompt_tokens": int(llm.get("prompt_tokens", 0)),
+            "completion_tokens": int(llm.get("completion_tokens", 0))}
+
+
+def cost_table(stats: dict[str, dict]) -> dict:
+    """Per-stage costs (:func:`stage_cost`) and their total over the top-level stages.
+
+    Args:
+        stats: :func:`read_stage_stats`'s result.
+
+    Returns:
+        ``{"stages": {stage: cost}, "total": cost}``; ``total`` sums the stages without
+        ``part_of`` (a part's wall and model time are already inside its parent's), and
+        its ``model_share`` is total model seconds / total wall seconds of the stages
+        (the time between stages, e.g. process start and Dagster's own work, is not in
+        it: ``kgloom index`` prints the share of its whole run as well).
+    """
+    stages = {k: {**stage_cost(v), **({"part_of": v["part_of"]} if v.get("part_of") else {})}
+              for k, v in stats.items()}
+    total = {f: 0.0 for f in COST_FIELDS}
+    for c in stages.values():
+        if "part_of" not in c:
+            for f in COST_FIELDS:
+                total[f] += c[f]
+    total = {f: round(v, 2) if isinstance(v, float) else v for f, v in total.items()}
+    for f in ("calls", "cache_hits", "prompt_tokens", "completion_tokens"):
+        total[f] = int(total[f])
+    total["model_share"] = (round(total["model_seconds"] / total["wall_seconds"], 4)
+                            if total["wall_seconds"] else 0.0)
+    return {"stages": stages, "total": total}
+
+
+def cost_markdown(cost: dict) -> str:
+    """A markdown table of :func:`cost_table`'s result (asset metadata, CLI)."""
+    head = ("| stage | wall s | model s | model share | LLM s (prompt / decode / outside) "
+            "| embedder s | calls | prompt tok | completion tok |")
+    lines = [head, "|" + "---|" * 9]
+    rows = list(cost["stages"].items()) + [("total", cost["total"])]
+    for name, c in rows:
+        label = f"{name} (in {c['part_of']})" if c.get("part_of") else name
+        lines.append(
+            f"| {label} | {c['wall_seconds']:.1f} | {c['model_seconds']:.1f} | "
+            f"{c['model_share']:.0%} | {c['llm_seconds']:.1f} ({c['llm_prompt_seconds']:.1f} / "
+            f"{c['llm_decode_seconds']:.1f} / {c['llm_outside_seconds']:.1f}) | "
+            f"{c['embedder_seconds']:.1f} | {c['calls']} | {c['prompt_tokens']} | "
+            f"{c['completion_tokens']} |")
+    return "\n".join(lines)
 
 
 def _add(total: dict, part: dict) -> dict:
     """Sum the numeric fields of two stats dicts (recursively); keep total's others."""
     out = dict(total)
     for k, v in part.items():
-        if isinstance(v, bool) or k == "stage":
+        if isinstance(v, bool) or k in ("stage", "cost"):  # cost: recomputed from the sums
+            continue
+        if k == "finished_at":
+            out[k] = max(out.get(k, 0.0), v)
+            continue
+        if k == "llm_backend":  # settings, not counters
+            out[k] = v
             continue
         if isinstance(v, (int, float)):
             out[k] = round(out.get(k, 0) + v, 4)
@@ -69,13 +165,18 @@ def read_stage_stats(output_dir: str | Path) -> dict[str, dict]:
         d = json.loads(p.read_text())
         summed[d["stage"]] = _add(summed.get(d["stage"], {"stage": d["stage"]}),
                                   {**d, "partitions": 1})
+    for d in summed.values():
+        d["cost"] = stage_cost(d)
     out.update(summed)  # a partitioned stage's sum replaces any pre-partition file
     return out
 
 
 def build_index_summary(output_dir: str | Path) -> dict:
-    """Return the index summary: rows per emitted table, seconds per stage, LLM counters
-    per stage and in total (calls, cache hits, prompt and completion tokens).
+    """Return the index summary: rows per emitted table, seconds per stage, the cost
+    table (:func:`cost_table`: wall and model seconds, model share, LLM calls and tokens
+    per stage and in total), the LLM backend's settings (``llm_backend``: threads, batch
+    sizes, flash attention, context size, sampler; from the stages that ran the model),
+    LLM counters per stage and in total (calls, cache hits, prompt and completion tokens).
 
     Counters are those of each stage's latest materialization; for a partitioned stage
     (documents, text_units, extraction) the sum over the stored partitions' latest
@@ -86,9 +187,13 @@ def build_index_summary(output_dir: str | Path) -> dict:
     rows = {name: pl.scan_parquet(table_path(output_dir, name)).select(pl.len()).collect().item()
             for name in SUMMARY_TABLES if table_path(output_dir, name).exists()}
     llm = {k: v["llm"] for k, v in stats.items() if v.get("llm")}
+    backend = next((v["llm_backend"] for k, v in sorted(stats.items())
+                    if v.get("llm_backend")), {})
     return {
         "rows": rows,
         "seconds_per_stage": {k: v["seconds"] for k, v in stats.items()},
+        "cost": cost_table(stats),
+        "llm_backend": backend,
         "llm": llm,
         "llm_calls": sum(v.get("calls", 0) for v in llm.values()),
         "llm_cache_hits": sum(v.get("cache_hits", 0) for v in llm.values()),

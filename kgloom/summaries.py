@@ -1,16 +1,28 @@
 """Summarize the descriptions an entity or relationship collected across text units.
 
 As in GraphRAG's ``summarize_descriptions``: an item with one description keeps it as
-is; an item with many gets one LLM summary of them, within a token budget. kgloom joins
-short lists without a call (below ``summary_min_descriptions``) and decodes the summary
-under a bounded JSON schema, so it always parses. A failed summary keeps the joined
-descriptions and adds a failures row.
+is; an item with many gets one summary of them. kgloom joins short lists without
+summarizing (below ``summary_min_descriptions``). ``summary_method`` chooses how a long
+list is summarized:
+
+- ``extractive`` (default): the most central of the item's own descriptions, no model
+  call (:func:`extractive_summary`). With evidence-sentence descriptions (the default,
+  ``llm_descriptions`` off) they are sentences of the text, so the summary says nothing
+  the text does not. The default because it costs no model call: with the default
+  model the ``llm`` summaries took 63 calls and ~95 s of a book index, and the index's
+  quality figures (gold entity and pair recall, ``bench/eval_gold.py``) are decided by
+  extraction and resolution, which run before summaries (both defaults measured in one
+  run by ``bench/bench_speed.py``; figures in the README).
+- ``llm``: one LLM summary, within a token budget, decoded under a bounded JSON schema so
+  it always parses; a failed summary keeps the joined descriptions and adds a failures
+  row. For larger models, or LLM-written descriptions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import polars as pl
 
 from kgloom.config import IndexSettings
@@ -32,25 +44,78 @@ SUMMARY_TEMPLATE = PromptTemplate(
 )
 
 
+def extractive_summary(lines: list[str], vectors: np.ndarray | None, max_sentences: int,
+                       max_chars: int) -> str:
+    """The most central of one item's descriptions, in their original order.
+
+    Centrality is the cosine similarity of a description's embedding to the mean of the
+    item's description embeddings (the centroid; Radev et al. 2004, "Centroid-based
+    summarization of multiple documents"). Descriptions are taken from the most central
+    down while at most ``max_sentences`` are taken and their total length, joined by one
+    space, stays within ``max_chars`` (a first one longer than that is cut at a word);
+    ties go to the earlier description.
+
+    Args:
+        lines: the item's distinct descriptions (non-empty strings), in input order.
+        vectors: float array (len(lines), dim) of their embeddings; None ranks by input
+            order (the first descriptions), for a run without an embedder.
+        max_sentences: at most this many descriptions (>= 1).
+        max_chars: length bound of the result (characters).
+
+    Returns:
+        the chosen descriptions joined by one space ("" for no lines).
+    """
+    if not lines:
+        return ""
+    if vectors is None or len(lines) < 3:
+        order = list(range(len(lines)))
+    else:
+        v = np.asarray(vectors, dtype=np.float64)
+        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        centroid = v.mean(axis=0)
+        scores = v @ centroid
+        order = sorted(range(len(lines)), key=lambda i: (-round(float(scores[i]), 6), i))
+    chosen: list[int] = []
+    used = 0
+    for i in order:
+        if len(chosen) >= max_sentences:
+            break
+        extra = len(lines[i]) + (1 if chosen else 0)
+        if used + extra <= max_chars:
+            chosen.append(i)
+            used += extra
+    if not chosen:  # the most central one alone is too long: cut it at a word
+        head = lines[order[0]][:max_chars]
+        return head.rsplit(" ", 1)[0] if " " in head[max_chars // 2:] else head
+    return " ".join(lines[i] for i in sorted(chosen))
+
+
 def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
                            settings: IndexSettings, tokenizer: Tokenizer,
                            progress: Callable[[int, int], None] | None = None,
+                           embed: Callable[[list[str]], np.ndarray] | None = None,
                            ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Replace long description lists in ``table`` by one LLM summary each.
+    """Replace long description lists in ``table`` by one summary each.
 
     Args:
         table: an entities or relationships frame; ``description`` holds distinct
             descriptions joined by newlines (see :mod:`kgloom.resolution`).
         name_col: column naming the item in the prompt (``title``, or ``source`` for
             relationships, whose prompt name is ``"<source> -> <target>"``).
-        llm: the cached LLM (stage ``summaries``).
-        settings: ``summary_min_descriptions`` and ``summary_max_input_tokens``.
-        tokenizer: counts the input budget (tokens).
-        progress: called as ``progress(done, total)`` over the items that need a call.
-            The calls go out ``llm.concurrency`` at a time.
+        llm: the cached LLM (stage ``summaries``; used only by the ``llm`` method).
+        settings: ``summary_method``, ``summary_min_descriptions``, and
+            ``summary_max_input_tokens`` (llm) or ``summary_max_sentences`` and
+            ``summary_max_chars`` (extractive).
+        tokenizer: counts the LLM's input budget (tokens).
+        progress: called as ``progress(done, total)`` over the items summarized. The
+            LLM's calls go out ``llm.concurrency`` at a time.
+        embed: texts -> (n, dim) float array (the index's embedder), for the
+            ``extractive`` method: every description of the items to summarize is
+            embedded in one call; None takes each item's first descriptions.
 
     Returns:
-        (table with ``description`` replaced where summarized, failures frame).
+        (table with ``description`` replaced where summarized, failures frame; the
+        extractive method never fails).
     """
     descs = table["description"].to_list()
     names = (table[name_col] if name_col != "source" else
@@ -59,6 +124,20 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
             if d and len(d.split("\n")) >= settings.summary_min_descriptions]
     failures = []
     out = list(descs)
+    if settings.summary_method == "extractive":
+        lines = {i: [x for x in descs[i].split("\n") if x.strip()] for i in todo}
+        flat = [x for i in todo for x in lines[i]]
+        vecs = np.asarray(embed(flat)) if embed is not None and flat else None
+        start = 0
+        for n, i in enumerate(todo, 1):
+            mine = vecs[start:start + len(lines[i])] if vecs is not None else None
+            start += len(lines[i])
+            out[i] = extractive_summary(lines[i], mine, settings.summary_max_sentences,
+                                        settings.summary_max_chars)
+            if progress:
+                progress(n, len(todo))
+        return (table.with_columns(description=pl.Series(out, dtype=pl.String)),
+                failures_frame(failures))
     texts = {i: tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
                                    settings.summary_max_input_tokens) for i in todo}
 

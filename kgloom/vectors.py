@@ -12,6 +12,7 @@ import functools
 import gc
 import hashlib
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -103,6 +104,7 @@ class Embedder:
         if not 1 <= self.stride <= self.content_tokens:
             raise ValueError(f"stride must be in [1, {self.content_tokens}], got {self.stride}")
         self.batch_size = batch_size
+        self.seconds = 0.0  # in forward passes (``encode``), over this object's life
 
     @property
     def dim(self) -> int:
@@ -144,7 +146,10 @@ class Embedder:
 
         ``threads`` caps torch's intra-op threads for this call (restored after). A query
         of a few words runs ~10x faster on one thread than on two when the other core is
-        busy (measured on the 2-core machine: 16 ms vs 166 ms), so query paths pass 1.
+        busy (measured on the 2-core machine: 16 ms vs 166 ms), so query paths pass 1;
+        None chooses by the machine's load (:func:`kgloom.cpu.threads_for_load`). The
+        seconds of the forward passes add up in :attr:`seconds` (the model time of the
+        index's cost table).
 
         Raises:
             RuntimeError: if a window would still exceed the model's input length (a
@@ -165,14 +170,17 @@ class Embedder:
                                f"(max {max(too_long)}); they would be truncated")
         import torch
 
+        from kgloom.cpu import threads_for_load
+
         before = torch.get_num_threads()
-        if threads:
-            torch.set_num_threads(threads)
+        torch.set_num_threads(threads or threads_for_load())
+        t0 = time.perf_counter()
         try:
             vecs = self.model.encode(windows, batch_size=self.batch_size,
                                      convert_to_numpy=True, normalize_embeddings=True,
                                      show_progress_bar=False)
         finally:
+            self.seconds += time.perf_counter() - t0
             torch.set_num_threads(before)
         pooled = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
         np.add.at(pooled, np.asarray(owner), vecs * np.asarray(weights, dtype=np.float64)[:, None])

@@ -58,3 +58,34 @@ def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
     again = json.loads((out / "index-summary.json").read_text())
     assert again["llm_calls"] == 0
     assert LLMCache(out / "llm_cache.sqlite").summary() == rows
+
+
+@pytest.mark.slow
+def test_grammar_first_sampling_gives_the_replies_of_llama_cpp_pythons_sampler_chain():
+    from kgloom.llm import LlamaCppBackend, default_model_path, reply_char_bound
+    from kgloom.reports import REPORT_TEMPLATE
+
+    schema = {"type": "object", "properties": {
+        "names": {"type": "array", "maxItems": 4,
+                  "items": {"type": "string", "enum": ["Scrooge", "Bob Cratchit", "Fred",
+                                                       "Jacob Marley", "London"]}},
+        "note": {"type": "string", "maxLength": 60}}, "required": ["names", "note"]}
+    context = ("Entities:\n- Scrooge (PERSON): Scrooge sat busy in his counting-house.\n"
+               "- Bob Cratchit (PERSON): his clerk, Bob Cratchit, was copying letters.\n"
+               "- Fred (PERSON): It was the voice of Scrooge's nephew, Fred.\n"
+               "Relationships:\n- Scrooge -> Bob Cratchit: his clerk, Bob Cratchit.\n"
+               "- Fred -> Scrooge: Scrooge's nephew, Fred.")
+    calls = [([{"role": "user", "content": "Which people are named here? " + PASSAGE}],
+              schema),
+             (REPORT_TEMPLATE.messages(context=context), REPORT_TEMPLATE.schema)]
+    backends = {gf: LlamaCppBackend(default_model_path(), n_threads=1, grammar_first=gf)
+                for gf in (False, True)}
+    assert backends[True].settings["grammar_first"] and not backends[False].settings[
+        "grammar_first"]
+    for messages, sch in calls:
+        replies = {gf: b.complete(messages, sch, reply_char_bound(sch), 1)
+                   for gf, b in backends.items()}
+        assert replies[True].text == replies[False].text
+        json.loads(replies[True].text)  # a whole reply, not a cut one
+        sampler = backends[True]._llm.last_sampler
+        assert sampler is not None and sampler.steps >= replies[True].completion_tokens

@@ -209,6 +209,49 @@ def test_stage_stats_rates():
             idle["prefix_reuse_rate"], idle["cache_hit_rate"]) == (0.0, 0.0, 0.0, 0.0)
 
 
+def test_stage_stats_count_replies_threads_and_time_outside_the_model():
+    st = StageStats()
+    st.add(Completion("{}", 100, 10, 2.0, prompt_eval_tokens=60, prompt_seconds=0.5,
+                      generation_seconds=1.0, threads=1))
+    st.add(Completion("{}", 50, 5, 1.0, prompt_eval_tokens=50, prompt_seconds=0.25,
+                      generation_seconds=0.5, threads=2))
+    st.add(Completion("{}", 50, 5, 1.0, prompt_eval_tokens=50, prompt_seconds=0.25,
+                      generation_seconds=0.5, threads=1))
+    d = st.as_dict()
+    assert (d["calls"], d["prompt_tokens"], d["completion_tokens"]) == (3, 200, 20)
+    assert d["threads"] == {"1": 2, "2": 1}
+    # 4 s in calls, 1 s prompt + 2 s decode by llama.cpp's timers: 1 s elsewhere
+    assert d["outside_seconds"] == 1.0
+    # a backend without phase timings (the fake) has no outside share to report
+    assert StageStats(calls=1, seconds=3.0).as_dict()["outside_seconds"] == 0.0
+    both = StageStats.merged([st, None, StageStats(calls=2, seconds=1.5, threads={"1": 2})])
+    assert (both.calls, both.seconds, both.threads) == (5, 5.5, {"1": 4, "2": 1})
+    assert st.calls == 3 and st.threads == {"1": 2, "2": 1}  # the parts are unchanged
+
+
+def test_cached_llm_counts_only_model_calls_and_knows_its_backend(tmp_path):
+    llm = CachedLLM(FakeBackend(), LLMCache(tmp_path / "c.sqlite"), "fake-llm")
+    for _ in range(2):
+        structured_call(llm, TEMPLATE, "stage", "x", 1, name="Marley", text=TEXT)
+    st = llm.stats["stage"]
+    assert (st.calls, st.cache_hits) == (1, 1)
+    assert llm.backend_settings() == {"model_id": "fake-llm"}
+
+
+def test_threads_follow_the_load(monkeypatch):
+    from kgloom import cpu
+
+    monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
+    for load, own, want in [(0.1, 0, 2), (0.3, 0, 2), (0.8, 0, 1), (12.0, 0, 1),
+                            (2.1, 2, 2), (3.0, 2, 1)]:
+        monkeypatch.setattr(cpu.os, "getloadavg", lambda load=load: (load, load, load))
+        assert cpu.threads_for_load(own) == want, (load, own)
+    monkeypatch.setattr(cpu, "usable_cores", lambda: 16)
+    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (6.2, 0, 0))
+    assert cpu.threads_for_load() == 10
+    assert cpu.usable_cores() == 16
+
+
 def test_template_messages_put_examples_between_system_and_user():
     t = dataclasses.replace(TEMPLATE, examples=(("Character: Fred", "{}"),))
     msgs = t.messages(name="Marley", text=TEXT)

@@ -153,6 +153,7 @@ class _NotReentrantLlama:
     """Stands in for llama_cpp.Llama: fails when two calls are inside it at once."""
 
     def __init__(self, *args, **kwargs) -> None:
+        self.kwargs = kwargs
         self.inside = 0
         self.calls = 0
         self._ctx = type("Ctx", (), {"ctx": None})()
@@ -178,6 +179,7 @@ def stub_llama(tmp_path, monkeypatch):
     monkeypatch.setattr(llama_cpp, "Llama", _NotReentrantLlama)
     monkeypatch.setattr(llama_cpp, "llama_perf_context_reset", lambda ctx: None)
     monkeypatch.setattr(llama_cpp, "llama_perf_context", lambda ctx: perf)
+    monkeypatch.setattr(llama_cpp, "llama_set_n_threads", lambda ctx, n, n_batch: None)
     monkeypatch.setattr(llama_cpp.LlamaGrammar, "from_json_schema",
                         classmethod(lambda cls, schema, verbose=False: schema))
     gguf = tmp_path / "stub.gguf"
@@ -210,6 +212,25 @@ def test_in_process_backend_serializes_concurrent_calls_with_a_lock(tmp_path, st
                   [f"q{i}" for i in range(12)])
     assert all(obj == {"answer": "ok"} and failure is None for obj, failure in out)
     assert backend._llm.calls == 12
+
+
+def test_llama_settings_of_the_resource_reach_the_model_and_the_metadata(
+        tmp_path, stub_llama, monkeypatch):
+    from kgloom.resources.llm import LLMResource
+
+    monkeypatch.setattr(LLMResource, "verify", lambda self: "stub")  # no SHA-256 check
+    res = LLMResource(model_path=str(stub_llama), n_threads=1, n_batch=128, n_ubatch=64,
+                      flash_attn=True, grammar_first=False)
+    llm = res.open(tmp_path)
+    got = llm.backend_settings()
+    assert got["model_id"] == "stub"
+    assert {k: got[k] for k in ("n_threads", "n_batch", "n_ubatch", "flash_attn",
+                                "grammar_first")} == {
+        "n_threads": 1, "n_batch": 128, "n_ubatch": 64, "flash_attn": True,
+        "grammar_first": False}
+    kw = llm.backend._llm.kwargs  # what llama_cpp.Llama was built with
+    assert (kw["n_batch"], kw["n_ubatch"], kw["flash_attn"], kw["n_threads"]) == (
+        128, 64, True, 1)
 
 
 # ---------------------------------------------------------------- bad input

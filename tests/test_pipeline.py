@@ -69,6 +69,29 @@ def test_every_output_file_is_written(indexed):
     assert set(summary["seconds_per_stage"]) >= {"documents", "extraction", "community_reports"}
 
 
+def test_index_summary_has_the_cost_of_every_stage(indexed):
+    out, summary = indexed
+    cost = summary["cost"]
+    assert set(cost["stages"]) >= {"documents", "text_units", "extraction", "entities",
+                                   "summaries", "communities", "community_reports",
+                                   "graph_files", "vector_index"}
+    assert cost["stages"]["summaries"]["part_of"] == "entities"
+    top = [c for c in cost["stages"].values() if "part_of" not in c]
+    assert cost["total"]["wall_seconds"] == pytest.approx(
+        sum(c["wall_seconds"] for c in top), abs=0.05)
+    assert cost["total"]["calls"] == summary["llm_calls"]
+    assert cost["total"]["prompt_tokens"] == summary["prompt_tokens"]
+    # the embedder's forward passes are model time: the vector index is mostly that
+    vec = cost["stages"]["vector_index"]
+    assert 0 < vec["embedder_seconds"] <= vec["wall_seconds"]
+    assert 0 < vec["model_share"] <= 1
+    assert summary["llm_backend"]["model_id"] == "fake-llm"
+    reports = pl.read_parquet(out / "community_reports.parquet")
+    st = json.loads((out / "stages" / "community_reports.stats.json").read_text())
+    assert st["llm_reports"] + st["rule_reports"] == reports.height
+    assert set(reports["generated_by"]) <= {"llm", "rules"}
+
+
 def test_bad_input_files_become_failures_rows(indexed):
     out, _ = indexed
     failures = pl.read_parquet(out / "failures.parquet")
@@ -312,3 +335,27 @@ def test_every_output_file_is_readable_as_the_umask_allows(indexed):
     wrong = {str(p.relative_to(out)): oct(stat.S_IMODE(p.stat().st_mode)) for p in files
              if stat.S_IMODE(p.stat().st_mode) != 0o666 & ~mask}
     assert not wrong
+
+
+def test_cli_summary_prints_the_cost_of_the_stages_it_ran(indexed, capsys):
+    from kgloom.cli import _finish
+    from kgloom.pipelines.runner import RunReport
+
+    from kgloom.stats import build_index_summary
+
+    out, _ = indexed
+    # the stats on disk now (other tests of this module may have run stages again)
+    summary = build_index_summary(out)
+    _finish(str(out), {}, RunReport(), "input", started=0.0)  # every stage ran after t = 0
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out[:captured.out.rindex("}") + 1])
+    cost = printed["cost"]
+    assert cost["stages_wall_seconds"] == summary["cost"]["total"]["wall_seconds"]
+    assert cost["model_seconds"] == summary["cost"]["total"]["model_seconds"]
+    assert 0 <= cost["model_share_of_command"] <= cost["model_share_of_stages"] <= 1
+    assert "| extraction |" in captured.err and "| total |" in captured.err
+    _finish(str(out), {}, RunReport(), "input", started=10**12)  # nothing ran since then
+    captured = capsys.readouterr()
+    assert json.loads(captured.out[:captured.out.rindex("}") + 1])["cost"][
+        "stages_wall_seconds"] == 0
+    assert "| total |" not in captured.err

@@ -33,6 +33,10 @@ def tables() -> dict[str, pl.DataFrame]:
     return t
 
 
+# every community gets an LLM report (the sizing rule off), as before reports were sized
+ALL_LLM = {"report_llm_min_members": 0, "report_llm_min_relationships": 0}
+
+
 def _llm(tmp_path, backend) -> CachedLLM:
     return CachedLLM(backend, LLMCache(tmp_path / "cache.sqlite"), backend.model_id)
 
@@ -46,9 +50,10 @@ def test_every_community_gets_a_graphrag_report(tmp_path, tables):
     llm = _llm(tmp_path, backend)
     reports, failures, methods = write_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
-        llm, IndexSettings(), default_tokenizer())
+        llm, IndexSettings(**ALL_LLM), default_tokenizer())
 
     assert failures.height == 0
+    assert set(reports["generated_by"]) == {"llm"}
     assert reports.columns == list(schemas.COMMUNITY_REPORTS_SCHEMA)
     assert reports.schema == pl.Schema(schemas.COMMUNITY_REPORTS_SCHEMA)
     assert sorted(reports["community"]) == sorted(tables["communities"]["community"])
@@ -79,7 +84,7 @@ def test_every_community_gets_a_graphrag_report(tmp_path, tables):
 
 def test_reports_are_cached_and_failures_are_rows(tmp_path, tables):
     args = (tables["communities"], tables["entities"], tables["relationships"])
-    settings, tok = IndexSettings(), default_tokenizer()
+    settings, tok = IndexSettings(**ALL_LLM), default_tokenizer()
     first, _, _ = write_community_reports(*args, _llm(tmp_path, FakeBackend()), settings, tok)
     again_backend = FakeBackend()
     second, _, _ = write_community_reports(*args, _llm(tmp_path, again_backend), settings, tok)
@@ -117,7 +122,8 @@ def test_parents_use_child_reports_when_over_budget(tmp_path, tables):
     backend = _Recording()
     reports, failures, methods = write_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
-        _llm(tmp_path, backend), IndexSettings(report_max_input_tokens=60), default_tokenizer())
+        _llm(tmp_path, backend), IndexSettings(report_max_input_tokens=60, **ALL_LLM),
+        default_tokenizer())
     assert failures.height == 0
     assert reports["rank"].to_list() == [7.0] * reports.height
     assert methods.get("sub_reports", 0) >= 1
@@ -223,3 +229,118 @@ def test_only_communities_whose_structure_changed_get_a_new_report(tmp_path, tab
     # a new report template rewrites everything: reuse is keyed on the template too
     fresh, _, methods = write_community_reports(grown, *args, previous=None)
     assert "reused" not in methods
+
+
+class _Messages:
+    """Answers a fixed valid report and records every call's whole message list."""
+
+    model_id = "messages"
+
+    def __init__(self) -> None:
+        self.calls: list[list[dict]] = []
+
+    def complete(self, messages, schema, max_tokens, seed):
+        self.calls.append(messages)
+        return Completion(json.dumps({
+            "title": "T", "summary": "S", "rating": 5, "rating_explanation": "E",
+            "findings": [{"summary": "F", "explanation": "X"}]}), 1, 1, 0.0)
+
+
+def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path, tables):
+    import jsonschema
+
+    backend = _Messages()
+    reports, failures, methods = write_community_reports(
+        tables["communities"], tables["entities"], tables["relationships"],
+        _llm(tmp_path, backend), IndexSettings(), default_tokenizer())
+    assert failures.height == 0 and reports.height == tables["communities"].height
+    by = dict(reports.select("community", "generated_by").iter_rows())
+    # 0 (5 members) and 2 (3 members, 2 relationships) reach both defaults (3 and 2);
+    # 1 and 4 (Bob Cratchit, Tiny Tim) and 3 (the Ghost, Fezziwig) have 2 members each
+    assert by == {0: "llm", 1: "rules", 2: "llm", 3: "rules", 4: "rules"}
+    assert len(backend.calls) == 2
+    assert methods["rules"] == 2 and methods["carried_down"] == 1
+    bob = reports.filter(pl.col("community") == 4).row(0, named=True)
+    assert bob["title"] == "BOB CRATCHIT and TINY TIM"
+    assert bob["summary"] == "Tiny Tim is Bob Cratchit's youngest son"
+    assert bob["findings"] == [{"summary": "BOB CRATCHIT – TINY TIM",
+                                "explanation": "Tiny Tim is Bob Cratchit's youngest son"}]
+    assert bob["rank"] == 3.0  # 2 members + 1 relationship
+    assert bob["full_content"].startswith("# BOB CRATCHIT and TINY TIM\n")
+    for r in reports.filter(pl.col("generated_by") == "rules").iter_rows(named=True):
+        # the same fields and bounds as an LLM report
+        jsonschema.validate(json.loads(r["full_content_json"]), REPORT_TEMPLATE.schema)
+    # the thresholds are settings: at 2 members and 1 relationship every community of
+    # the fixture reaches them
+    backend2 = _Messages()
+    again, _, _ = write_community_reports(
+        tables["communities"], tables["entities"], tables["relationships"],
+        _llm(tmp_path / "b", backend2),
+        IndexSettings(report_llm_min_members=2, report_llm_min_relationships=1),
+        default_tokenizer())
+    assert set(again["generated_by"]) == {"llm"} and len(backend2.calls) == 4
+    # the report key says how a report was written: a threshold change rewrites it
+    assert set(again["report_key"]).isdisjoint(
+        reports.filter(pl.col("generated_by") == "rules")["report_key"])
+
+
+def test_rule_reports_are_bounded_for_large_small_communities(tables):
+    import jsonschema
+
+    from kgloom.reports import rule_report
+
+    long = "word " * 400
+    rels = tables["relationships"].with_columns(pl.lit(long).alias("description"))
+    ents = tables["entities"].with_columns(pl.lit("X" * 200).alias("title"))
+    c = _community(tables, 0) | {"relationship_ids": rels["id"].to_list()}
+    obj = rule_report(c, ents, rels)
+    jsonschema.validate(obj, REPORT_TEMPLATE.schema)
+    assert obj["rating"] == 10  # 5 members + 7 relationships, capped
+    assert len(obj["findings"]) == 3
+    lone = rule_report(c | {"entity_ids": c["entity_ids"][:1], "relationship_ids": []},
+                       tables["entities"], tables["relationships"])
+    jsonschema.validate(lone, REPORT_TEMPLATE.schema)
+    assert lone["title"] == "EBENEZER SCROOGE" and "A Christmas Carol" in lone["summary"]
+
+
+def test_report_prompts_share_their_fixed_prefix(tmp_path, tables):
+    """Everything but the community's data comes first and is the same for every
+    report, so llama.cpp reuses its KV cache from one report to the next."""
+    backend = _Messages()
+    write_community_reports(tables["communities"], tables["entities"],
+                            tables["relationships"], _llm(tmp_path, backend),
+                            IndexSettings(**ALL_LLM), default_tokenizer())
+    assert len(backend.calls) >= 2
+    first, second = backend.calls[0], backend.calls[1]
+    assert first[:-1] == second[:-1]  # system prompt and worked example
+    assert first[-1]["content"].startswith("Community data:\nEntities:")
+    assert first[-1]["content"] != second[-1]["content"]
+    assert REPORT_TEMPLATE.user == "Community data:\n{context}"  # data, nothing after it
+
+
+def test_every_community_of_three_or_more_members_gets_an_llm_report(tmp_path, tables):
+    # community 2 has 3 members; strip its internal relationships to 1 and to 0: by the
+    # defaults it still gets an LLM report (members decide), only 2-member ones get rules
+    for keep in (1, 0):
+        comms = tables["communities"].with_columns(
+            relationship_ids=pl.when(pl.col("community") == 2)
+            .then(pl.col("relationship_ids").list.head(keep))
+            .otherwise(pl.col("relationship_ids")))
+        backend = _Messages()
+        reports, failures, _ = write_community_reports(
+            comms, tables["entities"], tables["relationships"],
+            _llm(tmp_path / str(keep), backend), IndexSettings(), default_tokenizer())
+        assert failures.height == 0
+        by = dict(reports.select("community", "generated_by").iter_rows())
+        sizes = dict(comms.select("community", "size").iter_rows())
+        assert {c for c, b in by.items() if b == "llm"} == {c for c, s in sizes.items()
+                                                              if s >= 3}
+        assert by[2] == "llm"
+        # a relationships threshold is a setting: with 2 required, community 2 goes to rules
+        backend2 = _Messages()
+        strict, _, _ = write_community_reports(
+            comms, tables["entities"], tables["relationships"],
+            _llm(tmp_path / f"s{keep}", backend2),
+            IndexSettings(report_llm_min_relationships=2), default_tokenizer())
+        assert dict(strict.select("community", "generated_by").iter_rows())[2] == "rules"
+        assert len(backend2.calls) == len(backend.calls) - 1

@@ -1,10 +1,13 @@
-"""Description summaries: who gets an LLM call, what is kept on failure."""
+"""Description summaries: who gets summarized, by the LLM or extractively, what is kept
+on failure."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import polars as pl
+import pytest
 
 from kgloom.config import IndexSettings
 from kgloom.llm import CachedLLM, Completion, LLMCache
@@ -49,7 +52,7 @@ def _llm(tmp_path, backend) -> CachedLLM:
 def test_only_long_description_lists_are_summarized(tmp_path):
     backend = _Summarizer()
     out, failures = summarize_descriptions(_entities(), "title", _llm(tmp_path, backend),
-                                           IndexSettings(summary_min_descriptions=3),
+                                           IndexSettings(summary_method="llm", summary_min_descriptions=3),
                                            default_tokenizer())
     assert failures.height == 0
     assert len(backend.prompts) == 1  # only Scrooge has >= 3 descriptions
@@ -67,7 +70,7 @@ def test_only_long_description_lists_are_summarized(tmp_path):
 def test_threshold_is_a_setting(tmp_path):
     backend = _Summarizer()
     out, _ = summarize_descriptions(_entities(), "title", _llm(tmp_path, backend),
-                                    IndexSettings(summary_min_descriptions=2),
+                                    IndexSettings(summary_method="llm", summary_min_descriptions=2),
                                     default_tokenizer())
     assert len(backend.prompts) == 2  # Scrooge and Fred
     assert dict(zip(out["title"], out["description"]))["BELLE"] == BELLE
@@ -76,7 +79,7 @@ def test_threshold_is_a_setting(tmp_path):
 def test_failed_summary_keeps_the_joined_text_and_adds_a_failure(tmp_path):
     backend = _Summarizer(reply="Scrooge is a miser")  # not JSON
     out, failures = summarize_descriptions(_entities(), "title", _llm(tmp_path, backend),
-                                           IndexSettings(), default_tokenizer())
+                                           IndexSettings(summary_method="llm"), default_tokenizer())
     assert dict(zip(out["title"], out["description"]))["EBENEZER SCROOGE"] == SCROOGE
     assert failures.height == 1
     row = failures.row(0, named=True)
@@ -91,7 +94,7 @@ def test_relationship_names_and_input_budget(tmp_path):
                              f"Bob Cratchit carried Tiny Tim upon his shoulder, day {i}."
                              for i in range(200))]})
     backend = _Summarizer()
-    settings = IndexSettings(summary_max_input_tokens=50)
+    settings = IndexSettings(summary_method="llm", summary_max_input_tokens=50)
     out, _ = summarize_descriptions(rels, "source", _llm(tmp_path, backend), settings,
                                     default_tokenizer())
     prompt = backend.prompts[0]
@@ -104,9 +107,65 @@ def test_relationship_names_and_input_budget(tmp_path):
 def test_second_run_is_served_from_the_cache(tmp_path):
     first_backend = FakeBackend()
     a, _ = summarize_descriptions(_entities(), "title", _llm(tmp_path, first_backend),
-                                  IndexSettings(), default_tokenizer())
+                                  IndexSettings(summary_method="llm"), default_tokenizer())
     again = FakeBackend()
     b, _ = summarize_descriptions(_entities(), "title", _llm(tmp_path, again),
-                                  IndexSettings(), default_tokenizer())
+                                  IndexSettings(summary_method="llm"), default_tokenizer())
     assert first_backend.calls == 1 and again.calls == 0
     assert a.equals(b)
+
+
+class _CountingEmbed:
+    """Bag-of-words vectors over a fixed vocabulary: cosine follows shared words, so
+    the centroid's nearest descriptions are known; counts its calls and texts."""
+
+    WORDS = ["marley", "scrooge", "executor", "sinner", "name", "burial", "partner", "fog"]
+
+    def __init__(self) -> None:
+        self.calls, self.texts = 0, 0
+
+    def __call__(self, texts):
+        self.calls += 1
+        self.texts += len(texts)
+        return np.array([[t.lower().count(w) for w in self.WORDS] + [0.01] for t in texts],
+                        dtype=float)
+
+
+def test_extractive_summary_keeps_the_most_central_descriptions_in_text_order(tmp_path):
+    lines = ["Marley was Scrooge's partner.",            # central: marley, scrooge, partner
+             "The fog came pouring in.",                 # an outlier
+             "Scrooge was Marley's sole executor.",      # central: marley, scrooge
+             "Scrooge signed Marley's burial register."]  # central: marley, scrooge
+    table = pl.DataFrame({"title": ["SCROOGE", "FRED"],
+                          "description": ["\n".join(lines), FRED]})
+    backend, embed = _Summarizer(), _CountingEmbed()
+    settings = IndexSettings(summary_max_sentences=2, summary_max_chars=300)
+    assert settings.summary_method == "extractive"  # the default
+    out, failures = summarize_descriptions(table, "title", _llm(tmp_path, backend), settings,
+                                           default_tokenizer(), embed=embed)
+    assert backend.prompts == [] and failures.height == 0  # no model call
+    assert embed.calls == 1 and embed.texts == 4  # one batch: only the long list
+    summary = out["description"][0]
+    assert "fog" not in summary
+    kept = [x for x in lines if x in summary]
+    assert len(kept) == 2 and summary == " ".join(kept)  # two, in their text order
+    assert out["description"][1] == FRED  # 2 descriptions: kept joined, not summarized
+
+
+def test_extractive_summary_bounds_and_without_embedder():
+    from kgloom.summaries import extractive_summary
+
+    lines = ["a " * 100, "Short one.", "Another short one.", "Third."]
+    # without vectors: the first descriptions that fit
+    assert extractive_summary(lines[1:], None, 2, 300) == "Short one. Another short one."
+    # a description too long for the bound is skipped for shorter ones
+    assert extractive_summary(lines, None, 2, 40) == "Short one. Another short one."
+    # one that alone exceeds the bound is cut at a word
+    cut = extractive_summary(["word " * 100], None, 2, 50)
+    assert len(cut) <= 50 and cut.endswith("word")
+    assert extractive_summary([], None, 2, 300) == ""
+
+
+def test_summary_method_is_validated():
+    with pytest.raises(ValueError, match="summary_method"):
+        IndexSettings(summary_method="abstractive")

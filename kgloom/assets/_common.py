@@ -40,7 +40,9 @@ def preview(df: pl.DataFrame, columns: list[str], n: int = 10) -> dg.MetadataVal
 
 
 class Timer:
-    """Context manager measuring wall-clock seconds."""
+    """Wall-clock seconds: a context manager (``seconds`` once it exits), or started at
+    creation with ``Timer.started()`` and read any time through ``elapsed`` (an asset's
+    whole duration: model loading and table writes included)."""
 
     def __enter__(self) -> "Timer":
         self.t0 = time.perf_counter()
@@ -48,6 +50,16 @@ class Timer:
 
     def __exit__(self, *exc) -> None:
         self.seconds = time.perf_counter() - self.t0
+
+    @classmethod
+    def started(cls) -> "Timer":
+        """A timer running from now."""
+        return cls().__enter__()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the timer started."""
+        return time.perf_counter() - self.t0
 
 
 def png_md(png: bytes, alt: str) -> dg.MetadataValue:
@@ -74,6 +86,17 @@ def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:
     return values.pop() if len(values) == 1 else ""
 
 
+def cost_metadata(stats: dict) -> dict:
+    """Asset metadata of one stage's cost (``stats["cost"]``, see
+    :func:`kgloom.stats.stage_cost`) and LLM counters (``llm_*``): wall and model
+    seconds, model share of the wall time, seconds outside llama.cpp's prompt and decode
+    timings, calls and tokens, threads per call."""
+    llm = {f"llm_{k}": (dg.MetadataValue.json(v) if isinstance(v, dict) else v)
+           for k, v in (stats.get("llm") or {}).items()}
+    cost = stats.get("cost") or {}
+    return {**llm, **{k: v for k, v in cost.items() if k in (
+        "wall_seconds", "model_seconds", "model_share", "embedder_seconds",
+        "llm_outside_seconds")}}
 def endpoint_metadata(cached) -> dict:
     """``{"llm_endpoints": json}`` with each model server's calls, errors, timeouts and
     seconds when the LLM is behind servers (``OpenAIChatBackend.endpoint_stats``); {}

@@ -7,8 +7,9 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import GRAPH_INPUTS, Timer, graph_inputs_of, preview, progress
-from kgloom.stats import build_index_summary, stages_dir, write_stage_stats
+from kgloom.assets._common import (GRAPH_INPUTS, Timer, cost_metadata, graph_inputs_of,
+                                   preview, progress)
+from kgloom.stats import build_index_summary, cost_markdown, stages_dir, write_stage_stats
 from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpoints_exist,
                          kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
                          write_neo4j_import)
@@ -27,22 +28,22 @@ SUMMARY_FILE = "index-summary.json"
 def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
     """graph-nodes / graph-edges parquet, text_units.parquet and documents.parquet with KG
     columns, graph.graphml and Neo4j import CSVs."""
+    clock = Timer.started()
     out, sd = index.out, stages_dir(index.out)
     ents = read_table(out, schemas.ENTITIES)
     rels = read_table(out, schemas.RELATIONSHIPS)
     comms = read_table(out, schemas.COMMUNITIES)
-    with Timer() as t:
-        nodes, edges = build_graph_tables(ents, rels, comms)
-        units = denormalize_text_units(
-            read_table(sd, schemas.TEXT_UNITS), ents, rels, comms,
-            read_table(out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA))
+    nodes, edges = build_graph_tables(ents, rels, comms)
+    units = denormalize_text_units(
+        read_table(sd, schemas.TEXT_UNITS), ents, rels, comms,
+        read_table(out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA))
     write_table(nodes, out, schemas.GRAPH_NODES)
     write_table(edges, out, schemas.GRAPH_EDGES)
     write_table(units, out, schemas.TEXT_UNITS)
     write_table(read_table(sd, schemas.DOCUMENTS), out, schemas.DOCUMENTS)
     write_graphml(ents, rels, out / GRAPHML_FILE)
     write_neo4j_import(ents, rels, out / NEO4J_DIR)
-    write_stage_stats(out, "graph_files", t.seconds, nodes=nodes.height, edges=edges.height)
+    write_stage_stats(out, "graph_files", clock.elapsed, nodes=nodes.height, edges=edges.height)
     yield dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships", "communities"),
         "nodes": nodes.height, "edges": edges.height, "text_units": units.height,
@@ -73,37 +74,39 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, embedder_manifest,
                                 read_embedder_manifest, sync_lancedb, write_embedder_manifest)
 
+    clock = Timer.started()
     out = index.out
     emb = embedder.load()
     db_path = out / LANCEDB_DIR
     written, expected = {}, {}
-    with Timer() as t:
-        for table, (parquet, text_expr) in VECTOR_TABLES.items():
-            path = table_path(out, parquet)
-            if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
-                # a run that selects no report stage (e.g. a retrieval-only index)
-                context.log.warning("no community_reports.parquet: its LanceDB table is empty")
-                source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
-            elif not path.exists():
-                raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
-            else:  # read a batch at a time: a big index's text units never sit in memory
-                source = path
-            expected[table] = (source.height if isinstance(source, pl.DataFrame) else
-                               pl.scan_parquet(path).select(pl.len()).collect().item())
-            written[table] = sync_lancedb(db_path, table, source, text_expr, emb,
-                                          progress=progress(context, f"vectors {table}"))
-            w = written[table]
-            context.log.info(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
-                             f"{w['reused']} vectors reused), {w['deleted']} deleted, "
-                             f"{w['rows'] - w['written']} unchanged")
-        if read_embedder_manifest(db_path) != embedder_manifest(emb):
-            write_embedder_manifest(db_path, emb)
-    write_stage_stats(out, "vector_index", t.seconds, tables=written, dim=emb.dim)
+    for table, (parquet, text_expr) in VECTOR_TABLES.items():
+        path = table_path(out, parquet)
+        if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
+            # a run that selects no report stage (e.g. a retrieval-only index)
+            context.log.warning("no community_reports.parquet: its LanceDB table is empty")
+            source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
+        elif not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
+        else:  # read a batch at a time: a big index's text units never sit in memory
+            source = path
+        expected[table] = (source.height if isinstance(source, pl.DataFrame) else
+                           pl.scan_parquet(path).select(pl.len()).collect().item())
+        written[table] = sync_lancedb(db_path, table, source, text_expr, emb,
+                                      progress=progress(context, f"vectors {table}"))
+        w = written[table]
+        context.log.info(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
+                         f"{w['reused']} vectors reused), {w['deleted']} deleted, "
+                         f"{w['rows'] - w['written']} unchanged")
+    if read_embedder_manifest(db_path) != embedder_manifest(emb):
+        write_embedder_manifest(db_path, emb)
+    stats = write_stage_stats(out, "vector_index", clock.elapsed, tables=written, dim=emb.dim,
+                              reused_vectors={k: v["reused"] for k, v in written.items()},
+                              embedder_seconds=emb.seconds)
     yield dg.MaterializeResult(metadata={
         # from graph_files only: an index built without reports (--no-reports) keeps the
         # reports of the last run that wrote them, and is up to date without new ones
         GRAPH_INPUTS: graph_inputs_of(context, "graph_files"),
-        "path": dg.MetadataValue.path(str(db_path)), "dim": emb.dim,
+        "path": dg.MetadataValue.path(str(db_path)), "dim": emb.dim, **cost_metadata(stats),
         **{f"{k}_{field}": v[field] for k, v in written.items()
            for field in ("rows", "version", "written", "embedded", "reused", "deleted")}})
     db = lancedb.connect(str(db_path))
@@ -136,4 +139,9 @@ def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource)
         "completion_tokens": summary["completion_tokens"],
         "rows": dg.MetadataValue.json(summary["rows"]),
         "seconds_per_stage": dg.MetadataValue.json(summary["seconds_per_stage"]),
+        "cost": dg.MetadataValue.md(cost_markdown(summary["cost"])),
+        "wall_seconds": summary["cost"]["total"]["wall_seconds"],
+        "model_seconds": summary["cost"]["total"]["model_seconds"],
+        "model_share": summary["cost"]["total"]["model_share"],
+        "llm_backend": dg.MetadataValue.json(summary["llm_backend"]),
         "failures_preview": preview(failures, ["stage", "item_id", "reason"])})

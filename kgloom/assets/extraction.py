@@ -4,7 +4,7 @@ partition per input file."""
 import dagster as dg
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, endpoint_metadata, preview, progress
+from kgloom.assets._common import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.assets.ingest import text_units
 from kgloom.checks import extraction_yield
 from kgloom.claims import STAGE as CLAIMS_STAGE
@@ -27,6 +27,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
                     llm: LLMResource):
     """Entities and relationships per text unit of one input file, JSON-schema-constrained
     and cached (an unchanged unit costs no LLM call)."""
+    clock = Timer.started()
     pdir = partition_dir(index.out, context.partition_key)
     units = read_table(pdir, schemas.TEXT_UNITS)
     docs = read_table(pdir, schemas.DOCUMENTS)
@@ -39,21 +40,23 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     write_table(result.failures, pdir, f"{schemas.FAILURES}.{STAGE}")
     write_table(result.units, pdir, UNIT_STATUS)
     # claims (optional): always written, so turning them off leaves no stale rows
-    claims, claim_failures = (extract_claims(units, result.entity_mentions, cached,
-                                             index.settings(), progress(context, CLAIMS_STAGE))
-                              if index.settings().extract_claims else
-                              (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA),
-                               schemas.empty(schemas.FAILURES_SCHEMA)))
-    write_table(claims, pdir, schemas.CLAIM_MENTIONS)
-    write_table(claim_failures, pdir, f"{schemas.FAILURES}.{CLAIMS_STAGE}")
+    with Timer() as claims_t:
+        claims, claim_failures = (
+            extract_claims(units, result.entity_mentions, cached, index.settings(),
+                           progress(context, CLAIMS_STAGE))
+            if index.settings().extract_claims else
+            (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA), schemas.empty(schemas.FAILURES_SCHEMA)))
+        write_table(claims, pdir, schemas.CLAIM_MENTIONS)
+        write_table(claim_failures, pdir, f"{schemas.FAILURES}.{CLAIMS_STAGE}")
     claim_stats = cached.stats.get(CLAIMS_STAGE)
-    write_stage_stats(index.out, CLAIMS_STAGE, claim_stats.seconds if claim_stats else 0.0,
+    write_stage_stats(index.out, CLAIMS_STAGE, claims_t.seconds,
                       claim_stats.as_dict() if claim_stats else {}, folder=pdir,
                       claims=claims.height)
     llm_stats = cached.stats.get(STAGE)
-    stats = write_stage_stats(index.out, STAGE, t.seconds,
+    # the stage's wall time: the whole asset but the claims step (its own stage)
+    stats = write_stage_stats(index.out, STAGE, clock.elapsed - claims_t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, folder=pdir,
-                              **result.counts)
+                              llm_backend=cached.backend_settings(), **result.counts)
     mark_stage(index.out, context.partition_key, STAGE,
                settings=settings_fingerprint(index.settings(), cached.model_id))
     failed = result.counts.get("units_failed", 0)
@@ -62,7 +65,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
         "entity_mentions": result.entity_mentions.height,
         "relationship_mentions": result.relationship_mentions.height,
         "failures": result.failures.height, "claims": claims.height,
-        **{f"llm_{k}": v for k, v in stats["llm"].items()},
+        **cost_metadata(stats),
         **{k: v for k, v in result.counts.items()},
         "units_per_minute": round(units.height / t.seconds * 60, 1) if t.seconds else 0.0,
         **endpoint_metadata(cached),

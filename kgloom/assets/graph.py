@@ -7,8 +7,8 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import (GRAPH_INPUTS, Timer, endpoint_metadata, graph_inputs_of,
-                                   png_md, preview, progress)
+from kgloom.assets._common import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
+                                   graph_inputs_of, png_md, preview, progress)
 from kgloom.assets.extraction import extracted_graph
 from kgloom.claims import build_covariates
 from kgloom.entities import build_entity_tables
@@ -39,6 +39,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     table), summarize long descriptions, compute degree, weighted degree, PageRank and
     combined degree, and resolve claims (GraphRAG covariates; empty unless
     ``extract_claims``) to entity titles."""
+    clock = Timer.started()
     sd = stages_dir(index.out)
     s = index.settings()
     keys = live_partition_keys(context.instance)
@@ -54,12 +55,14 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         context.log.info(f"removed the contribution of deleted partitions: {removed}")
     em, rm = corpus.entity_mentions, corpus.relationship_mentions
     cached = llm.open(index.out, log=context.log)
-    use_embedding = "embedding" in s.resolution_methods and em.height > 0
+    use_embedding = em.height > 0 and ("embedding" in s.resolution_methods
+                                       or s.summary_method == "extractive")
     emb = embedder.load() if use_embedding else None
+    steps: dict[str, float] = {}
     with Timer() as t:
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(), embed=emb.embed if emb else None,
-            progress=progress(context, SUMMARIES_STAGE))
+            progress=progress(context, SUMMARIES_STAGE), timings=steps)
     release_memory()  # the resolution's embedding passes
     out = index.out
     write_table(ents, out, schemas.ENTITIES)
@@ -68,12 +71,20 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     covariates = build_covariates(corpus.claim_mentions, aliases, ents)
     write_table(covariates, out, schemas.COVARIATES)
     write_table(failures, sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
-    write_stage_stats(out, "entities", t.seconds, entities=ents.height,
-                      relationships=rels.height)
-    # LLM sub-stages: their seconds are model time inside the entities stage
+    # the LLM's sub-stages (summaries; resolution: the merge check) are parts of the
+    # entities stage: their wall time is inside its wall time, their LLM time in its LLM
+    # time; the embedder's time is counted once, on the entities stage
+    stats = write_stage_stats(
+        out, "entities", clock.elapsed, StageStats.merged(
+            cached.stats.get(k) for k in (SUMMARIES_STAGE, VERIFY_STAGE)).as_dict(),
+        embedder_seconds=emb.seconds if emb else 0.0, entities=ents.height,
+        relationships=rels.height, summary_method=s.summary_method,
+        llm_backend=cached.backend_settings(),
+        steps_seconds={k: round(v, 2) for k, v in steps.items()})
     for stage in (SUMMARIES_STAGE, VERIFY_STAGE):  # always written: no stale file survives
         st = cached.stats.get(stage, StageStats())
-        write_stage_stats(out, stage, st.seconds, st.as_dict())
+        write_stage_stats(out, stage, steps.get(stage, st.seconds), st.as_dict(),
+                          part_of="entities")
     st = cached.stats.get(SUMMARIES_STAGE)
     merged = aliases.filter(pl.col("method") != "exact").height
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
@@ -85,6 +96,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         "degree_distribution": png_md(bar_chart_png(
             degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
         "summary_calls": st.calls if st else 0,
+        **cost_metadata(stats),
         **endpoint_metadata(cached),
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
                                    ["title", "type", "degree", "pagerank", "frequency"])})
@@ -104,14 +116,14 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
 @dg.asset(group_name="graph", deps=["entities", "relationships"], kinds={"igraph", "parquet"})
 def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
     """Hierarchical Leiden: every level a partition of all entities (leidenalg, seeded)."""
+    clock = Timer.started()
     s = index.settings()
     ents = read_table(index.out, schemas.ENTITIES)
     rels = read_table(index.out, schemas.RELATIONSHIPS)
-    with Timer() as t:
-        comms, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed,
-                                           period=dt.date.today().isoformat())
+    comms, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed,
+                                       period=dt.date.today().isoformat())
     write_table(comms, index.out, schemas.COMMUNITIES)
-    write_stage_stats(index.out, "communities", t.seconds, **stats)
+    write_stage_stats(index.out, "communities", clock.elapsed, **stats)
     sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))
     return dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships"),
@@ -131,6 +143,7 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
 def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
                       llm: LLMResource) -> dg.MaterializeResult:
     """An LLM report per community, deepest level first (sub-reports stand in when over budget)."""
+    clock = Timer.started()
     s = index.settings()
     comms = read_table(index.out, schemas.COMMUNITIES)
     ents = read_table(index.out, schemas.ENTITIES)
@@ -139,19 +152,24 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
                 if s.reuse_reports else None)
     claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
     cached = llm.open(index.out, log=context.log)
-    with Timer() as t:
-        reports, failures, methods = write_community_reports(
-            comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
-            previous=previous, claims=claims)
+    reports, failures, methods = write_community_reports(
+        comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
+        previous=previous, claims=claims)
     write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
     write_table(failures, stages_dir(index.out), f"{schemas.FAILURES}.{REPORTS_STAGE}")
     st = cached.stats.get(REPORTS_STAGE)
-    write_stage_stats(index.out, REPORTS_STAGE, t.seconds, st.as_dict() if st else {},
-                      reports=reports.height, failures=failures.height, context_methods=methods)
+    by = dict(reports.group_by("generated_by").len().iter_rows()) if reports.height else {}
+    stats = write_stage_stats(index.out, REPORTS_STAGE, clock.elapsed,
+                              st.as_dict() if st else {},
+                              reports=reports.height, failures=failures.height,
+                              context_methods=methods, llm_reports=by.get("llm", 0),
+                              rule_reports=by.get("rules", 0),
+                              llm_backend=cached.backend_settings())
     return dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "communities", "covariates"),
         "rows": reports.height, "communities": comms.height, "failures": failures.height,
+        "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
         "context_methods": dg.MetadataValue.json(methods),
+        **cost_metadata(stats),
         **endpoint_metadata(cached),
-        **{f"llm_{k}": v for k, v in (st.as_dict() if st else {}).items()},
         "preview": preview(reports, ["community", "level", "title", "rank", "size"])})

@@ -19,16 +19,16 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
     """The documents of one input file (a JSONL/CSV file holds many); bad files and
     records become failures rows. Rewrites only this partition's folder."""
     key = context.partition_key
-    with Timer() as t:
-        docs, failures, sha = read_partition_documents(index.input_dir, key,
-                                                       index.settings().cut_boilerplate)
+    clock = Timer.started()
+    docs, failures, sha = read_partition_documents(index.input_dir, key,
+                                                   index.settings().cut_boilerplate)
     pdir = partition_dir(index.out, key)
     write_table(docs, pdir, schemas.DOCUMENTS)
     write_table(failures, pdir, f"{schemas.FAILURES}.{DOCUMENTS_STAGE}")
     for row in failures.iter_rows(named=True):
         context.log.warning(f"{row['item_id']}: {row['reason']}")
     cut = int(docs["boilerplate_cut"].is_not_null().sum())
-    write_stage_stats(index.out, DOCUMENTS_STAGE, t.seconds, folder=pdir,
+    write_stage_stats(index.out, DOCUMENTS_STAGE, clock.elapsed, folder=pdir,
                       documents=docs.height, failures=failures.height, boilerplate_cut=cut)
     mark_stage(index.out, key, DOCUMENTS_STAGE, sha256=sha)
     return dg.MaterializeResult(metadata={
@@ -43,15 +43,16 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
 def text_units(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
     """One input file's documents split into text units of chunk_size tokens with
     chunk_overlap."""
+    clock = Timer.started()
     s = index.settings()
     tok = default_tokenizer()
     pdir = partition_dir(index.out, context.partition_key)
-    with Timer() as t:
-        docs = read_table(pdir, schemas.DOCUMENTS)
-        units, docs = split_text_units(docs, tok, s.chunk_size, s.chunk_overlap)
+    docs = read_table(pdir, schemas.DOCUMENTS)
+    units, docs = split_text_units(docs, tok, s.chunk_size, s.chunk_overlap)
     write_table(units, pdir, schemas.TEXT_UNITS)
     write_table(docs, pdir, schemas.DOCUMENTS)
-    write_stage_stats(index.out, "text_units", t.seconds, folder=pdir, text_units=units.height)
+    write_stage_stats(index.out, "text_units", clock.elapsed, folder=pdir,
+                      text_units=units.height)
     mark_stage(index.out, context.partition_key, "text_units")
     return dg.MaterializeResult(metadata={
         "rows": units.height, "tokenizer": tok.name, "chunk_size_tokens": s.chunk_size,

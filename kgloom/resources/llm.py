@@ -34,8 +34,12 @@ class LLMResource(dg.ConfigurableResource):
     # prompt (<= ~1.7k model tokens for a 600-token unit or a 1.2k-token report context)
     # plus the longest reply the bounded schemas allow (see llm.reply_token_bound)
     n_ctx: int = 4096
-    n_threads: int = 0  # 0: llama.cpp's default (all cores)
+    n_threads: int = 0  # 0: chosen per call from the machine's load (kgloom.cpu)
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
+    n_batch: int = 512  # llama.cpp's logical batch of prompt evaluation (tokens)
+    n_ubatch: int = 512  # its physical batch (tokens)
+    flash_attn: bool = False  # llama.cpp's fused attention kernel
+    grammar_first: bool = True  # greedy grammar sampling checks the best token first
     temperature: float = 0.0
     fake: bool = False
     urls: list[str] = []  # OpenAI-compatible servers; empty: the GGUF in-process
@@ -132,4 +136,6 @@ class LLMResource(dg.ConfigurableResource):
                         expected_sha256=self.expected_sha256 or None,
                         concurrency=self.llm_concurrency,
                         # env KGLOOM_FAKE_LLM_DELAY_S slows each fake call (crash tests, demos)
-                        fake_delay_s=float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0))
+                        fake_delay_s=float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0),
+                        n_batch=self.n_batch, n_ubatch=self.n_ubatch, flash_attn=self.flash_attn,
+                        grammar_first=self.grammar_first)

@@ -36,7 +36,10 @@ class IndexConfigResource(dg.ConfigurableResource):
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
+    report_llm_min_members: int = 3
+    report_llm_min_relationships: int = 0
     reuse_reports: bool = True
+    summary_method: str = "extractive"  # extractive | llm
     llm_descriptions: bool = False
     resolution_methods: list[str] = ["normalized", "name_extension", "name_context", "embedding"]
     embedding_merge_threshold: float = 0.92
@@ -54,6 +57,9 @@ class IndexConfigResource(dg.ConfigurableResource):
                              co_mention_edges=self.co_mention_edges,
                              max_cluster_size=self.max_cluster_size, seed=self.seed,
                              report_max_input_tokens=self.report_max_input_tokens,
+                             report_llm_min_members=self.report_llm_min_members,
+                             report_llm_min_relationships=self.report_llm_min_relationships,
+                             summary_method=self.summary_method,
                              reuse_reports=self.reuse_reports,
                              llm_descriptions=self.llm_descriptions,
                              resolution_methods=tuple(self.resolution_methods),
