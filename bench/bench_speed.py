@@ -300,7 +300,7 @@ def probe(args) -> dict:
     from kgloom.chunking import split_text_units
     from kgloom.config import IndexSettings
     from kgloom.documents import read_documents
-    from kgloom.llm import LlamaCppBackend, default_model_path, reply_char_bound
+    from kgloom.llm import LlamaCppBackend, default_model_path, reply_token_bound
     from kgloom.reports import REPORT_TEMPLATE
     from kgloom.tokenizer import default_tokenizer
 
@@ -375,7 +375,7 @@ def probe(args) -> dict:
     for kind, msgs, schema in calls:
         replies = {}
         for gf in (False, True):
-            c = backends[gf].complete(msgs, schema, reply_char_bound(schema), 1)
+            c = backends[gf].complete(msgs, schema, reply_token_bound(schema), 1)
             replies[gf] = c.text
             rows.append({"call": kind, "grammar_first": gf, "seconds": round(c.seconds, 2),
                          "prompt_seconds": round(c.prompt_seconds, 2),

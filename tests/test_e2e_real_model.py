@@ -62,7 +62,7 @@ def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
 
 @pytest.mark.slow
 def test_grammar_first_sampling_gives_the_replies_of_llama_cpp_pythons_sampler_chain():
-    from kgloom.llm import LlamaCppBackend, default_model_path, reply_char_bound
+    from kgloom.llm import LlamaCppBackend, default_model_path, reply_token_bound
     from kgloom.reports import REPORT_TEMPLATE
 
     schema = {"type": "object", "properties": {
@@ -83,7 +83,7 @@ def test_grammar_first_sampling_gives_the_replies_of_llama_cpp_pythons_sampler_c
     assert backends[True].settings["grammar_first"] and not backends[False].settings[
         "grammar_first"]
     for messages, sch in calls:
-        replies = {gf: b.complete(messages, sch, reply_char_bound(sch), 1)
+        replies = {gf: b.complete(messages, sch, reply_token_bound(sch), 1)
                    for gf, b in backends.items()}
         assert replies[True].text == replies[False].text
         json.loads(replies[True].text)  # a whole reply, not a cut one
