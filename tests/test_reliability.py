@@ -56,8 +56,11 @@ def start_index(home: Path, inp: Path, out: Path, log: Path, delay_s: float = 0.
            "HF_HUB_OFFLINE": "1", "KGLOOM_FAKE_LLM_DELAY_S": str(delay_s)}
     cmd = [sys.executable, "-m", "kgloom.cli", "index", "--fake-llm", "--input-dir", str(inp),
            "--output-dir", str(out), *extra]
+    # as from a terminal: a shell starts background jobs with SIGINT ignored, and an
+    # ignored signal stays ignored across exec, so Ctrl-C would not reach the child
     return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log.open("w"),
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None):
