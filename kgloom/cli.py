@@ -60,8 +60,11 @@ def _instance(resources: dict | None = None, recover: bool = False):
     (``LLMResource.pool_limit``)."""
     import dagster as dg
 
-    _dagster_home()
-    instance = dg.DagsterInstance.get()
+    from kgloom.lock import instance_setup_lock
+
+    home = _dagster_home()
+    with instance_setup_lock(home):  # two processes creating one fresh instance race
+        instance = dg.DagsterInstance.get()
     if recover:
         from kgloom.pipelines.recovery import recover_dead_runs
 

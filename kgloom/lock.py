@@ -27,6 +27,7 @@ from filelock import FileLock, Timeout
 from kgloom.storage import write_json
 
 LOCK_FILE = ".kgloom.lock"
+INSTANCE_LOCK_FILE = ".kgloom-instance.lock"  # in $DAGSTER_HOME
 HOLDER_FILE = ".kgloom.lock.json"  # who holds the lock: pid, host, command, since
 
 _LOCKS: dict[str, FileLock] = {}
@@ -106,3 +107,18 @@ def writer_lock(output_dir: str | Path, command: str,
         if outermost:  # before the release, so it never removes the next holder's note
             (folder / HOLDER_FILE).unlink(missing_ok=True)
         lock.release()
+
+
+@contextmanager
+def instance_setup_lock(dagster_home: str | Path) -> Iterator[None]:
+    """Hold ``<dagster_home>/.kgloom-instance.lock`` while a process opens the Dagster
+    instance: opening a fresh SQLite instance creates its tables and stamps their schema
+    version, and two processes doing it at once can stamp it twice (``alembic_version``
+    then has two heads and the instance no longer opens: "more than one head present").
+    Waits as long as another process holds it (opening takes about a second).
+
+    Raises:
+        OSError: when the lock file cannot be created in ``dagster_home``.
+    """
+    with FileLock(Path(dagster_home) / INSTANCE_LOCK_FILE):
+        yield
