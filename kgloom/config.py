@@ -19,8 +19,8 @@ class IndexSettings:
     """Knobs of one index build.
 
     Attributes:
-        chunk_size: text-unit length in tokens of the chunking tokenizer (DESIGN.md: 600).
-        chunk_overlap: tokens shared by consecutive text units (DESIGN.md: 100).
+        chunk_size: text-unit length in tokens of the chunking tokenizer (600).
+        chunk_overlap: tokens shared by consecutive text units (100).
         entity_types: allowed entity types (upper case); the extraction schema enforces them.
         max_relationships_per_unit: ``maxItems`` bound on relationships per reply.
         llm_descriptions: the LLM writes entity and relationship descriptions; off, they

@@ -110,7 +110,7 @@ def test_bad_files_become_failures_while_good_files_are_read(tmp_path):
     ("header-only.csv", "title,text\n"),
 ])
 def test_record_file_without_records_is_not_silent(tmp_path, name, content):
-    # DESIGN.md: a bad file is "never a crash, never silence"
+    # a bad file is never a crash and never silence
     _write(tmp_path / name, content)
     _write(tmp_path / "good.txt", MARLEY)
     docs, failures = read_documents(tmp_path)

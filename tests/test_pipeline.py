@@ -277,7 +277,7 @@ def test_query_command_reads_the_fake_llm_index(indexed):
     assert table.exit_code == 0 and docs[target["document_id"]] in table.output
 
 
-# A snapshot of the definitions surface (STYLE.md, Dagster open platform's test_defs):
+# A snapshot of the definitions surface (after Dagster open platform's test_defs):
 # renaming an asset or rewiring a dependency must be a deliberate edit of this table.
 ASSET_GRAPH = {
     "documents": [], "text_units": ["documents"], "extracted_graph": ["text_units"],
