@@ -35,7 +35,7 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
                embedder_path: str = "", **settings) -> dict:
     """Resources for a command, with the model (file or servers) checked and the input
     folder present."""
-    from kgloom.definitions import build_resources
+    from kgloom.resources import build_resources
     from kgloom.llm import ModelFileError
     from kgloom.llm_http import LLMServerError
 
@@ -44,7 +44,7 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
                                     llm_urls=llm_urls, llm_concurrency=llm_concurrency,
                                     embedder_path=embedder_path or None, **settings)
         resources["llm"].verify()  # a missing model or server stops the run before any work
-    except (ModelFileError, LLMServerError, ValueError) as exc:
+    except (ModelFileError, LLMServerError, ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if not Path(input_dir).is_dir():
@@ -101,31 +101,35 @@ def _loud(lines: list[str]) -> None:
         typer.echo("\n".join([bar, *(f"WARNING: {line}" for line in lines), bar]), err=True)
 
 
-def _finish(output_dir: str, before: dict[str, int], report, input_dir: str,
-            started: float | None = None) -> None:
-    """Print this command's LLM calls (new cache rows per stage), row counts, cost table
-    (wall and model seconds, model share, LLM calls and tokens per stage that ran in this
-    command; ``started``: the command's start, ``time.time()``) and loud warnings (failed
-    WARN asset checks, an empty graph); exit 130 when interrupted, 1 when a run failed or
-    no document could be loaded from ``input_dir``."""
+def _stages_since(output_dir: str, started: float | None) -> dict:
+    """The stage stats of the stages that finished during this command (``started``:
+    its start, ``time.time()``; a partition stage: its latest file); {} when None."""
+    from kgloom.stats import read_stage_stats
+
+    if started is None:
+        return {}
+    return {k: v for k, v in read_stage_stats(Path(output_dir)).items()
+            if v.get("finished_at", 0) >= started}
+
+
+def _command_summary(output_dir: str, before: dict[str, int], report,
+                     started: float | None) -> dict:
+    """What this command did, as printed on stdout (JSON): LLM calls per stage (new
+    cache rows), the index's row counts, runs, and the cost of the stages it ran (wall
+    and model seconds, model shares)."""
     import time
 
-    import polars as pl
-
     from kgloom.llm import cache_rows, new_rows
-    from kgloom.stats import cost_markdown, cost_table, read_stage_stats
+    from kgloom.stats import cost_table
 
-    calls = new_rows(before, cache_rows(output_dir))
     summary_path = Path(output_dir) / "index-summary.json"
     rows = json.loads(summary_path.read_text())["rows"] if summary_path.exists() else {}
-    out = {"llm_calls_this_run": calls, "rows": rows,
+    out = {"llm_calls_this_run": new_rows(before, cache_rows(output_dir)), "rows": rows,
            "partition_runs": len(report.partition_runs),
            "failed_partitions": report.failed_partitions, "graph_run": report.graph_run,
            "interrupted": report.interrupted}
+    ran = _stages_since(output_dir, started)
     if started is not None:
-        # stages that finished during this command (a partition stage: its latest one)
-        ran = {k: v for k, v in read_stage_stats(Path(output_dir)).items()
-               if v.get("finished_at", 0) >= started}
         cost = cost_table(ran)
         wall = time.time() - started
         out["cost"] = {"command_wall_seconds": round(wall, 1),
@@ -133,10 +137,37 @@ def _finish(output_dir: str, before: dict[str, int], report, input_dir: str,
                        "model_seconds": cost["total"]["model_seconds"],
                        "model_share_of_stages": cost["total"]["model_share"],
                        "model_share_of_command": round(cost["total"]["model_seconds"] / wall, 4)
-                       if wall else 0.0}
-        if ran:
-            typer.echo(cost_markdown(cost), err=True)
-    typer.echo(json.dumps(out, indent=2))
+                       if wall else 0.0,
+                       "stages": cost}
+        out["llm_cache_hits"] = sum(int((v.get("llm") or {}).get("cache_hits", 0))
+                                    for v in ran.values())
+    return out
+
+
+def _summary_table(out: dict) -> str:
+    """The human summary of :func:`_command_summary`: the index's rows and this
+    command's LLM calls, cache hits and wall time (a two-column table)."""
+    from tabulate import tabulate
+
+    rows = out["rows"]
+    items = [(label, rows.get(key, 0)) for label, key in (
+        ("documents", "documents"), ("text units", "text_units"), ("entities", "entities"),
+        ("relationships", "relationships"), ("communities", "communities"),
+        ("community reports", "community_reports"), ("failures", "failures"))]
+    items.append(("LLM calls (this run)", sum(out["llm_calls_this_run"].values())))
+    if "llm_cache_hits" in out:
+        items.append(("LLM cache hits (this run)", out["llm_cache_hits"]))
+    if "cost" in out:
+        items.append(("wall time (s)", out["cost"]["command_wall_seconds"]))
+    return tabulate(items, headers=["index", ""], tablefmt="simple")
+
+
+def _exit_status(output_dir: str, rows: dict, report, input_dir: str) -> None:
+    """Say how the command ended and exit accordingly: 130 when interrupted, 1 when a
+    run failed or no document could be loaded from ``input_dir``; loud warnings (failed
+    WARN asset checks, an empty graph) first."""
+    import polars as pl
+
     if report.interrupted:
         typer.echo("interrupted: what finished is kept; run the command again to go on "
                    "(finished LLM calls are cached)", err=True)
@@ -165,6 +196,22 @@ def _finish(output_dir: str, before: dict[str, int], report, input_dir: str,
     typer.echo(f"index written to {output_dir}")
 
 
+def _finish(output_dir: str, before: dict[str, int], report, input_dir: str,
+            started: float | None = None) -> None:
+    """End an index or backfill command: the JSON summary on stdout
+    (:func:`_command_summary`), the cost table of the stages that ran and the summary
+    table on stderr, then :func:`_exit_status`."""
+    from kgloom.stats import cost_markdown
+
+    out = _command_summary(output_dir, before, report, started)
+    cost = out.get("cost", {}).pop("stages", None)
+    if cost and cost["stages"]:
+        typer.echo(cost_markdown(cost), err=True)
+    typer.echo(_summary_table(out), err=True)
+    typer.echo(json.dumps(out, indent=2))
+    _exit_status(output_dir, out["rows"], report, input_dir)
+
+
 INPUT = typer.Option("data/input", help="folder of documents")
 OUTPUT = typer.Option("data/output", help="where the index is written")
 MODEL = typer.Option("", help="a GGUF file (default: bundled SmolLM2-135M)")
@@ -176,25 +223,58 @@ LLM_CONCURRENCY = typer.Option(None, "--llm-concurrency", help="LLM calls in fli
                                "KGLOOM_LLM_CONCURRENCY or 1)")
 
 
+SET = typer.Option([], "--set", help="an index setting, key=value (repeatable; any field "
+                   "of kgloom.config.IndexSettings, e.g. --set chunk_size=400 --set "
+                   "entity_types=PERSON,PLACE); wins over --settings")
+SETTINGS_FILE = typer.Option("", "--settings", help="a YAML file of index settings (default: "
+                             "env KGLOOM_SETTINGS)")
+VERBOSE = typer.Option(False, "--verbose", "-v", help="also print Dagster's event log "
+                       "(always kept in the instance and $DAGSTER_HOME/logs/kgloom.log)")
+
+
+def _settings_args(set_: list[str], settings_file: str, **flags) -> dict:
+    """The settings of a command: ``--set`` pairs, then the dedicated flags that were
+    given (None: not given), plus the settings file; the values are checked when the
+    resources are built.
+
+    Raises:
+        typer.Exit: 2, with the reason, for a malformed ``--set``.
+    """
+    from kgloom.config import parse_assignments
+
+    try:
+        values = parse_assignments(set_)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    values.update({k: v for k, v in flags.items() if v is not None})
+    return {"settings_file": settings_file or None, **values}
+
+
 @app.command()
 def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
           fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
           llm_concurrency: int | None = LLM_CONCURRENCY,
           force: bool = typer.Option(False, help="re-run every partition, changed or not"),
-          max_gleanings: int = typer.Option(0, help="extra extraction rounds per text unit"),
-          extract_claims: bool = typer.Option(
-              False, help="also extract claims (GraphRAG covariates), one more call per unit"),
-          candidate_source: str = typer.Option(
-              "auto", help="where candidate names come from: auto | proper_names | "
-                           "segmenter | ngram | open (the model proposes; for large models)"),
-          cut_boilerplate: bool = typer.Option(
-              True, help="cut Project Gutenberg licence headers and footers"),
+          max_gleanings: int | None = typer.Option(
+              None, help="extra extraction rounds per text unit (default 0)"),
+          extract_claims: bool | None = typer.Option(
+              None, "--extract-claims/--no-extract-claims",
+              help="also extract claims (GraphRAG covariates), one more call per unit"),
+          candidate_source: str | None = typer.Option(
+              None, help="where candidate names come from: auto (default) | proper_names | "
+                         "segmenter | ngram | open (the model proposes; for large models)"),
+          cut_boilerplate: bool | None = typer.Option(
+              None, "--cut-boilerplate/--no-cut-boilerplate",
+              help="cut Project Gutenberg licence headers and footers (default on)"),
           embedder_path: str = typer.Option(
               "", help="sentence-transformers model folder for this corpus (default: the "
                        "bundled English all-MiniLM-L6-v2)"),
           reports: bool = typer.Option(
               True, help="write community reports (--no-reports: a retrieval-only index, "
                          "no report LLM calls)"),
+          set_: list[str] = SET, settings_file: str = SETTINGS_FILE,
+          verbose: bool = VERBOSE,
           ) -> None:
     """Index INPUT_DIR into OUTPUT_DIR incrementally, with progress bars.
 
@@ -211,18 +291,20 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
 
     from kgloom.names import SOURCES
 
-    if candidate_source not in SOURCES:
+    if candidate_source is not None and candidate_source not in SOURCES:
         typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
         raise typer.Exit(2)
+    settings = _settings_args(set_, settings_file, max_gleanings=max_gleanings,
+                              extract_claims=extract_claims, candidate_source=candidate_source,
+                              cut_boilerplate=cut_boilerplate)
     resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
-                           llm_concurrency, max_gleanings=max_gleanings,
-                           extract_claims=extract_claims, embedder_path=embedder_path,
-                           candidate_source=candidate_source, cut_boilerplate=cut_boilerplate)
+                           llm_concurrency, embedder_path=embedder_path, **settings)
     with _writer(output_dir, "kgloom index"):
         instance = _instance(resources, recover=True)
         before = cache_rows(output_dir)
         diff, report = index_folder(resources, instance, force=force,
-                                    tags={"kgloom/command": "kgloom index"}, reports=reports)
+                                    tags={"kgloom/command": "kgloom index"}, reports=reports,
+                                    verbose=verbose)
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
     if not (diff.added or diff.changed or diff.unchanged):
@@ -240,17 +322,20 @@ def backfill(partition: list[str] = typer.Option(
              graph: bool = typer.Option(True, help="refresh the graph-wide assets afterwards"),
              input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
              fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
-             llm_concurrency: int | None = LLM_CONCURRENCY) -> None:
+             llm_concurrency: int | None = LLM_CONCURRENCY, set_: list[str] = SET,
+             settings_file: str = SETTINGS_FILE, verbose: bool = VERBOSE) -> None:
     """Re-run documents, text_units and extracted_graph for chosen partitions (keys are
     paths relative to INPUT_DIR, see `kgloom partitions`), then the graph refresh.
     Unchanged text units are served by the LLM cache."""
+    import time
     import uuid
 
+    started = time.time()
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import materialize_partitions, refresh_graph, sync_partitions
 
     resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
-                           llm_concurrency)
+                           llm_concurrency, **_settings_args(set_, settings_file))
     with _writer(output_dir, "kgloom backfill"):
         instance = _instance(resources, recover=True)
         diff = sync_partitions(instance, input_dir, output_dir)
@@ -264,10 +349,10 @@ def backfill(partition: list[str] = typer.Option(
             raise typer.Exit(2)
         before = cache_rows(output_dir)
         tags = {"kgloom/command": "kgloom backfill", "kgloom/backfill_id": uuid.uuid4().hex[:8]}
-        report = materialize_partitions(keys, resources, instance, tags)
+        report = materialize_partitions(keys, resources, instance, tags, verbose=verbose)
         if graph:
-            refresh_graph(resources, instance, tags, report)
-    _finish(output_dir, before, report, input_dir)
+            refresh_graph(resources, instance, tags, report, verbose=verbose)
+    _finish(output_dir, before, report, input_dir, started)
 
 
 @app.command()

@@ -1,12 +1,19 @@
 """Index settings shared by the domain modules (no Dagster here).
 
-The Dagster resource ``IndexSettingsResource`` exposes the same fields as run config;
-every default below is the value the README's main command uses.
+:class:`IndexSettings` is the one list of index settings. The Dagster resource
+``kgloom.resources.IndexConfigResource`` is generated from its fields (so the UI's
+launchpad shows every one), and the CLI sets any of them with ``--set key=value`` or a
+settings file (:func:`load_settings_file`); every default below is the value the
+README's main command uses.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 # GraphRAG's defaults are organization, person, geo, event (config/defaults.py); kgloom
 # says "location" for "geo" and adds what narrative corpora such as the sample book need.
@@ -58,8 +65,6 @@ class IndexSettings:
         reuse_reports: keep the report of a community whose members and internal
             relationships are unchanged since the last run (``reports.report_key``), so an
             incremental run rewrites only the communities it changed.
-        embedding_window_tokens / embedding_window_stride: windowing of long texts for
-            the embedder (tokens of the embedder's own tokenizer).
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
@@ -97,14 +102,13 @@ class IndexSettings:
     report_llm_min_members: int = 3
     report_llm_min_relationships: int = 0
     reuse_reports: bool = True
-    embedding_window_tokens: int = 256
-    embedding_window_stride: int = 192
     cut_boilerplate: bool = True
     candidate_source: str = "auto"
     title_candidates: bool = True
-    extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # the schema's enum and the prompts use upper-case types, whatever the input
+        object.__setattr__(self, "entity_types", tuple(t.upper() for t in self.entity_types))
         if self.chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {self.chunk_size}")
         if not 0 <= self.chunk_overlap < self.chunk_size:
@@ -122,3 +126,86 @@ class IndexSettings:
             raise ValueError("summary_max_sentences and summary_max_chars must be >= 1")
         if self.max_cluster_size < 2:
             raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")
+
+
+def settings_fields() -> dict[str, tuple[Any, Any]]:
+    """Every :class:`IndexSettings` field as ``name -> (type, default)``, with tuples
+    given as lists (``tuple[str, ...]`` -> ``list[str]``), the form config systems (the
+    Dagster resource, YAML files) hold them in."""
+    hints = typing.get_type_hints(IndexSettings)
+    out: dict[str, tuple[Any, Any]] = {}
+    for f in dataclasses.fields(IndexSettings):
+        tp, default = hints[f.name], f.default
+        if typing.get_origin(tp) is tuple:
+            tp, default = list[typing.get_args(tp)[0]], list(default)
+        out[f.name] = (tp, default)
+    return out
+
+
+def settings_from_mapping(values: dict[str, Any], base: IndexSettings | None = None
+                          ) -> IndexSettings:
+    """``base`` (default: the defaults) with the fields in ``values`` replaced; values are
+    checked and converted by their field's type (pydantic's lax mode: ``"5"`` -> 5,
+    ``"true"`` -> True; a comma-separated string or a list for tuple fields).
+
+    Raises:
+        ValueError: naming an unknown key, or a value its field's type cannot take, or
+            one :meth:`IndexSettings.__post_init__` rejects.
+    """
+    import pydantic
+
+    fields = settings_fields()
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown}; known: {sorted(fields)}")
+    converted = {}
+    for key, raw in values.items():
+        tp = fields[key][0]
+        if typing.get_origin(tp) is list and isinstance(raw, str):
+            raw = [part.strip() for part in raw.split(",") if part.strip()]
+        try:
+            value = pydantic.TypeAdapter(tp).validate_python(raw)
+        except pydantic.ValidationError as exc:
+            raise ValueError(f"setting {key}: {raw!r} is not a valid "
+                             f"{getattr(tp, '__name__', tp)}: "
+                             f"{exc.errors()[0]['msg']}") from None
+        converted[key] = tuple(value) if isinstance(value, list) else value
+    return dataclasses.replace(base or IndexSettings(), **converted)
+
+
+def parse_assignments(pairs: list[str]) -> dict[str, str]:
+    """``["key=value", ...]`` (the CLI's ``--set``) as a dict of raw strings.
+
+    Raises:
+        ValueError: for an item without ``=`` or with an empty key.
+    """
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set wants key=value, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_settings_file(path: str | Path) -> dict[str, Any]:
+    """The settings in a YAML (or JSON) file: a mapping of :class:`IndexSettings` field
+    names to values, optionally under a top-level ``settings:`` key. Values are checked
+    when applied (:func:`settings_from_mapping`).
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ValueError: when it is not YAML or does not hold a mapping.
+    """
+    import yaml
+
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("settings"), dict):
+        data = data["settings"]
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a mapping of setting names to values")
+    return data

@@ -158,7 +158,9 @@ def test_sensor_adds_runs_and_deletes_partitions_then_refreshes_the_graph(
     instance = dg.DagsterInstance.ephemeral()
 
     def tick(cursor):
-        result = input_folder_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
+        with dg.build_sensor_context(instance=instance, cursor=cursor,
+                                     resources=build_resources()) as ctx:
+            result = input_folder_sensor(ctx)
         if isinstance(result, dg.SensorResult):
             _apply(instance, result)
         return result

@@ -333,14 +333,15 @@ def test_no_change_is_a_no_op_and_a_retry_runs_from_the_failure(tmp_path, monkey
         assert again.graph_up_to_date and not again.graph_run and not again.partition_runs
         assert lancedb_versions(out) == versions and file_times(out) == times
 
-        # the nightly schedule skips too (its resources come from the env)
+        # the nightly schedule skips too (its resources from the env, as the code location's)
         monkeypatch.setenv("KGLOOM_INPUT_DIR", str(inp))
         monkeypatch.setenv("KGLOOM_OUTPUT_DIR", str(out))
         monkeypatch.setenv("KGLOOM_FAKE_LLM", "1")
         from kgloom.pipelines.jobs import nightly_index_schedule
 
-        tick = nightly_index_schedule.evaluate_tick(
-            dg.build_schedule_context(instance=instance))
+        with dg.build_schedule_context(instance=instance,
+                                       resources=build_resources()) as ctx:
+            tick = nightly_index_schedule.evaluate_tick(ctx)
         assert not tick.run_requests and "up to date" in tick.skip_message
 
         # a changed file, and the report stage fails: the stages before it succeeded

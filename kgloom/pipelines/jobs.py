@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 import json
-import os
 
 import dagster as dg
 
 from kgloom.partitions import diff_inputs, input_hashes, manifest_hashes
 from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
+from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 
 INGEST_ASSETS = dg.AssetSelection.assets("documents", "text_units", "extracted_graph")
 GRAPH_ASSETS = dg.AssetSelection.all() - INGEST_ASSETS
@@ -45,14 +45,14 @@ embed_job = dg.define_asset_job(
              name="nightly_index_schedule",
              description="Nightly graph-wide refresh (UTC), skipped when the graph is up to "
                          "date; unchanged work is served by the caches.")
-def nightly_index_schedule(context: dg.ScheduleEvaluationContext):
+def nightly_index_schedule(context: dg.ScheduleEvaluationContext, index: IndexConfigResource,
+                           llm: LLMResource, embedder: EmbedderResource):
     """Request one ``graph_job`` run, unless every graph-wide asset was last built from
-    the current inputs (:mod:`kgloom.pipelines.freshness`; resources from the KGLOOM_*
-    env vars, as the code location's)."""
-    from kgloom.definitions import build_resources
+    the current inputs (:mod:`kgloom.pipelines.freshness`; with the code location's
+    resources, as the run would use)."""
     from kgloom.pipelines.freshness import current_graph_inputs, stale_graph_assets
 
-    resources = build_resources()
+    resources = {"index": index, "llm": llm, "embedder": embedder}
     try:
         fingerprint = current_graph_inputs(resources, context.instance)
     except FileNotFoundError as exc:  # no model file: let the run fail and say why
@@ -74,8 +74,8 @@ def _ingest_runs_in_flight(instance: dg.DagsterInstance) -> bool:
 
 @dg.sensor(jobs=[ingest_job, graph_job], minimum_interval_seconds=60,
            default_status=dg.DefaultSensorStatus.STOPPED)
-def input_folder_sensor(context: dg.SensorEvaluationContext):
-    """Watch the input folder (env KGLOOM_INPUT_DIR, default data/input).
+def input_folder_sensor(context: dg.SensorEvaluationContext, index: IndexConfigResource):
+    """Watch the input folder (``index.input_dir``).
 
     - A new file: add its ``input_files`` partition and run ``ingest_job`` for it.
     - A changed file (SHA-256 differs): run ``ingest_job`` for its partition again.
@@ -86,11 +86,10 @@ def input_folder_sensor(context: dg.SensorEvaluationContext):
 
     Cursor: JSON ``{"files": {key: sha256}, "graph_pending": bool, "tick": int}``. With
     no cursor, the hashes recorded by the last materialization of each partition (in
-    env KGLOOM_OUTPUT_DIR, default data/output) are the previous state, so turning the
+    ``index.output_dir``) are the previous state, so turning the
     sensor on after ``kgloom index`` re-runs nothing.
     """
-    input_dir = os.environ.get("KGLOOM_INPUT_DIR", "data/input")
-    output_dir = os.environ.get("KGLOOM_OUTPUT_DIR", "data/output")
+    input_dir, output_dir = index.input_dir, index.output_dir
     state = json.loads(context.cursor) if context.cursor else {
         "files": manifest_hashes(output_dir), "graph_pending": False, "tick": 0}
     try:

@@ -24,7 +24,8 @@ from kgloom.partitions import (InputDiff, diff_inputs, input_hashes, manifest_ha
                                settings_fingerprint)
 from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
                                         stale_graph_assets)
-from kgloom.pipelines.jobs import INGEST_ASSETS
+from kgloom.pipelines.jobs import graph_job, ingest_job
+from kgloom.pipelines.logs import run_config_for_logs
 from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.recovery import process_tags
 
@@ -152,6 +153,26 @@ def _warnings(result: dg.ExecuteInProcessResult) -> list[str]:
     return lines
 
 
+_JOBS: dict[tuple, tuple[dict, dict[str, dg.JobDefinition]]] = {}
+
+
+def named_job(name: str, resources: dict) -> dg.JobDefinition:
+    """The job ``name`` (``ingest_job`` or ``graph_job``) bound to ``resources`` and the
+    loggers of :mod:`kgloom.pipelines.logs`, so a run the CLI launches carries the job's
+    name in the instance and the UI (not ``__ephemeral_asset_job__``)."""
+    from kgloom.pipelines.logs import LOGGERS
+
+    key = tuple(sorted((k, id(v)) for k, v in resources.items()))
+    if key not in _JOBS:  # the resources are kept with their jobs, so ids stay theirs
+        if len(_JOBS) >= 8:
+            _JOBS.clear()
+        defs = dg.Definitions(assets=ALL_ASSETS, jobs=[ingest_job, graph_job],
+                              resources=resources, loggers=LOGGERS)
+        _JOBS[key] = (resources, {j.name: defs.resolve_job_def(j.name)
+                                  for j in (ingest_job, graph_job)})
+    return _JOBS[key][1][name]
+
+
 def run_tags(tags: dict[str, str] | None = None) -> dict[str, str]:
     """``tags`` plus this process's pid, start time and host (for crash recovery)."""
     return {**(tags or {}), **process_tags()}
@@ -159,17 +180,19 @@ def run_tags(tags: dict[str, str] | None = None) -> dict[str, str]:
 
 def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.DagsterInstance,
                            tags: dict[str, str] | None = None,
-                           report: RunReport | None = None) -> RunReport:
+                           report: RunReport | None = None, verbose: bool = False) -> RunReport:
     """Run documents -> text_units -> extracted_graph for each partition key (one Dagster
     run each, a progress bar over partitions). A failed partition is recorded and the
     others go on; an interrupted run (Ctrl-C, SIGTERM) stops the loop and sets
-    ``report.interrupted``. Failed WARN asset checks go to ``report.warnings``."""
+    ``report.interrupted``. Failed WARN asset checks go to ``report.warnings``. The runs
+    are ``ingest_job`` runs; Dagster's event log goes to the instance and the log file,
+    and to the terminal only when ``verbose`` (:mod:`kgloom.pipelines.logs`)."""
     report = report or RunReport()
     keys = list(keys)
     for key in tqdm(keys, desc="partitions", unit="file", disable=not keys):
-        result = dg.materialize(ALL_ASSETS, selection=INGEST_ASSETS, partition_key=key,
-                                resources=resources, instance=instance, tags=run_tags(tags),
-                                raise_on_error=False)
+        result = named_job(ingest_job.name, resources).execute_in_process(
+            partition_key=key, instance=instance, tags=run_tags(tags), raise_on_error=False,
+            run_config=run_config_for_logs(verbose))
         report.partition_runs[key] = result.run_id
         report.warnings += _warnings(result)
         if not result.success:
@@ -183,7 +206,7 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
 def refresh_graph(resources: dict, instance: dg.DagsterInstance,
                   tags: dict[str, str] | None = None,
                   report: RunReport | None = None, force: bool = False,
-                  reports: bool = True) -> RunReport:
+                  reports: bool = True, verbose: bool = False) -> RunReport:
     """Bring the graph-wide assets (entities onward) up to date with every live partition.
 
     Runs nothing when ``report`` says an earlier run was interrupted, or when every
@@ -194,7 +217,8 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
     needs (entities, relationships, communities, graph files, vectors) is still built,
     the LanceDB ``community_reports`` table holds the reports of the last run that wrote
     them, and stale reports alone do not make the graph stale.
-    ``report.graph_assets`` lists what ran.
+    ``report.graph_assets`` lists what ran. The run is a ``graph_job`` run (its asset
+    selection: the stale assets); ``verbose`` as in :func:`materialize_partitions`.
 
     Raises:
         kgloom.llm.ModelFileError: when the model file is missing.
@@ -212,8 +236,11 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
     selection = rerun_selection(stale)
     if not reports:
         selection = selection - dg.AssetSelection.assets(REPORTS_KEY)
-    result = dg.materialize(ALL_ASSETS, selection=selection, resources=resources,
-                            instance=instance, tags=run_tags(tags), raise_on_error=False)
+    job = named_job(graph_job.name, resources)
+    keys = list(selection.resolve(job.asset_layer.asset_graph))
+    result = job.execute_in_process(asset_selection=keys, instance=instance,
+                                    tags=run_tags(tags), raise_on_error=False,
+                                    run_config=run_config_for_logs(verbose))
     report.graph_run, report.graph_ok = result.run_id, result.success
     started = {e.step_key for e in result.all_events
                if e.event_type == dg.DagsterEventType.STEP_START}
@@ -225,8 +252,8 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
 
 
 def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = False,
-                 tags: dict[str, str] | None = None,
-                 reports: bool = True) -> tuple[InputDiff, RunReport]:
+                 tags: dict[str, str] | None = None, reports: bool = True,
+                 verbose: bool = False) -> tuple[InputDiff, RunReport]:
     """Sync partitions with the input folder, ingest the new and changed files (all of
     them with ``force``), then refresh what is stale in the graph (all of it with
     ``force``; without community reports when ``reports`` is False). Returns (the diff,
@@ -235,5 +262,6 @@ def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = Fa
     fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
     diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
-    report = materialize_partitions(keys, resources, instance, tags)
-    return diff, refresh_graph(resources, instance, tags, report, force=force, reports=reports)
+    report = materialize_partitions(keys, resources, instance, tags, verbose=verbose)
+    return diff, refresh_graph(resources, instance, tags, report, force=force, reports=reports,
+                               verbose=verbose)

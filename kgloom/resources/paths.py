@@ -10,13 +10,17 @@ import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
-from kgloom.config import DEFAULT_ENTITY_TYPES, IndexSettings
+from kgloom.config import IndexSettings, settings_fields, settings_from_mapping
 from kgloom.lock import LockWaitCancelled, writer_lock
 from kgloom.pipelines.recovery import COMMAND_TAG, PID_TAG, process_tags
 
 
-class IndexConfigResource(dg.ConfigurableResource):
-    """Input and output folders plus :class:`kgloom.config.IndexSettings` fields.
+class _IndexConfigBase(dg.ConfigurableResource):
+    """Input and output folders plus every :class:`kgloom.config.IndexSettings` field.
+
+    The settings fields are generated from ``IndexSettings`` (:func:`_with_settings`), so
+    the dataclass stays the only list: the UI's launchpad, ``build_resources(**settings)``
+    and the CLI's ``--set`` reach every one.
 
     For the whole run that uses it, the resource holds the writer lock of the output
     folder (:func:`kgloom.lock.writer_lock`; a run launched while another writer works
@@ -27,47 +31,14 @@ class IndexConfigResource(dg.ConfigurableResource):
 
     input_dir: str = "data/input"
     output_dir: str = "data/output"
-    chunk_size: int = 600
-    chunk_overlap: int = 100
-    entity_types: list[str] = list(DEFAULT_ENTITY_TYPES)
-    max_gleanings: int = 0
-    extract_claims: bool = False
-    co_mention_edges: bool = True
-    max_cluster_size: int = 10
-    seed: int = 0xDEADBEEF
-    report_max_input_tokens: int = 800
-    report_llm_min_members: int = 3
-    report_llm_min_relationships: int = 0
-    reuse_reports: bool = True
-    summary_method: str = "extractive"  # extractive | llm
-    llm_descriptions: bool = False
-    resolution_methods: list[str] = ["normalized", "name_extension", "name_context", "embedding"]
-    embedding_merge_threshold: float = 0.92
-    verify_merges_with_llm: bool = True
-    cut_boilerplate: bool = True
-    candidate_source: str = "auto"  # auto | proper_names | segmenter | ngram | open
-    title_candidates: bool = True
 
     def settings(self) -> IndexSettings:
-        """Return the domain settings built from this resource's fields."""
-        return IndexSettings(chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap,
-                             entity_types=tuple(t.upper() for t in self.entity_types),
-                             max_gleanings=self.max_gleanings,
-                             extract_claims=self.extract_claims,
-                             co_mention_edges=self.co_mention_edges,
-                             max_cluster_size=self.max_cluster_size, seed=self.seed,
-                             report_max_input_tokens=self.report_max_input_tokens,
-                             report_llm_min_members=self.report_llm_min_members,
-                             report_llm_min_relationships=self.report_llm_min_relationships,
-                             summary_method=self.summary_method,
-                             reuse_reports=self.reuse_reports,
-                             llm_descriptions=self.llm_descriptions,
-                             resolution_methods=tuple(self.resolution_methods),
-                             embedding_merge_threshold=self.embedding_merge_threshold,
-                             verify_merges_with_llm=self.verify_merges_with_llm,
-                             cut_boilerplate=self.cut_boilerplate,
-                             candidate_source=self.candidate_source,
-                             title_candidates=self.title_candidates)
+        """Return the domain settings built from this resource's fields.
+
+        Raises:
+            ValueError: when a field's value is out of range (``IndexSettings`` checks).
+        """
+        return settings_from_mapping({name: getattr(self, name) for name in settings_fields()})
 
     @contextlib.contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext
@@ -78,6 +49,9 @@ class IndexConfigResource(dg.ConfigurableResource):
             DagsterExecutionInterruptedError: when the run is interrupted while waiting.
         """
         run = context.run
+        if run is None:  # a sensor or schedule evaluation reads, it never writes
+            yield self
+            return
         if context.instance is not None and run is not None and PID_TAG not in run.tags:
             context.instance.add_run_tags(run.run_id, process_tags())
         command = (run.tags.get(COMMAND_TAG) if run else None) or (
@@ -96,3 +70,17 @@ class IndexConfigResource(dg.ConfigurableResource):
         p = Path(self.output_dir)
         p.mkdir(parents=True, exist_ok=True)
         return p
+
+
+def _with_settings(base: type) -> type:
+    """``base`` subclassed with one config field per ``IndexSettings`` field (same name,
+    type and default; tuples as lists)."""
+    fields = settings_fields()
+    namespace = {"__module__": __name__, "__doc__": base.__doc__,
+                 "__qualname__": "IndexConfigResource",
+                 "__annotations__": {name: tp for name, (tp, _) in fields.items()},
+                 **{name: default for name, (_, default) in fields.items()}}
+    return type("IndexConfigResource", (base,), namespace)
+
+
+IndexConfigResource = _with_settings(_IndexConfigBase)
