@@ -98,7 +98,7 @@ def book() -> dict:
     from kgloom.tokenizer import default_tokenizer
 
     docs, _ = read_documents(BOOK)
-    units, _ = split_text_units(docs, default_tokenizer())
+    units = split_text_units(docs, default_tokenizer())
     texts = units["text"].to_list()
     stats = word_counts(texts)
     per_unit = [find_candidates(t, "auto", stats) for t in texts]

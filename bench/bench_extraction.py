@@ -49,7 +49,7 @@ def main() -> None:
     args = ap.parse_args()
 
     docs, _ = read_documents(ROOT / "data" / "input")
-    units, _ = split_text_units(docs, default_tokenizer())
+    units = split_text_units(docs, default_tokenizer())
     step = max(units.height // args.units, 1)
     sample = units[::step].head(args.units)
     vocab = extraction.word_counts(units["text"].to_list())

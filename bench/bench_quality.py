@@ -87,8 +87,8 @@ def build(input_dir: Path, out: Path, settings: IndexSettings, llm, files=None,
     from kgloom.vectors import Embedder
 
     docs, _ = read_documents(input_dir, files=files, cut_boilerplate=settings.cut_boilerplate)
-    units, docs = split_text_units(docs, default_tokenizer(), settings.chunk_size,
-                                   settings.chunk_overlap)
+    units = split_text_units(docs, default_tokenizer(), settings.chunk_size,
+                             settings.chunk_overlap)
     t0 = time.perf_counter()
     result = extract_graph(units, llm, settings, _progress(label), documents=docs)
     seconds = time.perf_counter() - t0

@@ -353,7 +353,7 @@ def probe(args) -> dict:
 
     print("grammar-first sampling ...", flush=True)
     docs, _ = read_documents(ROOT / "data" / "input")
-    units, _ = split_text_units(docs, default_tokenizer())
+    units = split_text_units(docs, default_tokenizer())
     vocab = extraction.word_counts(units["text"].to_list())
     s = IndexSettings()
     tmpl = extraction.extraction_template(False)

@@ -73,7 +73,7 @@ def unit_windows(text: str, offs: list[tuple[int, int]], size: int,
 
 
 def split_text_units(documents: pl.DataFrame, tokenizer: Tokenizer, chunk_size: int = 600,
-                     chunk_overlap: int = 100) -> tuple[pl.DataFrame, pl.DataFrame]:
+                     chunk_overlap: int = 100) -> pl.DataFrame:
     """Chunk every document into text units.
 
     Args:
@@ -82,33 +82,36 @@ def split_text_units(documents: pl.DataFrame, tokenizer: Tokenizer, chunk_size: 
         chunk_size / chunk_overlap: in tokens.
 
     Returns:
-        (text_units, documents): text_units conform to ``TEXT_UNITS_SCHEMA`` with the graph
-        columns empty, ``human_readable_id`` in document then chunk order; documents come
-        back with ``text_unit_ids`` filled.
+        a ``CHUNKS_SCHEMA`` frame (id, text, n_tokens, document_id, chunk_index,
+        start_char, end_char), in document (``human_readable_id``) then chunk order. The
+        graph columns are added once, from the graph (``kgloom.emit``), the corpus-wide
+        ``human_readable_id`` and the documents' ``text_unit_ids`` when the partitions are
+        combined (``kgloom.partitions``).
     """
     rows: list[dict] = []
-    unit_ids: dict[str, list[str]] = {}
     for doc in documents.sort("human_readable_id").iter_rows(named=True):
         text = doc["text"]
         offs = tokenizer.offsets(text)
-        ids = unit_ids.setdefault(doc["id"], [])
         for idx, (a, b) in enumerate(unit_windows(text, offs, chunk_size, chunk_overlap)):
             start, end = offs[a][0], offs[b - 1][1]
             chunk = text[start:end]
-            uid = content_id("text_unit", doc["id"], start, chunk)
-            ids.append(uid)
-            rows.append({"id": uid, "text": chunk, "n_tokens": b - a, "document_id": doc["id"],
-                         "chunk_index": idx, "start_char": start, "end_char": end})
-    base = pl.DataFrame(rows, schema={"id": pl.String, "text": pl.String, "n_tokens": pl.Int64,
-                                      "document_id": pl.String, "chunk_index": pl.Int64,
-                                      "start_char": pl.Int64, "end_char": pl.Int64})
-    empty_str = pl.lit([], dtype=pl.List(pl.String))
-    units = base.with_row_index("human_readable_id").with_columns(
-        pl.col("human_readable_id").cast(pl.Int64),
-        entity_ids=empty_str, relationship_ids=empty_str, covariate_ids=empty_str,
-        kg_node_ids=empty_str, neighbor_entity_ids=empty_str, neighbor_triples=empty_str,
-        community_ids=pl.lit([], dtype=pl.List(pl.Int64)), centrality=pl.lit(0.0))
-    docs = documents.with_columns(
-        text_unit_ids=pl.col("id").replace_strict(unit_ids, default=[],
-                                                  return_dtype=pl.List(pl.String)))
-    return schemas.conform(units, schemas.TEXT_UNITS_SCHEMA), docs
+            rows.append({"id": content_id("text_unit", doc["id"], start, chunk), "text": chunk,
+                         "n_tokens": b - a, "document_id": doc["id"], "chunk_index": idx,
+                         "start_char": start, "end_char": end})
+    return pl.DataFrame(rows, schema=schemas.CHUNKS_SCHEMA)
+
+
+def with_text_unit_ids(documents: pl.DataFrame, text_units: pl.DataFrame) -> pl.DataFrame:
+    """``documents`` with ``text_unit_ids`` (List[String]) filled: the ids of each
+    document's text units in ``chunk_index`` order ([] for a document with none).
+
+    Args:
+        documents: frame with ``id``.
+        text_units: frame with ``id``, ``document_id``, ``chunk_index``.
+    """
+    ids = (text_units.sort("document_id", "chunk_index").group_by("document_id", maintain_order=True)
+           .agg(pl.col("id").alias("unit_ids")))
+    return (documents.drop("text_unit_ids", strict=False)
+            .join(ids, left_on="id", right_on="document_id", how="left", maintain_order="left")
+            .with_columns(text_unit_ids=pl.col("unit_ids").fill_null(
+                pl.lit([], dtype=pl.List(pl.String)))).drop("unit_ids"))

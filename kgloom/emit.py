@@ -34,8 +34,6 @@ RELATION_MAX_CHARS = 120
 COMMUNITY_LEVEL_PREFIX = "community_level_"
 
 _STR_LIST = pl.List(pl.String)
-_KG_COLUMNS = ("entity_ids", "relationship_ids", "kg_node_ids", "neighbor_entity_ids",
-               "neighbor_triples", "community_ids", "centrality")
 
 
 # --- graph-nodes / graph-edges --------------------------------------------------------
@@ -119,7 +117,8 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
     """Fill the KG columns of ``text_units`` so 1-hop expansion needs no graph store.
 
     Args:
-        text_units: TEXT_UNITS_SCHEMA frame (u rows); its KG columns are overwritten.
+        text_units: CORPUS_UNITS_SCHEMA frame (u rows; graph columns, if any, are
+            replaced): the one place the graph columns are computed.
         entities: ENTITIES_SCHEMA frame; ``text_unit_ids`` says which units mention each.
         relationships: RELATIONSHIPS_SCHEMA frame with ``source_id`` / ``target_id``.
         communities: COMMUNITIES_SCHEMA frame, levels 0..L-1.
@@ -211,7 +210,7 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
                                  on="entity_id")
                   .group_by("unit_id").agg(pl.col("pagerank").max().alias("centrality")))
 
-    out = text_units.drop(*_KG_COLUMNS, strict=False)
+    out = text_units.drop(*schemas.TEXT_UNIT_GRAPH_COLUMNS, strict=False)
     for part in (kg, rel_ids, neighbors, triples, community_ids, centrality):
         out = out.join(part.rename({"unit_id": "id"}), on="id", how="left", maintain_order="left")
     empty_list = pl.lit([], dtype=_STR_LIST)
@@ -223,11 +222,11 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
         pl.col("community_ids").fill_null(pl.lit([-1] * len(levels), dtype=pl.List(pl.Int64))),
         pl.col("centrality").fill_null(0.0),
     )
-    if covariates is not None and covariates.height:
-        cov = covariates.group_by("text_unit_id").agg(pl.col("id").sort().alias("cov"))
-        out = out.join(cov.rename({"text_unit_id": "id"}), on="id", how="left",
-                       maintain_order="left").with_columns(
-            covariate_ids=pl.col("cov").fill_null(empty_list)).drop("cov")
+    cov = (covariates if covariates is not None else schemas.empty(schemas.COVARIATES_SCHEMA)
+           ).group_by("text_unit_id").agg(pl.col("id").sort().alias("cov"))
+    out = out.join(cov.rename({"text_unit_id": "id"}), on="id", how="left",
+                   maintain_order="left").with_columns(
+        covariate_ids=pl.col("cov").fill_null(empty_list)).drop("cov")
     return schemas.conform(out, schemas.TEXT_UNITS_SCHEMA).select(list(schemas.TEXT_UNITS_SCHEMA))
 
 

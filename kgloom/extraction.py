@@ -529,7 +529,7 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
     """Extract entity and relationship mentions from every text unit.
 
     Args:
-        text_units: a ``TEXT_UNITS_SCHEMA`` frame (``id``, ``text``, ``document_id`` and
+        text_units: a ``CHUNKS_SCHEMA`` frame (``id``, ``text``, ``document_id`` and
             ``chunk_index`` are used).
         documents: the units' ``DOCUMENTS_SCHEMA`` frame; with ``settings.title_candidates``
             a record's own title is a candidate of its first unit (:func:`record_titles`).

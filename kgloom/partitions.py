@@ -31,6 +31,7 @@ from kgloom.documents import STAGE as FIRST_STAGE
 from kgloom.documents import list_input_files, read_documents
 from kgloom.extraction import STAGE as LAST_STAGE  # a partition is complete after it
 from kgloom.extraction import UNIT_STATUS, UNIT_STATUS_SCHEMA
+from kgloom.chunking import with_text_unit_ids
 from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id, file_sha256
@@ -85,24 +86,65 @@ def input_hashes(input_dir: str | Path) -> dict[str, str]:
     return {partition_key(input_dir, p): file_sha256(str(p)) for p in list_input_files(input_dir)}
 
 
+# the partition-level stages in order; each writes its own marker file in the folder
+PARTITION_STAGES: tuple[str, ...] = (FIRST_STAGE, "text_units", LAST_STAGE)
+
+
+def _marker(output_dir: str | Path, key: str, stage: str) -> Path:
+    return (Path(output_dir) / STAGES_DIR / PARTITIONS_DIR / quote(key, safe="")
+            / f"{stage}.{MANIFEST}")
+
+
 def read_manifest(output_dir: str | Path, key: str) -> dict:
-    """Return partition ``key``'s manifest ({} when it has none)."""
-    m = Path(output_dir) / STAGES_DIR / PARTITIONS_DIR / quote(key, safe="") / MANIFEST
-    return json.loads(m.read_text()) if m.exists() else {}
+    """Return partition ``key``'s manifest ({} when it has none): ``key``, ``stages``
+    (the finished stages, in order) and the fields each stage recorded (``sha256`` of the
+    input file from ``documents``, ``settings`` from ``extraction``).
+
+    Each stage writes its own marker (:func:`mark_stage`), naming the build of the stage
+    before it; a stage counts as finished only while that chain holds, so re-running
+    ``documents`` makes the later stages unfinished without touching their files. A
+    folder written by an older kgloom (one ``manifest.json``) is read as it is.
+    """
+    markers = [_marker(output_dir, key, st) for st in PARTITION_STAGES]
+    if not markers[0].exists():
+        old = markers[0].parent / MANIFEST
+        return json.loads(old.read_text()) if old.exists() else {}
+    out: dict = {"key": key, "stages": []}
+    before = None
+    for stage, path in zip(PARTITION_STAGES, markers):
+        m = json.loads(path.read_text()) if path.exists() else None
+        if m is None or m.get("after") != before:
+            break
+        out.update({k: v for k, v in m.items() if k not in ("after", "build", "stage")})
+        out["stages"].append(stage)
+        before = m["build"]
+    out["key"] = key
+    return out
 
 
 def mark_stage(output_dir: str | Path, key: str, stage: str, **fields) -> dict:
-    """Record in partition ``key``'s manifest that ``stage`` finished, with ``fields``.
+    """Record that ``stage`` (one of :data:`PARTITION_STAGES`) of partition ``key``
+    finished, with ``fields`` (``documents`` passes ``sha256``: the input file's hash,
+    None when the file was missing). Writes ``<stage>.manifest.json`` in the partition
+    folder (atomically; only this stage's asset writes it), holding a new build id and
+    the build id of the stage before it. Returns the partition's manifest after it
+    (:func:`read_manifest`).
 
-    The first stage (``documents``) passes ``sha256`` (the input file's hash, None when
-    the file was missing) and starts a fresh manifest; later stages are appended to
-    ``stages``. Returns the manifest dict (written atomically).
+    Raises:
+        ValueError: for a stage not in :data:`PARTITION_STAGES`.
     """
-    m = {"key": key, "stages": []} if stage == FIRST_STAGE else read_manifest(output_dir, key)
-    m.update(fields)
-    m["stages"] = [s for s in m.get("stages", []) if s != stage] + [stage]
-    write_json(m, partition_dir(output_dir, key) / MANIFEST)
-    return m
+    import uuid
+
+    if stage not in PARTITION_STAGES:
+        raise ValueError(f"unknown partition stage {stage!r}; known: {PARTITION_STAGES}")
+    i = PARTITION_STAGES.index(stage)
+    after = None
+    if i:
+        prev = _marker(output_dir, key, PARTITION_STAGES[i - 1])
+        after = json.loads(prev.read_text()).get("build") if prev.exists() else None
+    write_json({**fields, "stage": stage, "build": uuid.uuid4().hex, "after": after},
+               partition_dir(output_dir, key) / f"{stage}.{MANIFEST}")
+    return read_manifest(output_dir, key)
 
 
 # the settings that change what a partition's stages produce
@@ -251,8 +293,8 @@ def read_partitions(output_dir: str | Path, keys: list[str], table: str,
 class CorpusTables:
     """The live partitions' tables, combined for the graph-wide stages."""
 
-    documents: pl.DataFrame  # DOCUMENTS_SCHEMA, human_readable_id renumbered
-    text_units: pl.DataFrame  # TEXT_UNITS_SCHEMA, human_readable_id renumbered
+    documents: pl.DataFrame  # DOCUMENTS_SCHEMA, human_readable_id renumbered, text_unit_ids
+    text_units: pl.DataFrame  # CORPUS_UNITS_SCHEMA, human_readable_id numbered
     entity_mentions: pl.DataFrame  # ENTITY_MENTIONS_SCHEMA
     relationship_mentions: pl.DataFrame  # RELATIONSHIP_MENTIONS_SCHEMA
     claim_mentions: pl.DataFrame  # CLAIM_MENTIONS_SCHEMA (empty unless extract_claims)
@@ -271,11 +313,11 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
     A document whose text appears in several files (same content id) is kept once, from
     the first partition in key order, together with its text units; the other copies'
     units and mentions are dropped and a failures row says so. ``human_readable_id`` is
-    renumbered 0..n-1 over the corpus (documents by source then title; text units in
-    document then chunk order).
+    numbered 0..n-1 over the corpus (documents by source then title; text units in
+    document then chunk order), and the documents' ``text_unit_ids`` filled.
     """
     docs = read_partitions(output_dir, keys, schemas.DOCUMENTS, schemas.DOCUMENTS_SCHEMA)
-    units = read_partitions(output_dir, keys, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA)
+    units = read_partitions(output_dir, keys, schemas.TEXT_UNITS, schemas.CHUNKS_SCHEMA)
     em = read_partitions(output_dir, keys, schemas.ENTITY_MENTIONS,
                          schemas.ENTITY_MENTIONS_SCHEMA)
     rm = read_partitions(output_dir, keys, schemas.RELATIONSHIP_MENTIONS,
@@ -304,12 +346,13 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
         "human_readable_id")
     order = docs.select(pl.col("id").alias("document_id"), doc_rank=pl.col("human_readable_id"))
     units = owned(units, "id").join(order, on="document_id").sort("doc_rank", "chunk_index")
-    units = units.drop("human_readable_id").with_row_index("human_readable_id")
+    units = units.with_row_index("human_readable_id")
+    docs = with_text_unit_ids(docs, units)
     return CorpusTables(
         documents=_only(docs.with_columns(pl.col("human_readable_id").cast(pl.Int64)),
                         schemas.DOCUMENTS_SCHEMA),
         text_units=_only(units.with_columns(pl.col("human_readable_id").cast(pl.Int64)),
-                         schemas.TEXT_UNITS_SCHEMA),
+                         schemas.CORPUS_UNITS_SCHEMA),
         entity_mentions=_only(owned(em, "text_unit_id"), schemas.ENTITY_MENTIONS_SCHEMA),
         relationship_mentions=_only(owned(rm, "text_unit_id"),
                                     schemas.RELATIONSHIP_MENTIONS_SCHEMA),

@@ -68,6 +68,20 @@ TEXT_UNITS_SCHEMA: dict[str, pl.DataType] = {
     "centrality": pl.Float64,  # max PageRank over kg_node_ids (0.0 when none)
 }
 
+# The graph columns of a text unit: computed once, from the graph, when the published
+# text_units.parquet is written (kgloom.emit.denormalize_text_units).
+TEXT_UNIT_GRAPH_COLUMNS: tuple[str, ...] = (
+    "entity_ids", "relationship_ids", "covariate_ids", "kg_node_ids", "neighbor_entity_ids",
+    "neighbor_triples", "community_ids", "centrality")
+# A text unit as chunking makes it (the partition level): no graph columns and no
+# human_readable_id, which is numbered once, over the corpus (kgloom.partitions).
+CHUNKS_SCHEMA: dict[str, pl.DataType] = {
+    c: t for c, t in TEXT_UNITS_SCHEMA.items()
+    if c not in TEXT_UNIT_GRAPH_COLUMNS and c != "human_readable_id"}
+# The corpus level: the live partitions' text units, numbered.
+CORPUS_UNITS_SCHEMA: dict[str, pl.DataType] = {
+    c: t for c, t in TEXT_UNITS_SCHEMA.items() if c not in TEXT_UNIT_GRAPH_COLUMNS}
+
 ENTITIES_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.String,  # sha256 of the canonical normalized title
     "human_readable_id": pl.Int64,

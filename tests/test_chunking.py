@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.chunking import split_text_units, unit_windows
+from kgloom.chunking import split_text_units, unit_windows, with_text_unit_ids
 from kgloom.ids import content_id
 from kgloom.tokenizer import default_tokenizer
 
@@ -79,9 +79,11 @@ def test_text_units_of_a_real_passage():
     tok = default_tokenizer()
     size, overlap = 40, 8
     docs = _docs(STAVE_ONE)
-    units, docs_out = split_text_units(docs, tok, chunk_size=size, chunk_overlap=overlap)
+    units = split_text_units(docs, tok, chunk_size=size, chunk_overlap=overlap)
 
-    assert units.columns == list(schemas.TEXT_UNITS_SCHEMA)
+    # the partition level: no graph columns, no corpus-wide human_readable_id
+    assert units.columns == list(schemas.CHUNKS_SCHEMA)
+    assert not set(schemas.TEXT_UNIT_GRAPH_COLUMNS) & set(units.columns)
     offs = tok.offsets(STAVE_ONE)
     expected = unit_windows(STAVE_ONE, offs, size, overlap)
     assert units.height == len(expected) > 3
@@ -99,42 +101,41 @@ def test_text_units_of_a_real_passage():
     assert ordered["start_char"][0] == 0
     assert ordered["end_char"][-1] == len(STAVE_ONE)
     assert (ordered["start_char"][1:] < ordered["end_char"][:-1]).all()
-    # graph columns are empty until extraction / emit fill them
-    assert ordered["entity_ids"].to_list() == [[]] * units.height
-    # the document lists its units in chunk order
+    # the document lists its units in chunk order, whatever order the units come in
+    docs_out = with_text_unit_ids(docs, units.reverse())
     assert docs_out["text_unit_ids"][0].to_list() == ordered["id"].to_list()
 
 
 def test_text_unit_ids_are_stable_and_distinct():
     tok = default_tokenizer()
     docs = _docs(STAVE_ONE, SHORT)
-    a, _ = split_text_units(docs, tok, chunk_size=40, chunk_overlap=8)
-    b, _ = split_text_units(docs, tok, chunk_size=40, chunk_overlap=8)
+    a = split_text_units(docs, tok, chunk_size=40, chunk_overlap=8)
+    b = split_text_units(docs, tok, chunk_size=40, chunk_overlap=8)
     assert a["id"].to_list() == b["id"].to_list()
     assert a["id"].n_unique() == a.height
-    # human_readable_id runs in document, then chunk order
-    assert a["human_readable_id"].to_list() == list(range(a.height))
+    # units come in document, then chunk order (the corpus numbers them in this order)
     assert a["document_id"].to_list() == sorted(a["document_id"].to_list(),
                                                 key=docs["id"].to_list().index)
     # other chunk settings cut other units
-    c, _ = split_text_units(docs, tok, chunk_size=50, chunk_overlap=8)
+    c = split_text_units(docs, tok, chunk_size=50, chunk_overlap=8)
     assert set(c["id"]) != set(a["id"])
 
 
 def test_document_shorter_than_one_chunk_is_one_unit():
     tok = default_tokenizer()
-    units, docs = split_text_units(_docs(SHORT), tok, chunk_size=600, chunk_overlap=100)
+    units = split_text_units(_docs(SHORT), tok, chunk_size=600, chunk_overlap=100)
     assert units.height == 1
     assert units["text"][0] == SHORT
     assert units["n_tokens"][0] == tok.count(SHORT)
     assert (units["start_char"][0], units["end_char"][0]) == (0, len(SHORT))
-    assert docs["text_unit_ids"][0].to_list() == units["id"].to_list()
+    assert with_text_unit_ids(_docs(SHORT), units)["text_unit_ids"][0].to_list() == \
+        units["id"].to_list()
 
 
 def test_default_sizes_on_a_long_document():
     tok = default_tokenizer()
     text = "\n\n".join([STAVE_ONE] * 8)
-    units, _ = split_text_units(_docs(text), tok)  # 600 / 100
+    units = split_text_units(_docs(text), tok)  # 600 / 100
     n = tok.count(text)
     assert n > 600
     assert units["n_tokens"].max() <= 600
@@ -160,9 +161,9 @@ def test_a_long_text_is_tokenized_in_pieces_with_the_same_tokens(monkeypatch):
     monkeypatch.setattr(tokenizer_module, "SEGMENT_CHARS", 997)  # ~60 cuts, odd places
     pieces = tok.offsets(book)
     assert pieces.shape == whole.shape and (pieces == whole).all()
-    units, _ = split_text_units(_docs(book), tok, chunk_size=120, chunk_overlap=20)
+    units = split_text_units(_docs(book), tok, chunk_size=120, chunk_overlap=20)
     monkeypatch.setattr(tokenizer_module, "SEGMENT_CHARS", 1 << 16)
-    again, _ = split_text_units(_docs(book), tok, chunk_size=120, chunk_overlap=20)
+    again = split_text_units(_docs(book), tok, chunk_size=120, chunk_overlap=20)
     assert units.equals(again)
 def _word_edges_ok(text: str, start: int, end: int) -> bool:
     inside = lambda i: 0 < i < len(text) and text[i - 1].isalnum() and text[i].isalnum()  # noqa: E731
@@ -173,7 +174,7 @@ def _word_edges_ok(text: str, start: int, end: int) -> bool:
 def test_units_never_start_or_end_inside_a_word(size, overlap):
     tok = default_tokenizer()
     text = "\n\n".join([STAVE_ONE] * 3)
-    units, _ = split_text_units(_docs(text), tok, chunk_size=size, chunk_overlap=overlap)
+    units = split_text_units(_docs(text), tok, chunk_size=size, chunk_overlap=overlap)
     ordered = units.sort("chunk_index")
     for u in ordered.iter_rows(named=True):
         assert _word_edges_ok(text, u["start_char"], u["end_char"]), u["text"][-20:]
@@ -186,7 +187,7 @@ def test_units_never_start_or_end_inside_a_word(size, overlap):
 
 def test_units_prefer_sentence_ends():
     tok = default_tokenizer()
-    units, _ = split_text_units(_docs(STAVE_ONE), tok, chunk_size=40, chunk_overlap=8)
+    units = split_text_units(_docs(STAVE_ONE), tok, chunk_size=40, chunk_overlap=8)
     ends = [t.rstrip()[-1] for t in units.sort("chunk_index")["text"].to_list()[:-1]]
     assert sum(e in ".!?" for e in ends) >= len(ends) // 3  # ~5 of 28-40 tokens hold one
 
@@ -194,7 +195,7 @@ def test_units_prefer_sentence_ends():
 def test_chinese_units_end_at_punctuation_and_cover_the_text():
     tok = default_tokenizer()
     text = "李白是唐朝著名的诗人，出生于碎叶城。" * 30
-    units, _ = split_text_units(_docs(text), tok, chunk_size=50, chunk_overlap=10)
+    units = split_text_units(_docs(text), tok, chunk_size=50, chunk_overlap=10)
     ordered = units.sort("chunk_index")
     assert ordered["start_char"][0] == 0 and ordered["end_char"][-1] == len(text)
     assert all(t[-1] in "，。" for t in ordered["text"].to_list()[:-1])
@@ -204,6 +205,6 @@ def test_chinese_units_end_at_punctuation_and_cover_the_text():
 def test_a_text_without_boundaries_still_splits_within_size():
     tok = default_tokenizer()
     text = "x" * 3000  # one long "word": falls back to plain token windows
-    units, _ = split_text_units(_docs(text), tok, chunk_size=30, chunk_overlap=5)
+    units = split_text_units(_docs(text), tok, chunk_size=30, chunk_overlap=5)
     assert (units["n_tokens"] <= 30).all()
     assert units.sort("chunk_index")["end_char"][-1] == len(text)

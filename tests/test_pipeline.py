@@ -282,13 +282,16 @@ def test_query_command_reads_the_fake_llm_index(indexed):
 # A snapshot of the definitions surface (after Dagster open platform's test_defs):
 # renaming an asset or rewiring a dependency must be a deliberate edit of this table.
 ASSET_GRAPH = {
-    "documents": [], "text_units": ["documents"], "extracted_graph": ["text_units"],
-    "entities": ["extracted_graph"], "relationships": ["extracted_graph"],
-    "entity_aliases": ["extracted_graph"], "covariates": ["extracted_graph"],
-    "communities": ["entities", "relationships"],
-    "community_reports": ["communities", "covariates"],
-    "graph_files": ["communities", "entities", "relationships", "text_units"],
-    "vector_index": ["community_reports", "graph_files"], "index_summary": ["vector_index"],
+    # each asset's dependencies are the assets whose files it reads
+    "documents": [], "text_units": ["documents"],
+    "extracted_graph": ["documents", "text_units"], "corpus": ["extracted_graph"],
+    "entities": ["corpus"], "relationships": ["corpus"], "entity_aliases": ["corpus"],
+    "covariates": ["corpus"], "communities": ["entities", "relationships"],
+    "community_reports": ["communities", "covariates", "entities", "relationships"],
+    "graph_files": ["communities", "corpus", "covariates", "entities", "relationships"],
+    "vector_index": ["community_reports", "entities", "graph_files"],
+    "index_summary": ["communities", "community_reports", "corpus", "covariates", "entities",
+                      "entity_aliases", "graph_files", "relationships", "vector_index"],
 }
 
 

@@ -76,7 +76,7 @@ def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:
     """The graph-inputs fingerprint (``kgloom.partitions.graph_inputs_fingerprint``) this
     asset is built from: the one shared by the latest materializations of its graph-wide
     ``upstream`` assets, or "" when they differ or lack one (the asset then counts as
-    stale). ``entity_graph`` computes it; every later graph asset inherits it."""
+    stale). The ``corpus`` asset computes it; every later graph asset inherits it."""
     values = set()
     for name in upstream:
         event = context.instance.get_latest_materialization_event(dg.AssetKey(name))

@@ -9,7 +9,7 @@ import polars as pl
 from kgloom import schemas
 from kgloom.assets._common import (GRAPH_INPUTS, Timer, cost_metadata, graph_inputs_of,
                                    preview, progress)
-from kgloom.stats import build_index_summary, cost_markdown, stages_dir, write_stage_stats
+from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
 from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpoints_exist,
                          kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
                          write_neo4j_import)
@@ -21,7 +21,8 @@ NEO4J_DIR = "neo4j"
 SUMMARY_FILE = "index-summary.json"
 
 
-@dg.asset(group_name="emit", deps=["entities", "relationships", "communities", "text_units"],
+@dg.asset(group_name="emit",
+          deps=["corpus", "entities", "relationships", "covariates", "communities"],
           kinds={"parquet", "duckdb"},
           check_specs=[dg.AssetCheckSpec("edge_endpoints_exist", asset="graph_files"),
                        dg.AssetCheckSpec("kg_node_ids_exist", asset="graph_files")])
@@ -29,7 +30,7 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
     """graph-nodes / graph-edges parquet, text_units.parquet and documents.parquet with KG
     columns, graph.graphml and Neo4j import CSVs."""
     clock = Timer.started()
-    out, sd = index.out, stages_dir(index.out)
+    out, sd = index.out, index.corpus_folder
     ents = read_table(out, schemas.ENTITIES)
     rels = read_table(out, schemas.RELATIONSHIPS)
     comms = read_table(out, schemas.COMMUNITIES)
@@ -61,7 +62,8 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
                                         for k, v in meta.items()})
 
 
-@dg.asset(group_name="emit", deps=[graph_files, "community_reports"], kinds={"lancedb"},
+@dg.asset(group_name="emit", deps=[graph_files, "entities", "community_reports"],
+          kinds={"lancedb"},
           check_specs=[dg.AssetCheckSpec("vectors_valid", asset="vector_index"),
                        dg.AssetCheckSpec("row_counts_match", asset="vector_index")])
 def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
@@ -122,10 +124,14 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
                               metadata={"counts": dg.MetadataValue.json(meta)})
 
 
-@dg.asset(group_name="emit", deps=[vector_index], kinds={"json", "parquet"})
+@dg.asset(group_name="emit",
+          deps=[vector_index, graph_files, "corpus", "entities", "relationships",
+                "entity_aliases", "covariates", "communities", "community_reports"],
+          kinds={"json", "parquet"})
 def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
-    """failures.parquet (every stage's failures) and index-summary.json."""
-    out, sd = index.out, stages_dir(index.out)
+    """failures.parquet (every stage's failures) and index-summary.json (reads every
+    published table and stage's stats)."""
+    out, sd = index.out, index.corpus_folder
     parts = sorted(sd.glob(f"{schemas.FAILURES}.*.parquet"))
     failures = (pl.concat([pl.read_parquet(p) for p in parts]) if parts
                 else schemas.empty(schemas.FAILURES_SCHEMA))

@@ -5,12 +5,12 @@ import dagster as dg
 
 from kgloom import schemas
 from kgloom.assets._common import Timer, cost_metadata, endpoint_metadata, preview, progress
-from kgloom.assets.ingest import text_units
+from kgloom.assets.ingest import documents, text_units
 from kgloom.checks import extraction_yield
 from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.claims import extract_claims
 from kgloom.extraction import STAGE, UNIT_STATUS, extract_graph
-from kgloom.partitions import mark_stage, partition_dir, settings_fingerprint
+from kgloom.partitions import mark_stage, settings_fingerprint
 from kgloom.pipelines.partitions import input_files_partitions
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
@@ -19,7 +19,8 @@ from kgloom.storage import read_table, write_table
 FAILED_UNITS_MAX_RATE = 0.05
 
 
-@dg.asset(group_name="extraction", partitions_def=input_files_partitions, deps=[text_units],
+@dg.asset(group_name="extraction", partitions_def=input_files_partitions,
+          deps=[documents, text_units],
           pool="llm", kinds={"llama_cpp", "parquet"},
           check_specs=[dg.AssetCheckSpec("failed_units_rate", asset="extracted_graph"),
                        dg.AssetCheckSpec("entities_found", asset="extracted_graph")])
@@ -28,7 +29,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     """Entities and relationships per text unit of one input file, JSON-schema-constrained
     and cached (an unchanged unit costs no LLM call)."""
     clock = Timer.started()
-    pdir = partition_dir(index.out, context.partition_key)
+    pdir = index.partition_folder(context.partition_key)
     units = read_table(pdir, schemas.TEXT_UNITS)
     docs = read_table(pdir, schemas.DOCUMENTS)
     cached = llm.open(index.out, log=context.log)

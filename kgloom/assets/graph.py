@@ -1,4 +1,5 @@
-"""Assets: entities / relationships / entity_aliases, communities, community_reports."""
+"""Assets: entities / relationships / entity_aliases / covariates (from the corpus's
+mentions), communities, community_reports (published level)."""
 
 import datetime as dt
 from collections import Counter
@@ -9,18 +10,16 @@ import polars as pl
 from kgloom import schemas
 from kgloom.assets._common import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
                                    graph_inputs_of, png_md, preview, progress)
-from kgloom.assets.extraction import extracted_graph
+from kgloom.assets.corpus import corpus
 from kgloom.claims import build_covariates
 from kgloom.entities import build_entity_tables
 from kgloom.graph import hierarchical_leiden
 from kgloom.llm import StageStats
-from kgloom.partitions import graph_inputs_fingerprint, refresh_corpus, stored_partitions
-from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.plots import bar_chart_png
 from kgloom.reports import STAGE as REPORTS_STAGE
 from kgloom.reports import write_community_reports
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
-from kgloom.stats import stages_dir, write_stage_stats
+from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table
 from kgloom.summaries import STAGE as SUMMARIES_STAGE
 from kgloom.summaries import VERIFY_STAGE
@@ -30,30 +29,20 @@ from kgloom.vectors import release_memory
 
 @dg.multi_asset(
     group_name="graph", pool="llm",
-    specs=[dg.AssetSpec(name, deps=[extracted_graph], kinds={"parquet"})
+    specs=[dg.AssetSpec(name, deps=[corpus], kinds={"parquet"})
            for name in ("entities", "relationships", "entity_aliases", "covariates")])
 def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                  llm: LLMResource, embedder: EmbedderResource):
-    """Combine the mentions of every live input-file partition (a deleted file's
-    partition and its contribution are removed here), resolve them into entities (alias
-    table), summarize long descriptions, compute degree, weighted degree, PageRank and
-    combined degree, and resolve claims (GraphRAG covariates; empty unless
-    ``extract_claims``) to entity titles."""
+    """From the corpus's mentions: resolve them into entities (alias table), summarize
+    long descriptions, compute degree, weighted degree, PageRank and combined degree, and
+    resolve claims (GraphRAG covariates; empty unless ``extract_claims``) to entity
+    titles."""
     clock = Timer.started()
-    sd = stages_dir(index.out)
+    sd = index.corpus_folder
     s = index.settings()
-    keys = live_partition_keys(context.instance)
-    if not keys and stored_partitions(index.out):
-        raise dg.Failure(description=(
-            f"this Dagster instance has no '{INPUT_FILES}' partitions, but {index.out} holds "
-            f"{len(stored_partitions(index.out))} built ones: register them first with "
-            "`kgloom partitions` (or `kgloom index`, or the input_folder_sensor); nothing "
-            "was changed"))
-    inputs = graph_inputs_fingerprint(index.out, keys, s, llm.verify(), embedder.model_path)
-    corpus, removed = refresh_corpus(index.out, keys, index.input_dir)
-    if removed:
-        context.log.info(f"removed the contribution of deleted partitions: {removed}")
-    em, rm = corpus.entity_mentions, corpus.relationship_mentions
+    inputs = graph_inputs_of(context, "corpus")
+    em = read_table(sd, schemas.ENTITY_MENTIONS)
+    rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
     cached = llm.open(index.out, log=context.log)
     use_embedding = em.height > 0 and ("embedding" in s.resolution_methods
                                        or s.summary_method == "extractive")
@@ -69,7 +58,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     write_table(ents, out, schemas.ENTITIES)
     write_table(rels, out, schemas.RELATIONSHIPS)
     write_table(aliases, out, schemas.ENTITY_ALIASES)
-    covariates = build_covariates(corpus.claim_mentions, aliases, ents)
+    covariates = build_covariates(read_table(sd, schemas.CLAIM_MENTIONS), aliases, ents)
     write_table(covariates, out, schemas.COVARIATES)
     write_table(failures, sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
     # the LLM's sub-stages (summaries; resolution: the merge check) are parts of the
@@ -91,9 +80,6 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
     yield dg.MaterializeResult(asset_key="entities", metadata={
         GRAPH_INPUTS: inputs, "rows": ents.height, "alias_merges": merged,
-        "partitions": len(keys),
-        "removed_partitions": dg.MetadataValue.json(removed),
-        "text_units": corpus.text_units.height,
         "degree_distribution": png_md(bar_chart_png(
             degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
         "summary_calls": st.calls if st else 0,
@@ -140,7 +126,8 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
             ["level", "communities", "max_size"])})
 
 
-@dg.asset(group_name="reports", deps=[communities, "covariates"], pool="llm", kinds={"llama_cpp", "parquet"})
+@dg.asset(group_name="reports", deps=[communities, "entities", "relationships", "covariates"],
+          pool="llm", kinds={"llama_cpp", "parquet"})
 def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
                       llm: LLMResource) -> dg.MaterializeResult:
     """An LLM report per community, deepest level first (sub-reports stand in when over budget)."""
@@ -157,7 +144,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
         previous=previous, claims=claims)
     write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
-    write_table(failures, stages_dir(index.out), f"{schemas.FAILURES}.{REPORTS_STAGE}")
+    write_table(failures, index.corpus_folder, f"{schemas.FAILURES}.{REPORTS_STAGE}")
     st = cached.stats.get(REPORTS_STAGE)
     by = dict(reports.group_by("generated_by").len().iter_rows()) if reports.height else {}
     stats = write_stage_stats(index.out, REPORTS_STAGE, clock.elapsed,

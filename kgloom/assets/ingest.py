@@ -6,7 +6,7 @@ from kgloom import schemas
 from kgloom.assets._common import Timer, preview
 from kgloom.chunking import split_text_units
 from kgloom.documents import STAGE as DOCUMENTS_STAGE
-from kgloom.partitions import mark_stage, partition_dir, read_partition_documents
+from kgloom.partitions import mark_stage, read_partition_documents
 from kgloom.pipelines.partitions import input_files_partitions
 from kgloom.resources import IndexConfigResource
 from kgloom.stats import write_stage_stats
@@ -22,7 +22,7 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
     clock = Timer.started()
     docs, failures, sha = read_partition_documents(index.input_dir, key,
                                                    index.settings().cut_boilerplate)
-    pdir = partition_dir(index.out, key)
+    pdir = index.partition_folder(key)
     write_table(docs, pdir, schemas.DOCUMENTS)
     write_table(failures, pdir, f"{schemas.FAILURES}.{DOCUMENTS_STAGE}")
     for row in failures.iter_rows(named=True):
@@ -42,15 +42,15 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
           kinds={"polars", "parquet"})
 def text_units(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
     """One input file's documents split into text units of chunk_size tokens with
-    chunk_overlap."""
+    chunk_overlap (the partition level: no graph columns, numbered later over the
+    corpus)."""
     clock = Timer.started()
     s = index.settings()
     tok = default_tokenizer()
-    pdir = partition_dir(index.out, context.partition_key)
-    docs = read_table(pdir, schemas.DOCUMENTS)
-    units, docs = split_text_units(docs, tok, s.chunk_size, s.chunk_overlap)
+    pdir = index.partition_folder(context.partition_key)
+    units = split_text_units(read_table(pdir, schemas.DOCUMENTS), tok, s.chunk_size,
+                             s.chunk_overlap)
     write_table(units, pdir, schemas.TEXT_UNITS)
-    write_table(docs, pdir, schemas.DOCUMENTS)
     write_stage_stats(index.out, "text_units", clock.elapsed, folder=pdir,
                       text_units=units.height)
     mark_stage(index.out, context.partition_key, "text_units")

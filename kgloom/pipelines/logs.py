@@ -3,7 +3,8 @@
 Every event is stored in the Dagster instance (the UI's run page shows it). Besides, the
 runs the CLI launches log through two loggers: the console (stderr), at WARNING unless
 ``--verbose`` (then DEBUG: RUN_START, STEP_OUTPUT, ...), so progress bars and the final
-tables are what a user reads; and a log file, ``$DAGSTER_HOME/logs/kgloom.log``, at
+tables are what a user reads, except the events that say why nothing moves (a step
+waiting for the ``llm`` pool), which always show; and a log file, ``$DAGSTER_HOME/logs/kgloom.log``, at
 DEBUG, appended to by every run (none when ``DAGSTER_HOME`` is unset, e.g. the tests'
 ephemeral instances).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -39,7 +41,28 @@ def file_logger(init_context: dg.InitLoggerContext) -> logging.Logger:
     return logger
 
 
-LOGGERS = {"console": dg.colored_console_logger, "file": file_logger}
+# Dagster logs every event at DEBUG; these say why a run is not moving, so the quiet
+# console shows them anyway.
+ALWAYS_SHOWN = ("blocked by limit for pool",)
+
+
+@dg.logger(config_schema={"log_level": dg.Field(str, default_value="WARNING")},
+           description="stderr at log_level, plus the events that explain a wait.")
+def quiet_console_logger(init_context: dg.InitLoggerContext) -> logging.Logger:
+    """A Python logger to stderr showing records at ``config["log_level"]`` and above,
+    and any record whose message holds one of :data:`ALWAYS_SHOWN`."""
+    level = logging.getLevelName(init_context.logger_config["log_level"].upper())
+    logger = logging.Logger("kgloom_run_console", level=logging.DEBUG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s - dagster - %(levelname)s - "
+                                           "%(message)s"))
+    handler.addFilter(lambda r: r.levelno >= level
+                      or any(s in r.getMessage() for s in ALWAYS_SHOWN))
+    logger.addHandler(handler)
+    return logger
+
+
+LOGGERS = {"console": quiet_console_logger, "file": file_logger}
 
 
 def log_file_path() -> Path | None:

@@ -12,6 +12,8 @@ from dagster._utils.interrupts import check_captured_interrupt
 
 from kgloom.config import IndexSettings, settings_fields, settings_from_mapping
 from kgloom.lock import LockWaitCancelled, writer_lock
+from kgloom.partitions import partition_dir
+from kgloom.stats import stages_dir
 from kgloom.pipelines.recovery import COMMAND_TAG, PID_TAG, process_tags
 
 
@@ -66,10 +68,22 @@ class _IndexConfigBase(dg.ConfigurableResource):
 
     @property
     def out(self) -> Path:
-        """The output folder (created on first use)."""
+        """The output folder (created on first use): the published level (GraphRAG
+        tables, graph files, LanceDB, index summary)."""
         p = Path(self.output_dir)
         p.mkdir(parents=True, exist_ok=True)
         return p
+
+    @property
+    def corpus_folder(self) -> Path:
+        """The corpus level, ``<output>/stages/`` (created): the live partitions combined
+        (the ``corpus`` asset) and the graph-wide stages' failures and stats."""
+        return stages_dir(self.out)
+
+    def partition_folder(self, key: str) -> Path:
+        """The partition level, ``<output>/stages/partitions/<quoted key>/`` (created):
+        the tables of input file ``key``, written only by its partitioned assets."""
+        return partition_dir(self.out, key)
 
 
 def _with_settings(base: type) -> type:
