@@ -53,6 +53,9 @@ class IndexSettings:
         summary_max_sentences / summary_max_chars: bounds of an extractive summary
             (descriptions kept, characters; 300 is also the LLM summary's bound).
         summary_max_input_tokens: token budget of the descriptions fed to one summary call.
+        summary_max_candidates: descriptions an extractive summary ranks per item, spread
+            evenly over its list (a hub entity of a long document has thousands; the
+            centroid of 64 spread ones stands for them at a fixed cost per item).
         max_cluster_size: Leiden recurses into any community larger than this (GraphRAG: 10).
         seed: seed of Leiden and of the LLM sampler.
         report_max_input_tokens: token budget of one community report's context.
@@ -96,6 +99,7 @@ class IndexSettings:
     summary_max_sentences: int = 2
     summary_max_chars: int = 300
     summary_max_input_tokens: int = 600
+    summary_max_candidates: int = 64
     max_cluster_size: int = 10
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
@@ -122,8 +126,10 @@ class IndexSettings:
         if self.summary_method not in SUMMARY_METHODS:
             raise ValueError(f"summary_method must be one of {SUMMARY_METHODS}, "
                              f"got {self.summary_method!r}")
-        if self.summary_max_sentences < 1 or self.summary_max_chars < 1:
-            raise ValueError("summary_max_sentences and summary_max_chars must be >= 1")
+        if min(self.summary_max_sentences, self.summary_max_chars,
+               self.summary_max_candidates) < 1:
+            raise ValueError("summary_max_sentences, summary_max_chars and "
+                             "summary_max_candidates must be >= 1")
         if self.max_cluster_size < 2:
             raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")
 

@@ -304,7 +304,7 @@ def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
         members = groups[r]
         _, title = _canonical_title(keys, members)
         descs = _descriptions(keys, members)
-        texts.append(f"{title}: {' '.join(descs)}" if descs else title)
+        texts.append(_resolution_text(title, descs))
         types.append(_vote(t for m in members for t in keys[m].types))
         genders.append({keys[m].gender for m in members})
     vecs = np.asarray(embed(texts), dtype=np.float64)
@@ -341,6 +341,28 @@ def _merge_embeddings(keys: dict[str, _Key], uf: _UnionFind,
         for r in (roots[i], roots[j]):
             best[r] = max(best.get(r, score), score)
     return best
+
+
+# characters of "title: descriptions" embedded per group: about one 256-token window of
+# all-MiniLM-L6-v2 (~4 characters per token in English). Past it a hub entity of a long
+# document (thousands of descriptions) would cost thousands of windows, all to refine a
+# vector the first window already places.
+RESOLUTION_TEXT_CHARS = 1000
+
+
+def _resolution_text(title: str, descriptions: list[str],
+                     max_chars: int = RESOLUTION_TEXT_CHARS) -> str:
+    """``"title: d1 d2 ..."`` with whole descriptions, in order, while the text stays
+    within ``max_chars`` (the first one cut to fit when it alone is longer); the title
+    alone when there is none."""
+    if not descriptions:
+        return title
+    text = f"{title}: {descriptions[0]}"[:max_chars]
+    for d in descriptions[1:]:
+        if len(text) + 1 + len(d) > max_chars:
+            break
+        text += " " + d
+    return text
 
 
 def _descriptions(keys: dict[str, _Key], members: list[str]) -> list[str]:

@@ -90,6 +90,17 @@ def extractive_summary(lines: list[str], vectors: np.ndarray | None, max_sentenc
     return " ".join(lines[i] for i in sorted(chosen))
 
 
+def spread(items: list[str], n: int) -> list[str]:
+    """At most ``n`` of ``items``, evenly spaced over the list (first and last kept when
+    ``n`` >= 2), in order; all of them when there are ``n`` or fewer."""
+    if len(items) <= n:
+        return items
+    if n <= 1:
+        return items[:n]
+    step = (len(items) - 1) / (n - 1)
+    return [items[round(k * step)] for k in range(n)]
+
+
 def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
                            settings: IndexSettings, tokenizer: Tokenizer,
                            progress: Callable[[int, int], None] | None = None,
@@ -110,7 +121,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
         progress: called as ``progress(done, total)`` over the items summarized. The
             LLM's calls go out ``llm.concurrency`` at a time.
         embed: texts -> (n, dim) float array (the index's embedder), for the
-            ``extractive`` method: every description of the items to summarize is
+            ``extractive`` method: the candidate descriptions of the items to summarize
+            (at most ``summary_max_candidates`` per item, spread over its list) are
             embedded in one call; None takes each item's first descriptions.
 
     Returns:
@@ -125,7 +137,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
     failures = []
     out = list(descs)
     if settings.summary_method == "extractive":
-        lines = {i: [x for x in descs[i].split("\n") if x.strip()] for i in todo}
+        lines = {i: spread([x for x in descs[i].split("\n") if x.strip()],
+                           settings.summary_max_candidates) for i in todo}
         flat = [x for i in todo for x in lines[i]]
         vecs = np.asarray(embed(flat)) if embed is not None and flat else None
         start = 0

@@ -34,6 +34,9 @@ VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
 }
 
 LANCEDB_DIR = "lancedb"  # under the output folder
+# windows per encode call of Embedder.embed: a progress step (about 10-20 s of a 2-core
+# CPU for 256-token windows of all-MiniLM-L6-v2); batches inside stay ``batch_size``
+PROGRESS_WINDOWS = 512
 EMBEDDER_MANIFEST = "embedder.json"  # in LANCEDB_DIR: which embedder wrote the vectors
 
 # IVF_PQ trains k-means on the vectors (256 centroids per PQ sub-vector, ~sqrt(n)
@@ -141,8 +144,13 @@ class Embedder:
         """The window substrings ``embed`` would encode for ``text`` (one when it fits)."""
         return [w for w, _ in self._spans(text)]
 
-    def embed(self, texts: list[str], threads: int | None = None) -> np.ndarray:
+    def embed(self, texts: list[str], threads: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Embed ``texts``; return a float32 array of shape (len(texts), dim), unit rows.
+
+        ``progress(done, total)``, when given, is called after every
+        :data:`PROGRESS_WINDOWS` windows encoded (windows: the model-sized pieces of the
+        texts), so a long pass shows it is moving.
 
         ``threads`` caps torch's intra-op threads for this call (restored after). A query
         of a few words runs ~10x faster on one thread than on two when the other core is
@@ -176,9 +184,14 @@ class Embedder:
         torch.set_num_threads(threads or threads_for_load())
         t0 = time.perf_counter()
         try:
-            vecs = self.model.encode(windows, batch_size=self.batch_size,
-                                     convert_to_numpy=True, normalize_embeddings=True,
-                                     show_progress_bar=False)
+            parts = []
+            for start in range(0, len(windows), PROGRESS_WINDOWS):
+                parts.append(self.model.encode(
+                    windows[start:start + PROGRESS_WINDOWS], batch_size=self.batch_size,
+                    convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False))
+                if progress:
+                    progress(min(start + PROGRESS_WINDOWS, len(windows)), len(windows))
+            vecs = np.concatenate(parts)
         finally:
             self.seconds += time.perf_counter() - t0
             torch.set_num_threads(before)
@@ -559,3 +572,57 @@ def read_embedder_manifest(db_path: str | Path) -> dict | None:
 
     path = Path(db_path) / EMBEDDER_MANIFEST
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def sync_index(output_dir: str | Path, embedder: Embedder,
+               progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
+               log: Callable[[str], None] | None = None) -> tuple[dict, dict]:
+    """Mirror the published tables of :data:`VECTOR_TABLES` (``text_units.parquet``,
+    ``entities.parquet``, ``community_reports.parquet`` under ``output_dir``) into the
+    LanceDB folder ``<output_dir>/lancedb`` with :func:`sync_lancedb` (only changed rows
+    embedded and written, in batches), and record the embedder's manifest when it
+    changed.
+
+    A missing ``community_reports.parquet`` (an index built without reports) gives an
+    empty table, said through ``log``.
+
+    Args:
+        output_dir: the index's output folder.
+        embedder: the loaded embedder.
+        progress: ``progress(table name)`` -> a ``progress(done, total)`` callback (or
+            None) for that table's batches.
+        log: receives one line per table (rows written, embedded, reused, deleted).
+
+    Returns:
+        (written, expected): per table, :func:`sync_lancedb`'s counters, and the source's
+        row count (int).
+
+    Raises:
+        FileNotFoundError: when ``text_units.parquet`` or ``entities.parquet`` is missing.
+    """
+    from kgloom.storage import table_path
+
+    out = Path(output_dir)
+    db_path = out / LANCEDB_DIR
+    written, expected = {}, {}
+    for table, (parquet, text_expr) in VECTOR_TABLES.items():
+        path = table_path(out, parquet)
+        if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
+            if log:
+                log("no community_reports.parquet: its LanceDB table is empty")
+            source: Source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
+            expected[table] = 0
+        elif not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
+        else:  # read a batch at a time: a big index's text units never sit in memory
+            source = path
+            expected[table] = pl.scan_parquet(path).select(pl.len()).collect().item()
+        written[table] = w = sync_lancedb(db_path, table, source, text_expr, embedder,
+                                          progress=progress(table) if progress else None)
+        if log:
+            log(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
+                f"{w['reused']} vectors reused), {w['deleted']} deleted, "
+                f"{w['rows'] - w['written']} unchanged")
+    if read_embedder_manifest(db_path) != embedder_manifest(embedder):
+        write_embedder_manifest(db_path, embedder)
+    return written, expected

@@ -365,3 +365,24 @@ def test_master_and_mr_of_one_unique_name_stay_one_person():
                 ("u3", "Scrooge", P, "A solitary child, neglected by his friends.")]
     owner, _ = _owners(mentions)
     assert len(set(owner.values())) == 1
+
+
+def test_resolution_embeds_a_bounded_text_per_entity_however_many_descriptions():
+    from kgloom.resolution import RESOLUTION_TEXT_CHARS
+
+    hub = [("u%d" % i, "Scrooge", P, f"Scrooge counted coin number {i} alone.") for i in range(2000)]
+    em, rm = _frames(hub + [("u1", "Bob Cratchit", P, "The clerk."),
+                            ("u2", "Jacob Marley", P, "The dead partner.")], [])
+    seen: list[str] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        seen.extend(texts)
+        return np.eye(len(texts), 8)[:, :8] if len(texts) <= 8 else np.eye(len(texts))
+
+    resolve_entities(em, rm, embed=embed, similarity_threshold=0.99)
+    assert len(seen) == 3
+    assert max(len(t) for t in seen) <= RESOLUTION_TEXT_CHARS
+    scrooge = next(t for t in seen if t.startswith("Scrooge"))
+    # whole descriptions, in order, as many as fit
+    assert scrooge.startswith("Scrooge: Scrooge counted coin number 0 alone. Scrooge counted")
+    assert scrooge.endswith("alone.")

@@ -169,3 +169,27 @@ def test_extractive_summary_bounds_and_without_embedder():
 def test_summary_method_is_validated():
     with pytest.raises(ValueError, match="summary_method"):
         IndexSettings(summary_method="abstractive")
+
+
+def test_spread_keeps_at_most_n_evenly_spaced_in_order():
+    from kgloom.summaries import spread
+
+    items = [f"d{i}" for i in range(1000)]
+    got = spread(items, 64)
+    assert len(got) == 64 and got[0] == "d0" and got[-1] == "d999"
+    assert got == sorted(got, key=items.index) and len(set(got)) == 64
+    assert spread(items[:10], 64) == items[:10]
+    assert spread(items, 1) == ["d0"]
+
+
+def test_a_hub_entitys_extractive_summary_embeds_a_bounded_number_of_descriptions(tmp_path):
+    # a long document: one entity with 3,000 distinct descriptions, another with 3
+    hub = "\n".join(f"Scrooge counted coin number {i} in the counting-house." for i in range(3000))
+    table = pl.DataFrame({"title": ["SCROOGE", "FRED"], "description": [hub, FRED + "\nx"]})
+    embed = _CountingEmbed()
+    settings = IndexSettings(summary_max_candidates=50, summary_min_descriptions=2)
+    out, _ = summarize_descriptions(table, "title", _llm(tmp_path, _Summarizer()), settings,
+                                    default_tokenizer(), embed=embed)
+    assert embed.texts == 50 + 3  # not 3,003: the cost per item is bounded
+    kept = [x for x in hub.split("\n") if x in out["description"][0]]
+    assert kept  # the summary is made of the hub's own descriptions

@@ -170,3 +170,15 @@ def test_only_changed_rows_are_embedded_and_written_in_batches(tmp_path, embedde
     assert np.allclose(got["vector"][0].to_numpy(), embedder.embed([changed["text"][0]])[0],
                        atol=1e-5)
     assert got[EMBEDDING_KEY][0] != stored[EMBEDDING_KEY][0]
+
+
+def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, monkeypatch):
+    import kgloom.vectors as vectors
+
+    texts = [f"Scrooge counted coin number {i}." for i in range(7)]
+    whole = embedder.embed(texts)
+    monkeypatch.setattr(vectors, "PROGRESS_WINDOWS", 3)
+    calls: list[tuple[int, int]] = []
+    blocks = embedder.embed(texts, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(3, 7), (6, 7), (7, 7)]
+    assert np.allclose(whole, blocks, atol=1e-5)

@@ -14,7 +14,7 @@ from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpo
                          kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
                          write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
-from kgloom.storage import read_table, table_path, write_json, write_table
+from kgloom.storage import read_table, write_json, write_table
 
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"
@@ -73,35 +73,15 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, embedder_manifest,
-                                read_embedder_manifest, sync_lancedb, write_embedder_manifest)
+    from kgloom.vectors import LANCEDB_DIR, sync_index
 
     clock = Timer.started()
     out = index.out
     emb = embedder.load()
     emb_seconds_before = emb.seconds  # the loaded embedder is shared by the stages of a process
     db_path = out / LANCEDB_DIR
-    written, expected = {}, {}
-    for table, (parquet, text_expr) in VECTOR_TABLES.items():
-        path = table_path(out, parquet)
-        if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
-            # a run that selects no report stage (e.g. a retrieval-only index)
-            context.log.warning("no community_reports.parquet: its LanceDB table is empty")
-            source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
-        elif not path.exists():
-            raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
-        else:  # read a batch at a time: a big index's text units never sit in memory
-            source = path
-        expected[table] = (source.height if isinstance(source, pl.DataFrame) else
-                           pl.scan_parquet(path).select(pl.len()).collect().item())
-        written[table] = sync_lancedb(db_path, table, source, text_expr, emb,
-                                      progress=progress(context, f"vectors {table}"))
-        w = written[table]
-        context.log.info(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
-                         f"{w['reused']} vectors reused), {w['deleted']} deleted, "
-                         f"{w['rows'] - w['written']} unchanged")
-    if read_embedder_manifest(db_path) != embedder_manifest(emb):
-        write_embedder_manifest(db_path, emb)
+    written, expected = sync_index(out, emb, progress=lambda t: progress(context, f"vectors {t}"),
+                                   log=context.log.info)
     stats = write_stage_stats(out, "vector_index", clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
                               embedder_seconds=emb.seconds - emb_seconds_before)

@@ -51,7 +51,10 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     steps: dict[str, float] = {}
     with Timer() as t:
         ents, rels, aliases, failures = build_entity_tables(
-            em, rm, cached, s, default_tokenizer(), embed=emb.embed if emb else None,
+            em, rm, cached, s, default_tokenizer(),
+            # each embedding pass (resolution, summaries) gets its own progress bar
+            embed=(lambda texts: emb.embed(texts, progress=progress(context, "embeddings")))
+            if emb else None,
             progress=progress(context, SUMMARIES_STAGE), timings=steps)
     release_memory()  # the resolution's embedding passes
     out = index.out
