@@ -45,7 +45,7 @@ import polars as pl
 import pytest
 
 from kgloom import storage
-from kgloom.assets import (communities, community_reports, documents, entity_graph,
+from kgloom.assets import (ALL_ASSETS, communities, community_reports, documents, entity_graph,
                            extracted_graph, graph_files, index_summary, text_units,
                            vector_index)
 from kgloom.definitions import build_resources
@@ -500,6 +500,11 @@ def test_partitioned_asset_alone_matches_golden(built, asset, partition, tmp_pat
 @pytest.mark.parametrize("asset", [a for a in ASSETS if a not in PARTITIONED])
 def test_graph_asset_alone_matches_golden(built, asset, tmp_path):
     check_asset(built, asset, "", tmp_path)
+
+
+def test_every_asset_of_the_graph_is_tested_alone():
+    """A new asset (e.g. issue 14's ``corpus``) gets its OUTPUTS entry and golden."""
+    assert {a.op.name for a in ALL_ASSETS} == set(ASSETS) == set(OUTPUTS)
 
 
 def test_golden_tables_have_rows():
