@@ -375,6 +375,7 @@ class Built:
 
 
 def _input_copy(base: Path) -> Path:
+    """Copy the fixture's input files under ``base/input``, with a fixed mtime."""
     inp = base / "input"
     shutil.copytree(INPUT, inp)
     for p in inp.iterdir():
@@ -453,6 +454,8 @@ def golden_path(asset: str, partition: str) -> Path:
 
 
 def check_asset(built: Built, asset: str, partition: str, tmp_path: Path) -> None:
+    """Run ``asset`` alone on its upstream files under ``tmp_path`` and make the three
+    checks of the module docstring (declared files, golden, whole-run file)."""
     out = tmp_path / "output"
     out.mkdir()
     upstream_state(built, asset, partition, out)
