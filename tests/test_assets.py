@@ -45,7 +45,8 @@ import polars as pl
 import pytest
 
 from kgloom import storage
-from kgloom.assets import (ALL_ASSETS, communities, community_reports, documents, entity_graph,
+from kgloom.assets import (ALL_ASSETS, communities, community_reports, corpus, documents,
+                           entity_graph,
                            extracted_graph, graph_files, index_summary, text_units,
                            vector_index)
 from kgloom.definitions import build_resources
@@ -71,12 +72,11 @@ OUTPUTS: dict[str, dict[str, str]] = {
         "documents": f"{P}/documents.parquet",
         "failures": f"{P}/failures.documents.parquet",
         "stats": f"{P}/documents.stats.json",
-        "manifest": f"{P}/manifest.json"},
+        "manifest": f"{P}/documents.manifest.json"},
     "text_units": {
         "text_units": f"{P}/text_units.parquet",
-        "documents": f"{P}/documents.parquet",
         "stats": f"{P}/text_units.stats.json",
-        "manifest": f"{P}/manifest.json"},
+        "manifest": f"{P}/text_units.manifest.json"},
     "extracted_graph": {
         "entity_mentions": f"{P}/entity_mentions.parquet",
         "relationship_mentions": f"{P}/relationship_mentions.parquet",
@@ -86,12 +86,8 @@ OUTPUTS: dict[str, dict[str, str]] = {
         "failures_claims": f"{P}/failures.claims.parquet",
         "stats_extraction": f"{P}/extraction.stats.json",
         "stats_claims": f"{P}/claims.stats.json",
-        "manifest": f"{P}/manifest.json"},
-    "entity_graph": {
-        "entities": "entities.parquet",
-        "relationships": "relationships.parquet",
-        "entity_aliases": "entity_aliases.parquet",
-        "covariates": "covariates.parquet",
+        "manifest": f"{P}/extraction.manifest.json"},
+    "corpus": {
         "corpus_documents": "stages/documents.parquet",
         "corpus_text_units": "stages/text_units.parquet",
         "corpus_entity_mentions": "stages/entity_mentions.parquet",
@@ -101,6 +97,12 @@ OUTPUTS: dict[str, dict[str, str]] = {
         "corpus_failures_documents": "stages/failures.documents.parquet",
         "corpus_failures_extraction": "stages/failures.extraction.parquet",
         "corpus_failures_claims": "stages/failures.claims.parquet",
+        "stats": "stages/corpus.stats.json"},
+    "entity_graph": {
+        "entities": "entities.parquet",
+        "relationships": "relationships.parquet",
+        "entity_aliases": "entity_aliases.parquet",
+        "covariates": "covariates.parquet",
         "failures_summaries": "stages/failures.summaries.parquet",
         "stats_entities": "stages/entities.stats.json",
         "stats_summaries": "stages/summaries.stats.json",
@@ -132,21 +134,12 @@ OUTPUTS: dict[str, dict[str, str]] = {
         "summary": "index-summary.json"},
 }
 ASSETS = {"documents": documents, "text_units": text_units, "extracted_graph": extracted_graph,
-          "entity_graph": entity_graph, "communities": communities,
+          "corpus": corpus, "entity_graph": entity_graph, "communities": communities,
           "community_reports": community_reports, "graph_files": graph_files,
           "vector_index": vector_index, "index_summary": index_summary}
 PARTITIONED = ("documents", "text_units", "extracted_graph")
 LANCEDB = "lancedb"
 LLM_CACHE = "llm_cache.sqlite"
-
-# Files one index run writes more than once today (path template -> writers, in order).
-# Issue 14's figure is one write per file per run; when the refactor gets there,
-# test_each_file_is_written_once_per_index_run passes and its strict xfail flips.
-REWRITTEN_TODAY = {
-    f"{P}/documents.parquet": ["documents", "text_units"],
-    f"{P}/manifest.json": ["documents", "text_units", "extracted_graph"],
-}
-
 
 # --------------------------------------------------------------------------------------
 # recording the writes of kgloom.storage
@@ -236,7 +229,8 @@ def template(path: str) -> str:
 
 LONG = 160  # characters: longer strings are kept as head + hash + length
 VECTOR_HEAD = 8  # vector components kept
-VOLATILE_KEYS = ("seconds", "share", "finished_at", "per_s", "threads")  # JSON keys dropped
+# JSON keys dropped: timings, and the random build ids of the partition stage markers
+VOLATILE_KEYS = ("seconds", "share", "finished_at", "per_s", "threads", "build", "after")
 
 
 HEX_ID = re.compile(r"[0-9a-f]{64}")  # a SHA-256 id: kept as its first 16 digits
@@ -513,8 +507,9 @@ def test_every_asset_of_the_graph_is_tested_alone():
 def test_golden_tables_have_rows():
     """The goldens hold content worth comparing: the fixture yields rows in every table
     of the graph (an empty golden would let an asset that writes nothing pass)."""
-    expect_rows = {"entity_graph": ["entities", "relationships", "entity_aliases", "covariates",
-                                    "corpus_text_units"],
+    expect_rows = {"corpus": ["corpus_documents", "corpus_text_units",
+                              "corpus_entity_mentions", "corpus_relationship_mentions"],
+                   "entity_graph": ["entities", "relationships", "entity_aliases", "covariates"],
                    "communities": ["communities"], "community_reports": ["community_reports"],
                    "graph_files": ["graph_nodes", "graph_edges", "text_units", "documents"],
                    "vector_index": ["lancedb_text_units", "lancedb_entities",
@@ -550,23 +545,10 @@ def _rewritten(built: Built) -> dict[str, list[str]]:
     return {p: w for p, w in built.log.by_path().items() if len(w) > 1}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "issue 14 not done: one index run writes each partition's documents.parquet twice "
-    "(documents, text_units) and its manifest.json three times (documents, text_units, "
-    "extracted_graph)"))
 def test_each_file_is_written_once_per_index_run(built):
+    """Issue 14's figure: one write per file per run (each file has one writing asset)."""
     rewritten = _rewritten(built)
     assert not rewritten, "written more than once in one run: " + json.dumps(rewritten)
-
-
-def test_no_file_but_the_known_ones_is_written_twice(built):
-    """Until issue 14 lands, the files written more than once are at most the known ones
-    (:data:`REWRITTEN_TODAY`), by the same assets: nothing new is written twice."""
-    by_template: dict[str, set[tuple[str, ...]]] = {}
-    for p, writers in _rewritten(built).items():
-        by_template.setdefault(template(p), set()).add(tuple(writers))
-    for t, writers in by_template.items():
-        assert t in REWRITTEN_TODAY and writers == {tuple(REWRITTEN_TODAY[t])}, (t, writers)
 
 
 def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):

@@ -17,4 +17,6 @@ from kgloom.assets.ingest import documents, text_units
 ALL_ASSETS = [documents, text_units, extracted_graph, corpus, entity_graph, communities,
               community_reports, graph_files, vector_index, index_summary]
 
-__all__ = ["ALL_ASSETS"]
+__all__ = ["ALL_ASSETS", "communities", "community_reports", "corpus", "documents",
+           "entity_graph", "extracted_graph", "graph_files", "index_summary", "text_units",
+           "vector_index"]
