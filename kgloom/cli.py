@@ -37,7 +37,7 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
     folder present."""
     from kgloom.resources import build_resources
     from kgloom.llm import ModelFileError
-    from kgloom.llm_http import LLMServerError
+    from kgloom.llm.http import LLMServerError
 
     try:
         resources = build_resources(input_dir, output_dir, model_path, fake_llm,
@@ -289,7 +289,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
-    from kgloom.names import SOURCES
+    from kgloom.extraction.names import SOURCES
 
     if candidate_source is not None and candidate_source not in SOURCES:
         typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
@@ -308,7 +308,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
     if not (diff.added or diff.changed or diff.unchanged):
-        from kgloom.documents import SUPPORTED_SUFFIXES
+        from kgloom.ingest.documents import SUPPORTED_SUFFIXES
 
         typer.echo(f"warning: {input_dir} has no supported input file "
                    f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)

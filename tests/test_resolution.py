@@ -8,7 +8,7 @@ import pytest
 
 from kgloom import schemas
 from kgloom.ids import content_id
-from kgloom.resolution import normalize_title, resolve_entities
+from kgloom.graph.resolution import normalize_title, resolve_entities
 
 P = "PERSON"
 

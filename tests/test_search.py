@@ -24,7 +24,7 @@ from kgloom.query.context import (ContextItem, Section, TokenCounter, pack_conte
                                   token_counter)
 from kgloom.query.routing import route_by_rules, route_question
 from kgloom.query.search import SearchConfig, Searcher, answer_schema
-from kgloom.testing import FakeBackend
+from kgloom.llm.fake import FakeBackend
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import pytest
 
 from kgloom.config import IndexSettings
 from kgloom.llm import CachedLLM, Completion, LLMCache
-from kgloom.summaries import summarize_descriptions
-from kgloom.testing import FakeBackend
-from kgloom.tokenizer import default_tokenizer
+from kgloom.graph.summaries import summarize_descriptions
+from kgloom.llm.fake import FakeBackend
+from kgloom.ingest.tokenizer import default_tokenizer
 
 SCROOGE = ("Scrooge signed the register of Marley's burial.\n"
            "Scrooge was Marley's sole executor and sole mourner.\n"
@@ -153,7 +153,7 @@ def test_extractive_summary_keeps_the_most_central_descriptions_in_text_order(tm
 
 
 def test_extractive_summary_bounds_and_without_embedder():
-    from kgloom.summaries import extractive_summary
+    from kgloom.graph.summaries import extractive_summary
 
     lines = ["a " * 100, "Short one.", "Another short one.", "Third."]
     # without vectors: the first descriptions that fit
