@@ -165,7 +165,7 @@ def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
 def code_fingerprint() -> str:
     """Return a hex SHA-256 of kgloom's own source files (``kgloom/**/*.py``): any code
     change, e.g. an edited prompt, makes the graph-wide stages run again."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # kgloom/
     return content_id("code", *(f"{p.relative_to(root)}:{file_sha256(str(p))}"
                                 for p in sorted(root.rglob("*.py"))))
 
