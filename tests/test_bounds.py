@@ -1,5 +1,5 @@
 """Reply length bounds in the model's tokens: the grammar bounds strings in UTF-8 bytes,
-max_tokens is the longest reply the grammar allows, so no reply is cut (kgloom.extraction.grammar,
+max_tokens is the longest reply the grammar allows, so no reply is cut (kgloom.llm.grammar,
 kgloom.llm.reply_token_bound)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from kgloom.extraction.claims import CLAIMS_TEMPLATE, claims_schema
 from kgloom.config import IndexSettings
 from kgloom.extraction.extract import extraction_schema, extraction_template
-from kgloom.extraction.grammar import json_grammar, max_reply_bytes
+from kgloom.llm.grammar import json_grammar, max_reply_bytes
 from kgloom.llm import (CachedLLM, LLMCache, PromptTemplate, reply_token_bound,
                         server_reply_token_bound, structured_call)
 from kgloom.reports.community_reports import REPORT_TEMPLATE
@@ -102,7 +102,7 @@ def test_a_bounded_string_holds_at_most_its_maxlength_in_bytes():
 def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(name):
     # a server builds the grammar from the schema itself, maxLength in characters: each
     # may be a 4-byte emoji or a 6-byte escape, so the in-process (byte) bound is too small
-    from kgloom.extraction.grammar import char_grammar
+    from kgloom.llm.grammar import char_grammar
     from kgloom.llm.http import OpenAIChatBackend
     from kgloom.testing import FakeChatServer
 

@@ -2,7 +2,7 @@
 and per-stage statistics.
 
 - :class:`LlamaCppBackend` runs any GGUF with llama-cpp-python. Every call is decoded under
-  a llama.cpp grammar built from a JSON schema (:func:`kgloom.extraction.grammar.json_grammar`:
+  a llama.cpp grammar built from a JSON schema (:func:`kgloom.llm.grammar.json_grammar`:
   llama-cpp-python's converter, strings bounded in UTF-8 bytes), so the reply is JSON of
   that shape; schemas carry ``maxItems`` and ``maxLength`` bounds so a small model cannot
   loop, and ``max_tokens`` is the longest reply the grammar allows
@@ -16,8 +16,12 @@ and per-stage statistics.
   failures row with the raw reply excerpt if it still fails. It never raises for a bad
   reply.
 - :meth:`CachedLLM.map` sends a stage's independent calls ``concurrency`` at a time
-  (threads); the cache, the statistics and the backends are safe under it. An
-  OpenAI-compatible model server backend lives in :mod:`kgloom.llm.http`.
+  (threads); the cache, the statistics and the backends are safe under it.
+
+Beside it in this package: :mod:`kgloom.llm.http` (OpenAI-compatible model servers as a
+backend), :mod:`kgloom.llm.grammar` (reply grammars and their byte bounds),
+:mod:`kgloom.llm.cpu` (threads per call) and :mod:`kgloom.llm.fake` (the deterministic
+backend that ``fake=True`` selects).
 """
 
 from __future__ import annotations
@@ -112,12 +116,12 @@ def reply_token_bound(schema: dict[str, Any]) -> int | None:
     ``maxLength``).
 
     The bound is the longest text, in UTF-8 bytes, that the reply's grammar
-    (:func:`kgloom.extraction.grammar.json_grammar`, where each string holds at most ``maxLength``
+    (:func:`kgloom.llm.grammar.json_grammar`, where each string holds at most ``maxLength``
     bytes) can produce: every token is at least one byte, so used as ``max_tokens`` no
     grammar-valid reply is ever cut, whatever its characters (emoji, CJK, combining
-    marks or ``\\uXXXX`` escapes). See :mod:`kgloom.extraction.grammar`.
+    marks or ``\\uXXXX`` escapes). See :mod:`kgloom.llm.grammar`.
     """
-    from kgloom.extraction.grammar import json_grammar, max_reply_bytes
+    from kgloom.llm.grammar import json_grammar, max_reply_bytes
 
     size = max_reply_bytes(json_grammar(schema))
     return None if size == float("inf") else int(size)
@@ -130,11 +134,11 @@ def server_reply_token_bound(schema: dict[str, Any]) -> int | None:
 
     Such a grammar counts characters, not bytes, so a string may hold ``maxLength``
     emoji (4 bytes each) or ``\\uXXXX`` escapes (6 bytes): the bound is the longest
-    text of :func:`kgloom.extraction.grammar.char_grammar` in UTF-8 bytes, at least one byte per
+    text of :func:`kgloom.llm.grammar.char_grammar` in UTF-8 bytes, at least one byte per
     token. It is :func:`reply_token_bound` for ASCII-only replies and up to 6x it for
     others; :class:`kgloom.llm.http.OpenAIChatBackend` sends it as ``max_tokens``.
     """
-    from kgloom.extraction.grammar import char_grammar, max_reply_bytes
+    from kgloom.llm.grammar import char_grammar, max_reply_bytes
 
     size = max_reply_bytes(char_grammar(schema))
     return None if size == float("inf") else int(size)
@@ -333,7 +337,7 @@ class LlamaCppBackend:
     def _grammar(self, schema: dict[str, Any]):
         from llama_cpp import LlamaGrammar
 
-        from kgloom.extraction.grammar import json_grammar
+        from kgloom.llm.grammar import json_grammar
 
         # property order is the order the model writes them in: never sort the keys here
         key = json.dumps(schema)

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from kgloom.extraction.grammar import Node, parse_gbnf
+from kgloom.llm.grammar import Node, parse_gbnf
 from kgloom.llm import Completion
 
 
@@ -133,7 +133,7 @@ class FakeBackend:
             time.sleep(self.delay_s)
         digest = hashlib.sha256((json.dumps(messages) + str(seed)).encode()).digest()
         if self.worst_case:
-            from kgloom.extraction.grammar import json_grammar
+            from kgloom.llm.grammar import json_grammar
 
             raw = grammar_sample(json_grammar(schema), random.Random(digest)).encode("utf-8")
             text = raw[:max_tokens].decode("utf-8", errors="ignore")  # cut as llama.cpp would
