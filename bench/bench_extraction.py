@@ -22,12 +22,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from kgloom.config import IndexSettings
 from kgloom.extraction import extract
 from kgloom.ingest.chunking import split_text_units
-from kgloom.config import IndexSettings
 from kgloom.ingest.documents import read_documents
-from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_gguf_path
 from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_gguf_path
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUND_KEYS = ("maxItems", "maxLength")
@@ -80,7 +80,7 @@ def main() -> None:
             extract.extraction_schema = schema_fn
             t0 = time.perf_counter()
             ents, rels, _ = extract.extract_unit(llms[name], row["id"], row["text"],
-                                                    variant_settings[name], counts[name], vocab)
+                                                 variant_settings[name], counts[name], vocab)
             counts[name]["entity_mentions"] += len(ents)
             counts[name]["relationship_mentions"] += len(rels)
             seconds[name] += time.perf_counter() - t0

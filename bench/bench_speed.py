@@ -296,13 +296,13 @@ def probe(args) -> dict:
     """llama.cpp settings and grammar sampling measured on this machine, now."""
     import llama_cpp
 
+    from kgloom.config import IndexSettings
     from kgloom.extraction import extract
     from kgloom.ingest.chunking import split_text_units
-    from kgloom.config import IndexSettings
     from kgloom.ingest.documents import read_documents
+    from kgloom.ingest.tokenizer import default_tokenizer
     from kgloom.llm import LlamaCppBackend, default_gguf_path, reply_token_bound
     from kgloom.reports.community_reports import REPORT_TEMPLATE
-    from kgloom.ingest.tokenizer import default_tokenizer
 
     path = args.model_path or str(default_gguf_path())
     text = BOOK.read_text(encoding="utf-8")

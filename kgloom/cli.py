@@ -35,9 +35,9 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
                embedder_path: str = "", **settings) -> dict:
     """Resources for a command, with the model (file or servers) checked and the input
     folder present."""
-    from kgloom.resources import build_resources
     from kgloom.llm import ModelFileError
     from kgloom.llm.http import LLMServerError
+    from kgloom.resources import build_resources
 
     try:
         resources = build_resources(input_dir, output_dir, model_path, fake_llm,
@@ -370,8 +370,8 @@ def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
 @app.command()
 def cache(output_dir: str = typer.Option("data/output")) -> None:
     """Show the LLM cache: rows, tokens and model seconds per stage, and last run's hit rate."""
-    from kgloom.stats import read_stage_stats
     from kgloom.llm import CACHE_FILE, LLMCache
+    from kgloom.stats import read_stage_stats
 
     path = Path(output_dir) / CACHE_FILE
     if not path.exists():
@@ -461,9 +461,9 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
     edges that brought it in. Search prints the route and why, the answer and what each
     citation points to. --json prints everything for scripts.
     """
+    from kgloom.query.render import render_result
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError, Retriever)
-    from kgloom.query.render import render_result
     from kgloom.query.search import SEARCH_MODES
 
     errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError)

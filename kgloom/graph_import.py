@@ -39,9 +39,9 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas, storage
-from kgloom.publish import tables
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.ids import content_id
+from kgloom.publish import tables
 from kgloom.publish.vectors import (EXTERNAL_VECTORS_KEY, LANCEDB_DIR, write_external_manifest,
                                     write_lancedb)
 

@@ -69,7 +69,7 @@ def test_edges_endpoints_check_reports_dangling(carol_tables):
 def test_denormalized_kg_columns(carol_tables):
     t = carol_tables
     tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
+                                       t["communities"])
     assert tu.schema == pl.Schema(schemas.TEXT_UNITS_SCHEMA)
     assert tu["id"].to_list() == t["text_units"]["id"].to_list()
     units = _by_unit(tu)
@@ -102,7 +102,7 @@ def test_denormalized_kg_columns(carol_tables):
 def test_community_ids_per_level(carol_tables):
     t = carol_tables
     tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
+                                       t["communities"])
     got = {row["id"]: row["community_ids"] for row in tu.iter_rows(named=True)}
     assert got[uid("u1")] == [0, 2]  # Scrooge + Marley
     assert got[uid("u2")] == [0, 2]  # Scrooge, Fred (0/2) outvote Bob (1/4)
@@ -116,7 +116,7 @@ def test_neighbor_triples_cap(carol_tables, monkeypatch):
     t = carol_tables
     monkeypatch.setattr(tables, "NEIGHBOR_TRIPLES_CAP", 2)
     tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
+                                       t["communities"])
     u4 = _by_unit(tu)[uid("u4")]["neighbor_triples"]
     # the three edges among u4's own entities rank first; the two heaviest of them stay
     assert u4 == ["EBENEZER SCROOGE | Scrooge was apprenticed to Fezziwig | FEZZIWIG",
@@ -126,7 +126,7 @@ def test_neighbor_triples_cap(carol_tables, monkeypatch):
 def test_kg_node_ids_check_catches_unknown(carol_tables):
     t = carol_tables
     tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
+                                       t["communities"])
     passed, meta = tables.kg_node_ids_exist(tu, t["entities"].filter(pl.col("title") != "FRED"))
     assert not passed and meta["examples"] == [eid("FRED")]
 

@@ -16,10 +16,10 @@ import pytest
 from kgloom.definitions import build_resources
 from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, PromptTemplate, map_concurrent, \
     structured_call
+from kgloom.llm.fake import FakeBackend
 from kgloom.llm.http import LLMServerError, OpenAIChatBackend, parse_urls
 from kgloom.pipelines.runner import LLM_POOL, index_folder, set_llm_pool_limit
 from kgloom.resources import LLMResource
-from kgloom.llm.fake import FakeBackend
 from kgloom.testing import FakeChatServer
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"

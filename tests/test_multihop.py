@@ -10,8 +10,8 @@ import pytest
 from conftest import carol_entity_id as eid
 
 from kgloom import schemas, storage
-from kgloom.publish import tables
 from kgloom.ids import content_id
+from kgloom.publish import tables
 from kgloom.query import multihop
 
 

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from kgloom import schemas, storage
-from kgloom.publish import tables
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.graph.resolution import resolve_entities
+from kgloom.publish import tables
 from kgloom.publish.vectors import write_lancedb
 
 SUITE = Path(__file__).resolve().parent.parent / "bench" / "data" / "multilingual"

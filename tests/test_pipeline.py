@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.reports import community_reports
 from kgloom.definitions import build_resources, defs
 from kgloom.pipelines.jobs import nightly_index_schedule
 from kgloom.pipelines.runner import index_folder
+from kgloom.reports import community_reports
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 EXPECTED_FILES = ["documents.parquet", "text_units.parquet", "entities.parquet",

@@ -18,11 +18,11 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from kgloom.reports import community_reports
 from kgloom.definitions import build_resources
 from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.recovery import recover_dead_runs
 from kgloom.pipelines.runner import index_folder, register_partitions
+from kgloom.reports import community_reports
 from kgloom.resources import IndexConfigResource
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.ids import content_id
 from kgloom.graph.resolution import normalize_title, resolve_entities
+from kgloom.ids import content_id
 
 P = "PERSON"
 

@@ -30,9 +30,9 @@ def test_every_writer_gives_files_the_mode_of_the_umask(tmp_path, umask, mask, c
              storage.write_json({"a": 1}, tmp_path / "x.json"),
              storage.write_text("hello", tmp_path / "x.txt"),
              tables.write_graphml(carol_tables["entities"], carol_tables["relationships"],
-                                tmp_path / "graph.graphml")]
+                                  tmp_path / "graph.graphml")]
     nodes, rels = tables.write_neo4j_import(carol_tables["entities"],
-                                          carol_tables["relationships"], tmp_path / "neo4j")
+                                            carol_tables["relationships"], tmp_path / "neo4j")
     for path in [*paths, nodes, rels]:
         assert stat.S_IMODE(path.stat().st_mode) == expected, (path.name, oct(mask))
     assert storage.current_umask() == mask

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 from kgloom.config import IndexSettings
-from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.graph.summaries import summarize_descriptions
-from kgloom.llm.fake import FakeBackend
 from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.llm import CachedLLM, Completion, LLMCache
+from kgloom.llm.fake import FakeBackend
 
 SCROOGE = ("Scrooge signed the register of Marley's burial.\n"
            "Scrooge was Marley's sole executor and sole mourner.\n"

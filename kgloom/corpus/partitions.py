@@ -27,14 +27,14 @@ from urllib.parse import quote, unquote
 import polars as pl
 
 from kgloom import schemas
-from kgloom.ingest.documents import STAGE as FIRST_STAGE
-from kgloom.ingest.documents import list_input_files, read_documents
+from kgloom.config import IndexSettings
+from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
 from kgloom.extraction.extract import STAGE as LAST_STAGE  # a partition is complete after it
 from kgloom.extraction.extract import UNIT_STATUS, UNIT_STATUS_SCHEMA
-from kgloom.ingest.chunking import with_text_unit_ids
-from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
-from kgloom.config import IndexSettings
 from kgloom.ids import content_id, file_sha256
+from kgloom.ingest.chunking import with_text_unit_ids
+from kgloom.ingest.documents import STAGE as FIRST_STAGE
+from kgloom.ingest.documents import list_input_files, read_documents
 from kgloom.stats import STAGES_DIR, stages_dir
 from kgloom.storage import failures_frame, write_json, write_table
 

@@ -33,9 +33,9 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
 from kgloom.extraction.names import (MAX_NAME_CHARS, Candidate, find_candidates,
                                      normalize_for_match, sources_for, type_cue, word_counts)
+from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
 from kgloom.storage import failures_frame
 
 STAGE = "extraction"

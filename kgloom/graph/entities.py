@@ -16,10 +16,10 @@ import polars as pl
 
 from kgloom.config import IndexSettings
 from kgloom.graph.communities import compute_graph_metrics
-from kgloom.llm import CachedLLM
 from kgloom.graph.resolution import resolve_entities
 from kgloom.graph.summaries import llm_verifier, summarize_descriptions
 from kgloom.ingest.tokenizer import Tokenizer
+from kgloom.llm import CachedLLM
 
 
 def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl.DataFrame,

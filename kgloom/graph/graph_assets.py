@@ -8,21 +8,21 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
-                                     graph_inputs_of, png_md, preview, progress)
 from kgloom.corpus.corpus_asset import corpus
 from kgloom.extraction.claims import build_covariates
-from kgloom.graph.entities import build_entity_tables
 from kgloom.graph.communities import hierarchical_leiden
-from kgloom.llm import StageStats
-from kgloom.plots import bar_chart_png
-from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
-from kgloom.stats import write_stage_stats
-from kgloom.storage import read_table, write_table
+from kgloom.graph.entities import build_entity_tables
 from kgloom.graph.summaries import STAGE as SUMMARIES_STAGE
 from kgloom.graph.summaries import VERIFY_STAGE
 from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.llm import StageStats
+from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
+                                     graph_inputs_of, png_md, preview, progress)
+from kgloom.plots import bar_chart_png
 from kgloom.publish.vectors import release_memory
+from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
+from kgloom.stats import write_stage_stats
+from kgloom.storage import read_table, write_table
 
 
 @dg.multi_asset(

@@ -23,8 +23,8 @@ from pathlib import Path
 import polars as pl
 
 from kgloom import schemas
-from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
 from kgloom.ids import content_id
+from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
 from kgloom.storage import failures_frame
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl", ".csv")

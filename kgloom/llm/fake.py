@@ -20,8 +20,8 @@ import threading
 import time
 from typing import Any
 
-from kgloom.llm.grammar import Node, parse_gbnf
 from kgloom.llm import Completion
+from kgloom.llm.grammar import Node, parse_gbnf
 
 
 def schema_instance(schema: dict[str, Any], salt: int = 0) -> Any:

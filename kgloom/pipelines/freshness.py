@@ -21,11 +21,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.pipelines.asset_graph import ALL_ASSETS
-from kgloom.pipelines.wiring import GRAPH_INPUTS
 from kgloom.corpus.partitions import graph_inputs_fingerprint
-from kgloom.pipelines.jobs import GRAPH_ASSETS, INGEST_ASSETS
+from kgloom.pipelines.asset_graph import ALL_ASSETS
 from kgloom.pipelines.input_files import live_partition_keys
+from kgloom.pipelines.jobs import GRAPH_ASSETS, INGEST_ASSETS
+from kgloom.pipelines.wiring import GRAPH_INPUTS
 
 _INGEST_KEYS = {dg.AssetKey(n) for n in ("documents", "text_units", "extracted_graph")}
 GRAPH_KEYS = [k for a in ALL_ASSETS for k in a.keys if k not in _INGEST_KEYS]

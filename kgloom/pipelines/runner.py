@@ -19,14 +19,14 @@ import dagster as dg
 from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
-from kgloom.pipelines.asset_graph import ALL_ASSETS
 from kgloom.corpus.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
                                       settings_fingerprint)
+from kgloom.pipelines.asset_graph import ALL_ASSETS
 from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
                                         stale_graph_assets)
+from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.jobs import graph_job, ingest_job
 from kgloom.pipelines.logs import run_config_for_logs
-from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.recovery import process_tags
 
 REPORTS_KEY = dg.AssetKey("community_reports")

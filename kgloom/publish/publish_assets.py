@@ -9,11 +9,11 @@ import polars as pl
 from kgloom import schemas
 from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, graph_inputs_of,
                                      preview, progress)
-from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
 from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
                                    edges_endpoints_exist, kg_node_ids_exist, row_counts_match,
                                    vectors_valid, write_graphml, write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
+from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
 from kgloom.storage import read_table, table_path, write_json, write_table
 
 GRAPHML_FILE = "graph.graphml"

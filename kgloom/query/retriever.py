@@ -46,12 +46,12 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
-from kgloom.query import algorithms as alg
-from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
-from kgloom.storage import table_path
 from kgloom.publish.vectors import (EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, LANCEDB_DIR, Embedder,
                                     ExternalVectors, read_embedder_manifest, search_vectors,
                                     vector_index_type)
+from kgloom.query import algorithms as alg
+from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
+from kgloom.storage import table_path
 
 MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid", "bridge")
 GRAPH_BACKENDS = ("duckdb", "memory")

@@ -28,9 +28,9 @@ import polars as pl
 from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id
+from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
-from kgloom.ingest.tokenizer import Tokenizer
 
 STAGE = "community_reports"
 

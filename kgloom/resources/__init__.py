@@ -27,8 +27,8 @@ import dagster as dg
 from kgloom.config import load_settings_file, settings_fields, settings_from_mapping
 from kgloom.llm.http import parse_urls
 from kgloom.resources.embedder import EmbedderResource
-from kgloom.resources.model import LLMResource
 from kgloom.resources.index import IndexConfigResource
+from kgloom.resources.model import LLMResource
 
 __all__ = ["EmbedderResource", "IndexConfigResource", "LLMResource", "build_resources",
            "code_location_resources", "resolve_settings"]
