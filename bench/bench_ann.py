@@ -2,9 +2,9 @@
 
 For each table size n, a deterministic set of unit vectors (384 dims, as all-MiniLM-L6-v2;
 clustered around 50 random centres so that neighbours are meaningful) is written twice
-with kgloom.vectors.write_lancedb: once flat, once with the IVF_PQ index kgloom builds at
+with kgloom.publish.vectors.write_lancedb: once flat, once with the IVF_PQ index kgloom builds at
 ANN_INDEX_MIN_ROWS. Queries are 100 perturbed rows; each table answers them through
-kgloom.vectors.search_vectors (the retriever's path). Reported per size: p50 query
+kgloom.publish.vectors.search_vectors (the retriever's path). Reported per size: p50 query
 latency of each, their ratio (measured in the same run), recall@10 of IVF_PQ against the
 exact flat answer, and the index build time.
 
@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from kgloom.vectors import ANN_INDEX_MIN_ROWS, search_vectors, vector_index_type, write_lancedb
+from kgloom.publish.vectors import (ANN_INDEX_MIN_ROWS, search_vectors, vector_index_type,
+                                    write_lancedb)
 
 ROOT = Path(__file__).resolve().parent.parent
 DIM = 384

@@ -65,7 +65,7 @@ def renamed(copy: int) -> dict[str, str]:
 def big_text(n_bytes: int) -> tuple[str, int]:
     """The bundled book repeated (copies renamed) until it holds ``n_bytes`` UTF-8 bytes;
     returns (text, copies)."""
-    from kgloom.documents import strip_boilerplate
+    from kgloom.ingest.documents import strip_boilerplate
 
     # the book's own licence header and footer go first: a Gutenberg END marker in the
     # middle of the document would make kgloom cut everything after it as a footer

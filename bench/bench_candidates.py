@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kgloom.names import find_candidates, normalize_for_match, word_counts  # noqa: E402
+from kgloom.extraction.names import find_candidates, normalize_for_match, word_counts  # noqa: E402
 
 SUITE = ROOT / "bench" / "data" / "multilingual"
 WIKI = ROOT / "bench" / "data" / "2wiki-dev" / "corpus.jsonl"
@@ -93,9 +93,9 @@ def two_wiki() -> dict:
 
 
 def book() -> dict:
-    from kgloom.chunking import split_text_units
-    from kgloom.documents import read_documents
-    from kgloom.tokenizer import default_tokenizer
+    from kgloom.ingest.chunking import split_text_units
+    from kgloom.ingest.documents import read_documents
+    from kgloom.ingest.tokenizer import default_tokenizer
 
     docs, _ = read_documents(BOOK)
     units = split_text_units(docs, default_tokenizer())

@@ -22,12 +22,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from kgloom import extraction
-from kgloom.chunking import split_text_units
 from kgloom.config import IndexSettings
-from kgloom.documents import read_documents
-from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_model_path
-from kgloom.tokenizer import default_tokenizer
+from kgloom.extraction import extract
+from kgloom.ingest.chunking import split_text_units
+from kgloom.ingest.documents import read_documents
+from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_gguf_path
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUND_KEYS = ("maxItems", "maxLength")
@@ -52,18 +52,18 @@ def main() -> None:
     units = split_text_units(docs, default_tokenizer())
     step = max(units.height // args.units, 1)
     sample = units[::step].head(args.units)
-    vocab = extraction.word_counts(units["text"].to_list())
+    vocab = extract.word_counts(units["text"].to_list())
     settings = IndexSettings()
-    bounded_schema = extraction.extraction_schema
+    bounded_schema = extract.extraction_schema
     tmp = Path(tempfile.mkdtemp())
-    kgloom_backend = LlamaCppBackend(default_model_path(), reuse_prefix=True)
+    kgloom_backend = LlamaCppBackend(default_gguf_path(), reuse_prefix=True)
     variants = {
         "kgloom": (kgloom_backend, bounded_schema),
-        "baseline": (LlamaCppBackend(default_model_path(), reuse_prefix=False),
+        "baseline": (LlamaCppBackend(default_gguf_path(), reuse_prefix=False),
                      lambda names, s: unbounded(bounded_schema(names, s))),
         # its own model instance (so kgloom's KV prefix stays undisturbed); its first call
         # per unit is a hit in kgloom's cache, so this measures what one round adds
-        "kgloom_gleaning_1": (LlamaCppBackend(default_model_path(), reuse_prefix=True),
+        "kgloom_gleaning_1": (LlamaCppBackend(default_gguf_path(), reuse_prefix=True),
                               bounded_schema),
     }
     variant_settings = {"kgloom": settings, "baseline": settings,
@@ -77,17 +77,17 @@ def main() -> None:
     counts = {k: Counter() for k in variants}
     for row in sample.iter_rows(named=True):
         for name, (_, schema_fn) in variants.items():
-            extraction.extraction_schema = schema_fn
+            extract.extraction_schema = schema_fn
             t0 = time.perf_counter()
-            ents, rels, _ = extraction.extract_unit(llms[name], row["id"], row["text"],
-                                                    variant_settings[name], counts[name], vocab)
+            ents, rels, _ = extract.extract_unit(llms[name], row["id"], row["text"],
+                                                 variant_settings[name], counts[name], vocab)
             counts[name]["entity_mentions"] += len(ents)
             counts[name]["relationship_mentions"] += len(rels)
             seconds[name] += time.perf_counter() - t0
-    extraction.extraction_schema = bounded_schema
+    extract.extraction_schema = bounded_schema
     result = {"units": sample.height}
     for name in variants:
-        st = llms[name].stats[extraction.STAGE].as_dict()
+        st = llms[name].stats[extract.STAGE].as_dict()
         result[name] = {"seconds": round(seconds[name], 1),
                         "units_per_minute": round(sample.height / seconds[name] * 60, 2),
                         "failures": st["failures"], "retries": st["retries"],

@@ -19,8 +19,8 @@ import networkx as nx
 import polars as pl
 
 from kgloom.config import IndexSettings
-from kgloom.extraction import is_grounded
-from kgloom.graph import hierarchical_leiden
+from kgloom.extraction.extract import is_grounded
+from kgloom.graph.communities import hierarchical_leiden
 from kgloom.query.multihop import bfs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,15 +45,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from kgloom import schemas  # noqa: E402
-from kgloom.chunking import split_text_units  # noqa: E402
 from kgloom.config import IndexSettings  # noqa: E402
-from kgloom.documents import read_documents  # noqa: E402
-from kgloom.extraction import extract_graph  # noqa: E402
-from kgloom.names import normalize_for_match  # noqa: E402
-from kgloom.resolution import resolve_entities  # noqa: E402
+from kgloom.extraction.extract import extract_graph  # noqa: E402
+from kgloom.extraction.names import normalize_for_match  # noqa: E402
+from kgloom.graph.resolution import resolve_entities  # noqa: E402
+from kgloom.graph.summaries import llm_verifier  # noqa: E402
+from kgloom.ingest.chunking import split_text_units  # noqa: E402
+from kgloom.ingest.documents import read_documents  # noqa: E402
+from kgloom.ingest.tokenizer import default_tokenizer  # noqa: E402
 from kgloom.storage import write_table  # noqa: E402
-from kgloom.summaries import llm_verifier  # noqa: E402
-from kgloom.tokenizer import default_tokenizer  # noqa: E402
 
 BOOK = ROOT / "data" / "input"
 WIKI = ROOT / "bench" / "data" / "2wiki-dev" / "corpus.jsonl"
@@ -65,7 +65,7 @@ THREADS = 2  # llama.cpp threads (its default on this 2-core machine is 1)
 
 
 def _llm(out: Path, model_path: str, fake: bool):
-    from kgloom.resources.llm import LLMResource
+    from kgloom.resources.model import LLMResource
 
     return LLMResource(model_path=model_path, fake=fake, n_threads=THREADS).open(out)
 
@@ -84,7 +84,7 @@ def build(input_dir: Path, out: Path, settings: IndexSettings, llm, files=None,
           label: str = "extraction") -> dict:
     """Documents -> units -> mentions -> resolved entities for ``input_dir``; tables
     written under ``out``; returns the frames and counters."""
-    from kgloom.vectors import Embedder
+    from kgloom.publish.vectors import Embedder
 
     docs, _ = read_documents(input_dir, files=files, cut_boilerplate=settings.cut_boilerplate)
     units = split_text_units(docs, default_tokenizer(), settings.chunk_size,

@@ -91,14 +91,14 @@ def run_variant(name: str, inp: Path, out: Path, urls: list[str], concurrency: i
 
 
 def part_servers(args) -> dict:
-    from kgloom.llm import SMOLLM2_SHA256, default_model_path
+    from kgloom.llm import SMOLLM2_SHA256, default_gguf_path
     from kgloom.testing import LlamaCppServer
 
     work = Path(args.work or tempfile.mkdtemp(prefix="scale-bench-"))
     inp = work / "input"
     inp.mkdir(parents=True, exist_ok=True)
     (inp / "carol-slice.txt").write_text(book_slice(), encoding="utf-8")
-    gguf = str(default_model_path())
+    gguf = str(default_gguf_path())
     results: dict = {"what": "12-unit book slice, whole pipeline from an empty cache",
                      "chars": SLICE_CHARS, "cpu_count": os.cpu_count(), "variants": []}
     path = RESULTS / "scale_servers.json"
@@ -145,7 +145,7 @@ import json, resource, sys, time
 import igraph as ig
 import numpy as np
 sys.path.insert(0, sys.argv[3])
-from kgloom.graph import _leiden
+from kgloom.graph.communities import _leiden
 edges, seed = int(sys.argv[1]), int(sys.argv[2])
 t0 = time.perf_counter()
 # planted partition, like an entity graph: mean degree 10, blocks of 20 vertices, 80 % of
@@ -208,9 +208,10 @@ def part_leiden(args) -> dict:
                    "mib_per_edge": slope, "mib_base": a["peak_rss_mib"] - slope * a["edges"],
                    "from": [a["edges"], b["edges"]]}
         res = {"graph": "planted partition (mean degree 10, blocks of 20 vertices, 80 % of "
-                        "edges inside blocks), weights 1.0; kgloom.graph._leiden (leidenalg "
-                        "ModularityVertexPartition, n_iterations=-1, seeded): level 0 only; "
-                        "leiden_cpu_seconds is process CPU time (the machine is shared)",
+                        "edges inside blocks), weights 1.0; kgloom.graph.communities._leiden "
+                        "(leidenalg ModularityVertexPartition, n_iterations=-1, seeded): "
+                        "level 0 only; leiden_cpu_seconds is process CPU time "
+                        "(the machine is shared)",
                "cpu_count": os.cpu_count(), "sizes": rows, "linear_fit": fit}
         path.write_text(json.dumps(res, indent=2))
     return res
@@ -240,7 +241,7 @@ def embedding_rate(texts: list[str]) -> dict:
     """Text units embedded per CPU second by kgloom's embedder (all-MiniLM-L6-v2 on one
     CPU thread, windows of 256 tokens), after the model is loaded: three timed passes,
     the fastest. CPU time, since the wall time of a shared machine says little."""
-    from kgloom.vectors import Embedder
+    from kgloom.publish.vectors import Embedder
 
     emb = Embedder()
     emb.embed(texts[:2], threads=1)  # warm up

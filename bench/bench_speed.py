@@ -296,15 +296,15 @@ def probe(args) -> dict:
     """llama.cpp settings and grammar sampling measured on this machine, now."""
     import llama_cpp
 
-    from kgloom import extraction
-    from kgloom.chunking import split_text_units
     from kgloom.config import IndexSettings
-    from kgloom.documents import read_documents
-    from kgloom.llm import LlamaCppBackend, default_model_path, reply_token_bound
-    from kgloom.reports import REPORT_TEMPLATE
-    from kgloom.tokenizer import default_tokenizer
+    from kgloom.extraction import extract
+    from kgloom.ingest.chunking import split_text_units
+    from kgloom.ingest.documents import read_documents
+    from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.llm import LlamaCppBackend, default_gguf_path, reply_token_bound
+    from kgloom.reports.community_reports import REPORT_TEMPLATE
 
-    path = args.model_path or str(default_model_path())
+    path = args.model_path or str(default_gguf_path())
     text = BOOK.read_text(encoding="utf-8")
     start = text.index(SLICE_START)
     res: dict = {"cores": os.cpu_count(), "load_before": load(),
@@ -354,14 +354,14 @@ def probe(args) -> dict:
     print("grammar-first sampling ...", flush=True)
     docs, _ = read_documents(ROOT / "data" / "input")
     units = split_text_units(docs, default_tokenizer())
-    vocab = extraction.word_counts(units["text"].to_list())
+    vocab = extract.word_counts(units["text"].to_list())
     s = IndexSettings()
-    tmpl = extraction.extraction_template(False)
+    tmpl = extract.extraction_template(False)
     calls = []
     for i in (5, 40):
         t = units["text"][i]
-        names = extraction.candidate_names(t, vocabulary=vocab)
-        schema = extraction.extraction_schema(names, s)
+        names = extract.candidate_names(t, vocabulary=vocab)
+        schema = extract.extraction_schema(names, s)
         calls.append(("extraction", tmpl.messages(types=", ".join(s.entity_types),
                                                   names=", ".join(names), text=t), schema))
     context = ("Entities:\n- Scrooge (PERSON): Scrooge was his sole executor.\n"

@@ -183,9 +183,9 @@ def sweep(retriever, questions: list[dict], top_k: int = 5) -> dict:
 def reembed(index: Path, embedder_path: str, work: Path) -> Path:
     """Copy ``index``'s parquet tables to ``work/output-<model>`` and rebuild its LanceDB
     text_units and entities tables with another embedder."""
+    from kgloom.publish.vectors import (LANCEDB_DIR, VECTOR_TABLES, Embedder, sync_lancedb,
+                                        write_embedder_manifest)
     from kgloom.storage import read_table
-    from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, Embedder, sync_lancedb,
-                                write_embedder_manifest)
 
     emb = Embedder(embedder_path)
     dst = work / f"output-{Path(embedder_path).name}"

@@ -20,7 +20,7 @@ Parts (``--parts``, comma-separated; each needs only what it names):
 
 Every context is checked against its budget (``over_budget`` counts the breaches).
 
-Figures are those of the model given; with ``--fake-llm`` (kgloom.testing.FakeBackend)
+Figures are those of the model given; with ``--fake-llm`` (kgloom.llm.fake.FakeBackend)
 calls and token counts show the algorithm's shape only and answers mean nothing: the JSON
 says which (``llm``). Prompt tokens are the backend's (the fake one counts words).
 
@@ -242,7 +242,7 @@ def main() -> None:
     ap.add_argument("--parts", default="routing", help="routing,global,local")
     ap.add_argument("--book-index", default="", help="an index of A Christmas Carol")
     ap.add_argument("--wiki-index", default="", help="an index of bench/data/2wiki-dev")
-    ap.add_argument("--fake-llm", action="store_true", help="kgloom.testing.FakeBackend")
+    ap.add_argument("--fake-llm", action="store_true", help="kgloom.llm.fake.FakeBackend")
     ap.add_argument("--no-model", action="store_true", help="routing: rules only")
     ap.add_argument("--model", default="", help="a GGUF (default: the bundled SmolLM2-135M)")
     ap.add_argument("--level", type=int, default=1, help="static global search's level")
@@ -265,7 +265,7 @@ def main() -> None:
             searchers[name] = Searcher(path, fake_llm=args.fake_llm,
                                        model_path=args.model or None,
                                        cache_path=work / f"{name}-{llm_kind}.sqlite")
-    llm = "fake (kgloom.testing.FakeBackend): counts show the algorithm, answers mean nothing" \
+    llm = "fake (kgloom.llm.fake.FakeBackend): counts show the algorithm, answers mean nothing" \
         if args.fake_llm else f"model {args.model or 'bundled SmolLM2-135M-Instruct'}"
     results: dict = {"llm": llm, "limit": args.limit or None, "note": args.note,
                      "indexes": {k: str(v.retriever.output_dir) for k, v in searchers.items()}}

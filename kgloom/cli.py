@@ -35,9 +35,9 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
                embedder_path: str = "", **settings) -> dict:
     """Resources for a command, with the model (file or servers) checked and the input
     folder present."""
-    from kgloom.resources import build_resources
     from kgloom.llm import ModelFileError
-    from kgloom.llm_http import LLMServerError
+    from kgloom.llm.http import LLMServerError
+    from kgloom.resources import build_resources
 
     try:
         resources = build_resources(input_dir, output_dir, model_path, fake_llm,
@@ -289,7 +289,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     from kgloom.llm import cache_rows
     from kgloom.pipelines.runner import index_folder
 
-    from kgloom.names import SOURCES
+    from kgloom.extraction.names import SOURCES
 
     if candidate_source is not None and candidate_source not in SOURCES:
         typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
@@ -308,7 +308,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
     if not (diff.added or diff.changed or diff.unchanged):
-        from kgloom.documents import SUPPORTED_SUFFIXES
+        from kgloom.ingest.documents import SUPPORTED_SUFFIXES
 
         typer.echo(f"warning: {input_dir} has no supported input file "
                    f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)
@@ -370,8 +370,8 @@ def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
 @app.command()
 def cache(output_dir: str = typer.Option("data/output")) -> None:
     """Show the LLM cache: rows, tokens and model seconds per stage, and last run's hit rate."""
-    from kgloom.stats import read_stage_stats
     from kgloom.llm import CACHE_FILE, LLMCache
+    from kgloom.stats import read_stage_stats
 
     path = Path(output_dir) / CACHE_FILE
     if not path.exists():
@@ -461,9 +461,9 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
     edges that brought it in. Search prints the route and why, the answer and what each
     citation points to. --json prints everything for scripts.
     """
+    from kgloom.query.render import render_result
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError, Retriever)
-    from kgloom.query.render import render_result
     from kgloom.query.search import SEARCH_MODES
 
     errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError)

@@ -18,7 +18,7 @@ from typing import Any
 # GraphRAG's defaults are organization, person, geo, event (config/defaults.py); kgloom
 # says "location" for "geo" and adds what narrative corpora such as the sample book need.
 DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("PERSON", "ORGANIZATION", "LOCATION", "EVENT")
-SUMMARY_METHODS: tuple[str, ...] = ("extractive", "llm")  # see kgloom.summaries
+SUMMARY_METHODS: tuple[str, ...] = ("extractive", "llm")  # see kgloom.graph.summaries
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class IndexSettings:
         max_relationships_per_unit: ``maxItems`` bound on relationships per reply.
         llm_descriptions: the LLM writes entity and relationship descriptions; off, they
             are the text's evidence sentences (better with tiny models, fewer tokens).
-        resolution_methods: entity-resolution passes to run (see ``kgloom.resolution``);
+        resolution_methods: entity-resolution passes to run (see ``kgloom.graph.resolution``);
             drop one to turn its merges off.
         embedding_merge_threshold: cosine similarity of "title: description" embeddings
             (all-MiniLM-L6-v2) at or above which two entities are merge candidates.
@@ -48,7 +48,7 @@ class IndexSettings:
         summary_min_descriptions: summarize an entity's descriptions only when it has at
             least this many distinct ones; fewer are joined as they are.
         summary_method: ``extractive`` (the most central descriptions by embedding, no
-            model call; see :mod:`kgloom.summaries` for why it is the default) or
+            model call; see :mod:`kgloom.graph.summaries` for why it is the default) or
             ``llm`` (one LLM summary per item; for larger models).
         summary_max_sentences / summary_max_chars: bounds of an extractive summary
             (descriptions kept, characters; 300 is also the LLM summary's bound).
@@ -71,7 +71,7 @@ class IndexSettings:
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
-            (``kgloom.names``): ``auto`` (per script of each text unit: capitalized
+            (``kgloom.extraction.names``): ``auto`` (per script of each text unit: capitalized
             names for cased scripts, a part-of-speech segmenter for Chinese and
             Japanese, corpus n-grams for other caseless scripts), ``proper_names``,
             ``segmenter``, ``ngram``, or ``open`` (the model proposes names, kept when
@@ -118,7 +118,7 @@ class IndexSettings:
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError(
                 f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
-        from kgloom.names import SOURCES
+        from kgloom.extraction.names import SOURCES
 
         if self.candidate_source not in SOURCES:
             raise ValueError(f"candidate_source must be one of {SOURCES}, "

@@ -38,11 +38,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kgloom import emit, schemas, storage
-from kgloom.graph import compute_graph_metrics
+from kgloom import schemas, storage
+from kgloom.graph.communities import compute_graph_metrics
 from kgloom.ids import content_id
-from kgloom.vectors import (EXTERNAL_VECTORS_KEY, LANCEDB_DIR, write_external_manifest,
-                            write_lancedb)
+from kgloom.publish import tables
+from kgloom.publish.vectors import (EXTERNAL_VECTORS_KEY, LANCEDB_DIR, write_external_manifest,
+                                    write_lancedb)
 
 IMPORT_SUMMARY = "graph-import.json"  # in the output folder: what was imported, and how
 RELATIONSHIP_KIND = "imported"  # relationships.kind of an imported edge
@@ -234,11 +235,11 @@ def import_graph(nodes: pl.DataFrame, edges: pl.DataFrame, output_dir: str | Pat
 
     Written (the layout of a ``kgloom index`` output, text-free):
     entities.parquet (ENTITIES_SCHEMA: the node id as entity id, title, type,
-    description, degree, weighted_degree, PageRank by ``kgloom.graph.
+    description, degree, weighted_degree, PageRank by ``kgloom.graph.communities.
     compute_graph_metrics``), relationships.parquet (RELATIONSHIPS_SCHEMA: id =
     ``content_id("relationship", a, b)`` of the sorted pair as for extracted ones, kind
     ``imported``), graph-nodes.parquet (GRAPH_NODES_SCHEMA plus every extra node column,
-    node_key 0..n-1 in order of sorted id) and graph-edges.parquet (``kgloom.emit.
+    node_key 0..n-1 in order of sorted id) and graph-edges.parquet (``kgloom.publish.tables.
     build_graph_tables``), empty text_units.parquet, and ``lancedb/`` with the
     ``entities`` table (id, title, type, description, vector; IVF_PQ cosine index from
     ``ann_min_rows`` rows, default ``vectors.ANN_INDEX_MIN_ROWS``), an empty
@@ -280,7 +281,7 @@ def import_graph(nodes: pl.DataFrame, edges: pl.DataFrame, output_dir: str | Pat
     relationships, counts = _relationships(edges, entities)
     say(f"degree and PageRank of {entities.height} nodes, {relationships.height} edges")
     entities, relationships = compute_graph_metrics(entities, relationships)
-    graph_nodes, graph_edges = emit.build_graph_tables(
+    graph_nodes, graph_edges = tables.build_graph_tables(
         entities, relationships, schemas.empty(schemas.COMMUNITIES_SCHEMA))
     extra = [c for c in nodes.columns if c not in NODE_COLUMNS]
     clash = [c for c in extra if c in _RESERVED]

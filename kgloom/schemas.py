@@ -44,7 +44,7 @@ DOCUMENTS_SCHEMA: dict[str, pl.DataType] = {
     # kgloom
     "source": pl.String,  # input file path relative to the input folder
     "encoding": pl.String,  # the file's text encoding (Python codec name, e.g. "utf-8")
-    "encoding_confidence": pl.Float64,  # 0..1 (kgloom.decoding); 1.0 for valid UTF-8
+    "encoding_confidence": pl.Float64,  # 0..1 (kgloom.ingest.decoding); 1.0 for valid UTF-8
     "boilerplate_cut": pl.String,  # JSON of the licence header/footer cut, null: none
 }
 
@@ -69,12 +69,12 @@ TEXT_UNITS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # The graph columns of a text unit: computed once, from the graph, when the published
-# text_units.parquet is written (kgloom.emit.denormalize_text_units).
+# text_units.parquet is written (kgloom.publish.tables.denormalize_text_units).
 TEXT_UNIT_GRAPH_COLUMNS: tuple[str, ...] = (
     "entity_ids", "relationship_ids", "covariate_ids", "kg_node_ids", "neighbor_entity_ids",
     "neighbor_triples", "community_ids", "centrality")
 # A text unit as chunking makes it (the partition level): no graph columns and no
-# human_readable_id, which is numbered once, over the corpus (kgloom.partitions).
+# human_readable_id, which is numbered once, over the corpus (kgloom.corpus.partitions).
 CHUNKS_SCHEMA: dict[str, pl.DataType] = {
     c: t for c, t in TEXT_UNITS_SCHEMA.items()
     if c not in TEXT_UNIT_GRAPH_COLUMNS and c != "human_readable_id"}

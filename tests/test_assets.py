@@ -45,10 +45,13 @@ import polars as pl
 import pytest
 
 from kgloom import storage
-from kgloom.assets import (ALL_ASSETS, communities, community_reports, corpus, documents,
-                           entity_graph,
-                           extracted_graph, graph_files, index_summary, text_units,
-                           vector_index)
+from kgloom.corpus.corpus_asset import corpus
+from kgloom.extraction.extraction_assets import extracted_graph
+from kgloom.graph.graph_assets import communities, entity_graph
+from kgloom.ingest.ingest_assets import documents, text_units
+from kgloom.pipelines.asset_graph import ALL_ASSETS
+from kgloom.publish.publish_assets import graph_files, index_summary, vector_index
+from kgloom.reports.report_assets import community_reports
 from kgloom.definitions import build_resources
 from kgloom.lock import HOLDER_FILE
 from kgloom.pipelines.runner import index_folder, register_partitions

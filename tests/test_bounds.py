@@ -1,5 +1,5 @@
 """Reply length bounds in the model's tokens: the grammar bounds strings in UTF-8 bytes,
-max_tokens is the longest reply the grammar allows, so no reply is cut (kgloom.grammar,
+max_tokens is the longest reply the grammar allows, so no reply is cut (kgloom.llm.grammar,
 kgloom.llm.reply_token_bound)."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import random
 import jsonschema
 import pytest
 
-from kgloom.claims import CLAIMS_TEMPLATE, claims_schema
 from kgloom.config import IndexSettings
-from kgloom.extraction import extraction_schema, extraction_template
-from kgloom.grammar import json_grammar, max_reply_bytes
+from kgloom.extraction.claims import CLAIMS_TEMPLATE, claims_schema
+from kgloom.extraction.extract import extraction_schema, extraction_template
+from kgloom.graph.summaries import SAME_ENTITY_TEMPLATE, SUMMARY_TEMPLATE
 from kgloom.llm import (CachedLLM, LLMCache, PromptTemplate, reply_token_bound,
                         server_reply_token_bound, structured_call)
-from kgloom.reports import REPORT_TEMPLATE
-from kgloom.summaries import SAME_ENTITY_TEMPLATE, SUMMARY_TEMPLATE
-from kgloom.testing import FakeBackend, grammar_sample
+from kgloom.llm.fake import FakeBackend, grammar_sample
+from kgloom.llm.grammar import json_grammar, max_reply_bytes
+from kgloom.reports.community_reports import REPORT_TEMPLATE
 
 NAMES = ["Alice Moreau", "Bruno Keller", "Zoë", "李白"]
 SCHEMAS = {
@@ -102,8 +102,8 @@ def test_a_bounded_string_holds_at_most_its_maxlength_in_bytes():
 def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(name):
     # a server builds the grammar from the schema itself, maxLength in characters: each
     # may be a 4-byte emoji or a 6-byte escape, so the in-process (byte) bound is too small
-    from kgloom.grammar import char_grammar
-    from kgloom.llm_http import OpenAIChatBackend
+    from kgloom.llm.grammar import char_grammar
+    from kgloom.llm.http import OpenAIChatBackend
     from kgloom.testing import FakeChatServer
 
     schema = SCHEMAS[name]
@@ -118,7 +118,7 @@ def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(
 
 
 def test_a_server_without_room_for_the_character_bound_is_asked_with_the_byte_bound():
-    from kgloom.llm_http import OpenAIChatBackend
+    from kgloom.llm.http import OpenAIChatBackend
     from kgloom.testing import FakeChatServer
 
     schema = SCHEMAS["summary"]
@@ -132,14 +132,14 @@ def test_a_server_without_room_for_the_character_bound_is_asked_with_the_byte_bo
 
 @pytest.mark.slow
 def test_real_model_writing_emoji_is_not_cut():
-    from kgloom.llm import LlamaCppBackend, default_model_path
+    from kgloom.llm import LlamaCppBackend, default_gguf_path
 
     template = dataclasses.replace(SUMMARY_TEMPLATE, schema={
         "type": "object", "required": ["description"],
         "properties": {"description": {"type": "string", "minLength": 1, "maxLength": 60}}})
     descriptions = "\n".join(["- 👩‍🔬👩‍🔬👩‍🔬 Alice Moreau 👩‍🔬👩‍🔬👩‍🔬👩‍🔬.",
                               "- 🎉🎉 Alice Moreau met Bruno Keller 👩‍🔬👩‍🔬👩‍🔬."])
-    backend = LlamaCppBackend(default_model_path(), n_ctx=2048)
+    backend = LlamaCppBackend(default_gguf_path(), n_ctx=2048)
     bound = reply_token_bound(template.schema)
     reply = backend.complete(template.messages(name="ALICE MOREAU", descriptions=descriptions),
                              template.schema, bound, seed=1)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import polars as pl
 
 from kgloom import schemas
-from kgloom.claims import NO_OBJECT, build_covariates, claims_schema, extract_claims
 from kgloom.config import IndexSettings
+from kgloom.extraction.claims import NO_OBJECT, build_covariates, claims_schema, extract_claims
+from kgloom.ingest.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, LLMCache
-from kgloom.reports import build_report_context, member_claims
-from kgloom.testing import FakeBackend
-from kgloom.tokenizer import default_tokenizer
+from kgloom.llm.fake import FakeBackend
+from kgloom.reports.community_reports import build_report_context, member_claims
 
 TEXT = ("Scrooge refused to give anything to the charity collectors. Bob Cratchit was paid "
         "fifteen shillings a week by Scrooge.")

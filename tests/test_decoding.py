@@ -1,6 +1,6 @@
 """Input files in UTF-8 with or without a byte-order mark, UTF-16/32, and legacy code
 pages: decoded with the encoding and confidence recorded, or a failures row naming the
-guess (kgloom.decoding, kgloom.documents)."""
+guess (kgloom.ingest.decoding, kgloom.ingest.documents)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.decoding import MIN_CONFIDENCE, decode_bytes
-from kgloom.documents import read_documents
+from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
+from kgloom.ingest.documents import read_documents
 
 FRENCH = ("Il était une fois, dans un petit village près de Besançon, un garçon nommé Léon "
           "qui rêvait de voyager. Chaque matin, il regardait les trains passer en mangeant "
@@ -94,7 +94,7 @@ def test_documents_record_the_encoding_and_failures_name_the_guess(tmp_path):
 
 
 def test_a_partition_written_before_the_encoding_columns_still_combines(tmp_path):
-    from kgloom.partitions import combine_partitions, partition_dir
+    from kgloom.corpus.partitions import combine_partitions, partition_dir
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text(ENGLISH, encoding="utf-8")

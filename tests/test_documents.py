@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.documents import list_input_files, normalize_text, read_documents, strip_boilerplate
 from kgloom.ids import content_id
+from kgloom.ingest.documents import (list_input_files, normalize_text, read_documents,
+                                     strip_boilerplate)
 
 MARLEY = ("Marley was dead, to begin with. There is no doubt whatever about that. The "
           "register of his burial was signed by the clergyman, the clerk, the undertaker, "

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from kgloom.definitions import build_resources
-from kgloom.extraction import is_grounded
+from kgloom.extraction.extract import is_grounded
 from kgloom.llm import LLMCache
 from kgloom.pipelines.runner import index_folder
 
@@ -62,8 +62,8 @@ def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
 
 @pytest.mark.slow
 def test_grammar_first_sampling_gives_the_replies_of_llama_cpp_pythons_sampler_chain():
-    from kgloom.llm import LlamaCppBackend, default_model_path, reply_token_bound
-    from kgloom.reports import REPORT_TEMPLATE
+    from kgloom.llm import LlamaCppBackend, default_gguf_path, reply_token_bound
+    from kgloom.reports.community_reports import REPORT_TEMPLATE
 
     schema = {"type": "object", "properties": {
         "names": {"type": "array", "maxItems": 4,
@@ -78,7 +78,7 @@ def test_grammar_first_sampling_gives_the_replies_of_llama_cpp_pythons_sampler_c
     calls = [([{"role": "user", "content": "Which people are named here? " + PASSAGE}],
               schema),
              (REPORT_TEMPLATE.messages(context=context), REPORT_TEMPLATE.schema)]
-    backends = {gf: LlamaCppBackend(default_model_path(), n_threads=1, grammar_first=gf)
+    backends = {gf: LlamaCppBackend(default_gguf_path(), n_threads=1, grammar_first=gf)
                 for gf in (False, True)}
     assert backends[True].settings["grammar_first"] and not backends[False].settings[
         "grammar_first"]

@@ -1,4 +1,4 @@
-"""kgloom.emit on a small Christmas Carol graph."""
+"""kgloom.publish.tables on a small Christmas Carol graph."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from conftest import carol_entity_id as eid
 from conftest import carol_unit_id as uid
 
-from kgloom import emit, schemas, storage
+from kgloom import schemas, storage
+from kgloom.publish import tables
 
 
 def _by_unit(text_units: pl.DataFrame) -> dict[str, dict]:
@@ -20,7 +21,7 @@ def _by_unit(text_units: pl.DataFrame) -> dict[str, dict]:
 
 def test_graph_tables_keys_levels_and_edges(carol_tables):
     t = carol_tables
-    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    nodes, edges = tables.build_graph_tables(t["entities"], t["relationships"], t["communities"])
 
     assert list(nodes.columns) == [*schemas.GRAPH_NODES_SCHEMA, "community_level_0",
                                    "community_level_1"]
@@ -37,12 +38,12 @@ def test_graph_tables_keys_levels_and_edges(carol_tables):
     key = dict(zip(nodes["entity_id"], nodes["node_key"]))
     tim = edges.filter(pl.col("relation").str.starts_with("Tiny Tim")).row(0, named=True)
     assert {tim["src_key"], tim["dst_key"]} == {key[eid("BOB CRATCHIT")], key[eid("TINY TIM")]}
-    assert emit.edges_endpoints_exist(nodes, edges)[0]
+    assert tables.edges_endpoints_exist(nodes, edges)[0]
 
 
 def test_graph_tables_round_trip_parquet(carol_tables, tmp_path):
     t = carol_tables
-    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    nodes, edges = tables.build_graph_tables(t["entities"], t["relationships"], t["communities"])
     storage.write_table(nodes, tmp_path, schemas.GRAPH_NODES)
     storage.write_table(edges, tmp_path, schemas.GRAPH_EDGES)
     assert storage.read_table(tmp_path, schemas.GRAPH_NODES).equals(nodes)
@@ -55,20 +56,20 @@ def test_dangling_relationship_raises(carol_tables):
         pl.when(pl.col("target") == "TINY TIM").then(pl.lit("no-such-entity"))
         .otherwise(pl.col("target_id")).alias("target_id"))
     with pytest.raises(ValueError, match="unknown entity ids"):
-        emit.build_graph_tables(t["entities"], rels, t["communities"])
+        tables.build_graph_tables(t["entities"], rels, t["communities"])
 
 
 def test_edges_endpoints_check_reports_dangling(carol_tables):
     t = carol_tables
-    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
-    passed, meta = emit.edges_endpoints_exist(nodes.filter(pl.col("node_key") != 0), edges)
+    nodes, edges = tables.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    passed, meta = tables.edges_endpoints_exist(nodes.filter(pl.col("node_key") != 0), edges)
     assert not passed and meta["dangling_edges"] > 0
 
 
 def test_denormalized_kg_columns(carol_tables):
     t = carol_tables
-    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
+    tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                       t["communities"])
     assert tu.schema == pl.Schema(schemas.TEXT_UNITS_SCHEMA)
     assert tu["id"].to_list() == t["text_units"]["id"].to_list()
     units = _by_unit(tu)
@@ -95,13 +96,13 @@ def test_denormalized_kg_columns(carol_tables):
     assert empty["kg_node_ids"] == [] and empty["neighbor_triples"] == []
     assert empty["centrality"] == 0.0
 
-    assert emit.kg_node_ids_exist(tu, t["entities"])[0]
+    assert tables.kg_node_ids_exist(tu, t["entities"])[0]
 
 
 def test_community_ids_per_level(carol_tables):
     t = carol_tables
-    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
+    tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                       t["communities"])
     got = {row["id"]: row["community_ids"] for row in tu.iter_rows(named=True)}
     assert got[uid("u1")] == [0, 2]  # Scrooge + Marley
     assert got[uid("u2")] == [0, 2]  # Scrooge, Fred (0/2) outvote Bob (1/4)
@@ -113,9 +114,9 @@ def test_community_ids_per_level(carol_tables):
 
 def test_neighbor_triples_cap(carol_tables, monkeypatch):
     t = carol_tables
-    monkeypatch.setattr(emit, "NEIGHBOR_TRIPLES_CAP", 2)
-    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
+    monkeypatch.setattr(tables, "NEIGHBOR_TRIPLES_CAP", 2)
+    tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                       t["communities"])
     u4 = _by_unit(tu)[uid("u4")]["neighbor_triples"]
     # the three edges among u4's own entities rank first; the two heaviest of them stay
     assert u4 == ["EBENEZER SCROOGE | Scrooge was apprenticed to Fezziwig | FEZZIWIG",
@@ -124,15 +125,15 @@ def test_neighbor_triples_cap(carol_tables, monkeypatch):
 
 def test_kg_node_ids_check_catches_unknown(carol_tables):
     t = carol_tables
-    tu = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                     t["communities"])
-    passed, meta = emit.kg_node_ids_exist(tu, t["entities"].filter(pl.col("title") != "FRED"))
+    tu = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                       t["communities"])
+    passed, meta = tables.kg_node_ids_exist(tu, t["entities"].filter(pl.col("title") != "FRED"))
     assert not passed and meta["examples"] == [eid("FRED")]
 
 
 def test_graphml_round_trip(carol_tables, tmp_path):
     t = carol_tables
-    path = emit.write_graphml(t["entities"], t["relationships"], tmp_path / "graph.graphml")
+    path = tables.write_graphml(t["entities"], t["relationships"], tmp_path / "graph.graphml")
     g = nx.read_graphml(path)
     assert g.number_of_nodes() == t["entities"].height
     assert g.number_of_edges() == t["relationships"].height
@@ -142,14 +143,14 @@ def test_graphml_round_trip(carol_tables, tmp_path):
 
 def test_neo4j_import_csv(carol_tables, tmp_path):
     t = carol_tables
-    nodes_csv, rels_csv = emit.write_neo4j_import(t["entities"], t["relationships"], tmp_path)
+    nodes_csv, rels_csv = tables.write_neo4j_import(t["entities"], t["relationships"], tmp_path)
     assert nodes_csv.read_text().splitlines()[0] == (
         "entityId:ID,title,type,description,degree:long,pagerank:double,:LABEL")
     assert rels_csv.read_text().splitlines()[0] == (
         ":START_ID,:END_ID,:TYPE,description,weight:double")
     with nodes_csv.open(newline="") as fh:
         rows = list(csv.reader(fh))
-    assert rows[0] == emit.NEO4J_NODES_HEADER
+    assert rows[0] == tables.NEO4J_NODES_HEADER
     assert len(rows) == t["entities"].height + 1 and rows[1][-1] == "Entity;PERSON"
     with rels_csv.open(newline="") as fh:
         rels = list(csv.DictReader(fh))
@@ -163,19 +164,19 @@ def test_neo4j_import_csv(carol_tables, tmp_path):
 
 def test_vectors_valid_and_row_counts():
     good = np.eye(3, 4, dtype=np.float32)
-    assert emit.vectors_valid(good, 4, expected_rows=3)[0]
-    assert not emit.vectors_valid(good, 5)[0]
-    assert not emit.vectors_valid(good, 4, expected_rows=2)[0]
+    assert tables.vectors_valid(good, 4, expected_rows=3)[0]
+    assert not tables.vectors_valid(good, 5)[0]
+    assert not tables.vectors_valid(good, 4, expected_rows=2)[0]
     nan = good.copy()
     nan[1, 2] = np.nan
-    assert emit.vectors_valid(nan, 4)[1]["nan_rows"] == 1
+    assert tables.vectors_valid(nan, 4)[1]["nan_rows"] == 1
     zero = good.copy()
     zero[2] = 0
-    passed, meta = emit.vectors_valid(zero, 4)
+    passed, meta = tables.vectors_valid(zero, 4)
     assert not passed and meta["zero_rows"] == 1
 
-    assert emit.row_counts_match({"nodes": 7}, {"nodes": 7})[0]
-    passed, meta = emit.row_counts_match({"nodes": 7, "edges": 7}, {"nodes": 7})
+    assert tables.row_counts_match({"nodes": 7}, {"nodes": 7})[0]
+    passed, meta = tables.row_counts_match({"nodes": 7, "edges": 7}, {"nodes": 7})
     assert not passed and meta["edges"]["actual"] is None
 
 
@@ -185,7 +186,7 @@ def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
     import random
 
     rng = random.Random(5)
-    monkeypatch.setattr(emit, "NEIGHBOR_TRIPLES_CAP", 3)
+    monkeypatch.setattr(tables, "NEIGHBOR_TRIPLES_CAP", 3)
     titles = [f"E{i}" for i in range(30)]
     units = {f"u{i}": rng.sample(titles[:4], 1) + rng.sample(titles, rng.randint(0, 4))
              for i in range(40)}  # E0-E3 are hubs, in many units
@@ -213,7 +214,7 @@ def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
          "neighbor_triples": [], "community_ids": [], "centrality": 0.0}
         for i, u in enumerate(units)], schema=schemas.TEXT_UNITS_SCHEMA)
     comms = pl.DataFrame(schema=schemas.COMMUNITIES_SCHEMA)
-    got = {r["id"]: r["neighbor_triples"] for r in emit.denormalize_text_units(
+    got = {r["id"]: r["neighbor_triples"] for r in tables.denormalize_text_units(
         tu, ents, rels, comms).iter_rows(named=True)}
     for u, members in units.items():
         mine = set(members)

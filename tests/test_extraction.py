@@ -8,11 +8,12 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction import (candidate_names, evidence_for, extract_graph, extraction_schema,
-                               first_sentence_with, is_grounded, word_counts)
+from kgloom.extraction.extract import (candidate_names, evidence_for, extract_graph,
+                                       extraction_schema, first_sentence_with, is_grounded,
+                                       word_counts)
 from kgloom.ids import content_id
 from kgloom.llm import CachedLLM, Completion, LLMCache
-from kgloom.testing import FakeBackend
+from kgloom.llm.fake import FakeBackend
 
 CHARACTERS = """Bob Cratchit, clerk to Ebenezer Scrooge.
 Mr. Fezziwig, a kind-hearted, jovial old merchant.

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.graph import compute_graph_metrics, hierarchical_leiden
+from kgloom.graph.communities import compute_graph_metrics, hierarchical_leiden
 from kgloom.ids import content_id
 
 

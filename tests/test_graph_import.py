@@ -13,8 +13,8 @@ import pytest
 
 from kgloom import schemas, storage
 from kgloom.graph_import import IMPORT_SUMMARY, GraphImportError, import_graph, read_graph_tables
+from kgloom.publish.vectors import ExternalVectorsError
 from kgloom.query.retriever import Retriever
-from kgloom.vectors import ExternalVectorsError
 
 
 def _graph(n: int = 60, dim: int = 8, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:

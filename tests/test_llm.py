@@ -12,7 +12,7 @@ import pytest
 from kgloom import schemas
 from kgloom.llm import (CachedLLM, Completion, LLMCache, ModelFileError, PromptTemplate,
                         StageStats, structured_call, verify_model_file)
-from kgloom.testing import FakeBackend
+from kgloom.llm.fake import FakeBackend
 
 TEMPLATE = PromptTemplate(
     name="describe",
@@ -239,7 +239,7 @@ def test_cached_llm_counts_only_model_calls_and_knows_its_backend(tmp_path):
 
 
 def test_threads_follow_the_load(monkeypatch):
-    from kgloom import cpu
+    from kgloom.llm import cpu
 
     monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
     for load, own, want in [(0.1, 0, 2), (0.3, 0, 2), (0.8, 0, 1), (12.0, 0, 1),
@@ -261,7 +261,7 @@ def test_template_messages_put_examples_between_system_and_user():
 
 def test_reply_token_bound_covers_every_reply_of_a_bounded_schema():
     from kgloom.llm import reply_token_bound
-    from kgloom.testing import schema_instance
+    from kgloom.llm.fake import schema_instance
 
     schema = {"type": "object", "properties": {
         "names": {"type": "object", "properties": {"Scrooge": {"type": "string",

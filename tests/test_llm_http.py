@@ -16,10 +16,11 @@ import pytest
 from kgloom.definitions import build_resources
 from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, PromptTemplate, map_concurrent, \
     structured_call
-from kgloom.llm_http import LLMServerError, OpenAIChatBackend, parse_urls
+from kgloom.llm.fake import FakeBackend
+from kgloom.llm.http import LLMServerError, OpenAIChatBackend, parse_urls
 from kgloom.pipelines.runner import LLM_POOL, index_folder, set_llm_pool_limit
 from kgloom.resources import LLMResource
-from kgloom.testing import FakeBackend, FakeChatServer
+from kgloom.testing import FakeChatServer
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}},
@@ -216,7 +217,7 @@ def test_in_process_backend_serializes_concurrent_calls_with_a_lock(tmp_path, st
 
 def test_llama_settings_of_the_resource_reach_the_model_and_the_metadata(
         tmp_path, stub_llama, monkeypatch):
-    from kgloom.resources.llm import LLMResource
+    from kgloom.resources.model import LLMResource
 
     monkeypatch.setattr("kgloom.llm.verify_model_file", lambda path, expected: "stub")
     res = LLMResource(model_path=str(stub_llama), n_threads=1, n_batch=128, n_ubatch=64,
@@ -285,7 +286,7 @@ def test_http_errors_and_garbage_bodies_are_retried_on_the_other_server(tmp_path
     with FakeChatServer(fault="http_500") as bad, FakeChatServer() as good, \
             FakeChatServer(fault="not_a_completion") as garbage:
         backend = OpenAIChatBackend([bad.url, good.url, garbage.url], cooldown_s=0)
-        with caplog.at_level(logging.WARNING, logger="kgloom.llm_http"):
+        with caplog.at_level(logging.WARNING, logger="kgloom.llm.http"):
             replies = [backend.complete([{"role": "user", "content": f"q{i}"}], SCHEMA, 30, 1)
                        for i in range(6)]
         stats = backend.endpoint_stats()

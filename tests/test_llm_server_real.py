@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kgloom.config import IndexSettings
-from kgloom.extraction import candidate_names, extraction_schema, extraction_template
-from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_model_path, reply_token_bound
-from kgloom.llm_http import OpenAIChatBackend
+from kgloom.extraction.extract import candidate_names, extraction_schema, extraction_template
+from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_gguf_path, reply_token_bound
+from kgloom.llm.http import OpenAIChatBackend
 from kgloom.testing import LlamaCppServer
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
@@ -35,10 +35,10 @@ def test_llama_cpp_server_reply_equals_in_process_reply(tmp_path):
         types=", ".join(settings.entity_types), names=", ".join(names), text=unit)
     max_tokens = reply_token_bound(schema)
 
-    local = LlamaCppBackend(default_model_path(), n_threads=1)
+    local = LlamaCppBackend(default_gguf_path(), n_threads=1)
     expected = local.complete(messages, schema, max_tokens, settings.seed)
     del local
-    with LlamaCppServer(default_model_path(), SMOLLM2_SHA256, n_threads=1,
+    with LlamaCppServer(default_gguf_path(), SMOLLM2_SHA256, n_threads=1,
                         log_path=str(tmp_path / "server.log")) as server:
         remote = OpenAIChatBackend([server.url])
         got = remote.complete(messages, schema, max_tokens, settings.seed)

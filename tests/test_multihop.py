@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 from conftest import carol_entity_id as eid
 
-from kgloom import emit, schemas, storage
+from kgloom import schemas, storage
 from kgloom.ids import content_id
+from kgloom.publish import tables
 from kgloom.query import multihop
 
 
@@ -43,7 +44,7 @@ def _random_graph_tables(n_nodes: int = 300, n_edges: int = 600, seed: int = 7):
 
 
 def _write_graph(tmp_path, entities, relationships, communities):
-    nodes, edges = emit.build_graph_tables(entities, relationships, communities)
+    nodes, edges = tables.build_graph_tables(entities, relationships, communities)
     storage.write_table(nodes, tmp_path, schemas.GRAPH_NODES)
     storage.write_table(edges, tmp_path, schemas.GRAPH_EDGES)
     return tmp_path

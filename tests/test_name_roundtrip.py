@@ -13,10 +13,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom import emit, schemas, storage
-from kgloom.graph import compute_graph_metrics
-from kgloom.resolution import resolve_entities
-from kgloom.vectors import write_lancedb
+from kgloom import schemas, storage
+from kgloom.graph.communities import compute_graph_metrics
+from kgloom.graph.resolution import resolve_entities
+from kgloom.publish import tables
+from kgloom.publish.vectors import write_lancedb
 
 SUITE = Path(__file__).resolve().parent.parent / "bench" / "data" / "multilingual"
 LANGS = sorted(p.name.split(".")[0] for p in SUITE.glob("*.gold.json"))
@@ -61,11 +62,11 @@ def test_names_round_trip_byte_exactly(lang, tmp_path):
     got = table.search().select(["title"]).limit(None).to_arrow()["title"].to_pylist()
     assert sorted(t.encode("utf-8") for t in got) == want
 
-    path = emit.write_graphml(ents, rels, tmp_path / "graph.graphml")
+    path = tables.write_graphml(ents, rels, tmp_path / "graph.graphml")
     g = nx.read_graphml(path)
     assert sorted(d["title"].encode("utf-8") for _, d in g.nodes(data=True)) == want
 
-    nodes_csv, rels_csv = emit.write_neo4j_import(ents, rels, tmp_path / "neo4j")
+    nodes_csv, rels_csv = tables.write_neo4j_import(ents, rels, tmp_path / "neo4j")
     with open(nodes_csv, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     assert sorted(r["title"].encode("utf-8") for r in rows) == want

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kgloom.extraction import is_grounded
-from kgloom.names import (SOURCES, find_candidates, normalize_for_match, scripts_of,
-                          sources_for, word_counts)
+from kgloom.extraction.extract import is_grounded
+from kgloom.extraction.names import (SOURCES, find_candidates, normalize_for_match, scripts_of,
+                                     sources_for, word_counts)
 
 SUITE = Path(__file__).resolve().parent.parent / "bench" / "data" / "multilingual"
 

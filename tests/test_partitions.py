@@ -13,12 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from kgloom import schemas
+from kgloom.corpus.partitions import (combine_partitions, diff_inputs, input_hashes,
+                                      manifest_hashes, partition_dir, stored_partitions)
 from kgloom.definitions import build_resources
 from kgloom.llm import cache_rows, new_rows
-from kgloom.partitions import (combine_partitions, diff_inputs, input_hashes, manifest_hashes,
-                               partition_dir, stored_partitions)
+from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.jobs import input_folder_sensor
-from kgloom.pipelines.partitions import INPUT_FILES
 from kgloom.pipelines.runner import index_folder, materialize_partitions
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"

@@ -13,10 +13,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom import reports, schemas
+from kgloom import schemas
 from kgloom.definitions import build_resources, defs
 from kgloom.pipelines.jobs import nightly_index_schedule
 from kgloom.pipelines.runner import index_folder
+from kgloom.reports import community_reports
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 EXPECTED_FILES = ["documents.parquet", "text_units.parquet", "entities.parquet",
@@ -153,9 +154,9 @@ def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports
     assert reused == again["rows"]["communities"]
     assert again["llm_cache_hits"] == (first["llm_calls"] + first["llm_cache_hits"]
                                        - first["llm"]["community_reports"]["calls"])
-    edited = dataclasses.replace(reports.REPORT_TEMPLATE,
-                                 user=reports.REPORT_TEMPLATE.user + "\nBe brief.")
-    monkeypatch.setattr(reports, "REPORT_TEMPLATE", edited)
+    edited = dataclasses.replace(community_reports.REPORT_TEMPLATE,
+                                 user=community_reports.REPORT_TEMPLATE.user + "\nBe brief.")
+    monkeypatch.setattr(community_reports, "REPORT_TEMPLATE", edited)
     third = run_index(corpus, out)
     assert third["llm"]["extraction"]["calls"] == 0
     assert third["llm"].get("summaries", {}).get("calls", 0) == 0

@@ -14,15 +14,16 @@ import polars as pl
 import pytest
 from conftest import build_carol_tables, carol_entity_id as eid, carol_unit_id as uid
 
-from kgloom import emit, schemas, storage
+from kgloom import schemas, storage
 from kgloom.ids import content_id
+from kgloom.publish import tables
+from kgloom.publish.vectors import (LANCEDB_DIR, VECTOR_TABLES, sync_lancedb,
+                                    write_embedder_manifest, write_lancedb)
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
 from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                     IndexInconsistentError, RetrievalConfig, Retriever,
                                     UNIT_RESULT_SCHEMA)
-from kgloom.vectors import (LANCEDB_DIR, VECTOR_TABLES, sync_lancedb, write_embedder_manifest,
-                            write_lancedb)
 
 GRAPH_FILES = ["graph-nodes.parquet", "graph-edges.parquet", "entities.parquet",
                "relationships.parquet", "entity_aliases.parquet"]
@@ -31,9 +32,9 @@ GRAPH_FILES = ["graph-nodes.parquet", "graph-edges.parquet", "entities.parquet",
 def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
     """Write a complete small index (parquet + LanceDB) of the conftest Carol tables."""
     t = build_carol_tables()
-    nodes, edges = emit.build_graph_tables(t["entities"], t["relationships"], t["communities"])
-    units = emit.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                        t["communities"])
+    nodes, edges = tables.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    units = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                          t["communities"])
     doc_id = content_id("A Christmas Carol")
     docs = schemas.conform(pl.DataFrame({
         "id": [doc_id], "human_readable_id": [0], "title": ["A Christmas Carol"],
@@ -62,7 +63,7 @@ def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
 
 @pytest.fixture(scope="module")
 def carol_index(tmp_path_factory) -> Path:
-    from kgloom.vectors import Embedder
+    from kgloom.publish.vectors import Embedder
 
     return write_carol_index(tmp_path_factory.mktemp("carol_index"), Embedder())
 

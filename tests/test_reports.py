@@ -9,10 +9,11 @@ import pytest
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
+from kgloom.ingest.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
-from kgloom.reports import REPORT_TEMPLATE, build_report_context, write_community_reports
-from kgloom.testing import FakeBackend
-from kgloom.tokenizer import default_tokenizer
+from kgloom.llm.fake import FakeBackend
+from kgloom.reports.community_reports import (REPORT_TEMPLATE, build_report_context,
+                                              build_community_reports)
 
 from tests.conftest import build_carol_tables
 
@@ -48,7 +49,7 @@ def _community(tables, number: int) -> dict:
 def test_every_community_gets_a_graphrag_report(tmp_path, tables):
     backend = FakeBackend()
     llm = _llm(tmp_path, backend)
-    reports, failures, methods = write_community_reports(
+    reports, failures, methods = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
         llm, IndexSettings(**ALL_LLM), default_tokenizer())
 
@@ -85,14 +86,14 @@ def test_every_community_gets_a_graphrag_report(tmp_path, tables):
 def test_reports_are_cached_and_failures_are_rows(tmp_path, tables):
     args = (tables["communities"], tables["entities"], tables["relationships"])
     settings, tok = IndexSettings(**ALL_LLM), default_tokenizer()
-    first, _, _ = write_community_reports(*args, _llm(tmp_path, FakeBackend()), settings, tok)
+    first, _, _ = build_community_reports(*args, _llm(tmp_path, FakeBackend()), settings, tok)
     again_backend = FakeBackend()
-    second, _, _ = write_community_reports(*args, _llm(tmp_path, again_backend), settings, tok)
+    second, _, _ = build_community_reports(*args, _llm(tmp_path, again_backend), settings, tok)
     assert again_backend.calls == 0
     assert second.equals(first)
 
     broken = FakeBackend(broken_every=1)
-    reports, failures, _ = write_community_reports(
+    reports, failures, _ = build_community_reports(
         *args, CachedLLM(broken, LLMCache(tmp_path / "other.sqlite"), "broken"), settings, tok)
     assert reports.height == 0
     assert reports.columns == list(schemas.COMMUNITY_REPORTS_SCHEMA)
@@ -120,7 +121,7 @@ class _Recording:
 
 def test_parents_use_child_reports_when_over_budget(tmp_path, tables):
     backend = _Recording()
-    reports, failures, methods = write_community_reports(
+    reports, failures, methods = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
         _llm(tmp_path, backend), IndexSettings(report_max_input_tokens=60, **ALL_LLM),
         default_tokenizer())
@@ -207,13 +208,13 @@ def test_only_communities_whose_structure_changed_get_a_new_report(tmp_path, tab
     llm = _llm(tmp_path, backend)
     args = (tables["entities"], tables["relationships"], llm, IndexSettings(),
             default_tokenizer())
-    first, _, _ = write_community_reports(tables["communities"], *args)
+    first, _, _ = build_community_reports(tables["communities"], *args)
     calls = backend.calls
     # the same communities, renumbered: every report is kept, none is rewritten
     shifted = tables["communities"].with_columns(
         pl.col("community") + 100, pl.when(pl.col("parent") >= 0).then(pl.col("parent") + 100).otherwise(-1),
         pl.col("children").list.eval(pl.element() + 100))
-    again, _, methods = write_community_reports(shifted, *args, previous=first)
+    again, _, methods = build_community_reports(shifted, *args, previous=first)
     assert backend.calls == calls
     assert methods == {"reused": shifted.height}
     assert sorted(again["community"]) == sorted(shifted["community"])
@@ -223,11 +224,11 @@ def test_only_communities_whose_structure_changed_get_a_new_report(tmp_path, tab
     grown = shifted.with_columns(pl.when(pl.col("community").is_in([100, 102]))
                                  .then(pl.col("entity_ids").list.concat(pl.lit(["x" * 64])))
                                  .otherwise(pl.col("entity_ids")).alias("entity_ids"))
-    third, _, methods = write_community_reports(grown, *args, previous=again)
+    third, _, methods = build_community_reports(grown, *args, previous=again)
     assert methods.get("reused") == shifted.height - 2
     assert sum(v for k, v in methods.items() if k != "reused") == 2  # written, not kept
     # a new report template rewrites everything: reuse is keyed on the template too
-    fresh, _, methods = write_community_reports(grown, *args, previous=None)
+    fresh, _, methods = build_community_reports(grown, *args, previous=None)
     assert "reused" not in methods
 
 
@@ -250,7 +251,7 @@ def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path,
     import jsonschema
 
     backend = _Messages()
-    reports, failures, methods = write_community_reports(
+    reports, failures, methods = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
         _llm(tmp_path, backend), IndexSettings(), default_tokenizer())
     assert failures.height == 0 and reports.height == tables["communities"].height
@@ -273,7 +274,7 @@ def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path,
     # the thresholds are settings: at 2 members and 1 relationship every community of
     # the fixture reaches them
     backend2 = _Messages()
-    again, _, _ = write_community_reports(
+    again, _, _ = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
         _llm(tmp_path / "b", backend2),
         IndexSettings(report_llm_min_members=2, report_llm_min_relationships=1),
@@ -287,7 +288,7 @@ def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path,
 def test_rule_reports_are_bounded_for_large_small_communities(tables):
     import jsonschema
 
-    from kgloom.reports import rule_report
+    from kgloom.reports.community_reports import rule_report
 
     long = "word " * 400
     rels = tables["relationships"].with_columns(pl.lit(long).alias("description"))
@@ -307,7 +308,7 @@ def test_report_prompts_share_their_fixed_prefix(tmp_path, tables):
     """Everything but the community's data comes first and is the same for every
     report, so llama.cpp reuses its KV cache from one report to the next."""
     backend = _Messages()
-    write_community_reports(tables["communities"], tables["entities"],
+    build_community_reports(tables["communities"], tables["entities"],
                             tables["relationships"], _llm(tmp_path, backend),
                             IndexSettings(**ALL_LLM), default_tokenizer())
     assert len(backend.calls) >= 2
@@ -327,7 +328,7 @@ def test_every_community_of_three_or_more_members_gets_an_llm_report(tmp_path, t
             .then(pl.col("relationship_ids").list.head(keep))
             .otherwise(pl.col("relationship_ids")))
         backend = _Messages()
-        reports, failures, _ = write_community_reports(
+        reports, failures, _ = build_community_reports(
             comms, tables["entities"], tables["relationships"],
             _llm(tmp_path / str(keep), backend), IndexSettings(), default_tokenizer())
         assert failures.height == 0
@@ -338,7 +339,7 @@ def test_every_community_of_three_or_more_members_gets_an_llm_report(tmp_path, t
         assert by[2] == "llm"
         # a relationships threshold is a setting: with 2 required, community 2 goes to rules
         backend2 = _Messages()
-        strict, _, _ = write_community_reports(
+        strict, _, _ = build_community_reports(
             comms, tables["entities"], tables["relationships"],
             _llm(tmp_path / f"s{keep}", backend2),
             IndexSettings(report_llm_min_relationships=2), default_tokenizer())

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
+from kgloom.graph.resolution import normalize_title, resolve_entities
 from kgloom.ids import content_id
-from kgloom.resolution import normalize_title, resolve_entities
 
 P = "PERSON"
 
@@ -368,7 +368,7 @@ def test_master_and_mr_of_one_unique_name_stay_one_person():
 
 
 def test_resolution_embeds_a_bounded_text_per_entity_however_many_descriptions():
-    from kgloom.resolution import RESOLUTION_TEXT_CHARS
+    from kgloom.graph.resolution import RESOLUTION_TEXT_CHARS
 
     hub = [("u%d" % i, "Scrooge", P, f"Scrooge counted coin number {i} alone.") for i in range(2000)]
     em, rm = _frames(hub + [("u1", "Bob Cratchit", P, "The clerk."),

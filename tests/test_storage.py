@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kgloom import emit, storage
+from kgloom import storage
+from kgloom.publish import tables
 
 
 @pytest.fixture
@@ -28,10 +29,10 @@ def test_every_writer_gives_files_the_mode_of_the_umask(tmp_path, umask, mask, c
     paths = [storage.write_table(pl.DataFrame({"a": [1]}), tmp_path, "t"),
              storage.write_json({"a": 1}, tmp_path / "x.json"),
              storage.write_text("hello", tmp_path / "x.txt"),
-             emit.write_graphml(carol_tables["entities"], carol_tables["relationships"],
-                                tmp_path / "graph.graphml")]
-    nodes, rels = emit.write_neo4j_import(carol_tables["entities"],
-                                          carol_tables["relationships"], tmp_path / "neo4j")
+             tables.write_graphml(carol_tables["entities"], carol_tables["relationships"],
+                                  tmp_path / "graph.graphml")]
+    nodes, rels = tables.write_neo4j_import(carol_tables["entities"],
+                                            carol_tables["relationships"], tmp_path / "neo4j")
     for path in [*paths, nodes, rels]:
         assert stat.S_IMODE(path.stat().st_mode) == expected, (path.name, oct(mask))
     assert storage.current_umask() == mask

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 from kgloom.config import IndexSettings
+from kgloom.graph.summaries import summarize_descriptions
+from kgloom.ingest.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
-from kgloom.summaries import summarize_descriptions
-from kgloom.testing import FakeBackend
-from kgloom.tokenizer import default_tokenizer
+from kgloom.llm.fake import FakeBackend
 
 SCROOGE = ("Scrooge signed the register of Marley's burial.\n"
            "Scrooge was Marley's sole executor and sole mourner.\n"
@@ -153,7 +153,7 @@ def test_extractive_summary_keeps_the_most_central_descriptions_in_text_order(tm
 
 
 def test_extractive_summary_bounds_and_without_embedder():
-    from kgloom.summaries import extractive_summary
+    from kgloom.graph.summaries import extractive_summary
 
     lines = ["a " * 100, "Short one.", "Another short one.", "Third."]
     # without vectors: the first descriptions that fit
@@ -172,7 +172,7 @@ def test_summary_method_is_validated():
 
 
 def test_spread_keeps_at_most_n_evenly_spaced_in_order():
-    from kgloom.summaries import spread
+    from kgloom.graph.summaries import spread
 
     items = [f"d{i}" for i in range(1000)]
     got = spread(items, 64)

@@ -1,4 +1,4 @@
-"""kgloom.vectors: windowed embeddings (no truncation) and idempotent LanceDB tables."""
+"""kgloom.publish.vectors: windowed embeddings (no truncation) and idempotent LanceDB tables."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom import emit
-from kgloom.vectors import Embedder, write_lancedb
+from kgloom.publish import tables
+from kgloom.publish.vectors import Embedder, write_lancedb
 
 # Stave One's opening, repeated: well over the 256-token window of all-MiniLM-L6-v2.
 LONG_TEXT = " ".join([
@@ -32,7 +32,7 @@ def test_dim_and_unit_vectors(embedder):
     vecs = embedder.embed(["Ebenezer Scrooge", "Tiny Tim", "", LONG_TEXT])
     assert vecs.shape == (4, embedder.dim) and vecs.dtype == np.float32
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
-    assert emit.vectors_valid(vecs, embedder.dim, expected_rows=4)[0]
+    assert tables.vectors_valid(vecs, embedder.dim, expected_rows=4)[0]
     assert embedder.embed([]).shape == (0, embedder.dim)
 
 
@@ -101,7 +101,7 @@ def test_write_lancedb_is_idempotent_and_versioned(tmp_path):
     got = pl.from_arrow(table.to_arrow()).sort("id")
     assert got["kg_node_ids"].to_list() == df["kg_node_ids"].to_list()  # lists survive
     assert got["community_ids"].to_list() == df["community_ids"].to_list()
-    assert emit.vectors_valid(table, 8, expected_rows=20)[0]
+    assert tables.vectors_valid(table, 8, expected_rows=20)[0]
 
     # drop two rows and change one: the table mirrors the frame again
     changed = df.slice(2).with_columns(
@@ -137,7 +137,7 @@ def test_write_lancedb_builds_ann_index_over_threshold(tmp_path):
 
 
 def test_only_changed_rows_are_embedded_and_written_in_batches(tmp_path, embedder):
-    from kgloom.vectors import EMBEDDING_KEY, sync_lancedb
+    from kgloom.publish.vectors import EMBEDDING_KEY, sync_lancedb
 
     texts = ["Scrooge counted his money.", "Bob Cratchit warmed his hands at the candle.",
              "Tiny Tim said God bless us, every one.", "Marley's ghost rattled its chain.",
@@ -173,7 +173,7 @@ def test_only_changed_rows_are_embedded_and_written_in_batches(tmp_path, embedde
 
 
 def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, monkeypatch):
-    import kgloom.vectors as vectors
+    import kgloom.publish.vectors as vectors
 
     texts = [f"Scrooge counted coin number {i}." for i in range(7)]
     whole = embedder.embed(texts)

@@ -1,8 +1,9 @@
 """Is the graph up to date? Which graph-wide assets must run again?
 
 Every graph-wide asset records in its materialization metadata the fingerprint of the
-inputs it was built from (``graph_inputs``: :func:`kgloom.partitions.graph_inputs_fingerprint`
-of the live partitions' manifests, the settings, the models and kgloom's code; computed
+inputs it was built from (``graph_inputs``:
+:func:`kgloom.corpus.partitions.graph_inputs_fingerprint` of the live partitions'
+manifests, the settings, the models and kgloom's code; computed
 by ``entity_graph``, inherited by every later graph asset). An asset whose latest
 materialization carries today's fingerprint needs no run; one with another (or none)
 is stale, and so is everything downstream of it. So:
@@ -20,11 +21,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.assets import ALL_ASSETS
-from kgloom.assets._common import GRAPH_INPUTS
-from kgloom.partitions import graph_inputs_fingerprint
+from kgloom.corpus.partitions import graph_inputs_fingerprint
+from kgloom.pipelines.asset_graph import ALL_ASSETS
+from kgloom.pipelines.input_files import live_partition_keys
 from kgloom.pipelines.jobs import GRAPH_ASSETS, INGEST_ASSETS
-from kgloom.pipelines.partitions import live_partition_keys
+from kgloom.pipelines.wiring import GRAPH_INPUTS
 
 _INGEST_KEYS = {dg.AssetKey(n) for n in ("documents", "text_units", "extracted_graph")}
 GRAPH_KEYS = [k for a in ALL_ASSETS for k in a.keys if k not in _INGEST_KEYS]

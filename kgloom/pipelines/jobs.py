@@ -17,8 +17,8 @@ import json
 
 import dagster as dg
 
-from kgloom.partitions import diff_inputs, input_hashes, manifest_hashes
-from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
+from kgloom.corpus.partitions import diff_inputs, input_hashes, manifest_hashes
+from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 
 INGEST_ASSETS = dg.AssetSelection.assets("documents", "text_units", "extracted_graph")

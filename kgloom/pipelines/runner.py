@@ -19,14 +19,14 @@ import dagster as dg
 from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
-from kgloom.assets import ALL_ASSETS
-from kgloom.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
-                               settings_fingerprint)
+from kgloom.corpus.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
+                                      settings_fingerprint)
+from kgloom.pipelines.asset_graph import ALL_ASSETS
 from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
                                         stale_graph_assets)
+from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.jobs import graph_job, ingest_job
 from kgloom.pipelines.logs import run_config_for_logs
-from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.recovery import process_tags
 
 REPORTS_KEY = dg.AssetKey("community_reports")
@@ -36,11 +36,11 @@ def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: st
                     settings: str | None = None) -> InputDiff:
     """Make the instance's ``input_files`` partitions equal the input folder's files.
 
-    Returns the :class:`kgloom.partitions.InputDiff` of the folder against what each
+    Returns the :class:`kgloom.corpus.partitions.InputDiff` of the folder against what each
     partition was last built from (its manifest): ``added``/``changed`` need an ingest
     run, ``deleted`` were removed from the instance (their stored tables go at the next
     graph refresh). A partition whose last build did not finish, or ran under another
-    ``settings`` fingerprint (:func:`kgloom.partitions.settings_fingerprint`; None
+    ``settings`` fingerprint (:func:`kgloom.corpus.partitions.settings_fingerprint`; None
     ignores settings), counts as changed. Safe when another process registers the same
     partitions at the same moment (:func:`register_partitions`).
 

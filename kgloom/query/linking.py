@@ -1,6 +1,6 @@
 """Query entity linking by name: the question's spans matched to entity titles and aliases.
 
-Names are compared under the entity-resolution key (:func:`kgloom.resolution.normalize_title`:
+Names are compared under the entity-resolution key (:func:`kgloom.graph.resolution.normalize_title`:
 Unicode NFKC, case-folded, punctuation as spaces), so the question's "Lothair Ii's"
 finds the entity "Lothair II" and an alias recorded by resolution ("Mr. Cratchit")
 finds its canonical entity. Spans come from two places:
@@ -8,7 +8,7 @@ finds its canonical entity. Spans come from two places:
 - every run of 1 to ``MAX_SPAN_TOKENS`` words of the question, longest first and
   non-overlapping (so "Bob Cratchit" wins over "Bob"), skipping spans made only of
   common words and single lower-case words;
-- the extraction's own candidate finder (:func:`kgloom.extraction.candidate_names`):
+- the extraction's own candidate finder (:func:`kgloom.extraction.extract.candidate_names`):
   a capitalized span with no exact match may still name an entity whose title contains
   it as whole words ("Lothair II" -> "Lothair II of Lotharingia"), when at most
   ``MAX_PARTIAL_MATCHES`` entities do.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from kgloom.extraction import candidate_names
-from kgloom.resolution import normalize_title
+from kgloom.extraction.extract import candidate_names
+from kgloom.graph.resolution import normalize_title
 
 MAX_SPAN_TOKENS = 8
 MAX_PARTIAL_MATCHES = 3

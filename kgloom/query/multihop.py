@@ -88,7 +88,7 @@ def bfs(graph_dir: str | Path, seed_entity_ids: list[str], depth: int,
     """Breadth-first search from seed entities over the emitted graph, edges undirected.
 
     Reads ``<graph_dir>/graph-nodes.parquet`` and ``<graph_dir>/graph-edges.parquet``
-    (as written by ``kgloom.emit.build_graph_tables``) directly from the files with one
+    (as written by ``kgloom.publish.tables.build_graph_tables``) directly from the files with one
     DuckDB recursive CTE.
 
     With duckdb >= 1.3 (kgloom pins a newer one; 2.0.1 when written) the CTE is

@@ -46,12 +46,12 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
+from kgloom.publish.vectors import (EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, LANCEDB_DIR, Embedder,
+                                    ExternalVectors, read_embedder_manifest, search_vectors,
+                                    vector_index_type)
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
 from kgloom.storage import table_path
-from kgloom.vectors import (EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, LANCEDB_DIR, Embedder,
-                            ExternalVectors, read_embedder_manifest, search_vectors,
-                            vector_index_type)
 
 MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid", "bridge")
 GRAPH_BACKENDS = ("duckdb", "memory")
@@ -207,7 +207,7 @@ class Retriever:
 
     Args:
         output_dir: the folder ``kgloom index`` wrote (holds ``lancedb/`` and parquet).
-        embedder: an :class:`kgloom.vectors.Embedder`, a model folder, or None for
+        embedder: an :class:`kgloom.publish.vectors.Embedder`, a model folder, or None for
             ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2. It must be the
             embedder that built the index.
         graph_backend: ``duckdb`` (BFS by DuckDB's recursive CTE straight over

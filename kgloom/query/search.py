@@ -656,7 +656,7 @@ class Searcher:
 
     def _check_fit(self, template: PromptTemplate, schema: dict, tokens: int, budget: int,
                    **inputs: str) -> None:
-        from kgloom.extraction import prompt_room
+        from kgloom.extraction.extract import prompt_room
         from kgloom.llm import reply_token_bound
 
         room = prompt_room(self.llm, template, reply_token_bound(schema) or template.max_tokens,

@@ -25,10 +25,10 @@ import os
 import dagster as dg
 
 from kgloom.config import load_settings_file, settings_fields, settings_from_mapping
-from kgloom.llm_http import parse_urls
+from kgloom.llm.http import parse_urls
 from kgloom.resources.embedder import EmbedderResource
-from kgloom.resources.llm import LLMResource
-from kgloom.resources.paths import IndexConfigResource
+from kgloom.resources.index import IndexConfigResource
+from kgloom.resources.model import LLMResource
 
 __all__ = ["EmbedderResource", "IndexConfigResource", "LLMResource", "build_resources",
            "code_location_resources", "resolve_settings"]

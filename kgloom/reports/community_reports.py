@@ -28,9 +28,9 @@ import polars as pl
 from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id
+from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
-from kgloom.tokenizer import Tokenizer
 
 STAGE = "community_reports"
 
@@ -133,7 +133,7 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
         entities / relationships: the full tables (with degree / combined_degree).
         child_reports: reports (dicts with title, summary, size) of its sub-communities.
-        budget: max tokens of :mod:`kgloom.tokenizer`.
+        budget: max tokens of :mod:`kgloom.ingest.tokenizer`.
         claims: the members' claims (see :func:`member_claims`), listed after the
             relationships under "Claims:"; None adds nothing (the context is then
             exactly members and relationships).
@@ -272,14 +272,14 @@ def _placement(community: dict) -> dict:
             "period": community["period"], "size": community["size"]}
 
 
-def write_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
+def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             relationships: pl.DataFrame, llm: CachedLLM,
                             settings: IndexSettings, tokenizer: Tokenizer,
                             progress: Callable[[int, int], None] | None = None,
                             previous: pl.DataFrame | None = None,
                             claims: pl.DataFrame | None = None,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
-    """Write a report for every community, deepest level first.
+    """Build a report for every community, deepest level first (the caller writes them).
 
     Incremental indexing: a community whose :func:`report_key` (members, internal
     relationships, template, model, settings) equals that of a report in ``previous`` keeps

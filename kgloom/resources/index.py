@@ -11,10 +11,10 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
 from kgloom.config import IndexSettings, settings_fields, settings_from_mapping
+from kgloom.corpus.partitions import partition_dir
 from kgloom.lock import LockWaitCancelled, writer_lock
-from kgloom.partitions import partition_dir
-from kgloom.stats import stages_dir
 from kgloom.pipelines.recovery import COMMAND_TAG, PID_TAG, process_tags
+from kgloom.stats import stages_dir
 
 
 class _IndexConfigBase(dg.ConfigurableResource):

@@ -2,7 +2,7 @@
 
 A text unit is at most ``chunk_size`` tokens; consecutive units share about
 ``chunk_overlap`` tokens (GraphRAG's token chunker, ``chunking.type: tokens``; kgloom
-defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.tokenizer` and keep
+defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.ingest.tokenizer` and keep
 the document's own characters (``text == doc_text[start_char:end_char]``). Unlike a plain
 token window, a unit never ends or starts inside a word (a name cut at a unit's edge,
 ``Sc`` of ``Scrooge``, would become an entity of its own): each end moves back to the
@@ -17,7 +17,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.ids import content_id
-from kgloom.tokenizer import Tokenizer
+from kgloom.ingest.tokenizer import Tokenizer
 
 _SENTENCE_END = set(".!?…。！？")
 _CLAUSE_END = set(",;:、，；：)]）」』”’\"'»")
@@ -84,9 +84,9 @@ def split_text_units(documents: pl.DataFrame, tokenizer: Tokenizer, chunk_size: 
     Returns:
         a ``CHUNKS_SCHEMA`` frame (id, text, n_tokens, document_id, chunk_index,
         start_char, end_char), in document (``human_readable_id``) then chunk order. The
-        graph columns are added once, from the graph (``kgloom.emit``), the corpus-wide
+        graph columns are added once, from the graph (``kgloom.publish.tables``), the corpus-wide
         ``human_readable_id`` and the documents' ``text_unit_ids`` when the partitions are
-        combined (``kgloom.partitions``).
+        combined (``kgloom.corpus.partitions``).
     """
     rows: list[dict] = []
     for doc in documents.sort("human_readable_id").iter_rows(named=True):

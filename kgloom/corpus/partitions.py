@@ -27,14 +27,14 @@ from urllib.parse import quote, unquote
 import polars as pl
 
 from kgloom import schemas
-from kgloom.documents import STAGE as FIRST_STAGE
-from kgloom.documents import list_input_files, read_documents
-from kgloom.extraction import STAGE as LAST_STAGE  # a partition is complete after it
-from kgloom.extraction import UNIT_STATUS, UNIT_STATUS_SCHEMA
-from kgloom.chunking import with_text_unit_ids
-from kgloom.claims import STAGE as CLAIMS_STAGE
 from kgloom.config import IndexSettings
+from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
+from kgloom.extraction.extract import STAGE as LAST_STAGE  # a partition is complete after it
+from kgloom.extraction.extract import UNIT_STATUS, UNIT_STATUS_SCHEMA
 from kgloom.ids import content_id, file_sha256
+from kgloom.ingest.chunking import with_text_unit_ids
+from kgloom.ingest.documents import STAGE as FIRST_STAGE
+from kgloom.ingest.documents import list_input_files, read_documents
 from kgloom.stats import STAGES_DIR, stages_dir
 from kgloom.storage import failures_frame, write_json, write_table
 
@@ -165,7 +165,7 @@ def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
 def code_fingerprint() -> str:
     """Return a hex SHA-256 of kgloom's own source files (``kgloom/**/*.py``): any code
     change, e.g. an edited prompt, makes the graph-wide stages run again."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # kgloom/
     return content_id("code", *(f"{p.relative_to(root)}:{file_sha256(str(p))}"
                                 for p in sorted(root.rglob("*.py"))))
 
@@ -202,10 +202,10 @@ def manifest_hashes(output_dir: str | Path,
 def read_partition_documents(input_dir: str | Path, key: str, cut_boilerplate: bool = True
                              ) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
     """Read the documents of partition ``key``'s input file (``cut_boilerplate``: see
-    :func:`kgloom.documents.read_documents`).
+    :func:`kgloom.ingest.documents.read_documents`).
 
     Returns:
-        (documents, failures, sha256): as :func:`kgloom.documents.read_documents`, plus
+        (documents, failures, sha256): as :func:`kgloom.ingest.documents.read_documents`, plus
         the file's hex SHA-256. A missing file gives no documents, one failures row
         ("input file is gone") and sha256 None: the partition should be deleted, which
         the sensor and ``kgloom index`` do.

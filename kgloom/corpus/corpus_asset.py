@@ -12,10 +12,10 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import GRAPH_INPUTS, Timer
-from kgloom.assets.extraction import extracted_graph
-from kgloom.partitions import graph_inputs_fingerprint, refresh_corpus, stored_partitions
-from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
+from kgloom.corpus.partitions import graph_inputs_fingerprint, refresh_corpus, stored_partitions
+from kgloom.extraction.extraction_assets import extracted_graph
+from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
+from kgloom.pipelines.wiring import GRAPH_INPUTS, Timer
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 

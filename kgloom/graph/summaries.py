@@ -26,9 +26,9 @@ import numpy as np
 import polars as pl
 
 from kgloom.config import IndexSettings
+from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
-from kgloom.tokenizer import Tokenizer
 
 STAGE = "summaries"
 
@@ -110,7 +110,7 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
 
     Args:
         table: an entities or relationships frame; ``description`` holds distinct
-            descriptions joined by newlines (see :mod:`kgloom.resolution`).
+            descriptions joined by newlines (see :mod:`kgloom.graph.resolution`).
         name_col: column naming the item in the prompt (``title``, or ``source`` for
             relationships, whose prompt name is ``"<source> -> <target>"``).
         llm: the cached LLM (stage ``summaries``; used only by the ``llm`` method).

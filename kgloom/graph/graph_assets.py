@@ -1,5 +1,5 @@
 """Assets: entities / relationships / entity_aliases / covariates (from the corpus's
-mentions), communities, community_reports (published level)."""
+mentions) and communities (published level)."""
 
 import datetime as dt
 from collections import Counter
@@ -8,23 +8,21 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
-                                   graph_inputs_of, png_md, preview, progress)
-from kgloom.assets.corpus import corpus
-from kgloom.claims import build_covariates
-from kgloom.entities import build_entity_tables
-from kgloom.graph import hierarchical_leiden
+from kgloom.corpus.corpus_asset import corpus
+from kgloom.extraction.claims import build_covariates
+from kgloom.graph.communities import hierarchical_leiden
+from kgloom.graph.entities import build_entity_tables
+from kgloom.graph.summaries import STAGE as SUMMARIES_STAGE
+from kgloom.graph.summaries import VERIFY_STAGE
+from kgloom.ingest.tokenizer import default_tokenizer
 from kgloom.llm import StageStats
+from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
+                                     graph_inputs_of, png_md, preview, progress)
 from kgloom.plots import bar_chart_png
-from kgloom.reports import STAGE as REPORTS_STAGE
-from kgloom.reports import write_community_reports
+from kgloom.publish.vectors import release_memory
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table
-from kgloom.summaries import STAGE as SUMMARIES_STAGE
-from kgloom.summaries import VERIFY_STAGE
-from kgloom.tokenizer import default_tokenizer
-from kgloom.vectors import release_memory
 
 
 @dg.multi_asset(
@@ -127,40 +125,3 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
         "sizes": preview(comms.group_by("level").agg(
             communities=pl.len(), max_size=pl.col("size").max()).sort("level"),
             ["level", "communities", "max_size"])})
-
-
-@dg.asset(group_name="reports", deps=[communities, "entities", "relationships", "covariates"],
-          pool="llm", kinds={"llama_cpp", "parquet"})
-def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
-                      llm: LLMResource) -> dg.MaterializeResult:
-    """An LLM report per community, deepest level first (sub-reports stand in when over budget)."""
-    clock = Timer.started()
-    s = index.settings()
-    comms = read_table(index.out, schemas.COMMUNITIES)
-    ents = read_table(index.out, schemas.ENTITIES)
-    rels = read_table(index.out, schemas.RELATIONSHIPS)
-    previous = (read_table(index.out, schemas.COMMUNITY_REPORTS, schemas.COMMUNITY_REPORTS_SCHEMA)
-                if s.reuse_reports else None)
-    claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
-    cached = llm.open(index.out, log=context.log)
-    reports, failures, methods = write_community_reports(
-        comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
-        previous=previous, claims=claims)
-    write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
-    write_table(failures, index.corpus_folder, f"{schemas.FAILURES}.{REPORTS_STAGE}")
-    st = cached.stats.get(REPORTS_STAGE)
-    by = dict(reports.group_by("generated_by").len().iter_rows()) if reports.height else {}
-    stats = write_stage_stats(index.out, REPORTS_STAGE, clock.elapsed,
-                              st.as_dict() if st else {},
-                              reports=reports.height, failures=failures.height,
-                              context_methods=methods, llm_reports=by.get("llm", 0),
-                              rule_reports=by.get("rules", 0),
-                              llm_backend=cached.backend_settings())
-    return dg.MaterializeResult(metadata={
-        GRAPH_INPUTS: graph_inputs_of(context, "communities", "covariates"),
-        "rows": reports.height, "communities": comms.height, "failures": failures.height,
-        "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
-        "context_methods": dg.MetadataValue.json(methods),
-        **cost_metadata(stats),
-        **endpoint_metadata(cached),
-        "preview": preview(reports, ["community", "level", "title", "rank", "size"])})

@@ -24,9 +24,9 @@ _SPACE = re.compile(r"\s")
 
 
 def _default_tokenizer_path() -> Path:
-    from kgloom.vectors import default_model_path  # the one place that finds the model
+    from kgloom.publish.vectors import default_embedder_path  # the one place that finds the model
 
-    return Path(default_model_path()) / "tokenizer.json"
+    return Path(default_embedder_path()) / "tokenizer.json"
 
 
 class Tokenizer:

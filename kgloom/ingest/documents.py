@@ -3,7 +3,7 @@
 Supported: ``.txt`` and ``.md`` (one document per file), ``.jsonl`` (one document per
 line; text in ``text``, optional ``title``), ``.csv`` (one document per row; same
 columns). Text is decoded as UTF-8, or by its byte-order mark (UTF-16/32), or in the
-legacy encoding detected with enough confidence (:mod:`kgloom.decoding`; the encoding
+legacy encoding detected with enough confidence (:mod:`kgloom.ingest.decoding`; the encoding
 and confidence are recorded on each document, a file decoded with too little
 confidence is a failures row naming the guess), Unicode-normalized (NFC), with
 ``\\r\\n`` turned into ``\\n`` and outer whitespace stripped; the document id is the
@@ -23,8 +23,8 @@ from pathlib import Path
 import polars as pl
 
 from kgloom import schemas
-from kgloom.decoding import MIN_CONFIDENCE, decode_bytes
 from kgloom.ids import content_id
+from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
 from kgloom.storage import failures_frame
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl", ".csv")

@@ -17,7 +17,7 @@ sources, chosen per script of each text unit (:func:`scripts_of`) by the setting
   corpus, maximal and not led or ended by the corpus's most frequent characters.
 
 A fourth source, ``open`` (the model proposes names, kept only when found verbatim in the
-unit), needs the LLM and lives in :mod:`kgloom.extraction`.
+unit), needs the LLM and lives in :mod:`kgloom.extraction.extract`.
 
 Every candidate is a substring of the unit's text, so names stay grounded.
 """
@@ -710,7 +710,7 @@ def find_candidates(text: str, candidate_source: str = "auto", stats: Counter | 
     Args:
         text: the unit's text.
         candidate_source: ``auto | proper_names | segmenter | ngram | open``; ``open``
-            gives nothing here (the model proposes; see :mod:`kgloom.extraction`).
+            gives nothing here (the model proposes; see :mod:`kgloom.extraction.extract`).
         stats: corpus statistics from :func:`word_counts` over the corpus's units
             (None: the unit alone).
         limit: keep at most this many (None: all).
@@ -748,7 +748,7 @@ def find_candidates(text: str, candidate_source: str = "auto", stats: Counter | 
 # words around it in the text. A 135M model types names little better than by position
 # (measured in bench/bench_quality.py), so these cues, where one fires, decide a
 # mention's type; the model's type stands elsewhere, and an entity's type is the vote of
-# its mentions (kgloom.resolution).
+# its mentions (kgloom.graph.resolution).
 _ORG_WORDS = frozenset("""university universität université università universidad
 uniwersytet univerzita университет college academy akademie académie akademia академия
 institute institut instytut институт school schule école szkoła школа company co corp

@@ -3,15 +3,15 @@
 import dagster as dg
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, preview
-from kgloom.chunking import split_text_units
-from kgloom.documents import STAGE as DOCUMENTS_STAGE
-from kgloom.partitions import mark_stage, read_partition_documents
-from kgloom.pipelines.partitions import input_files_partitions
+from kgloom.corpus.partitions import mark_stage, read_partition_documents
+from kgloom.ingest.chunking import split_text_units
+from kgloom.ingest.documents import STAGE as DOCUMENTS_STAGE
+from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.pipelines.input_files import input_files_partitions
+from kgloom.pipelines.wiring import Timer, preview
 from kgloom.resources import IndexConfigResource
 from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table
-from kgloom.tokenizer import default_tokenizer
 
 
 @dg.asset(group_name="ingest", partitions_def=input_files_partitions, kinds={"polars", "parquet"})

@@ -73,7 +73,7 @@ GRAPH_INPUTS = "graph_inputs"  # metadata key of every graph-wide asset
 
 
 def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:
-    """The graph-inputs fingerprint (``kgloom.partitions.graph_inputs_fingerprint``) this
+    """The graph-inputs fingerprint (``kgloom.corpus.partitions.graph_inputs_fingerprint``) this
     asset is built from: the one shared by the latest materializations of its graph-wide
     ``upstream`` assets, or "" when they differ or lack one (the asset then counts as
     stale). The ``corpus`` asset computes it; every later graph asset inherits it."""

@@ -1,7 +1,7 @@
 """The partitions of the asset graph: one dynamic partition per input file.
 
 Keys are input paths relative to the input folder, in POSIX form (see
-:mod:`kgloom.partitions`). They are added and deleted by ``input_folder_sensor``, by
+:mod:`kgloom.corpus.partitions`). They are added and deleted by ``input_folder_sensor``, by
 ``kgloom index`` / ``kgloom partitions``, or by hand
 (``DagsterInstance.add_dynamic_partitions("input_files", [...])``).
 """

@@ -407,7 +407,7 @@ def resolve_entities(
         (honorifics not counted), ties alphabetical; type by majority vote, ties
         alphabetical; description = distinct mention descriptions joined by "\\n" in
         input order; frequency = distinct text units. degree, weighted_degree, pagerank
-        and combined_degree are 0 here (see :mod:`kgloom.graph`). Relationship id =
+        and combined_degree are 0 here (see :mod:`kgloom.graph.communities`). Relationship id =
         ``content_id("relationship", a, b)`` of the sorted entity id pair; source is the
         title of the smaller id; weight = sum of strengths; kind "extracted" when any
         mention was extracted, else "co_mention".

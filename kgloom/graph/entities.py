@@ -1,9 +1,9 @@
 """From extracted mentions to the final entities and relationships tables (no Dagster).
 
 One function, :func:`build_entity_tables`, runs the three steps in order: entity
-resolution (:mod:`kgloom.resolution`, with the optional LLM yes/no check of embedding
-candidates), description summaries (:mod:`kgloom.summaries`), and graph metrics
-(:mod:`kgloom.graph`).
+resolution (:mod:`kgloom.graph.resolution`, with the optional LLM yes/no check of embedding
+candidates), description summaries (:mod:`kgloom.graph.summaries`), and graph metrics
+(:mod:`kgloom.graph.communities`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import numpy as np
 import polars as pl
 
 from kgloom.config import IndexSettings
-from kgloom.graph import compute_graph_metrics
+from kgloom.graph.communities import compute_graph_metrics
+from kgloom.graph.resolution import resolve_entities
+from kgloom.graph.summaries import llm_verifier, summarize_descriptions
+from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM
-from kgloom.resolution import resolve_entities
-from kgloom.summaries import llm_verifier, summarize_descriptions
-from kgloom.tokenizer import Tokenizer
 
 
 def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl.DataFrame,

@@ -4,14 +4,14 @@ partition per input file."""
 import dagster as dg
 
 from kgloom import schemas
-from kgloom.assets._common import Timer, cost_metadata, endpoint_metadata, preview, progress
-from kgloom.assets.ingest import documents, text_units
-from kgloom.checks import extraction_yield
-from kgloom.claims import STAGE as CLAIMS_STAGE
-from kgloom.claims import extract_claims
-from kgloom.extraction import STAGE, UNIT_STATUS, extract_graph
-from kgloom.partitions import mark_stage, settings_fingerprint
-from kgloom.pipelines.partitions import input_files_partitions
+from kgloom.corpus.partitions import mark_stage, settings_fingerprint
+from kgloom.extraction.checks import extraction_yield
+from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
+from kgloom.extraction.claims import extract_claims
+from kgloom.extraction.extract import STAGE, UNIT_STATUS, extract_graph
+from kgloom.ingest.ingest_assets import documents, text_units
+from kgloom.pipelines.input_files import input_files_partitions
+from kgloom.pipelines.wiring import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table

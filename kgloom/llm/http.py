@@ -22,7 +22,7 @@ the cache, validation, retry-with-another-seed and failures rows of
   message names ``response_format``; llama-cpp-python 0.3 answers 500).
 - **Reply bounds.** A server builds its grammar from the schema with strings bounded in
   characters, where the in-process grammar bounds them in bytes
-  (:mod:`kgloom.grammar`): ``max_tokens`` is raised to
+  (:mod:`kgloom.llm.grammar`): ``max_tokens`` is raised to
   :func:`kgloom.llm.server_reply_token_bound` (every character counted at its longest,
   6 bytes), so no schema-valid reply of emoji, CJK or escapes is cut. A server whose
   context has no room for that (vLLM answers HTTP 400 "maximum context length") is asked

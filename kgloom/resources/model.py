@@ -8,9 +8,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, default_model_path,
+from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, default_gguf_path,
                         open_llm, verify_model_file)
-from kgloom.llm_http import OpenAIChatBackend, common_model, parse_urls
+from kgloom.llm.http import OpenAIChatBackend, common_model, parse_urls
 
 __all__ = ["CACHE_FILE", "LLMResource"]
 
@@ -19,10 +19,10 @@ class LLMResource(dg.ConfigurableResource):
     """A local LLM. ``model_path`` empty means the bundled SmolLM2-135M-Instruct (its
     SHA-256 is verified; ``definitions.build_resources`` fills ``model_path`` from env
     ``KGLOOM_MODEL_PATH``). ``fake`` uses
-    :class:`kgloom.testing.FakeBackend` (tests and demos; no model needed).
+    :class:`kgloom.llm.fake.FakeBackend` (tests and demos; no model needed).
 
     ``urls`` (env ``KGLOOM_LLM_URL``, several separated by commas) selects OpenAI-compatible
-    model servers instead (:class:`kgloom.llm_http.OpenAIChatBackend`); the GGUF fields
+    model servers instead (:class:`kgloom.llm.http.OpenAIChatBackend`); the GGUF fields
     are then unused. ``llm_concurrency`` calls of a stage go out at once, spread over the
     servers; in-process they queue on the one model (its lock). ``llm_slots`` is how many
     sequences the servers decode at once in total (0: one per server, 1 in-process);
@@ -34,7 +34,7 @@ class LLMResource(dg.ConfigurableResource):
     # prompt (<= ~1.7k model tokens for a 600-token unit or a 1.2k-token report context)
     # plus the longest reply the bounded schemas allow (see llm.reply_token_bound)
     n_ctx: int = 4096
-    n_threads: int = 0  # 0: chosen per call from the machine's load (kgloom.cpu)
+    n_threads: int = 0  # 0: chosen per call from the machine's load (kgloom.llm.cpu)
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
     n_batch: int = 512  # llama.cpp's logical batch of prompt evaluation (tokens)
     n_ubatch: int = 512  # its physical batch (tokens)
@@ -85,7 +85,7 @@ class LLMResource(dg.ConfigurableResource):
 
     def resolved_model_path(self) -> Path:
         """Return the GGUF path this resource will load."""
-        return Path(self.model_path) if self.model_path else default_model_path()
+        return Path(self.model_path) if self.model_path else default_gguf_path()
 
     def verify(self) -> str:
         """Check the model before any work; return its identity: the GGUF's SHA-256, the
@@ -93,7 +93,7 @@ class LLMResource(dg.ConfigurableResource):
 
         Raises:
             kgloom.llm.ModelFileError: with the path and the fix.
-            kgloom.llm_http.LLMServerError: naming a server that is unreachable or does
+            kgloom.llm.http.LLMServerError: naming a server that is unreachable or does
                 not serve the model.
             ValueError: when ``llm_concurrency`` <= 0 or a URL is malformed.
         """
