@@ -20,7 +20,24 @@ from kgloom.llm.fake import FakeBackend
 FAULTS = ("none", "slow", "not_json", "breaks_schema", "http_500", "not_a_completion")
 
 
-class FakeChatServer:
+class _Service:
+    """A server started by ``start()`` (returning itself) and stopped by ``stop()``; as a
+    context manager, started on entry and stopped on exit."""
+
+    def start(self):  # pragma: no cover - subclasses define it
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - subclasses define it
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class FakeChatServer(_Service):
     """An OpenAI-compatible chat server on 127.0.0.1 answering like :class:`FakeBackend`.
 
     ``GET /v1/models`` lists ``model_id``; ``POST /v1/chat/completions`` answers with
@@ -150,11 +167,6 @@ class FakeChatServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "FakeChatServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def free_port() -> int:
@@ -166,7 +178,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class LlamaCppServer:
+class LlamaCppServer(_Service):
     """llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, the
     ``llama-cpp-python[server]`` extra) in a subprocess on 127.0.0.1, for tests and
     benchmarks.
@@ -241,8 +253,3 @@ class LlamaCppServer:
                 self._proc.wait()
         self._proc = None
 
-    def __enter__(self) -> "LlamaCppServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -182,28 +182,53 @@ def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
                    "seed": seed}
     if not ids:
         return schemas.empty(schemas.COMMUNITIES_SCHEMA), stats
+    levels = _split_levels(g, len(ids), max_cluster_size, seed, stats["splits"])
+    stats["louvain_modularity"] = _louvain_modularity(g, seed)
+    rows = _community_rows(g, levels, ids, entities, relationships, period, stats)
+    stats["levels"] = len(levels)
+    stats["oversized_at_last_level"] = sum(len(c) > max_cluster_size for c in levels[-1])
+    _link_children(rows)
+    return pl.DataFrame(rows, schema=schemas.COMMUNITIES_SCHEMA), stats
 
-    # levels[k] = list of communities, each a sorted list of vertex ids (= sorted entity ids)
-    levels = [_groups(list(range(len(ids))), _leiden(g, seed))]
+
+def _split_levels(g: ig.Graph, n: int, max_cluster_size: int, seed: int,
+                  splits: dict[str, int]) -> list[list[list[int]]]:
+    """Step 1: the levels as lists of communities, each a sorted list of vertex ids:
+    Leiden on the whole graph, then every community over ``max_cluster_size`` split
+    (:func:`_split`, counted in ``splits`` by method) into the next level, the others
+    carried down, until none is oversized or ``MAX_LEVELS`` is reached."""
+    levels = [_groups(list(range(n)), _leiden(g, seed))]
     while len(levels) < MAX_LEVELS and any(len(c) > max_cluster_size for c in levels[-1]):
         nxt = []
         for members in levels[-1]:
             if len(members) > max_cluster_size:
                 parts, how = _split(g, members, seed)
-                stats["splits"][how] += 1
+                splits[how] += 1
                 nxt.extend(parts)
             else:
                 nxt.append(members)
         levels.append(sorted(nxt))
+    return levels
 
-    # igraph's multilevel draws node order from its RNG: seed it, then restore the default.
+
+def _louvain_modularity(g: ig.Graph, seed: int) -> float:
+    """Step 2: the modularity of igraph's Louvain (``community_multilevel``) on the same
+    graph, a baseline for level 0. Its node order comes from igraph's RNG: seeded here,
+    then the default restored."""
     ig.set_random_number_generator(random.Random(seed))
     try:
         louvain = g.community_multilevel(weights="weight" if g.ecount() else None)
     finally:
         ig.set_random_number_generator(random)
-    stats["louvain_modularity"] = _modularity(g, louvain.membership)
+    return _modularity(g, louvain.membership)
 
+
+def _community_rows(g: ig.Graph, levels: list[list[list[int]]], ids: list[str],
+                    entities: pl.DataFrame, relationships: pl.DataFrame, period: str,
+                    stats: dict) -> list[dict]:
+    """Step 3: one row per community per level (numbers 0..N-1 in level order; parent
+    one level up; relationships with both ends inside; text units of the members), and
+    each level's modularity, community count and largest size appended to ``stats``."""
     units = dict(zip(entities["id"].to_list(), entities["text_unit_ids"].to_list()))
     index = {eid: v for v, eid in enumerate(ids)}
     rel_ends = [(rid, index[s], index[t]) for rid, s, t in
@@ -236,13 +261,15 @@ def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
                 "period": period, "size": len(members),
             })
         number += len(communities)
-    stats["levels"] = len(levels)
-    stats["oversized_at_last_level"] = sum(len(c) > max_cluster_size for c in levels[-1])
+    return rows
 
+
+def _link_children(rows: list[dict]) -> None:
+    """Step 4: each row's sorted ``children`` (the communities one level down whose parent
+    it is) and ``human_readable_id`` (= its community number), in place."""
     children: dict[int, list[int]] = {}
     for r in rows:
         children.setdefault(r["parent"], []).append(r["community"])
     for r in rows:
         r["children"] = sorted(children.get(r["community"], []))
         r["human_readable_id"] = r["community"]
-    return pl.DataFrame(rows, schema=schemas.COMMUNITIES_SCHEMA), stats

@@ -427,7 +427,31 @@ def resolve_entities(
             return title
         return normalize_title(title) or unicodedata.normalize("NFKC", title).casefold().strip()
 
-    # Pass 1: one _Key per normalization key.
+    keys, units_of = _collect_keys(ents, key_of)
+    uf = _UnionFind(keys)
+    by_context: set[str] = set()
+    if "name_extension" in methods:
+        by_context = _merge_name_extensions(
+            keys, uf, units_of if "name_context" in methods else None)
+    ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
+    emb_score: dict[str, float] = {}
+    if embed is not None and "embedding" in methods:
+        emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold, verify=verify,
+                                      units_of=units_of)
+    groups: dict[str, list[str]] = {}
+    for k in sorted(keys):
+        groups.setdefault(uf.find(k), []).append(k)
+    entities, aliases, entity_of_key, title_of = _entity_tables(
+        keys, units_of, groups, ne_root, by_context, emb_score, similarity_threshold)
+    relationships = _aggregate_relationships(rels, lambda t: entity_of_key.get(key_of(t)),
+                                             title_of)
+    return entities, relationships, aliases
+
+
+def _collect_keys(ents: pl.DataFrame, key_of: Callable[[str], str]
+                  ) -> tuple[dict[str, _Key], dict[str, set[str]]]:
+    """Pass 1: one :class:`_Key` per normalization key (surface counts, types,
+    descriptions with their row), and the text units that mention each key."""
     keys: dict[str, _Key] = {}
     units_of: dict[str, set[str]] = {}
     for row, (unit, title, typ, desc) in enumerate(ents.select(
@@ -440,22 +464,19 @@ def resolve_entities(
         info.types.append((typ or "").strip().upper())
         info.descriptions.append((row, (desc or "").strip()))
         units_of.setdefault(k, set()).add(unit)
+    return keys, units_of
 
-    uf = _UnionFind(keys)
-    by_context: set[str] = set()
-    if "name_extension" in methods:
-        by_context = _merge_name_extensions(
-            keys, uf, units_of if "name_context" in methods else None)
-    ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
-    emb_score: dict[str, float] = {}
-    if embed is not None and "embedding" in methods:
-        emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold, verify=verify,
-                                      units_of=units_of)
 
-    groups: dict[str, list[str]] = {}
-    for k in sorted(keys):
-        groups.setdefault(uf.find(k), []).append(k)
-
+def _entity_tables(keys: dict[str, _Key], units_of: dict[str, set[str]],
+                   groups: dict[str, list[str]], ne_root: dict[str, str],
+                   by_context: set[str], emb_score: dict[str, float],
+                   similarity_threshold: float
+                   ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, str], dict[str, str]]:
+    """Last pass: one entity row per merged group (canonical title, voted type, joined
+    descriptions, text units) and one alias row per surface form, saying which pass
+    merged it (``ne_root``: the groups after the rule-based passes; ``by_context``: keys
+    merged by name context; ``emb_score``: best cosine of embedding merges). Returns
+    (entities, aliases, key -> entity id, entity id -> title)."""
     entity_rows, alias_rows = [], []
     entity_of_key: dict[str, str] = {}
     title_of: dict[str, str] = {}
@@ -486,15 +507,12 @@ def resolve_entities(
                 how = method or ("exact" if surface == canon_title else "normalized")
                 alias_rows.append({"alias": surface, "entity_id": eid, "method": how,
                                    "score": score})
-
     entities = _with_hrid(pl.DataFrame(entity_rows, schema={
         c: t for c, t in schemas.ENTITIES_SCHEMA.items() if c != "human_readable_id"}),
         schemas.ENTITIES_SCHEMA)
     aliases = (pl.DataFrame(alias_rows, schema=schemas.ENTITY_ALIASES_SCHEMA)
                .sort("alias", "entity_id"))
-    relationships = _aggregate_relationships(rels, lambda t: entity_of_key.get(key_of(t)),
-                                             title_of)
-    return entities, relationships, aliases
+    return entities, aliases, entity_of_key, title_of
 
 
 def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | None],

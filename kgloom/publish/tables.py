@@ -141,71 +141,13 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
     unit_ents = (entities.select(pl.col("id").alias("entity_id"),
                                  pl.col("text_unit_ids").alias("unit_id"))
                  .explode("unit_id").drop_nulls("unit_id").unique())
-
     kg = unit_ents.group_by("unit_id").agg(pl.col("entity_id").sort().alias("kg_node_ids"))
-
     rel_ids = (relationships.select(pl.col("text_unit_ids").alias("unit_id"), "id")
                .explode("unit_id").drop_nulls("unit_id").unique()
                .group_by("unit_id").agg(pl.col("id").sort().alias("relationship_ids")))
-
-    # The joins below run on integer codes of units, entities and relationships: a hub
-    # entity in U units with R relationships touches U x R (unit, edge) pairs, which as
-    # 64-character ids would take gigabytes for a document of a few megabytes.
-    ucode = text_units.select(pl.col("id").alias("unit_id")).unique().with_row_index("u")
-    ecode = entities.select(pl.col("id").alias("entity_id")).unique().with_row_index("e")
-    ue = (unit_ents.join(ucode, on="unit_id").join(ecode, on="entity_id")
-          .select("u", "e").unique())
-    rel = (relationships.select("id", "source_id", "target_id").with_row_index("r")
-           .join(ecode.rename({"entity_id": "source_id", "e": "se"}), on="source_id")
-           .join(ecode.rename({"entity_id": "target_id", "e": "te"}), on="target_id"))
-    # each relationship once per endpoint: (entity, neighbour, relationship)
-    ends = pl.concat([rel.select(pl.col("se").alias("e"), pl.col("te").alias("nb"), "r"),
-                      rel.select(pl.col("te").alias("e"), pl.col("se").alias("nb"), "r")])
-    neighbors = (ue.lazy().join(ends.lazy(), on="e").select("u", "nb").unique()
-                 .join(ue.lazy().rename({"e": "nb"}), on=["u", "nb"], how="anti")
-                 .join(ecode.lazy().rename({"e": "nb"}), on="nb")
-                 .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids"))
-                 .collect(engine="streaming"))
-
-    triple_of = relationships.select(
-        "id", pl.col("weight").fill_null(0.0),
-        pl.concat_str([pl.col("source").fill_null(""), _relation_text(pl.col("description")),
-                       pl.col("target").fill_null("")], separator=" | ").alias("triple")
-    ).join(rel.select("id", "r"), on="id").drop("id")
-    # Over the cap, keep edges inside the unit first, then the heaviest; emit them sorted.
-    # An edge outside the unit can only make its cap if it is among the cap best (by
-    # weight, then triple) of the entity it touches, so only those are candidates.
-    best = (ends.select("e", "r").join(triple_of, on="r")
-            .sort("weight", "triple", descending=[True, False])
-            .unique(["e", "triple"], keep="first", maintain_order=True)
-            .group_by("e", maintain_order=True).head(NEIGHBOR_TRIPLES_CAP).select("e", "r"))
-    pairs = ue.join(ue.rename({"e": "nb"}), on="u").filter(pl.col("e") != pl.col("nb"))
-    candidates = pl.concat([
-        ue.join(best, on="e").select("u", "r", inside=pl.lit(False)),
-        pairs.join(ends, on=["e", "nb"]).select("u", "r", inside=pl.lit(True)),
-    ]).group_by("u", "r").agg(pl.col("inside").any())
-    triples = (candidates.join(triple_of, on="r")
-               .sort("inside", "weight", "triple", descending=[True, True, False])
-               .unique(["u", "triple"], keep="first", maintain_order=True)
-               .group_by("u", maintain_order=True)
-               .agg(pl.col("triple").head(NEIGHBOR_TRIPLES_CAP).sort()
-                    .alias("neighbor_triples")))
-    neighbors, triples = (df.join(ucode, on="u").drop("u") for df in (neighbors, triples))
-
+    neighbors, triples = _neighbourhood_columns(text_units, entities, relationships, unit_ents)
     levels = _levels(communities)
-    votes = (unit_ents.join(_membership(communities), on="entity_id")
-             .group_by("unit_id", "level", "community").agg(pl.len().alias("n"))
-             .sort("unit_id", "level", pl.col("n"), "community",
-                   descending=[False, False, True, False])
-             .unique(["unit_id", "level"], keep="first"))
-    grid = text_units.select(pl.col("id").alias("unit_id")).unique().join(
-        pl.DataFrame({"level": levels}, schema={"level": pl.Int64}), how="cross")
-    community_ids = (grid.join(votes.select("unit_id", "level", "community"),
-                               on=["unit_id", "level"], how="left")
-                     .group_by("unit_id")
-                     .agg(pl.col("community").fill_null(-1).sort_by("level")
-                          .alias("community_ids")))
-
+    community_ids = _community_id_column(text_units, communities, unit_ents, levels)
     centrality = (unit_ents.join(entities.select(pl.col("id").alias("entity_id"), "pagerank"),
                                  on="entity_id")
                   .group_by("unit_id").agg(pl.col("pagerank").max().alias("centrality")))
@@ -228,6 +170,81 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
                    maintain_order="left").with_columns(
         covariate_ids=pl.col("cov").fill_null(empty_list)).drop("cov")
     return schemas.conform(out, schemas.TEXT_UNITS_SCHEMA).select(list(schemas.TEXT_UNITS_SCHEMA))
+
+
+def _neighbourhood_columns(text_units: pl.DataFrame, entities: pl.DataFrame,
+                           relationships: pl.DataFrame, unit_ents: pl.DataFrame
+                           ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Step of :func:`denormalize_text_units`: per unit id (``unit_id``), the sorted
+    1-hop neighbours of its entities minus themselves (``neighbor_entity_ids``) and its
+    capped neighbour triples (``neighbor_triples``).
+
+    The joins run on integer codes of units, entities and relationships: a hub entity in
+    U units with R relationships touches U x R (unit, edge) pairs, which as 64-character
+    ids would take gigabytes for a document of a few megabytes.
+    """
+    ucode = text_units.select(pl.col("id").alias("unit_id")).unique().with_row_index("u")
+    ecode = entities.select(pl.col("id").alias("entity_id")).unique().with_row_index("e")
+    ue = (unit_ents.join(ucode, on="unit_id").join(ecode, on="entity_id")
+          .select("u", "e").unique())
+    rel = (relationships.select("id", "source_id", "target_id").with_row_index("r")
+           .join(ecode.rename({"entity_id": "source_id", "e": "se"}), on="source_id")
+           .join(ecode.rename({"entity_id": "target_id", "e": "te"}), on="target_id"))
+    # each relationship once per endpoint: (entity, neighbour, relationship)
+    ends = pl.concat([rel.select(pl.col("se").alias("e"), pl.col("te").alias("nb"), "r"),
+                      rel.select(pl.col("te").alias("e"), pl.col("se").alias("nb"), "r")])
+    neighbors = (ue.lazy().join(ends.lazy(), on="e").select("u", "nb").unique()
+                 .join(ue.lazy().rename({"e": "nb"}), on=["u", "nb"], how="anti")
+                 .join(ecode.lazy().rename({"e": "nb"}), on="nb")
+                 .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids"))
+                 .collect(engine="streaming"))
+    triples = _neighbor_triples(relationships, rel, ends, ue)
+    return tuple(df.join(ucode, on="u").drop("u") for df in (neighbors, triples))
+
+
+def _neighbor_triples(relationships: pl.DataFrame, rel: pl.DataFrame, ends: pl.DataFrame,
+                      ue: pl.DataFrame) -> pl.DataFrame:
+    """Per unit code ``u``: its ``neighbor_triples``, at most NEIGHBOR_TRIPLES_CAP. Over
+    the cap, edges inside the unit first, then the heaviest; emitted sorted. An edge
+    outside the unit can only make its cap if it is among the cap best (by weight, then
+    triple) of the entity it touches, so only those are candidates."""
+    triple_of = relationships.select(
+        "id", pl.col("weight").fill_null(0.0),
+        pl.concat_str([pl.col("source").fill_null(""), _relation_text(pl.col("description")),
+                       pl.col("target").fill_null("")], separator=" | ").alias("triple")
+    ).join(rel.select("id", "r"), on="id").drop("id")
+    best = (ends.select("e", "r").join(triple_of, on="r")
+            .sort("weight", "triple", descending=[True, False])
+            .unique(["e", "triple"], keep="first", maintain_order=True)
+            .group_by("e", maintain_order=True).head(NEIGHBOR_TRIPLES_CAP).select("e", "r"))
+    pairs = ue.join(ue.rename({"e": "nb"}), on="u").filter(pl.col("e") != pl.col("nb"))
+    candidates = pl.concat([
+        ue.join(best, on="e").select("u", "r", inside=pl.lit(False)),
+        pairs.join(ends, on=["e", "nb"]).select("u", "r", inside=pl.lit(True)),
+    ]).group_by("u", "r").agg(pl.col("inside").any())
+    return (candidates.join(triple_of, on="r")
+            .sort("inside", "weight", "triple", descending=[True, True, False])
+            .unique(["u", "triple"], keep="first", maintain_order=True)
+            .group_by("u", maintain_order=True)
+            .agg(pl.col("triple").head(NEIGHBOR_TRIPLES_CAP).sort().alias("neighbor_triples")))
+
+
+def _community_id_column(text_units: pl.DataFrame, communities: pl.DataFrame,
+                         unit_ents: pl.DataFrame, levels: list[int]) -> pl.DataFrame:
+    """Step of :func:`denormalize_text_units`: per ``unit_id``, ``community_ids``: one int
+    per level, the community holding most of the unit's entities (ties: the smallest
+    number; -1 when the unit has none)."""
+    votes = (unit_ents.join(_membership(communities), on="entity_id")
+             .group_by("unit_id", "level", "community").agg(pl.len().alias("n"))
+             .sort("unit_id", "level", pl.col("n"), "community",
+                   descending=[False, False, True, False])
+             .unique(["unit_id", "level"], keep="first"))
+    grid = text_units.select(pl.col("id").alias("unit_id")).unique().join(
+        pl.DataFrame({"level": levels}, schema={"level": pl.Int64}), how="cross")
+    return (grid.join(votes.select("unit_id", "level", "community"),
+                      on=["unit_id", "level"], how="left")
+            .group_by("unit_id")
+            .agg(pl.col("community").fill_null(-1).sort_by("level").alias("community_ids")))
 
 
 # --- interchange files ----------------------------------------------------------------
