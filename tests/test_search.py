@@ -350,6 +350,46 @@ def test_global_static_maps_every_report_of_the_level_then_reduces(searcher):
     assert res.context.tokens <= searcher.config.reduce_budget
 
 
+def test_dynamic_selection_rates_only_the_shortlist_at_each_step(tree):
+    # a shortlist of one: the highest community number of each queue
+    asked: list[list[int]] = []
+
+    def shortlist(queue: list[int]) -> list[int]:
+        asked.append(list(queue))
+        return [max(queue)]
+
+    rated: list[int] = []
+    sel = gs.select_dynamic(tree, _rater(RATING, rated), threshold=1, shortlist=shortlist)
+    # roots 0 1 2 -> 2 (relevant) -> its effective children 10, 12 -> 12 (not relevant)
+    assert asked == [[0, 1, 2], [10, 12]]
+    assert rated == [2, 12]
+    assert sel.shortlisted_out == 3 and sel.selected == [2]
+    assert sel.summary()["shortlisted_out"] == 3
+
+
+def test_dynamic_search_shortlists_by_embedding(search_index, tmp_path, embedder):
+    def reply(messages, schema):
+        props = schema["properties"]
+        if "rating" in props:
+            return {"rating": 4}
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            return {"points": [{"description": "a point", "score": 7, "reports": refs[:1]}]}
+        return {"answer": "x", "citations": props["citations"]["items"]["enum"][:1]}
+
+    # a shortlist of 1: one rating per step instead of one per root
+    s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path / "a"),
+                 embedder=embedder, config=SearchConfig(rate_shortlist=1))
+    res = s.search("What are the main themes?", mode="global", dynamic=True)
+    sel = res.info["selection"]
+    assert sel["shortlisted_out"] >= 1
+    full = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path / "b"),
+                    embedder=embedder, config=SearchConfig(rate_shortlist=0))
+    every = full.search("What are the main themes?", mode="global", dynamic=True)
+    assert every.info["selection"]["shortlisted_out"] == 0
+    assert sel["rated"] < every.info["selection"]["rated"]
+
+
 def test_global_dynamic_counts_calls_and_progress(search_index, tmp_path, embedder):
     def reply(messages, schema):
         props = schema["properties"]

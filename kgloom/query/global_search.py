@@ -207,6 +207,7 @@ class Selection:
         pruned_reports: distinct reports (within ``max_level``) never rated.
         level_fallbacks: levels rated whole because nothing above was relevant.
         failures: failure rows of rating calls.
+        shortlisted_out: communities left unrated by the shortlist (dynamic).
     """
 
     selected: list[int]
@@ -217,6 +218,7 @@ class Selection:
     pruned_reports: int = 0
     level_fallbacks: list[int] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
+    shortlisted_out: int = 0
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready counts (and the selected communities)."""
@@ -225,6 +227,7 @@ class Selection:
                                 and r >= DEFAULT_THRESHOLD),
                 "pruned_subtrees": self.pruned_subtrees, "pruned_reports": self.pruned_reports,
                 "level_fallbacks": self.level_fallbacks, "rating_failures": len(self.failures),
+                "shortlisted_out": self.shortlisted_out,
                 "ratings": {str(k): v for k, v in self.ratings.items()}}
 
 
@@ -238,7 +241,8 @@ Progress = Callable[[dict[str, Any]], None]
 
 
 def select_dynamic(tree: CommunityTree, rate: Rater, threshold: int = DEFAULT_THRESHOLD,
-                   max_level: int | None = None, progress: Progress | None = None
+                   max_level: int | None = None, progress: Progress | None = None,
+                   shortlist: Callable[[list[int]], list[int]] | None = None
                    ) -> Selection:
     """Dynamic community selection (module doc) over ``tree``.
 
@@ -249,6 +253,12 @@ def select_dynamic(tree: CommunityTree, rate: Rater, threshold: int = DEFAULT_TH
         max_level: do not descend below this level (None: to the leaves).
         progress: called after each rating with {"phase": "rate", "level", "rated",
             "relevant", "pruned_subtrees", "pruned_reports", "queued"}.
+        shortlist: given the communities about to be rated (the roots, the children of
+            the relevant ones, or a fallback level), returns those worth a rating call
+            (e.g. the few nearest to the question by embedding); the others are pruned
+            unrated with their subtrees (``Selection.shortlisted_out``). None rates
+            every one, as GraphRAG does: a hierarchy with a flat top (a small corpus
+            has dozens of tiny root communities) then costs one call per root.
 
     Returns:
         the :class:`Selection`; ``selected`` is empty when nothing was relevant.
@@ -260,6 +270,10 @@ def select_dynamic(tree: CommunityTree, rate: Rater, threshold: int = DEFAULT_TH
     queue = tree.roots()
     next_level = 1
     while queue:
+        if shortlist is not None:
+            kept = shortlist(queue)
+            sel.shortlisted_out += len(queue) - len(kept)
+            queue = kept
         children: list[int] = []
         for c in queue:
             report = tree.reports[c]

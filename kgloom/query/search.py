@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from kgloom import schemas
@@ -92,6 +93,11 @@ class SearchConfig:
         max_neighbors: neighbour entities considered around the seeds.
         seed_units: when no entity links, the entities of this many best units seed.
         threshold: dynamic selection: a report is relevant at rating >= this (0-5).
+        rate_shortlist: dynamic selection rates at most this many communities at each
+            step (roots, children of the relevant ones, a fallback level): the ones
+            whose report title and summary are nearest to the question by the index's
+            embedder (cosine); the others are pruned unrated. 0: rate every one
+            (GraphRAG's behaviour: one call per root).
         rate_max_tokens: a report is cut to this many tokens for its rating call.
         map_budget: tokens of one map batch of reports.
         map_report_max_tokens: a report is cut to this many tokens in a map batch.
@@ -109,6 +115,7 @@ class SearchConfig:
     max_neighbors: int = 30
     seed_units: int = 3
     threshold: int = gs.DEFAULT_THRESHOLD
+    rate_shortlist: int = 8
     rate_max_tokens: int = 300
     map_budget: int = 1500
     map_report_max_tokens: int = 500
@@ -301,6 +308,7 @@ class Searcher:
                  n_threads: int | None = None) -> None:
         self.retriever = Retriever(output_dir, embedder, graph_backend=graph_backend)
         self.index = SearchIndex(self.retriever)
+        self._rvec: dict[str, np.ndarray] = {}  # report key -> "title: summary" vector
         self.config = config or SearchConfig()
         self._llm = llm
         self._open = {"cache_path": cache_path or Path(output_dir) / QUERY_CACHE_FILE,
@@ -567,6 +575,29 @@ class Searcher:
                 for x in context.items}
 
     # --- global ----------------------------------------------------------------------
+    def _shortlist(self, question: str, tree: gs.CommunityTree
+                   ) -> Callable[[list[int]], list[int]]:
+        """The shortlist of dynamic selection (``config.rate_shortlist``): the
+        communities whose report "title: summary" is nearest to ``question`` by cosine
+        of the index's embedder (report vectors embedded once per Searcher), in their
+        given order; ties by community number."""
+        q = self.retriever._embed([question])[0]
+
+        def shortlist(communities: list[int]) -> list[int]:
+            k = self.config.rate_shortlist
+            if len(communities) <= k:
+                return communities
+            todo = [c for c in communities if tree.reports[c].report_key not in self._rvec]
+            if todo:
+                vecs = self.retriever._embed([f"{tree.reports[c].title}: "
+                                              f"{tree.reports[c].summary}" for c in todo])
+                self._rvec.update({tree.reports[c].report_key: v for c, v in zip(todo, vecs)})
+            score = {c: float(self._rvec[tree.reports[c].report_key] @ q) for c in communities}
+            best = set(sorted(communities, key=lambda c: (-score[c], c))[:k])
+            return [c for c in communities if c in best]
+
+        return shortlist
+
     def _global(self, question: str, mode: str, reason: str, dynamic: bool,
                 level: int | None, answer: bool, log: CallLog | None, info: dict[str, Any],
                 failures: list[dict], progress: Progress | None) -> SearchResult:
@@ -587,7 +618,9 @@ class Searcher:
                                                report=text)
                 return (None, failure) if obj is None else (int(obj["rating"]), None)
 
-            selection = gs.select_dynamic(tree, rate, cfg.threshold, level, progress)
+            selection = gs.select_dynamic(
+                tree, rate, cfg.threshold, level, progress,
+                shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None)
         else:
             chosen = level if level is not None else (
                 cfg.default_level if cfg.default_level in tree.levels else tree.levels[-1])
