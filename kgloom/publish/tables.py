@@ -1,9 +1,8 @@
 """Emit: graph traversal tables, denormalized text-unit KG columns, GraphML and Neo4j CSV.
 
-Polars in, polars out; no Dagster. The emitted products follow the architecture decision
-record in ``reference/003_…`` (graph-nodes / graph-edges parquet for DuckDB multi-hop,
-and 1-hop KG columns on every text unit so any vector store can expand a hit with no
-graph at all). The ``*_exist`` / ``*_valid`` / ``*_match`` functions at the end are pure
+Polars in, polars out; no Dagster. The emitted products: graph-nodes / graph-edges
+parquet for DuckDB multi-hop, and 1-hop KG columns on every text unit so any vector
+store can expand a hit with no graph at all. The ``*_exist`` / ``*_valid`` / ``*_match`` functions at the end are pure
 checks for the asset checks: each returns ``(passed, metadata)``.
 """
 

@@ -1,7 +1,7 @@
 """Multi-hop traversal with DuckDB straight over graph-nodes.parquet / graph-edges.parquet.
 
-The zero-ops multi-hop path of the architecture decision record (reference/003_…): an
-embedded engine querying the files the pipeline already wrote, read-only, per call.
+The zero-ops multi-hop path: an embedded engine querying the files the pipeline already
+wrote, read-only, per call (no graph server).
 """
 
 from __future__ import annotations
