@@ -232,8 +232,10 @@ def template(path: str) -> str:
 
 LONG = 160  # characters: longer strings are kept as head + hash + length
 VECTOR_HEAD = 8  # vector components kept
-# JSON keys dropped: timings, and the random build ids of the partition stage markers
-VOLATILE_KEYS = ("seconds", "share", "finished_at", "per_s", "threads", "build", "after")
+# JSON keys dropped: timings, the random build ids of the partition stage markers, and
+# the embedder's install path (this machine's venv; its "model" name is still compared)
+VOLATILE_KEYS = ("seconds", "share", "finished_at", "per_s", "threads", "build", "after",
+                 "model_path")
 
 
 HEX_ID = re.compile(r"[0-9a-f]{64}")  # a SHA-256 id: kept as its first 16 digits
