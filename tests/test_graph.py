@@ -169,3 +169,14 @@ def test_empty_and_edgeless():
     assert sorted(e for g in _levels(communities)[0] for e in g) == sorted(entities["id"])
     ents, _ = compute_graph_metrics(entities, rels)
     assert ents["pagerank"].to_list() == pytest.approx([1 / 3] * 3)
+
+
+def test_pagerank_is_rounded_so_an_unchanged_graph_gives_equal_bytes():
+    from kgloom.graph.communities import PAGERANK_DECIMALS
+
+    titles = [f"Person {i}" for i in range(30)]
+    ents, rels = _tables(titles, [(a, b, 1.0 + i / 7)
+                                  for i, (a, b) in enumerate(zip(titles, titles[1:]))])
+    pr = compute_graph_metrics(ents, rels)[0]["pagerank"].to_list()
+    assert all(x == round(x, PAGERANK_DECIMALS) for x in pr)
+    assert abs(sum(pr) - 1.0) < 1e-9 and len(set(pr)) > 5
