@@ -132,6 +132,27 @@ class IndexSettings:
                              "summary_max_candidates must be >= 1")
         if self.max_cluster_size < 2:
             raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")
+        # checked here, before any work, not when the stage that reads them runs
+        if not self.entity_types or not all(t.strip() for t in self.entity_types):
+            raise ValueError(f"entity_types must name at least one type, got "
+                             f"{list(self.entity_types)}")
+        from kgloom.graph.resolution import ALL_METHODS
+
+        unknown = sorted(set(self.resolution_methods) - ALL_METHODS)
+        if unknown:
+            raise ValueError(f"unknown resolution_methods {unknown}; known: "
+                             f"{sorted(ALL_METHODS)}")
+        for name in ("max_relationships_per_unit", "summary_min_descriptions",
+                     "summary_max_input_tokens", "report_max_input_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_gleanings", "report_llm_min_members",
+                     "report_llm_min_relationships"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not -1.0 <= self.embedding_merge_threshold <= 1.0:
+            raise ValueError(f"embedding_merge_threshold is a cosine, in [-1, 1], got "
+                             f"{self.embedding_merge_threshold}")
 
 
 def settings_fields() -> dict[str, tuple[Any, Any]]:

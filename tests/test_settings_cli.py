@@ -65,6 +65,13 @@ def test_settings_from_strings_and_files(tmp_path):
         settings_from_mapping({"chunk_size": "many"})
     with pytest.raises(ValueError, match="chunk_overlap"):
         settings_from_mapping({"chunk_size": 100, "chunk_overlap": 100})
+    for bad, field in ((["entity_types="], "entity_types"),
+                       (["resolution_methods=normalized,guess"], "resolution_methods"),
+                       (["max_gleanings=-1"], "max_gleanings"),
+                       (["report_max_input_tokens=0"], "report_max_input_tokens"),
+                       (["embedding_merge_threshold=1.5"], "embedding_merge_threshold")):
+        with pytest.raises(ValueError, match=field):  # refused before any work
+            settings_from_mapping(parse_assignments(bad))
     with pytest.raises(ValueError, match="key=value"):
         parse_assignments(["chunk_size"])
     f = tmp_path / "s.yaml"
