@@ -90,6 +90,7 @@ class PeakRSS:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.t0 = time.perf_counter()
+        self.t0_epoch = time.time()  # to line the samples up with the event log's times
         self._thread.start()
 
     def _run(self) -> None:
@@ -106,6 +107,35 @@ class PeakRSS:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+_STEP_EVENT = re.compile(r"^(\S+ \S+),(\d+) .* - (\S+) - (STEP_START|STEP_SUCCESS|STEP_FAILURE) - ")
+
+
+def peak_rss_by_step(event_log: Path, t0_epoch: float,
+                     timeline: list[tuple[float, int]]) -> dict[str, float]:
+    """{step: peak RSS in MB while it ran}, from the Dagster event log's step start and end
+    times (``$DAGSTER_HOME/logs/kgloom.log``, local time) and the sampler's timeline
+    ((seconds since ``t0_epoch``, bytes) pairs). Steps that ran twice keep their higher peak."""
+    import datetime
+
+    spans: dict[str, list[float]] = {}
+    peaks: dict[str, float] = {}
+    if not event_log.exists():
+        return peaks
+    for line in event_log.read_text(errors="replace").splitlines():
+        m = _STEP_EVENT.match(line)
+        if not m:
+            continue
+        t = datetime.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp() + int(m[2]) / 1e3
+        if m[4] == "STEP_START":
+            spans[m[3]] = [t - t0_epoch]
+        elif m[3] in spans:
+            start = spans.pop(m[3])[0]
+            inside = [r for s, r in timeline if start <= s <= t - t0_epoch]
+            if inside:
+                peaks[m[3]] = max(peaks.get(m[3], 0.0), round(max(inside) / 2**20, 1))
+    return peaks
 
 
 def lancedb_versions(out: Path) -> dict[str, int]:
@@ -140,6 +170,9 @@ def run_index(work: Path, log_name: str) -> dict:
     return {"wall_s": round(wall, 1), "peak_rss_mb": round(sampler.peak / 2**20, 1),
             "llm_calls_this_run": calls,
             "seconds_per_stage": summary["seconds_per_stage"], "rows": summary["rows"],
+            "peak_rss_mb_by_step": peak_rss_by_step(
+                work / "dagster_home" / "logs" / "kgloom.log", sampler.t0_epoch,
+                sampler.timeline),
             "rss_timeline_mb": [(t, round(r / 2**20)) for t, r in sampler.timeline[::25]]}
 
 
