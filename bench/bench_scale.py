@@ -449,7 +449,7 @@ def part_model(args) -> dict:
            "leiden_cpu_hours": round(leiden_h, 2) if leiden_h else None,
            "leiden_cpu_hours_is": "hierarchical_leiden, linear fit" if fit else
            "hierarchical_leiden, linear from the largest finished size",
-           "leiden_memory_gib_upper_bound": round(leiden_gib, 1) if leiden_gib else None,
+           "leiden_peak_rss_gib_linear_fit": round(leiden_gib, 1) if leiden_gib else None,
            "gpus": gpus}
     (RESULTS / "scale_model.json").write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))

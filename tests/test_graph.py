@@ -232,3 +232,27 @@ def test_higher_resolution_gives_smaller_communities():
     for t in range(24):
         assert len({by_title[_eid(titles[t * 3 + k])] for k in range(3)}) == 1
     assert _leiden(g, 3) == coarse  # same graph and seed, same membership
+
+
+def test_every_split_sees_the_induced_subgraph_of_its_community(monkeypatch):
+    # deeper parts are cut from their parent's subgraph (cutting from the whole graph costs
+    # its vertex count per cut); each must still be exactly the community's induced
+    # subgraph: the same vertices in order, edges and weights
+    from kgloom.graph import communities as comm
+
+    entities, rels = _planted_graph(blocks=12, size=12)
+    g, _ = comm._build_graph(entities, rels)
+    seen = []
+    real_split = comm._split
+
+    def checked_split(sub, members, seed):
+        ref = g.induced_subgraph(members)
+        assert sub.vcount() == len(members)
+        assert (sorted(zip(sub.get_edgelist(), sub.es["weight"]))
+                == sorted(zip(ref.get_edgelist(), ref.es["weight"])))
+        seen.append(len(members))
+        return real_split(sub, members, seed)
+
+    monkeypatch.setattr(comm, "_split", checked_split)
+    _, stats = comm.hierarchical_leiden(entities, rels, max_cluster_size=3)
+    assert stats["levels"] >= 3 and len(seen) == sum(stats["splits"].values()) > 12

@@ -108,16 +108,19 @@ def _seeded_rng(seed: int) -> Iterator[None]:
 
 
 def _leiden(g: ig.Graph, seed: int, resolution: float = 1.0) -> list[int]:
-    """Leiden membership of ``g`` (one int per vertex, in vertex order) maximising
-    modularity with resolution ``resolution`` (1.0 = Newman-Girvan modularity, higher =
-    smaller communities; the RB-configuration quality of Reichardt & Bornholdt 2006).
+    """Leiden membership of ``g`` (undirected; float edge attribute "weight" when it has
+    edges): one community number (int) per vertex, in vertex order, maximising modularity
+    with resolution ``resolution`` (1.0 = Newman-Girvan modularity, higher = smaller
+    communities; the RB-configuration quality of Reichardt & Bornholdt 2006).
 
     igraph's C implementation (``Graph.community_leiden(objective_function="modularity")``,
-    Traag, Waltman & van Eck 2019) with :data:`LEIDEN_ITERATIONS` passes and igraph's RNG
-    seeded with ``seed``. Two passes, not "until nothing moves": on planted-partition
-    graphs the passes needed to converge grow with the graph (10 at 10^5 edges, 26 at
-    3x10^5), which made the converged run superlinear, for a modularity gain of under
-    0.1 % (bench/bench_scale.py --part leiden, README "Leiden").
+    Traag, Waltman & van Eck 2019) with :data:`LEIDEN_ITERATIONS` passes (igraph's and
+    leidenalg's default) and igraph's RNG seeded with ``seed``. Not "until nothing moves":
+    the number of passes that takes grows with the graph, so its time grew faster than
+    the edges, for little modularity (bench/bench_scale.py --part leiden, planted
+    partitions: at 10^6 edges igraph to convergence took 23.0 s CPU for modularity
+    0.75722, two passes 1.8 s for 0.75675; leidenalg to convergence, kgloom's call before, took 23.0 s at
+    10^5 edges against 0.09 s, for 0.75276 against 0.75270).
     """
     with _seeded_rng(seed):
         clustering = g.community_leiden(objective_function="modularity",
@@ -135,15 +138,15 @@ def _groups(members: list[int], membership: list[int]) -> list[list[int]]:
     return sorted(out.values())
 
 
-def _split(g: ig.Graph, members: list[int], seed: int) -> tuple[list[list[int]], str]:
+def _split(sub: ig.Graph, members: list[int], seed: int) -> tuple[list[list[int]], str]:
     """Split one oversized community into >= 2 parts; returns (parts, how).
 
-    Leiden on the induced subgraph; if that keeps it whole, its connected components;
-    then Leiden at rising RB-configuration resolutions (a result of all singletons is
-    refused: on a near-clique it means "no structure"); last, halves in sorted-id order,
-    so the recursion always terminates.
+    ``sub`` is the community's induced subgraph (vertex i = ``members[i]``, sorted).
+    Leiden on it; if that keeps it whole, its connected components; then Leiden at rising
+    RB-configuration resolutions (a result of all singletons is refused: on a near-clique
+    it means "no structure"); last, halves in sorted-id order, so the recursion always
+    terminates.
     """
-    sub = g.induced_subgraph(members)  # keeps the relative vertex order
     parts = _groups(members, _leiden(sub, seed))
     if len(parts) > 1:
         return parts, "leiden"
@@ -226,17 +229,30 @@ def _split_levels(g: ig.Graph, n: int, max_cluster_size: int, seed: int,
     """Step 1: the levels as lists of communities, each a sorted list of vertex ids:
     Leiden on the whole graph, then every community over ``max_cluster_size`` split
     (:func:`_split`, counted in ``splits`` by method) into the next level, the others
-    carried down, until none is oversized or ``MAX_LEVELS`` is reached."""
+    carried down, until none is oversized or ``MAX_LEVELS`` is reached.
+
+    A part's induced subgraph is cut from its parent's, not from ``g``: igraph's
+    ``induced_subgraph`` costs time in proportion to the vertices of the graph it cuts
+    from, whatever the part's size, so cutting each of the ~E/80 parts from ``g`` grew
+    as edges squared (0.06 ms per 30-vertex cut at 2x10^5 vertices, 0.67 ms at 2x10^6).
+    """
     levels = [_groups(list(range(n)), _leiden(g, seed))]
+    subgraphs: dict[int, ig.Graph] = {}  # smallest member -> subgraph, oversized parts only
     while len(levels) < MAX_LEVELS and any(len(c) > max_cluster_size for c in levels[-1]):
-        nxt = []
+        nxt, cut = [], {}
         for members in levels[-1]:
-            if len(members) > max_cluster_size:
-                parts, how = _split(g, members, seed)
-                splits[how] += 1
-                nxt.extend(parts)
-            else:
+            if len(members) <= max_cluster_size:
                 nxt.append(members)
+                continue
+            sub = subgraphs.get(members[0]) or g.induced_subgraph(members)  # keeps order
+            parts, how = _split(sub, members, seed)
+            splits[how] += 1
+            nxt.extend(parts)
+            local = {v: i for i, v in enumerate(members)}
+            for part in parts:
+                if len(part) > max_cluster_size:
+                    cut[part[0]] = sub.induced_subgraph([local[v] for v in part])
+        subgraphs = cut
         levels.append(sorted(nxt))
     return levels
 
