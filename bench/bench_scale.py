@@ -12,18 +12,23 @@ Parts (``--part``; each saves its JSON under bench/results/):
   whether every parquet table is byte-identical to (a)'s. Servers are named by the GGUF's
   SHA-256 so the cache keys, and every table, can equal (a)'s. Slow: the model runs ~3
   times on 2 shared cores (tens of minutes).
-- ``leiden`` -> ``scale_leiden.json``: kgloom's Leiden call (``graph._leiden``: leidenalg
-  modularity, seeded, iterated to convergence) on synthetic planted-partition graphs of
+- ``leiden`` -> ``scale_leiden.json``: kgloom's Leiden (``communities._leiden``: igraph's
+  ``community_leiden`` on modularity, seeded, ``LEIDEN_ITERATIONS`` passes) and the whole
+  ``hierarchical_leiden`` call the pipeline makes, on synthetic planted-partition graphs of
   10^5, 10^6, 10^7 edges, each in its own subprocess (wall and CPU seconds, peak RSS from
-  ``resource.getrusage``), with a wall-clock limit per size: what does not finish is
-  reported as such, and the model extrapolates linearly from the largest two sizes.
+  ``resource.getrusage``, modularity, communities per level), with a wall-clock limit per
+  size: what does not finish is reported as such. ``--methods`` adds level-0 baselines
+  measured in the same run (kgloom's call before, leidenalg iterated until nothing moves;
+  igraph's Leiden iterated likewise) and their CPU ratio and modularity difference to
+  kgloom's. The model extrapolates linearly from the largest two sizes.
 - ``model`` -> ``scale_model.json``: the cost of 10^6 documents of 1,500 tokens on K GPU
   servers (K = 1, 8, 64) from the measured tokens per text unit (``scale_servers.json``),
   a published vLLM throughput for a 7B model (``VLLM_SOURCE``), an assumed prefill rate
   (stated), the CPU seconds per unit of the other stages measured here, and the Leiden
   fit; which stage dominates.
 
-Run: ``python bench/bench_scale.py --part servers`` (then ``leiden``, then ``model``).
+Run: ``python bench/bench_scale.py --part servers`` (then ``leiden``, then ``model``). The
+``leidenalg-converged`` baseline needs the ``bench`` extra (``pip install -e .[bench]``).
 """
 
 from __future__ import annotations
@@ -142,78 +147,171 @@ def part_servers(args) -> dict:
 
 _LEIDEN_CHILD = r"""
 import json, resource, sys, time
+sys.path.insert(0, sys.argv[4])
 import igraph as ig
 import numpy as np
-sys.path.insert(0, sys.argv[3])
-from kgloom.graph.communities import _leiden
-edges, seed = int(sys.argv[1]), int(sys.argv[2])
+import polars as pl
+from kgloom.graph.communities import _leiden, hierarchical_leiden
+
+def rss_mib():
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+edges, seed, method = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 t0 = time.perf_counter()
-# planted partition, like an entity graph: mean degree 10, blocks of 20 vertices, 80 % of
-# the edges inside a block, the rest between random vertices
+# planted partition, like an entity graph: n = edges / 5 vertices (mean degree 10) in blocks
+# of 20; pairs drawn with 80 % inside a block, the rest between random vertices; self-loops
+# and repeated pairs dropped (kgloom's graph is simple), then exactly `edges` pairs kept
 rng = np.random.default_rng(seed)
-n, block = edges // 5, 20
-src = rng.integers(0, n, edges)
-inside = rng.random(edges) < 0.8
-dst = np.minimum(np.where(inside, (src // block) * block + rng.integers(0, block, edges),
-                          rng.integers(0, n, edges)), n - 1)
-keep = src != dst
-g = ig.Graph(n=n, edges=np.column_stack([src[keep], dst[keep]]))
+n, block, drawn = edges // 5, 20, edges * 3 // 2
+src = rng.integers(0, n, drawn)
+dst = np.where(rng.random(drawn) < 0.8, (src // block) * block + rng.integers(0, block, drawn),
+               rng.integers(0, n, drawn))
+dst = np.minimum(dst, n - 1)
+lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+key = np.unique((lo * n + hi)[lo != hi])
+del src, dst, lo, hi
+key = np.sort(rng.choice(key, edges, replace=False))
+src, dst = key // n, key % n
+del key
+g = ig.Graph(n=n, edges=np.column_stack([src, dst]))
 g.es["weight"] = 1.0
-del src, dst, inside, keep
-build = time.perf_counter() - t0
+row = {"method": method, "edges": g.ecount(), "vertices": g.vcount(),
+       "inside_block_share": round(float(np.mean(src // block == dst // block)), 3),
+       "build_seconds": round(time.perf_counter() - t0, 2)}
 t1, c1 = time.perf_counter(), time.process_time()
-membership = _leiden(g, seed)
-leiden, cpu = time.perf_counter() - t1, time.process_time() - c1
-print(json.dumps({"edges": g.ecount(), "vertices": g.vcount(), "build_seconds": round(build, 2),
-                  "leiden_seconds": round(leiden, 2), "leiden_cpu_seconds": round(cpu, 2),
-                  "communities": len(set(membership)),
-                  "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+if method == "kgloom":
+    membership = _leiden(g, seed)
+elif method == "leidenalg-converged":  # kgloom's call before: leidenalg until nothing moves
+    import leidenalg
+    membership = leidenalg.find_partition(g, leidenalg.ModularityVertexPartition,
+                                          weights="weight", n_iterations=-1,
+                                          seed=seed).membership
+elif method == "igraph-converged":  # igraph's C Leiden until nothing moves
+    import random
+    ig.set_random_number_generator(random.Random(seed))
+    membership = g.community_leiden(objective_function="modularity", weights="weight",
+                                    n_iterations=-1).membership
+else:
+    raise SystemExit(f"unknown method {method!r}")
+row.update({"leiden_seconds": round(time.perf_counter() - t1, 2),
+            "leiden_cpu_seconds": round(time.process_time() - c1, 2),
+            "modularity": round(g.modularity(membership, weights="weight"), 5),
+            "communities": len(set(membership)), "peak_rss_mib_level0": rss_mib()})
+print(json.dumps(row), flush=True)
+if method == "kgloom":  # the call the pipeline makes: every level, from polars tables
+    t2 = time.perf_counter()
+    v = pl.int_range(n, eager=True)
+    eid = lambda col: pl.format("e{}", col.cast(pl.String).str.zfill(9))
+    entities = pl.DataFrame({"v": v}).select(
+        eid(pl.col("v")).alias("id"),
+        pl.concat_list(pl.format("u{}", pl.col("v") // 4)).alias("text_unit_ids"))
+    relationships = pl.DataFrame({"s": src, "t": dst}).select(
+        pl.format("r{}", pl.int_range(pl.len()).cast(pl.String).str.zfill(10)).alias("id"),
+        eid(pl.col("s")).alias("source_id"), eid(pl.col("t")).alias("target_id"),
+        pl.lit(1.0).alias("weight"))
+    del g, src, dst, v
+    row["tables_seconds"] = round(time.perf_counter() - t2, 2)
+    t3, c3 = time.perf_counter(), time.process_time()
+    communities, stats = hierarchical_leiden(entities, relationships, 10, seed)
+    row.update({"hierarchical_seconds": round(time.perf_counter() - t3, 2),
+                "hierarchical_cpu_seconds": round(time.process_time() - c3, 2),
+                "community_rows": communities.height,
+                **{k: stats[k] for k in ("levels", "communities_per_level",
+                                         "modularity_per_level", "max_size_per_level",
+                                         "louvain_modularity", "splits",
+                                         "oversized_at_last_level")}})
+row["peak_rss_mib"] = rss_mib()
+print(json.dumps(row), flush=True)
 """
+
+LEIDEN_NOTE = (
+    "planted partition: edges/5 vertices (mean degree 10) in blocks of 20, pairs drawn 80 % "
+    "inside a block, repeats and self-loops dropped, weights 1.0. method 'kgloom': "
+    "kgloom.graph.communities._leiden (igraph community_leiden, modularity, "
+    "LEIDEN_ITERATIONS passes, seeded) = level 0, then hierarchical_leiden (every level, "
+    "from polars tables; includes its Louvain baseline and the community rows) = "
+    "hierarchical_*; 'leidenalg-converged': kgloom's call before (leidenalg "
+    "ModularityVertexPartition, n_iterations=-1); 'igraph-converged': igraph "
+    "community_leiden with n_iterations=-1; both level 0 only. *_cpu_seconds is the "
+    "process's CPU time (the 2 cores are shared: wall time depends on the load); "
+    "peak_rss_mib is the child process's peak resident set (getrusage)")
 
 
 def part_leiden(args) -> dict:
-    """Run each size in a subprocess; rows are merged into an existing scale_leiden.json
-    (by target size), so sizes can be measured in separate runs."""
+    """Each (method, size) in its own subprocess under a wall-clock limit; rows are merged
+    into an existing scale_leiden.json by (method, target size), so sizes can be measured
+    in separate runs. A size that runs past the limit is recorded as an error row with
+    the CPU seconds it used, and the last row the child printed (level 0 may finish
+    before the hierarchy does)."""
     import resource
 
     path = RESULTS / "scale_leiden.json"
     sizes = [int(float(s)) for s in args.edges.split(",")]
-    for n in sizes:
-        before = load()
-        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-        try:
-            proc = subprocess.run([sys.executable, "-c", _LEIDEN_CHILD, str(n), "3735928559",
-                                   str(ROOT)], capture_output=True, text=True,
-                                  timeout=args.leiden_timeout)
-            row = (json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
-                   else {"error": proc.stderr[-500:]})
-        except subprocess.TimeoutExpired:  # the child is killed and reaped: its CPU counts
-            cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - cpu0
-            row = {"error": f"did not finish within {args.leiden_timeout} s wall "
-                            f"({cpu:.0f} s CPU, graph build included)"}
-        row = {"target_edges": n, **row, "load_before": before, "load_after": load()}
-        print(json.dumps(row), flush=True)
-        old = json.loads(path.read_text())["sizes"] if path.exists() else []
-        rows = sorted([r for r in old if r.get("target_edges", r.get("edges")) != n] + [row],
-                      key=lambda r: r.get("target_edges", r.get("edges", 0)))
-        done = [r for r in rows if "leiden_seconds" in r]
-        fit = {}
-        if len(done) >= 2:  # per-edge cost from the largest two measured sizes
-            a, b = done[-2], done[-1]
-            slope = (b["peak_rss_mib"] - a["peak_rss_mib"]) / (b["edges"] - a["edges"])
-            fit = {"seconds_per_edge": b["leiden_seconds"] / b["edges"],
-                   "cpu_seconds_per_edge": b["leiden_cpu_seconds"] / b["edges"],
-                   "cpu_growth": round((b["leiden_cpu_seconds"] / a["leiden_cpu_seconds"])
-                                       / (b["edges"] / a["edges"]), 3),
-                   "mib_per_edge": slope, "mib_base": a["peak_rss_mib"] - slope * a["edges"],
-                   "from": [a["edges"], b["edges"]]}
-        res = {"graph": "planted partition (mean degree 10, blocks of 20 vertices, 80 % of "
-                        "edges inside blocks), weights 1.0; kgloom.graph.communities._leiden "
-                        "(leidenalg ModularityVertexPartition, n_iterations=-1, seeded): "
-                        "level 0 only; leiden_cpu_seconds is process CPU time "
-                        "(the machine is shared)",
-               "cpu_count": os.cpu_count(), "sizes": rows, "linear_fit": fit}
-        path.write_text(json.dumps(res, indent=2))
+    methods = args.methods.split(",")
+    res: dict = {}
+    for method in methods:
+        for n in sizes:
+            before = load()
+            cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+            try:
+                proc = subprocess.run([sys.executable, "-c", _LEIDEN_CHILD, str(n),
+                                       "3735928559", method, str(ROOT)], capture_output=True,
+                                      text=True, timeout=args.leiden_timeout)
+                lines = proc.stdout.strip().splitlines()
+                row = (json.loads(lines[-1]) if proc.returncode == 0
+                       else {**(json.loads(lines[-1]) if lines else {}),
+                             "error": proc.stderr[-500:]})
+            except subprocess.TimeoutExpired as exc:  # killed and reaped: its CPU counts
+                cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - cpu0
+                out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) \
+                    else (exc.stdout or "")
+                lines = out.strip().splitlines()
+                row = {**(json.loads(lines[-1]) if lines else {}),
+                       "error": f"did not finish within {args.leiden_timeout} s wall "
+                                f"({cpu:.0f} s CPU, graph build included)"}
+            row = {"method": method, "target_edges": n, **row, "load_before": before,
+                   "load_after": load()}
+            print(json.dumps(row), flush=True)
+            res = _merge_leiden_row(path, row)
+    return res
+
+
+def _merge_leiden_row(path: Path, row: dict) -> dict:
+    """Write ``row`` into scale_leiden.json (replacing the same method and target size),
+    with the per-size ratios to the baselines and the linear fit; returns the file's
+    content."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    rows = [r for r in old.get("sizes", []) + old.get("baselines", [])
+            if "method" in r and (r["method"], r["target_edges"])
+            != (row["method"], row["target_edges"])] + [row]
+    rows.sort(key=lambda r: (r["method"] != "kgloom", r["method"], r["target_edges"]))
+    ours = {r["target_edges"]: r for r in rows if r["method"] == "kgloom"}
+    vs = []
+    for r in rows:  # kgloom's level 0 against each baseline at the same size
+        k = ours.get(r["target_edges"])
+        if r["method"] != "kgloom" and k and "leiden_cpu_seconds" in r \
+                and "leiden_cpu_seconds" in k:
+            vs.append({"baseline": r["method"], "edges": r["edges"],
+                       "cpu_ratio_baseline_over_kgloom": round(
+                           r["leiden_cpu_seconds"] / max(k["leiden_cpu_seconds"], 0.01), 1),
+                       "modularity_kgloom_minus_baseline": round(
+                           k["modularity"] - r["modularity"], 5)})
+    done = [r for r in ours.values() if "hierarchical_cpu_seconds" in r and "error" not in r]
+    fit = {}
+    if len(done) >= 2:  # per-edge cost of the whole hierarchical call, largest two sizes
+        a, b = done[-2], done[-1]
+        slope = (b["peak_rss_mib"] - a["peak_rss_mib"]) / (b["edges"] - a["edges"])
+        fit = {"cpu_seconds_per_edge": b["hierarchical_cpu_seconds"] / b["edges"],
+               "cpu_growth": round((b["hierarchical_cpu_seconds"]
+                                    / a["hierarchical_cpu_seconds"])
+                                   / (b["edges"] / a["edges"]), 3),
+               "mib_per_edge": slope, "mib_base": a["peak_rss_mib"] - slope * a["edges"],
+               "from": [a["edges"], b["edges"]], "of": "hierarchical_leiden"}
+    res = {"graph": LEIDEN_NOTE, "cpu_count": os.cpu_count(),
+           "sizes": [r for r in rows if r["method"] == "kgloom"],
+           "baselines": [r for r in rows if r["method"] != "kgloom"],
+           "kgloom_vs_baselines": vs, "linear_fit": fit}
+    path.write_text(json.dumps(res, indent=2))
     return res
 
 
@@ -302,11 +400,12 @@ def part_model(args) -> dict:
     fit = leiden["linear_fit"]
     # edges: the slice's relationships per unit, an upper bound (names repeat across units)
     edges = a["rows"]["relationships"] / units * total_units
-    done = [r for r in leiden["sizes"] if "leiden_cpu_seconds" in r]
-    # without two finished sizes: CPU per edge of the largest finished one, scaled
-    # linearly: a lower bound, since Leiden's time grows faster than its edges
+    done = [r for r in leiden["sizes"]
+            if "hierarchical_cpu_seconds" in r and "error" not in r]
+    # the whole hierarchical call; without two finished sizes: CPU per edge of the largest
+    # finished one, scaled linearly
     per_edge = fit["cpu_seconds_per_edge"] if fit else (
-        done[-1]["leiden_cpu_seconds"] / done[-1]["edges"] if done else None)
+        done[-1]["hierarchical_cpu_seconds"] / done[-1]["edges"] if done else None)
     leiden_h = per_edge * edges / 3600 if per_edge else None
     leiden_gib = (fit["mib_base"] + fit["mib_per_edge"] * edges) / 1024 if fit else None
     gpus = {}
@@ -321,7 +420,7 @@ def part_model(args) -> dict:
                      total_units / embed["units_per_cpu_second"] / 3600,
                      "writing (graph_files, one process)":
                      cpu_per_unit["graph_files"] * total_units / 3600,
-                     "leiden (one process, lower bound)": leiden_h or 0.0}
+                     "leiden (hierarchical, one process)": leiden_h or 0.0}
             stages = {"llm": llm_h, **other}
             rows.append({"gpu_servers": k, "hours": {n: round(h, 1) for n, h in stages.items()},
                          "dominant": max(stages, key=stages.get)})
@@ -348,9 +447,9 @@ def part_model(args) -> dict:
                                  f"2 x {PARAMS_7B:.3g} FLOPs per prompt token",
            "edges_upper_bound": round(edges),
            "leiden_cpu_hours": round(leiden_h, 2) if leiden_h else None,
-           "leiden_cpu_hours_is": "linear fit" if fit else "lower bound, linear from the "
-                                  "largest finished size",
-           "leiden_memory_gib_upper_bound": round(leiden_gib, 1) if leiden_gib else None,
+           "leiden_cpu_hours_is": "hierarchical_leiden, linear fit" if fit else
+           "hierarchical_leiden, linear from the largest finished size",
+           "leiden_peak_rss_gib_linear_fit": round(leiden_gib, 1) if leiden_gib else None,
            "gpus": gpus}
     (RESULTS / "scale_model.json").write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
@@ -364,7 +463,10 @@ def main() -> None:
     ap.add_argument("--work", default="", help="servers: working folder (default: a temp "
                     "one); model: the servers part's folder (its a/ index is read)")
     ap.add_argument("--edges", default="1e5,1e6,1e7", help="leiden: graph sizes (edges)")
-    ap.add_argument("--leiden-timeout", type=int, default=1800, help="leiden: seconds per size")
+    ap.add_argument("--methods", default="kgloom", help="leiden: kgloom, leidenalg-converged, "
+                    "igraph-converged (comma-separated; the last two are level-0 baselines)")
+    ap.add_argument("--leiden-timeout", type=int, default=1200, help="leiden: wall seconds "
+                    "per method and size")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     {"servers": part_servers, "leiden": part_leiden, "model": part_model}[args.part](args)

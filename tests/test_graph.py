@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import polars as pl
 import pytest
@@ -180,3 +181,78 @@ def test_pagerank_is_rounded_so_an_unchanged_graph_gives_equal_bytes():
     pr = compute_graph_metrics(ents, rels)[0]["pagerank"].to_list()
     assert all(x == round(x, PAGERANK_DECIMALS) for x in pr)
     assert abs(sum(pr) - 1.0) < 1e-9 and len(set(pr)) > 5
+
+
+def _planted_graph(blocks: int, size: int, seed: int = 7):
+    """``blocks`` groups of ``size`` entities: each member linked to 3 random members of
+    its group and, twice with probability 1/2, to a random entity anywhere (weight 1.0)."""
+    rng = random.Random(seed)
+    titles = [f"Guest {i:04d}" for i in range(blocks * size)]
+    edges = set()
+    for i in range(len(titles)):
+        base = i - i % size
+        for j in rng.sample([x for x in range(base, base + size) if x != i], 3):
+            edges.add((min(i, j), max(i, j)))
+        for _ in range(2):
+            j = rng.randrange(len(titles))
+            if rng.random() < 0.5 and j != i:
+                edges.add((min(i, j), max(i, j)))
+    return _tables(titles, [(titles[a], titles[b], 1.0) for a, b in sorted(edges)])
+
+
+def test_level_zero_modularity_matches_leiden_run_to_convergence():
+    # kgloom runs a bounded number of Leiden passes; on a planted partition that must
+    # reach the modularity of Leiden iterated until nothing moves, and beat Louvain
+    from kgloom.graph.communities import _build_graph, _modularity, _seeded_rng
+
+    entities, rels = _planted_graph(blocks=40, size=12)
+    _, stats = hierarchical_leiden(entities, rels, max_cluster_size=10_000)
+    g, _ = _build_graph(entities, rels)
+    with _seeded_rng(1):
+        converged = g.community_leiden(objective_function="modularity", weights="weight",
+                                       n_iterations=-1).membership
+    ours = stats["modularity_per_level"][0]
+    assert ours >= _modularity(g, converged) - 1e-3
+    assert ours >= stats["louvain_modularity"] - 1e-3
+
+
+def test_higher_resolution_gives_smaller_communities():
+    # a ring of 24 triangles joined by single edges: modularity (resolution 1) merges
+    # neighbouring triangles; resolution 4 keeps each triangle apart
+    from kgloom.graph.communities import _build_graph, _leiden
+
+    titles = [f"Singer {i:02d}" for i in range(72)]
+    edges = [(titles[t * 3 + a], titles[t * 3 + b], 1.0)
+             for t in range(24) for a, b in ((0, 1), (0, 2), (1, 2))]
+    edges += [(titles[t * 3 + 2], titles[(t * 3 + 3) % 72], 1.0) for t in range(24)]
+    g, ids = _build_graph(*_tables(titles, edges))
+    coarse, fine = _leiden(g, 3), _leiden(g, 3, resolution=4.0)
+    assert len(set(coarse)) < len(set(fine)) == 24
+    by_title = dict(zip(ids, fine))
+    for t in range(24):
+        assert len({by_title[_eid(titles[t * 3 + k])] for k in range(3)}) == 1
+    assert _leiden(g, 3) == coarse  # same graph and seed, same membership
+
+
+def test_every_split_sees_the_induced_subgraph_of_its_community(monkeypatch):
+    # deeper parts are cut from their parent's subgraph (cutting from the whole graph costs
+    # its vertex count per cut); each must still be exactly the community's induced
+    # subgraph: the same vertices in order, edges and weights
+    from kgloom.graph import communities as comm
+
+    entities, rels = _planted_graph(blocks=12, size=12)
+    g, _ = comm._build_graph(entities, rels)
+    seen = []
+    real_split = comm._split
+
+    def checked_split(sub, members, seed):
+        ref = g.induced_subgraph(members)
+        assert sub.vcount() == len(members)
+        assert (sorted(zip(sub.get_edgelist(), sub.es["weight"]))
+                == sorted(zip(ref.get_edgelist(), ref.es["weight"])))
+        seen.append(len(members))
+        return real_split(sub, members, seed)
+
+    monkeypatch.setattr(comm, "_split", checked_split)
+    _, stats = comm.hierarchical_leiden(entities, rels, max_cluster_size=3)
+    assert stats["levels"] >= 3 and len(seen) == sum(stats["splits"].values()) > 12

@@ -103,7 +103,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
 
 @dg.asset(group_name="graph", deps=["entities", "relationships"], kinds={"igraph", "parquet"})
 def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
-    """Hierarchical Leiden: every level a partition of all entities (leidenalg, seeded)."""
+    """Hierarchical Leiden: every level a partition of all entities (igraph Leiden, seeded)."""
     clock = Timer.started()
     s = index.settings()
     ents = read_table(index.out, schemas.ENTITIES)
