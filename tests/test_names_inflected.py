@@ -70,3 +70,26 @@ def test_english_cues_are_not_read_as_slavic_prepositions():
     assert type_cue("Got", "I've Got a Secret is a game show.") == ""
     assert type_cue("Gaul", "Philip V Gaul was a count.") == ""
     assert type_cue("Parker", "Parker wrote a book.") == "PERSON"  # not a form of "park"
+
+
+def test_inflected_forms_of_one_name_are_one_entity_titled_as_written():
+    import polars as pl
+
+    from kgloom import schemas
+    from kgloom.graph.resolution import resolve_entities
+
+    L, P = "LOCATION", "PERSON"
+    mentions = [("u1", "Ясная Поляна", L, "a"), ("u2", "Ясной Поляне", L, "b"),
+                ("u3", "Ясной Поляне", L, "c"), ("u2", "Москве", L, "d"), ("u3", "Москва", L, "e"),
+                ("u3", "Антоном Чеховым", P, "f"), ("u4", "Антон Чехов", P, "g"),
+                ("u4", "Софья Андреевна Толстая", P, "h"), ("u5", "Лев Николаевич Толстой", P, "i")]
+    em = pl.DataFrame(mentions, schema=schemas.ENTITY_MENTIONS_SCHEMA, orient="row")
+    ents, _, aliases = resolve_entities(em, schemas.empty(schemas.RELATIONSHIP_MENTIONS_SCHEMA))
+    owner = dict(zip(aliases["alias"], aliases["entity_id"]))
+    assert owner["Ясная Поляна"] == owner["Ясной Поляне"]
+    assert owner["Москве"] == owner["Москва"] and owner["Антоном Чеховым"] == owner["Антон Чехов"]
+    # a wife and her husband keep their genders apart
+    assert owner["Софья Андреевна Толстая"] != owner["Лев Николаевич Толстой"]
+    # titles are names as written (the most frequent form, ties alphabetical), not lemmas
+    assert sorted(ents["title"]) == sorted(["Ясной Поляне", "Москва", "Антон Чехов",
+                                            "Софья Андреевна Толстая", "Лев Николаевич Толстой"])

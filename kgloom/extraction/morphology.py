@@ -25,17 +25,20 @@ import os
 
 import regex
 
-PROPER_SCORE_MIN = 0.3  # summed pymorphy3 parse probability for a word's proper-name kind
+# summed pymorphy3 parse probability a word's proper-name kind needs (set on the
+# multilingual suite: "Ганди" is a surname in every parse but each has 0.08; the surname
+# reading of the adjective "Горьким" has 0.11 and that of "Казанском" 0.2)
+PROPER_SCORE_MIN = 0.3
 _CYRILLIC = regex.compile(r"\p{Script=Cyrillic}")
 # pymorphy3 grammemes of proper names -> entity type (OpenCorpora tag set)
 _GRAMMEME_TYPE = {"Name": "PERSON", "Surn": "PERSON", "Patr": "PERSON", "Geox": "LOCATION",
                   "Orgn": "ORGANIZATION"}
-# Case endings of Polish, Czech and Slovak nouns (singular and plural), after the stem;
-# with a consonant alternation the stem may lose its last letter (uniwersytet ->
-# uniwersytecie, válka -> válce, ulica -> ulicy). From the declension tables of the
-# three languages' grammars.
+# Case endings of Polish, Czech and Slovak nouns (singular and plural), after the stem,
+# from the declension tables of the three languages' grammars; the last five are
+# locative endings after a consonant alternation that replaces the stem's last letter
+# (uniwersytet -> uniwersytecie, válka -> válce, rzeka -> rzece, ogród -> ogrodzie).
 _SLAVIC_ENDINGS = frozenset("""a e ę ě i í y ý u ú ů o ó ą ie ii ji em ém om ou ów ům ám
-ami ach ách ech ích ích iach iami ce cie dzie rze ze ci ku ka""".split())
+ami ach ách ech ích iach iami ce cie dzie rze ze""".split())
 _STEM_MIN = 3  # letters a form must share with its head noun (heads of 5+ letters)
 
 
@@ -149,3 +152,39 @@ def is_adjective(word: str) -> bool:
     ps = _parses(word)
     return bool(ps) and ps[0].tag.POS == "ADJF"
 
+
+
+_CASED_POS = frozenset({"NOUN", "ADJF", "PRTF"})
+_CYRILLIC_WORD = regex.compile(r"\p{Script=Cyrillic}[\p{Script=Cyrillic}\p{M}]*")
+
+
+def nominative(title: str) -> str:
+    """Return ``title`` with each Russian word put in the nominative case, lower case,
+    everything else as it is (``Антоном Чеховым`` -> ``антон чехов``, ``Ясной Поляне``
+    -> ``ясная поляна``, ``Москве`` -> ``москва``); used as a merge key, never as a title.
+
+    The words of a name agree in case, so each word takes its likeliest pymorphy3 parse
+    in a case that every declinable word of the title can have (``Поляне`` alone reads
+    as the plural of ``полянин``; next to ``Ясной`` it is the locative of ``поляна``);
+    with no such case, its likeliest parse. Number and gender are kept (``Толстая``
+    stays feminine). Words without a declinable parse (indeclinable ``Ганди``, short
+    adjectives, unknown words) and titles without Cyrillic letters are only lower-cased.
+    """
+    words = list(_CYRILLIC_WORD.finditer(title))
+    if not words:
+        return title.lower()
+    parses = [[p for p in _parses(m.group(0)) if p.tag.POS in _CASED_POS and p.tag.case
+               and "Fixd" not in p.tag] for m in words]
+    declinable = [ps for ps in parses if ps]
+    common = set.intersection(*({p.tag.case for p in ps} for ps in declinable)) \
+        if declinable else set()
+    out, last = [], 0
+    for m, ps in zip(words, parses):
+        word = m.group(0).lower()
+        pick = next((p for p in ps if p.tag.case in common), ps[0] if ps else None)
+        if pick is not None:
+            form = pick.inflect({"nomn"})
+            word = form.word if form is not None else word
+        out.append(title[last:m.start()].lower() + word)
+        last = m.end()
+    return "".join(out) + title[last:].lower()

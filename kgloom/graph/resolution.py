@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
+from kgloom.extraction.morphology import nominative
 from kgloom.ids import content_id
 
 ALL_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "name_context",
@@ -58,7 +59,10 @@ _POSSESSIVE = re.compile(r"['\u2019\u02bc]s\s*$")
 def normalize_title(title: str) -> str:
     """Return the normalization key of an extracted title.
 
-    Steps: Unicode NFKC, casefold, drop a trailing possessive "'s", drop apostrophes
+    Steps: Russian words put in the nominative case
+    (:func:`kgloom.extraction.morphology.nominative`: "Ясной Поляне" and "Ясная Поляна"
+    are one key, as are "Москве" and "Москва"), Unicode NFKC, casefold, drop a trailing
+    possessive "'s", drop apostrophes
     (so "O'Brien" == "OBrien"), turn every other punctuation or symbol character into a
     space, collapse whitespace, drop one leading "the ". Honorifics stay as tokens, so
     "Mr. Scrooge" -> "mr scrooge" and "Mrs. Fezziwig" -> "mrs fezziwig".
@@ -71,7 +75,7 @@ def normalize_title(title: str) -> str:
     Returns "" for a title with no letters or digits (the caller keeps such titles
     apart under their casefolded text).
     """
-    text = unicodedata.normalize("NFKC", title).casefold().strip()
+    text = unicodedata.normalize("NFKC", nominative(title)).casefold().strip()
     text = _POSSESSIVE.sub("", text)
     text = _APOSTROPHES.sub("", text)
     text = "".join(" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in text)
