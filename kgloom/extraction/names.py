@@ -829,7 +829,7 @@ cathedral dom cathédrale katedra собор palace palast palais pałac дво�
 harbour harbor port bay coast forest wald forêt las лес desert peninsula kingdom reich
 royaume królestwo королевство empire republic republik république republika республика
 voivodeship gmina станция усадьба stacja nádraží stanice ulice náměstí
-řeka jezero moře ostrov hora kraj okres переулок проспект бульвар набережная остров
+řeka jezero moře ostrov hora kraj okres переулок проспект бульвар набережная
 губерния уезд край залив""".split())
 _EVENT_WORDS = frozenset("""war krieg guerre wojna война battle schlacht bataille bitwa
 битва revolution revolution révolution rewolucja революция festival fest olympics games
@@ -884,13 +884,17 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     In order: a part-of-speech tagger's ``hint`` (jieba, janome); a leading honorific or
     rank (``Mr.``, ``Mrs.``, ``Herr``, ``Prince``) -> PERSON; the name's head word (its
     last word, or first for "X of Y") in the organization, location or event word
-    lists (``University``, ``Street``, ``War`` and their German, French, Polish and
-    Russian forms) -> that type, a ghost or spirit -> PERSON; the words around any
-    occurrence in ``text``: a speech, perception or motion verb, "was born"/"died"/
-    "(born ...)", "'s wife", ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/
-    "near" (and their equivalents) before it -> LOCATION; an all-caps acronym of 2-6
-    letters -> ORGANIZATION. Cues come from common English usage and the same words in
-    the suite's languages; they never say OTHER.
+    lists (``University``, ``Street``, ``War`` and their German, French, Polish, Czech
+    and Russian forms, also inflected: :func:`kgloom.extraction.morphology.is_form_of`)
+    -> that type, a ghost or spirit -> PERSON; for Russian, the proper-name tags of the
+    name's words (:func:`kgloom.extraction.morphology.name_type`: ``Антоном Чеховым`` ->
+    PERSON, ``Пречистенке`` -> LOCATION); the words around any occurrence in ``text``:
+    a speech, perception or motion verb, "was born"/"died"/"(born ...)", "'s wife",
+    ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/"near" (and their
+    equivalents, Czech ``v``, Slavic ``na``) or a place noun in an oblique case
+    (``на станции Астапово``: "at the station Astapovo") before it -> LOCATION; an
+    all-caps acronym of 2-6 letters -> ORGANIZATION. Cues come from common English usage
+    and the same words in the suite's languages; they never say OTHER.
     """
     if hint:
         return hint
