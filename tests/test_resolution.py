@@ -386,3 +386,22 @@ def test_resolution_embeds_a_bounded_text_per_entity_however_many_descriptions()
     # whole descriptions, in order, as many as fit
     assert scrooge.startswith("Scrooge: Scrooge counted coin number 0 alone. Scrooge counted")
     assert scrooge.endswith("alone.")
+
+
+def test_a_name_with_and_without_its_honorific_decides_together():
+    # the book's case: "Mr. Scrooge" shares no unit with "Ebenezer Scrooge" but one with a
+    # one-off sentence-opener name; "Scrooge", the same man, shares two with Ebenezer
+    mentions = [("u1", "Ebenezer Scrooge", P, "A covetous old sinner."),
+                ("u1", "Scrooge", P, "Marley's sole executor."),
+                ("u2", "Ebenezer", P, "His name."),
+                ("u2", "Scrooge", P, "He signed it."),
+                ("u3", "Mr. Scrooge", P, "Addressed by the gentlemen."),
+                ("u4", "Mr. Scrooge", P, "Addressed again."),
+                ("u4", "Whereat Scrooge", P, "A sentence opener."),
+                ("u5", "Scrooge", P, "Alone."),
+                ("u6", "Mrs. Scrooge", P, "Nobody: a woman is never pooled with him.")]
+    owner, method = _owners(mentions)
+    assert owner["Mr. Scrooge"] == owner["Scrooge"] == owner["Ebenezer Scrooge"] \
+        == owner["Ebenezer"]
+    assert owner["Whereat Scrooge"] != owner["Scrooge"] != owner["Mrs. Scrooge"]
+    assert method["Mr. Scrooge"] == "name_context"

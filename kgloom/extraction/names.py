@@ -10,7 +10,11 @@ sources, chosen per script of each text unit (:func:`scripts_of`) by the setting
   ``regex`` package), joined by name particles (``of``, ``van``, ``de``, ``al-`` ...),
   led by honorifics or initials, followed by numerals (``Apollo 11``, ``Harvard Mark I``),
   and quoted titles. Sentence-opening common words and shouted headings are told apart
-  from names by corpus statistics (:func:`word_counts`).
+  from names by corpus statistics (:func:`word_counts`). In inflected languages
+  (:mod:`kgloom.extraction.morphology`) a capitalized adjective takes its lower-case head
+  noun along (``Казанском университете``, ``Karlově univerzitě``), and two names that
+  only stand side by side (``В Москве Толстой купил``: a place, then a person) are
+  split.
 - ``segmenter`` (Chinese: jieba's part-of-speech tags; Japanese: janome's): runs of
   nouns holding a proper-noun tag, plus quoted titles (《…》, 『…』, 「…」).
 - ``ngram`` (any script without letter case): character n-grams that recur in the
@@ -31,6 +35,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 import regex
+
+from kgloom.extraction.morphology import is_adjective, is_form_of, name_type, proper_type
 
 MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
 MAX_NAME_CHARS = 60
@@ -369,9 +375,54 @@ def _spans(text: str, toks: list[_Tok], stats: Counter | None) -> list[_Span]:
                     last, j = k, k + 1
                     continue
             break
+        if last + 1 < n and _lower_head(text, toks, last):
+            last += 1  # "Казанском университете", "Karlova univerzita"
         out.append(_Span(tuple(toks[i:last + 1]), _sentence_start(text, toks, i)))
         i = last + 1
     return out
+
+
+# Head nouns that inflected languages write in lower case after a capitalized adjective
+# of a name (Russian, Ukrainian, Czech, Slovak orthography: "Казанский университет",
+# "Крымская война", "Karlova univerzita", "Národní muzeum"), as dictionary forms.
+_LOWER_HEADS = frozenset("""университет институт академия музей театр собор монастырь церковь
+библиотека училище гимназия лицей завод банк вестник газета журнал война битва восстание
+революция сражение улица площадь переулок проспект бульвар набережная шоссе река озеро море
+океан остров полуостров залив пролив гора хребет область губерния уезд край район вокзал
+станция кремль дворец усадьба
+univerzita muzeum divadlo knihovna akademie katedrála chrám klášter válka bitva povstání
+revoluce ulice náměstí třída nábřeží řeka jezero moře ostrov hora pohoří kraj okres
+nádraží palác zámek""".split())
+# endings of Czech and Slovak adjectives (Karlova, Národní, Václavské, Krymská, Karlově)
+_LATIN_ADJECTIVE = regex.compile(r"(?:ý|á|é|í|ova|ovo|ovy|ově|ův|ou|ém|ého|ých|ní)$")
+
+
+def _lower_head(text: str, toks: list[_Tok], last: int) -> bool:
+    """May the lower-case token after ``toks[last]`` end the name? When it is a form of
+    one of :data:`_LOWER_HEADS` and ``toks[last]`` is a capitalized adjective (pymorphy3
+    for Cyrillic, Czech/Slovak adjective endings for Latin letters), with only spaces
+    between them."""
+    a, b = toks[last], toks[last + 1]
+    if b.kind != "lower" or a.kind != "cap" or not _gap_ok(text, a, b):
+        return False
+    if not is_form_of(b.text, _LOWER_HEADS):
+        return False
+    return is_adjective(a.text) or bool(_LATIN_ADJECTIVE.search(a.text))
+
+
+def _split_kinds(span: _Span) -> list[_Span]:
+    """Split a span where a word the morphology calls a place meets one it calls a
+    person (``Москве Толстой`` in "В Москве Толстой купил дом"; see
+    :func:`kgloom.extraction.morphology.proper_type`)."""
+    kinds = [proper_type(t.text) for t in span.toks]
+    parts, cur = [], [span.toks[0]]
+    for t, k0, k1 in zip(span.toks[1:], kinds, kinds[1:]):
+        if {k0, k1} == {"LOCATION", "PERSON"}:
+            parts.append(cur)
+            cur = []
+        cur.append(t)
+    parts.append(cur)
+    return [_Span(tuple(p), span.initial and q == 0) for q, p in enumerate(parts)]
 
 
 def _common(word: str, stats: Counter | None, local_lower: set[str]) -> bool:
@@ -489,7 +540,9 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
     toks = _tokens(text)
     local_lower = {t.text for t in toks if t.kind == "lower"}
     out: list[tuple[str, int]] = []
-    for span in _spans(text, toks, stats):
+    spans = [p for s in _spans(text, toks, stats)
+             for p in (_split_kinds(s) if len(s.toks) > 1 else [s])]
+    for span in spans:
         parts = [span]
         if any(t.text == "to" for t in span.toks):
             keep_whole = stats is None or stats[("to", _to_key(span))] >= TO_SPAN_MIN_COUNT
@@ -762,6 +815,7 @@ armée armia армия navy marine force forces senate senat sénat сенат 
 parlement парламент government regierung gouvernement rząd правительство court gericht
 hospital krankenhaus hôpital szpital больница laboratories laboratory labor verlag
 publishers press times journal gazette newspaper zeitung records studios pictures
+вестник газета журнал театр teatr divadlo
 institution office amt bureau department committee commission union league federation
 nationalmuseum institut""".split())
 _LOC_WORDS = frozenset("""street st road rd lane avenue square place platz straße strasse
@@ -774,13 +828,15 @@ hills valley tal vallée dolina park castle schloss burg château zamek замо
 cathedral dom cathédrale katedra собор palace palast palais pałac дворец house tower
 harbour harbor port bay coast forest wald forêt las лес desert peninsula kingdom reich
 royaume królestwo королевство empire republic republik république republika республика
-voivodeship gmina""".split())
+voivodeship gmina станция усадьба stacja nádraží stanice ulice náměstí
+řeka jezero moře ostrov hora kraj okres переулок проспект бульвар набережная
+губерния уезд край залив""".split())
 _EVENT_WORDS = frozenset("""war krieg guerre wojna война battle schlacht bataille bitwa
 битва revolution revolution révolution rewolucja революция festival fest olympics games
 spiele election wahl élection wybory выборы crisis krise crise kryzys кризис conference
 konferenz congress kongress siege belagerung uprising aufstand powstanie восстание
 massacre treaty vertrag traité traktat договор championship cup pokal coupe puchar
-кубок""".split())
+кубок válka bitva povstání revoluce сражение""".split())
 # characters that are not human but speak and act (the gold convention: PERSON)
 _BEING_WORDS = frozenset("""ghost spirit phantom angel god goddess demon devil fairy giant
 witch wizard geist esprit fantôme duch дух""".split())
@@ -813,6 +869,10 @@ _PERSON_AFTER = regex.compile(
     r")", regex.IGNORECASE)
 # a vocative: "'Merry Christmas, Bob!'" (after a comma, before closing punctuation)
 _VOCATIVE = (regex.compile(r",\s+$"), regex.compile(r"^[,!?]\s*['’\"”]"))
+# Czech "v"/"ve", Polish/Czech/Russian "na" (in, at, on): lower case only, never after an
+# apostrophe ("I've Got") nor as a regnal numeral ("Philip V of France")
+_LOC_BEFORE_LOWER = regex.compile(r"(?<![\p{L}\p{M}'’])(?:v|ve|na|на)\s+$")
+_PREV_WORD = regex.compile(r"(?<![\p{L}\p{M}])(\p{Ll}[\p{L}\p{M}]*)\s+$")
 _LOC_BEFORE = regex.compile(
     r"(?:\b(?:in|at|near|into|nach|bei|à|près de|w|we|pod|koło|в|во|под|около)\s+)$",
     regex.IGNORECASE)
@@ -824,13 +884,17 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     In order: a part-of-speech tagger's ``hint`` (jieba, janome); a leading honorific or
     rank (``Mr.``, ``Mrs.``, ``Herr``, ``Prince``) -> PERSON; the name's head word (its
     last word, or first for "X of Y") in the organization, location or event word
-    lists (``University``, ``Street``, ``War`` and their German, French, Polish and
-    Russian forms) -> that type, a ghost or spirit -> PERSON; the words around any
-    occurrence in ``text``: a speech, perception or motion verb, "was born"/"died"/
-    "(born ...)", "'s wife", ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/
-    "near" (and their equivalents) before it -> LOCATION; an all-caps acronym of 2-6
-    letters -> ORGANIZATION. Cues come from common English usage and the same words in
-    the suite's languages; they never say OTHER.
+    lists (``University``, ``Street``, ``War`` and their German, French, Polish, Czech
+    and Russian forms, also inflected: :func:`kgloom.extraction.morphology.is_form_of`)
+    -> that type, a ghost or spirit -> PERSON; for Russian, the proper-name tags of the
+    name's words (:func:`kgloom.extraction.morphology.name_type`: ``Антоном Чеховым`` ->
+    PERSON, ``Пречистенке`` -> LOCATION); the words around any occurrence in ``text``:
+    a speech, perception or motion verb, "was born"/"died"/"(born ...)", "'s wife",
+    ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/"near" (and their
+    equivalents, Czech ``v``, Slavic ``na``) or a place noun in an oblique case
+    (``на станции Астапово``: "at the station Astapovo") before it -> LOCATION; an
+    all-caps acronym of 2-6 letters -> ORGANIZATION. Cues come from common English usage
+    and the same words in the suite's languages; they never say OTHER.
     """
     if hint:
         return hint
@@ -850,14 +914,17 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     parts = [p for w in core for p in regex.split(r"[-‐]", w)]
     head = [parts[-1], core[0]]  # "Bank of England", "Universität Jena", "Lake Geneva"
     for h in head:
-        if h in _BEING_WORDS:
+        if is_form_of(h, _BEING_WORDS):
             return "PERSON"
-        if h in _EVENT_WORDS:
+        if is_form_of(h, _EVENT_WORDS):
             return "EVENT"
-        if h in _ORG_WORDS:
+        if is_form_of(h, _ORG_WORDS):
             return "ORGANIZATION"
-        if h in _LOC_WORDS:
+        if is_form_of(h, _LOC_WORDS):
             return "LOCATION"
+    morph = name_type(words)
+    if morph:
+        return morph
     person = location = 0
     for m in regex.finditer(r"(?<![\p{L}\p{M}\p{N}])" + regex.escape(name)
                             + r"(?![\p{L}\p{M}\p{N}])", text):
@@ -865,8 +932,11 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
         if _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after) or (
                 _VOCATIVE[0].search(before) and _VOCATIVE[1].search(after)):
             person += 1
-        elif _LOC_BEFORE.search(before) and not regex.match(r"['’]s\b", after):
+        elif (_LOC_BEFORE.search(before) or _LOC_BEFORE_LOWER.search(before)) and not regex.match(r"['’]s\b", after):
             location += 1
+        elif (prev := _PREV_WORD.search(before)) and prev.group(1).lower() not in _LOC_WORDS \
+                and is_form_of(prev.group(1), _LOC_WORDS):
+            location += 1  # a place noun in an oblique case: "на станции Астапово"
     if person:
         return "PERSON"
     if location:

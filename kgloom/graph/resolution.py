@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
+from kgloom.extraction.morphology import nominative
 from kgloom.ids import content_id
 
 ALL_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "name_context",
@@ -58,7 +59,10 @@ _POSSESSIVE = re.compile(r"['\u2019\u02bc]s\s*$")
 def normalize_title(title: str) -> str:
     """Return the normalization key of an extracted title.
 
-    Steps: Unicode NFKC, casefold, drop a trailing possessive "'s", drop apostrophes
+    Steps: Russian words put in the nominative case
+    (:func:`kgloom.extraction.morphology.nominative`: "Ясной Поляне" and "Ясная Поляна"
+    are one key, as are "Москве" and "Москва"), Unicode NFKC, casefold, drop a trailing
+    possessive "'s", drop apostrophes
     (so "O'Brien" == "OBrien"), turn every other punctuation or symbol character into a
     space, collapse whitespace, drop one leading "the ". Honorifics stay as tokens, so
     "Mr. Scrooge" -> "mr scrooge" and "Mrs. Fezziwig" -> "mrs fezziwig".
@@ -71,7 +75,7 @@ def normalize_title(title: str) -> str:
     Returns "" for a title with no letters or digits (the caller keeps such titles
     apart under their casefolded text).
     """
-    text = unicodedata.normalize("NFKC", title).casefold().strip()
+    text = unicodedata.normalize("NFKC", nominative(title)).casefold().strip()
     text = _POSSESSIVE.sub("", text)
     text = _APOSTROPHES.sub("", text)
     text = "".join(" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in text)
@@ -202,7 +206,11 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
     specific names can leave one); with several, only those of a compatible gender and
     no conflicting life stage (``_LIFE_STAGE``) compete, and the name joins the one whose
     group shares the most text units with its own group, when that count is positive and
-    strictly the highest.
+    strictly the highest. A name's own units are pooled with those of the names of the
+    same core it could be (the same gender and life stage): "Mr. Scrooge" (9 units of the
+    book) shares none with "Ebenezer Scrooge" and one each with one-off names such as
+    "Whereat Scrooge", but "Scrooge" (72 units) shares five with Ebenezer Scrooge, so the
+    two decide together, and "Scrooge" then follows.
 
     Returns the keys merged in pass 2.
     """
@@ -252,13 +260,28 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
     if units_of is None:
         return set()
 
+    same_core: dict[tuple[str, ...], list[str]] = {}
+    for k, v in keys.items():
+        same_core.setdefault(v.core, []).append(k)
+
+    def pooled(k: str, mine: str) -> set[str]:
+        """Units of k's group and of the names with k's core that it could be ("Mr.
+        Scrooge" and "Scrooge"): one name with and without an honorific is one contest."""
+        out = set(units[mine])
+        for v in same_core[keys[k].core]:
+            if v != k and _compatible(genders[mine], {keys[v].gender}) \
+                    and not _stages_conflict(stages[mine], {keys[v].stage} - {""}):
+                out |= units_of.get(v, set())
+        return out
+
     by_context: set[str] = set()
     for k in ambiguous:
         roots, mine = candidates(k), uf.find(k)
         if len(roots) > 1:
             # only candidates it could be compete ("Mr. X" is never "Mrs. X", and a
             # "Mr." name does not pick a "Master" group over the others)
-            shared = sorted(((len(units[mine] & units[r]), r) for r in roots
+            mine_units = pooled(k, mine)
+            shared = sorted(((len(mine_units & units[r]), r) for r in roots
                              if _compatible(genders[mine], genders[r])
                              and not _stages_conflict(stages[mine], stages[r])),
                             reverse=True)
