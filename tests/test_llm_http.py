@@ -128,6 +128,19 @@ def test_llm_concurrency_zero_is_a_value_error_at_resource_start(tmp_path, monke
         build_resources(str(tmp_path), str(tmp_path), fake_llm=True)
 
 
+def test_kgloom_n_threads_fixes_the_in_process_threads_and_refuses_bad_values(tmp_path,
+                                                                             monkeypatch):
+    assert build_resources(str(tmp_path), str(tmp_path), fake_llm=True)["llm"].n_threads == 0
+    monkeypatch.setenv("KGLOOM_N_THREADS", "3")
+    assert build_resources(str(tmp_path), str(tmp_path), fake_llm=True)["llm"].n_threads == 3
+    monkeypatch.setenv("KGLOOM_N_THREADS", "-1")
+    with pytest.raises(ValueError, match="n_threads must be >= 0"):
+        build_resources(str(tmp_path), str(tmp_path), fake_llm=True)["llm"].verify()
+    monkeypatch.setenv("KGLOOM_N_THREADS", "two")
+    with pytest.raises(ValueError, match="KGLOOM_N_THREADS must be an integer"):
+        build_resources(str(tmp_path), str(tmp_path), fake_llm=True)
+
+
 class _SlowFake(FakeBackend):
     def complete(self, messages, schema, max_tokens, seed):
         time.sleep(0.02)
