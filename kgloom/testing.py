@@ -37,7 +37,35 @@ class _Service:
         self.stop()
 
 
-class FakeChatServer(_Service):
+class HTTPService(_Service):
+    """A :class:`_Service` whose ``start`` serves a ``BaseHTTPRequestHandler`` class on a
+    free port of 127.0.0.1 from a daemon thread (:meth:`_serve`); ``stop`` frees it."""
+
+    _httpd: ThreadingHTTPServer | None = None
+
+    def _serve(self, handler: type) -> str:
+        """Serve ``handler`` (one thread per request; a client that hung up is not an
+        error); return ``http://127.0.0.1:<port>``."""
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address) -> None:
+                pass  # a client that timed out and hung up: expected in the fault modes
+
+        self._httpd = Server(("127.0.0.1", 0), handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+
+class FakeChatServer(HTTPService):
     """An OpenAI-compatible chat server on 127.0.0.1 answering like :class:`FakeBackend`.
 
     ``GET /v1/models`` lists ``model_id``; ``POST /v1/chat/completions`` answers with
@@ -151,21 +179,8 @@ class FakeChatServer(_Service):
                               "total_tokens": reply.prompt_tokens + reply.completion_tokens},
                 }).encode())
 
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request, client_address) -> None:
-                pass  # a client that timed out and hung up: expected in the fault modes
-
-        self._httpd = Server(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self._serve(Handler)
         return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
 
 
 

@@ -117,15 +117,30 @@ def test_map_concurrent_keeps_order_bounds_threads_and_rejects_bad_concurrency()
         map_concurrent(boom, list(range(8)), 4)
 
 
-def test_llm_concurrency_zero_is_a_value_error_at_resource_start(tmp_path, monkeypatch):
+def test_llm_concurrency_zero_is_a_value_error_at_resource_start(tmp_path):
     with pytest.raises(ValueError, match="llm_concurrency"):
         LLMResource(fake=True, llm_concurrency=0).open(tmp_path)
-    monkeypatch.setenv("KGLOOM_LLM_CONCURRENCY", "-2")
-    with pytest.raises(ValueError, match="llm_concurrency"):
-        build_resources(str(tmp_path), str(tmp_path), fake_llm=True)["llm"].verify()
-    monkeypatch.setenv("KGLOOM_LLM_CONCURRENCY", "four")
-    with pytest.raises(ValueError, match="KGLOOM_LLM_CONCURRENCY must be an integer"):
-        build_resources(str(tmp_path), str(tmp_path), fake_llm=True)
+
+
+@pytest.mark.parametrize("var, field, default, bad, refusal", [
+    ("KGLOOM_LLM_CONCURRENCY", "llm_concurrency", 1, "-2", "llm_concurrency must be >= 1"),
+    ("KGLOOM_N_THREADS", "n_threads", 0, "-1", "n_threads must be >= 0"),
+])
+def test_llm_number_variables_are_read_and_bad_values_refused(tmp_path, monkeypatch, var,
+                                                              field, default, bad, refusal):
+    def llm():
+        return build_resources(str(tmp_path), str(tmp_path), fake_llm=True)["llm"]
+
+    monkeypatch.delenv(var, raising=False)
+    assert getattr(llm(), field) == default
+    monkeypatch.setenv(var, "3")
+    assert getattr(llm(), field) == 3
+    monkeypatch.setenv(var, bad)
+    with pytest.raises(ValueError, match=refusal):
+        llm().verify()
+    monkeypatch.setenv(var, "four")
+    with pytest.raises(ValueError, match=f"{var} must be an integer"):
+        llm()
 
 
 class _SlowFake(FakeBackend):

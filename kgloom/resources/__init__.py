@@ -9,7 +9,9 @@ CLI passes its options instead and falls back to the same variables):
   where a value comes from and it is read when a run starts, not when the code loads.
 - ``KGLOOM_SETTINGS``: a YAML file of :class:`kgloom.config.IndexSettings` values (see
   :func:`kgloom.config.load_settings_file`), the resource's defaults.
-- ``KGLOOM_MODEL_PATH``, ``KGLOOM_N_GPU_LAYERS``, ``KGLOOM_FAKE_LLM=1`` (no model),
+- ``KGLOOM_MODEL_PATH``, ``KGLOOM_N_GPU_LAYERS``, ``KGLOOM_N_THREADS`` (llama.cpp
+  threads in-process; 0 or unset: chosen per call from the machine's load),
+  ``KGLOOM_FAKE_LLM=1`` (no model),
   ``KGLOOM_LLM_URL`` (OpenAI-compatible model servers, comma-separated),
   ``KGLOOM_LLM_MODEL``, ``KGLOOM_LLM_API_KEY``, ``KGLOOM_LLM_CONCURRENCY``,
   ``KGLOOM_LLM_SLOTS``, ``KGLOOM_LLM_TIMEOUT_S``, ``KGLOOM_LLM_SCHEMA_FORMAT``,
@@ -80,7 +82,8 @@ def _llm_resource(model_path: str | None, fake_llm: bool | None,
     fake = fake_llm if fake_llm is not None else env.get("KGLOOM_FAKE_LLM", "") == "1"
     return LLMResource(
         model_path=model_path or env.get("KGLOOM_MODEL_PATH", ""),
-        n_gpu_layers=_env_number("KGLOOM_N_GPU_LAYERS", "0"), fake=fake,
+        n_gpu_layers=_env_number("KGLOOM_N_GPU_LAYERS", "0"),
+        n_threads=_env_number("KGLOOM_N_THREADS", "0"), fake=fake,
         urls=parse_urls(llm_urls if llm_urls else env.get("KGLOOM_LLM_URL", "")),
         model=env.get("KGLOOM_LLM_MODEL", ""), api_key=env.get("KGLOOM_LLM_API_KEY", ""),
         llm_concurrency=(llm_concurrency if llm_concurrency is not None

@@ -58,6 +58,8 @@ class LLMResource(dg.ConfigurableResource):
             raise ValueError(f"llm_concurrency must be >= 1, got {self.llm_concurrency}")
         if self.llm_slots < 0:
             raise ValueError(f"llm_slots must be >= 0, got {self.llm_slots}")
+        if self.n_threads < 0:
+            raise ValueError(f"n_threads must be >= 0 (0: by load), got {self.n_threads}")
 
     def server_urls(self) -> list[str]:
         """The configured server URLs (validated), [] for the in-process model.
