@@ -274,7 +274,8 @@ def _no_floats(v):
 
 def normalize_table(df: pl.DataFrame) -> dict:
     """Columns with dtypes, and rows sorted by their non-float content: today's date
-    (GraphRAG's ``period``) becomes ``<today>``, a string over :data:`LONG` characters its
+    (GraphRAG's ``period``) becomes ``<today>`` (and the ``row_hash`` of such a row, which
+    covers it, a placeholder), a string over :data:`LONG` characters its
     head, SHA-256 and length, a ``vector`` its length and first :data:`VECTOR_HEAD`
     components."""
     today = dt.date.today().isoformat()
@@ -283,7 +284,11 @@ def normalize_table(df: pl.DataFrame) -> dict:
         if "vector" in row and row["vector"] is not None:
             v = list(row["vector"])
             row["vector"] = {"dim": len(v), "head": [float(x) for x in v[:VECTOR_HEAD]]}
-        rows.append({k: _value(v, today) for k, v in row.items()})
+        row = {k: _value(v, today) for k, v in row.items()}
+        if "row_hash" in row and "<today>" in row.values():
+            # LanceDB's row hash covers the row's other columns, today's date among them
+            row["row_hash"] = "<hash of a row dated today>"
+        rows.append(row)
     rows.sort(key=lambda r: json.dumps(_no_floats(r), sort_keys=True, default=str))
     return {"columns": [[c, str(t)] for c, t in df.schema.items()], "rows": rows}
 

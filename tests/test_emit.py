@@ -180,16 +180,15 @@ def test_vectors_valid_and_row_counts():
     assert not passed and meta["edges"]["actual"] is None
 
 
-def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
-    """The cap is applied per entity before units are joined (memory); a brute-force
-    reading of the definition on a random graph with hubs gives the same triples."""
+def _random_hub_graph(seed: int = 5):
+    """(units: {unit: [entity titles]}, text units, entities, relationships, communities)
+    of a random graph where E0-E3 are hubs mentioned in many units (ids = titles)."""
     import random
 
-    rng = random.Random(5)
-    monkeypatch.setattr(tables, "NEIGHBOR_TRIPLES_CAP", 3)
+    rng = random.Random(seed)
     titles = [f"E{i}" for i in range(30)]
     units = {f"u{i}": rng.sample(titles[:4], 1) + rng.sample(titles, rng.randint(0, 4))
-             for i in range(40)}  # E0-E3 are hubs, in many units
+             for i in range(40)}
     pairs = {tuple(sorted(rng.sample(titles[:4], 1) + rng.sample(titles, 1))) for _ in range(90)}
     pairs = sorted(p for p in pairs if p[0] != p[1])
     rels = pl.DataFrame({
@@ -213,7 +212,16 @@ def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
          "start_char": 0, "end_char": 1, "kg_node_ids": [], "neighbor_entity_ids": [],
          "neighbor_triples": [], "community_ids": [], "centrality": 0.0}
         for i, u in enumerate(units)], schema=schemas.TEXT_UNITS_SCHEMA)
-    comms = pl.DataFrame(schema=schemas.COMMUNITIES_SCHEMA)
+    return units, tu, ents, rels, pl.DataFrame(schema=schemas.COMMUNITIES_SCHEMA)
+
+
+def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
+    """The cap is applied per entity before units are joined (memory), and units are
+    ranked a chunk at a time; a brute-force reading of the definition on a random graph
+    with hubs gives the same triples."""
+    monkeypatch.setattr(tables, "NEIGHBOR_TRIPLES_CAP", 3)
+    monkeypatch.setattr(tables, "UNIT_CHUNK", 7)  # chunks end inside the 40 units
+    units, tu, ents, rels, comms = _random_hub_graph()
     got = {r["id"]: r["neighbor_triples"] for r in tables.denormalize_text_units(
         tu, ents, rels, comms).iter_rows(named=True)}
     for u, members in units.items():
@@ -226,3 +234,30 @@ def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
         triples = list(dict.fromkeys(f"{r['source']} | {r['description']} | {r['target']}"
                                      for r in ranked))
         assert got[u] == sorted(triples[:3]), u
+
+
+def test_neighbor_entity_ids_keep_the_most_linked_neighbours_over_the_cap(monkeypatch):
+    """Under the cap every 1-hop neighbour is listed; over it, the neighbours with the most
+    summed relationship weight to the unit's entities (ties: by id), emitted sorted; the
+    same whatever the chunk size."""
+    units, tu, ents, rels, comms = _random_hub_graph()
+
+    def expected(cap: int) -> dict[str, list[str]]:
+        out = {}
+        for u, members in units.items():
+            mine, weight = set(members), {}
+            for r in rels.iter_rows(named=True):
+                for a, b in ((r["source_id"], r["target_id"]), (r["target_id"], r["source_id"])):
+                    if a in mine and b not in mine:
+                        weight[b] = weight.get(b, 0.0) + r["weight"]
+            out[u] = sorted(sorted(weight, key=lambda e: (-weight[e], e))[:cap])
+        return out
+
+    uncapped = expected(10**6)
+    assert max(len(v) for v in uncapped.values()) > 6  # the cap below really cuts
+    for cap, chunk in ((10**6, 128), (6, 128), (6, 5)):
+        monkeypatch.setattr(tables, "NEIGHBOR_ENTITIES_CAP", cap)
+        monkeypatch.setattr(tables, "UNIT_CHUNK", chunk)
+        got = {r["id"]: r["neighbor_entity_ids"] for r in tables.denormalize_text_units(
+            tu, ents, rels, comms).iter_rows(named=True)}
+        assert got == expected(cap), (cap, chunk)

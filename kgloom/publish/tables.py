@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,13 @@ from kgloom.storage import write_text
 # touches; over the cap, relationships between two of the unit's own entities come first,
 # then the heaviest (weight), then alphabetical; the kept ones are emitted sorted.
 NEIGHBOR_TRIPLES_CAP = 50
+# neighbor_entity_ids per text unit are capped too: on a 12 MB document whose units all touch
+# a few hub entities (Christmas, London, ...) the uncapped lists averaged 904 of the 2,025
+# entities per unit (5.5 M ids, ~0.35 GB in memory, the largest allocation of the index).
+# Over the cap, the neighbours joined to the unit's entities by the most relationship weight
+# (summed over the relationships linking them) are kept, then by entity id. The bundled book
+# (at most 98 neighbours per unit) and the 2Wiki corpus (at most 221) never reach it.
+NEIGHBOR_ENTITIES_CAP = 256
 # A triple's relation is the first line of the relationship description, cut to this.
 RELATION_MAX_CHARS = 120
 
@@ -128,7 +135,8 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
         ``entity_ids`` = ``kg_node_ids``: sorted ids of entities whose text_unit_ids
         contain the unit; ``relationship_ids``: sorted ids of relationships whose
         text_unit_ids contain it; ``neighbor_entity_ids``: sorted 1-hop neighbours of the
-        kg nodes, minus the kg nodes; ``neighbor_triples``: ``"source | relation |
+        kg nodes, minus the kg nodes, at most NEIGHBOR_ENTITIES_CAP (over it: the
+        neighbours with the most summed relationship weight to the kg nodes, then by id); ``neighbor_triples``: ``"source | relation |
         target"`` (titles; relation = first line of the description, ``|`` -> ``/``, at
         most RELATION_MAX_CHARS chars) for every relationship touching a kg node, sorted,
         at most NEIGHBOR_TRIPLES_CAP (over it: edges inside the unit first, then by
@@ -183,22 +191,52 @@ def _neighbourhood_columns(text_units: pl.DataFrame, entities: pl.DataFrame,
     ids would take gigabytes for a document of a few megabytes.
     """
     ucode = text_units.select(pl.col("id").alias("unit_id")).unique().with_row_index("u")
-    ecode = entities.select(pl.col("id").alias("entity_id")).unique().with_row_index("e")
+    # codes in id order, so ordering by code is ordering by id (deterministic ties)
+    ecode = (entities.select(pl.col("id").alias("entity_id")).unique().sort("entity_id")
+             .with_row_index("e"))
     ue = (unit_ents.join(ucode, on="unit_id").join(ecode, on="entity_id")
           .select("u", "e").unique())
-    rel = (relationships.select("id", "source_id", "target_id").with_row_index("r")
+    rel = (relationships.select("id", "source_id", "target_id",
+                                weight=pl.col("weight").fill_null(0.0)).with_row_index("r")
            .join(ecode.rename({"entity_id": "source_id", "e": "se"}), on="source_id")
            .join(ecode.rename({"entity_id": "target_id", "e": "te"}), on="target_id"))
     # each relationship once per endpoint: (entity, neighbour, relationship)
     ends = pl.concat([rel.select(pl.col("se").alias("e"), pl.col("te").alias("nb"), "r"),
                       rel.select(pl.col("te").alias("e"), pl.col("se").alias("nb"), "r")])
-    neighbors = (ue.lazy().join(ends.lazy(), on="e").select("u", "nb").unique()
-                 .join(ue.lazy().rename({"e": "nb"}), on=["u", "nb"], how="anti")
-                 .join(ecode.lazy().rename({"e": "nb"}), on="nb")
-                 .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids"))
-                 .collect(engine="streaming"))
+    neighbors = _neighbor_ids(ue, ends, rel.select("r", "weight"), ecode)
     triples = _neighbor_triples(relationships, rel, ends, ue)
     return tuple(df.join(ucode, on="u").drop("u") for df in (neighbors, triples))
+
+
+UNIT_CHUNK = 128  # text units per chunk when ranking their neighbourhoods
+
+
+def _per_unit_chunk(ue: pl.DataFrame, rank: Callable[[pl.DataFrame], pl.DataFrame],
+                    schema: dict) -> pl.DataFrame:
+    """``rank(own)`` for each chunk of UNIT_CHUNK unit codes of ``ue`` (its (u, e) rows of
+    those units), concatenated; an empty ``schema`` frame when there is none. A unit
+    touching hub entities has thousands of candidate (neighbour, relationship) pairs:
+    ranking all units at once held ~0.3 GB of them on a 12 MB document, per chunk a
+    twelfth of that."""
+    n_units = int(ue["u"].max()) + 1 if ue.height else 0
+    parts = [rank(ue.filter((pl.col("u") >= lo) & (pl.col("u") < lo + UNIT_CHUNK)))
+             for lo in range(0, n_units, UNIT_CHUNK)]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def _neighbor_ids(ue: pl.DataFrame, ends: pl.DataFrame, weights: pl.DataFrame,
+                  ecode: pl.DataFrame) -> pl.DataFrame:
+    """Per unit code ``u``: its ``neighbor_entity_ids``, at most NEIGHBOR_ENTITIES_CAP
+    (see there), emitted sorted."""
+    def rank(own: pl.DataFrame) -> pl.DataFrame:
+        return (own.join(ends, on="e").join(weights, on="r")
+                .group_by("u", "nb").agg(pl.col("weight").sum().alias("w"))
+                .join(own.rename({"e": "nb"}), on=["u", "nb"], how="anti")
+                .sort("u", "w", "nb", descending=[False, True, False])
+                .group_by("u", maintain_order=True).head(NEIGHBOR_ENTITIES_CAP)
+                .join(ecode.rename({"e": "nb"}), on="nb")
+                .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids")))
+    return _per_unit_chunk(ue, rank, {"u": pl.UInt32, "neighbor_entity_ids": _STR_LIST})
 
 
 def _neighbor_triples(relationships: pl.DataFrame, rel: pl.DataFrame, ends: pl.DataFrame,
@@ -224,18 +262,22 @@ def _neighbor_triples(relationships: pl.DataFrame, rel: pl.DataFrame, ends: pl.D
             .sort("weight", "t", descending=[True, False])
             .unique(["e", "t"], keep="first", maintain_order=True)
             .group_by("e", maintain_order=True).head(NEIGHBOR_TRIPLES_CAP).select("e", "r"))
-    pairs = ue.join(ue.rename({"e": "nb"}), on="u").filter(pl.col("e") != pl.col("nb"))
-    candidates = pl.concat([
-        ue.join(best, on="e").select("u", "r", inside=pl.lit(False)),
-        pairs.join(ends, on=["e", "nb"]).select("u", "r", inside=pl.lit(True)),
-    ]).group_by("u", "r").agg(pl.col("inside").any())
-    chosen = (candidates.join(codes, on="r")
-              .sort("inside", "weight", "t", descending=[True, True, False])
-              .unique(["u", "t"], keep="first", maintain_order=True)
-              .group_by("u", maintain_order=True)
-              .agg(pl.col("t").head(NEIGHBOR_TRIPLES_CAP).sort()))
-    return (chosen.explode("t").join(texts, on="t", maintain_order="left")
-            .group_by("u", maintain_order=True).agg(pl.col("triple").alias("neighbor_triples")))
+
+    def rank(own: pl.DataFrame) -> pl.DataFrame:
+        pairs = own.join(own.rename({"e": "nb"}), on="u").filter(pl.col("e") != pl.col("nb"))
+        candidates = pl.concat([
+            own.join(best, on="e").select("u", "r", inside=pl.lit(False)),
+            pairs.join(ends, on=["e", "nb"]).select("u", "r", inside=pl.lit(True)),
+        ]).group_by("u", "r").agg(pl.col("inside").any())
+        chosen = (candidates.join(codes, on="r")
+                  .sort("inside", "weight", "t", descending=[True, True, False])
+                  .unique(["u", "t"], keep="first", maintain_order=True)
+                  .group_by("u", maintain_order=True)
+                  .agg(pl.col("t").head(NEIGHBOR_TRIPLES_CAP).sort()))
+        return (chosen.explode("t").join(texts, on="t", maintain_order="left")
+                .group_by("u", maintain_order=True)
+                .agg(pl.col("triple").alias("neighbor_triples")))
+    return _per_unit_chunk(ue, rank, {"u": pl.UInt32, "neighbor_triples": _STR_LIST})
 
 
 def _community_id_column(text_units: pl.DataFrame, communities: pl.DataFrame,
