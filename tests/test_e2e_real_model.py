@@ -41,6 +41,16 @@ def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
     summary = json.loads((out / "index-summary.json").read_text())
     assert summary["llm"]["extraction"]["calls"] == 1
     assert summary["llm"]["extraction"]["failures"] == 0
+    # the llama.cpp settings the index was built with are in its metadata, as configured
+    llm = resources["llm"]
+    backend = summary["llm_backend"]
+    assert {k: backend[k] for k in ("n_batch", "n_ubatch", "flash_attn", "n_ctx")} == {
+        "n_batch": llm.n_batch, "n_ubatch": llm.n_ubatch, "flash_attn": llm.flash_attn,
+        "n_ctx": llm.n_ctx}
+    assert backend["n_threads"] == (llm.n_threads or "auto (by load)")
+    # with threads chosen per call, the threads each call ran on are counted per stage
+    threads = summary["llm"]["extraction"]["threads"]
+    assert sum(threads.values()) == 1 and all(int(t) >= 1 for t in threads)
     failures = pl.read_parquet(out / "failures.parquet")
     assert failures.filter(pl.col("reason").str.contains("not JSON|breaks the schema")).height == 0
     entities = pl.read_parquet(out / "entities.parquet")

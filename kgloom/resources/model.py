@@ -38,7 +38,8 @@ class LLMResource(dg.ConfigurableResource):
     n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
     n_batch: int = 512  # llama.cpp's logical batch of prompt evaluation (tokens)
     n_ubatch: int = 512  # its physical batch (tokens)
-    flash_attn: bool = False  # llama.cpp's fused attention kernel
+    flash_attn: bool = False  # llama.cpp's fused attention kernel (changes some replies)
+    # n_batch / n_ubatch / flash_attn: measured by bench/bench_llama_probe.py (README)
     grammar_first: bool = True  # greedy grammar sampling checks the best token first
     temperature: float = 0.0
     fake: bool = False
