@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from kgloom import schemas  # noqa: E402
-from kgloom.config import IndexSettings  # noqa: E402
+from kgloom.config import IndexSettings, settings_from_mapping  # noqa: E402
 from kgloom.extraction.extract import extract_graph  # noqa: E402
 from kgloom.extraction.names import normalize_for_match  # noqa: E402
 from kgloom.graph.resolution import resolve_entities  # noqa: E402
@@ -237,15 +237,19 @@ def main() -> None:
                     help="2wiki: only every k-th passage of the chosen half (time budget)")
     ap.add_argument("--limit", type=int, default=0,
                     help="2wiki: only the first n passages of that sample (0: all)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an IndexSettings field (repeatable), e.g. --set extraction_text=full")
     args = ap.parse_args()
     globals()["THREADS"] = args.threads
     settings = IndexSettings(candidate_source=args.candidate_source,
                              title_candidates=not args.no_titles)
+    settings = settings_from_mapping(dict(kv.split("=", 1) for kv in args.set), settings)
     t0 = time.perf_counter()
     res = {"book": run_book, "2wiki": run_2wiki, "multilingual": run_multilingual}[
         args.corpus](args, settings)
     res = {"corpus": args.corpus, "candidate_source": args.candidate_source,
            "title_candidates": not args.no_titles, "fake_llm": args.fake_llm,
+           "settings": dict(kv.split("=", 1) for kv in args.set),
            "wall_seconds": round(time.perf_counter() - t0, 1), **res}
     text = json.dumps(res, indent=1, ensure_ascii=False, default=str)
     print(text)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import polars as pl
+import pytest
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.extraction.extract import (candidate_names, evidence_for, extract_graph,
                                        extraction_schema, first_sentence_with, is_grounded,
-                                       word_counts)
+                                       named_sentences, word_counts)
 from kgloom.ids import content_id
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
@@ -76,20 +78,23 @@ class ScriptedBackend:
         self.descriptions = descriptions
         self.calls = 0
         self.prompts: list[str] = []
+        self.typed: list[list[str]] = []  # the names each call was asked to type
 
     def complete(self, messages, schema, max_tokens, seed):
         self.calls += 1
         self.prompts.append(_names_in(messages))
         if self.broken_if and self.broken_if in _names_in(messages):
             return Completion("Sure! Here are the entities: Scrooge, Marley", 10, 8, 0.0)
-        names = list(schema["properties"]["entities"]["properties"])
+        typed = list(schema["properties"]["entities"]["properties"])
+        self.typed.append(typed)
+        names = schema["properties"]["relationships"]["items"]["properties"]["source"]["enum"]
         if self.descriptions:
             ents = {n: {"type": self.etype, "description": f"{n} as the text tells"}
-                    for n in names}
+                    for n in typed}
             rels = [{"source": a, "target": b, "description": f"{a} knows {b}"}
                     for a, b in self.pairs if a in names and b in names]
         else:
-            ents = {n: self.etype for n in names}
+            ents = {n: self.etype for n in typed}
             rels = [{"source": a, "target": b} for a, b in self.pairs
                     if a in names and b in names]
         return Completion(json.dumps({"entities": ents, "relationships": rels}), 10, 8, 0.0)
@@ -248,9 +253,11 @@ def test_extracted_relationships_replace_co_mentions(tmp_path):
     assert result.counts["relationships_dropped"] == 2
 
 
-def test_entities_typed_other_are_dropped_unless_a_cue_says_otherwise(tmp_path):
-    result = extract_graph(_units(GENTLEMEN), _llm(tmp_path, ScriptedBackend(etype="OTHER")),
-                           SETTINGS)
+@pytest.mark.parametrize("ask_cued", [False, True])
+def test_entities_typed_other_are_dropped_unless_a_cue_says_otherwise(tmp_path, ask_cued):
+    settings = replace(SETTINGS, type_cued_names=ask_cued)
+    backend = ScriptedBackend(etype="OTHER")
+    result = extract_graph(_units(GENTLEMEN), _llm(tmp_path, backend), settings)
     names = candidate_names(GENTLEMEN, vocabulary=word_counts([GENTLEMEN]))
     kept = set(result.entity_mentions["title"])
     # "Mr. Scrooge" and "Mr. Marley" carry an honorific, "Scrooge replied" a speech verb:
@@ -258,7 +265,13 @@ def test_entities_typed_other_are_dropped_unless_a_cue_says_otherwise(tmp_path):
     assert kept == {"Mr. Scrooge", "Mr. Marley", "Scrooge"}
     assert set(result.entity_mentions["type"]) == {"PERSON"}
     assert result.counts["names_typed_other"] == len(names) - 3 > 0
-    assert result.counts["other_overruled_by_cues"] == 3
+    if ask_cued:  # the model was asked and said OTHER; the cues overruled it
+        assert result.counts["other_overruled_by_cues"] == 3
+        assert backend.typed == [names]
+    else:  # the cued names were not asked at all
+        assert result.counts["names_typed_by_cues_only"] == 3
+        assert "other_overruled_by_cues" not in result.counts
+        assert backend.typed == [[n for n in names if n not in kept]]
 
 
 def test_unparseable_reply_is_a_failure_and_other_units_are_extracted(tmp_path):
@@ -411,10 +424,10 @@ class CountingBackend(ScriptedBackend):
 
 def test_a_prompt_that_does_not_fit_the_context_is_cut_at_a_sentence(tmp_path):
     long_text = " ".join([BALL] * 6)
-    backend = CountingBackend(n_ctx=2200)
+    backend = CountingBackend(n_ctx=1600)
     result = extract_graph(_units(long_text), _llm(tmp_path, backend), SETTINGS)
     assert result.counts["units_cut_to_fit_context"] >= 1
-    assert backend.longest_prompt <= 2200
+    assert backend.longest_prompt <= 1600
     assert result.entity_mentions.height > 0
     assert all(is_grounded(t, long_text) for t in result.entity_mentions["title"])
     # a roomy context leaves the text whole
@@ -428,3 +441,39 @@ def test_settings_reject_an_unknown_candidate_source():
 
     with pytest.raises(ValueError, match="candidate_source"):
         IndexSettings(candidate_source="guess")
+
+
+def test_named_sentences_keep_the_sentences_naming_a_candidate_in_order():
+    text = ("The fog came down. Scrooge sat in his office. It was cold. "
+            "Bob Cratchit warmed his hands. He failed. Scrooge's nephew came in.")
+    shown = named_sentences(text, ["Scrooge", "Bob Cratchit"])
+    assert shown == ("Scrooge sat in his office. … Bob Cratchit warmed his hands. … "
+                     "Scrooge's nephew came in.")
+    # a leading gap is not marked, a trailing one is; a name matched after normalization
+    assert named_sentences("Nothing here. MARLEY was dead. The end.", ["Marley"]) == \
+        "MARLEY was dead. …"
+    # no sentence names a candidate: the text as it is
+    assert named_sentences("No names at all here.", ["Fezziwig"]) == "No names at all here."
+
+
+def test_the_model_is_shown_the_named_sentences_and_evidence_comes_from_the_whole_unit(tmp_path):
+    filler = "The weather was bitter and the fog came pouring in at every chink. "
+    text = (filler + "Mr. Scrooge met Mr. Marley at the counting-house. " + filler * 3
+            + "Mr. Marley bowed to Mr. Scrooge. " + filler)
+    backend = ScriptedBackend(pairs=[("Mr. Scrooge", "Mr. Marley")])
+    result = extract_graph(_units(text), _llm(tmp_path, backend), SETTINGS)
+    prompt = backend.prompts[0]
+    assert "Mr. Scrooge met Mr. Marley" in prompt and "Mr. Marley bowed" in prompt
+    assert "fog came pouring" not in prompt and " … " in prompt
+    rm = result.relationship_mentions.filter(pl.col("kind") == "extracted")
+    assert rm["description"].to_list() == [evidence_for("Mr. Scrooge", "Mr. Marley", text)]
+    # extraction_text=full shows the whole unit
+    full = ScriptedBackend(pairs=[("Mr. Scrooge", "Mr. Marley")])
+    extract_graph(_units(text), _llm(tmp_path / "full", full),
+                  replace(SETTINGS, extraction_text="full"))
+    assert "fog came pouring" in full.prompts[0]
+
+
+def test_settings_reject_an_unknown_extraction_text():
+    with pytest.raises(ValueError, match="extraction_text"):
+        IndexSettings(extraction_text="some")

@@ -41,6 +41,8 @@ def test_every_index_setting_is_a_resource_field_with_its_default():
             value = "llm"
         elif name == "candidate_source":
             value = "ngram"
+        elif name == "extraction_text":
+            value = "full"
         else:
             pytest.fail(f"no test value for {name}")
         got = getattr(IndexConfigResource(**{name: value}).settings(), name)
@@ -136,7 +138,7 @@ def test_cli_is_quiet_names_its_jobs_and_logs_to_a_file(small_input, tmp_path, m
     # a setting that decides partitions changed: the partition is rebuilt
     res = _index(["--input-dir", str(small_input), "--output-dir", str(out),
                   "--set", "chunk_size=150", "--set", "chunk_overlap=30",
-                  "--set", "max_relationships_per_unit=3", "--verbose"],
+                  "--set", "max_relationships_per_unit=4", "--verbose"],
                  tmp_path, monkeypatch)
     assert res.exit_code == 0, res.output
     assert "RUN_START" in res.output

@@ -152,7 +152,8 @@ PARTITION_SETTINGS = ("chunk_size", "chunk_overlap", "entity_types",
                       "max_relationships_per_unit", "max_gleanings", "extract_claims",
                       "llm_descriptions",
                       "co_mention_edges", "co_mention_strength", "seed",
-                      "cut_boilerplate", "candidate_source", "title_candidates")
+                      "cut_boilerplate", "candidate_source", "title_candidates",
+                      "extraction_text", "type_cued_names")
 
 
 def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
