@@ -193,7 +193,7 @@ def sentences(text: str) -> list[str]:
     return [flat[a:b].strip() for a, b in zip(bounds, bounds[1:]) if flat[a:b].strip()]
 
 
-GAP = " … "  # stands for the sentences :func:`named_sentences` leaves out
+GAP = "…"  # stands for the sentences :func:`named_sentences` leaves out
 
 
 def named_sentences(text: str, names: list[str]) -> str:
@@ -206,20 +206,20 @@ def named_sentences(text: str, names: list[str]) -> str:
     and state no relationship between two names. On the bundled book these sentences
     hold 46 % of the text units' model tokens (23,570 of 51,506).
     """
-    keys = [normalize_for_match(n) for n in names]
-    keys = [k for k in keys if k]
-    kept: list[str] = []
-    gap = False
+    keys = [k for k in map(normalize_for_match, names) if k]
+    parts: list[str] = []  # kept sentences, GAP marks between them
+    kept_any = False
     for sentence in sentences(text):
-        if any(n in sentence for n in names) or (
-                keys and any(k in normalize_for_match(sentence) for k in keys)):
-            kept.append(GAP.strip() + " " + sentence if gap and kept else sentence)
-            gap = False
-        else:
-            gap = True
-    if not kept:
-        return text
-    return " ".join(kept) + (GAP.rstrip() if gap else "")
+        named = any(n in sentence for n in names)
+        if not named and keys:
+            norm = normalize_for_match(sentence)  # once per sentence, not per name
+            named = any(k in norm for k in keys)
+        if named:
+            parts.append(sentence)
+            kept_any = True
+        elif kept_any and parts[-1] != GAP:
+            parts.append(GAP)
+    return " ".join(parts) if kept_any else text
 
 
 def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
@@ -259,24 +259,32 @@ def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> s
            f"{first_sentence_with(target, text, max_chars // 2)}"
 
 
+def _unit_cues(names: list[str], text: str, hints: dict[str, str],
+               types: tuple[str, ...]) -> dict[str, str]:
+    """{name (whitespace runs collapsed): the type :func:`kgloom.extraction.names.type_cue`
+    gives it in ``text``, "" when none or not one of ``types``}. ``hints``: name -> the
+    type a part-of-speech tagger gave it (jieba, janome). Computed once per unit."""
+    out: dict[str, str] = {}
+    for raw in names:
+        name = " ".join(raw.split())
+        cue = type_cue(name, text, hints.get(raw, hints.get(name, "")))
+        out[name] = cue if cue in types else ""
+    return out
+
+
 def _parse_reply(obj: dict, unit_id: str, text: str, counts: Counter, allowed: set[str],
-                 hints: dict[str, str] | None = None, types: tuple[str, ...] = (),
-                 ) -> tuple[list[dict], list[dict]]:
+                 cues: dict[str, str]) -> tuple[list[dict], list[dict]]:
     """Turn one validated reply into mention rows.
 
-    ``hints``: name -> the type a part-of-speech tagger gave it (jieba, janome). Where
-    :func:`kgloom.extraction.names.type_cue` gives one of the configured types (the tagger's, or
-    cues of the name and its context), that type stands instead of the model's, also
-    when the model said OTHER (a cue is evidence of an entity; a 135M model's OTHER is
-    not); a name typed OTHER with no cue is dropped.
+    ``cues``: :func:`_unit_cues` of the unit's names. Where a name has a cue, that type
+    stands instead of the model's, also when the model said OTHER (a cue is evidence of
+    an entity; a 135M model's OTHER is not); a name typed OTHER with no cue is dropped.
     """
     ents: dict[str, dict] = {}
-    allowed_types = set(types or ())
     for raw_name, value in obj.get("entities", {}).items():
         name = " ".join(raw_name.split())
         etype = value["type"] if isinstance(value, dict) else value
-        cue = type_cue(name, text, (hints or {}).get(name, ""))
-        cue = cue if cue in allowed_types else ""
+        cue = cues.get(name, "")
         if etype == NOT_AN_ENTITY:
             if not cue:
                 counts["names_typed_other"] += 1
@@ -472,11 +480,11 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
             counts["units_without_names"] += 1
             return [], [], failures
         shown = f"{title}\n\n{text}" if title else text
-        hints = {c.name: c.hint for c in cands if c.hint}
+        cues = _unit_cues(names, shown, {c.name: c.hint for c in cands if c.hint},
+                          settings.entity_types)
         cued: dict[str, str] = {}  # name -> the type its cue gives: not asked of the model
         if not settings.type_cued_names and not settings.llm_descriptions:
-            cued = {n: cue for n in names
-                    if (cue := type_cue(n, shown, hints.get(n, ""))) in settings.entity_types}
+            cued = {n: cue for n in names if (cue := cues[" ".join(n.split())])}
         typed = [n for n in names if n not in cued]
         prompt_text = (named_sentences(text, names) if settings.extraction_text
                        == "named_sentences" else text)
@@ -497,8 +505,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     replied = obj.get("entities", {})
     obj = {**obj, "entities": {n: replied[n] if n in replied else cued[n]
                                for n in names if n in replied or n in cued}}
-    ents, rels = _parse_reply(obj, unit_id, shown, counts, set(names), hints,
-                              settings.entity_types)
+    ents, rels = _parse_reply(obj, unit_id, shown, counts, set(names), cues)
     entity_names = [e["title"] for e in ents]
     for round_no in range(settings.max_gleanings if len(ents) >= 2 else 0):
         found = "; ".join(f"{r['source']} - {r['target']}" for r in rels) or "(none)"

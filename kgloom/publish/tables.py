@@ -218,9 +218,10 @@ def _per_unit_chunk(ue: pl.DataFrame, rank: Callable[[pl.DataFrame], pl.DataFram
     touching hub entities has thousands of candidate (neighbour, relationship) pairs:
     ranking all units at once held ~0.3 GB of them on a 12 MB document, per chunk a
     twelfth of that."""
-    n_units = int(ue["u"].max()) + 1 if ue.height else 0
-    parts = [rank(ue.filter((pl.col("u") >= lo) & (pl.col("u") < lo + UNIT_CHUNK)))
-             for lo in range(0, n_units, UNIT_CHUNK)]
+    # one pass over ue splits it into chunks (not one filter of the whole frame per chunk)
+    chunks = ue.with_columns(chunk=pl.col("u") // UNIT_CHUNK).partition_by(
+        "chunk", as_dict=True, include_key=False)
+    parts = [rank(chunks[key]) for key in sorted(chunks)]
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
