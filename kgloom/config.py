@@ -69,6 +69,15 @@ class IndexSettings:
             0 and 0: every community gets an LLM report. The defaults (3 members, 0
             relationships) keep an LLM report for every community of 3 or more members,
             however few relationships it has inside.
+        report_llm_min_source_tokens: a community whose internal relationships were
+            all extracted from text units of fewer tokens in all gets a rule-based report
+            too: an LLM report (~270 tokens with the default model) would be longer than
+            the passages it summarizes (a 2WikiMultihopQA passage has ~50); 0: no such
+            rule. Text units of the default 600-token chunking never fall under it alone.
+        report_brief_max_members: a community with at most this many members gets a
+            brief LLM report (``reports.BRIEF_REPORT_SCHEMA``: one finding, a summary of
+            at most 200 characters) from the same prompt; 0: every LLM report is full
+            size. A many-member community has more to report than a three-member one.
         reuse_reports: keep the report of a community whose members and internal
             relationships are unchanged since the last run (``reports.report_key``), so an
             incremental run rewrites only the communities it changed.
@@ -116,6 +125,8 @@ class IndexSettings:
     report_max_input_tokens: int = 800
     report_llm_min_members: int = 3
     report_llm_min_relationships: int = 0
+    report_llm_min_source_tokens: int = 200
+    report_brief_max_members: int = 5
     reuse_reports: bool = True
     cut_boilerplate: bool = True
     candidate_source: str = "auto"
@@ -163,7 +174,8 @@ class IndexSettings:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_gleanings", "report_llm_min_members",
-                     "report_llm_min_relationships"):
+                     "report_llm_min_relationships", "report_llm_min_source_tokens",
+                     "report_brief_max_members"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not -1.0 <= self.embedding_merge_threshold <= 1.0:

@@ -35,7 +35,8 @@ def tables() -> dict[str, pl.DataFrame]:
 
 
 # every community gets an LLM report (the sizing rule off), as before reports were sized
-ALL_LLM = {"report_llm_min_members": 0, "report_llm_min_relationships": 0}
+ALL_LLM = {"report_llm_min_members": 0, "report_llm_min_relationships": 0,
+           "report_llm_min_source_tokens": 0}
 
 
 def _llm(tmp_path, backend) -> CachedLLM:
@@ -345,3 +346,119 @@ def test_every_community_of_three_or_more_members_gets_an_llm_report(tmp_path, t
             IndexSettings(report_llm_min_relationships=2), default_tokenizer())
         assert dict(strict.select("community", "generated_by").iter_rows())[2] == "rules"
         assert len(backend2.calls) == len(backend.calls) - 1
+
+
+class _Schemas(FakeBackend):
+    """The fake LLM, recording each call's messages, schema and max_tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[list[dict], dict, int]] = []
+
+    def complete(self, messages, schema, max_tokens, seed):
+        self.seen.append((messages, schema, max_tokens))
+        return super().complete(messages, schema, max_tokens, seed)
+
+
+def test_reports_are_sized_to_the_community(tmp_path, tables):
+    """Communities of at most report_brief_max_members members get a brief LLM report
+    (one finding, a shorter summary) from the same prompt; larger ones the full schema;
+    0 turns brief reports off; the setting is part of the report's reuse key."""
+    from kgloom.llm import reply_token_bound
+    from kgloom.reports.community_reports import BRIEF_REPORT_SCHEMA, report_key
+
+    args = (tables["communities"], tables["entities"], tables["relationships"])
+    sizes = dict(tables["communities"].select("community", "size").iter_rows())
+    backend = _Schemas()
+    reports, failures, _ = build_community_reports(
+        *args, _llm(tmp_path / "a", backend),
+        IndexSettings(**ALL_LLM, report_brief_max_members=3), default_tokenizer())
+    assert failures.height == 0 and set(reports["generated_by"]) == {"llm"}
+    by_size = {}
+    for messages, schema, max_tokens in backend.seen:
+        context = messages[-1]["content"]
+        n = context.split("Relationships:")[0].count("\n- ")
+        by_size.setdefault(n <= 3, set()).add(json.dumps(schema))
+        assert max_tokens == reply_token_bound(schema)
+    assert by_size[True] == {json.dumps(BRIEF_REPORT_SCHEMA)}
+    assert by_size[False] == {json.dumps(REPORT_TEMPLATE.schema)}
+    # the prompt is the same for both sizes: only the grammar differs
+    assert len({json.dumps(m[:-1]) for m, _, _ in backend.seen}) == 1
+    assert reply_token_bound(BRIEF_REPORT_SCHEMA) < reply_token_bound(REPORT_TEMPLATE.schema) / 1.5
+    for r in reports.iter_rows(named=True):
+        if sizes[r["community"]] <= 3:
+            assert len(r["findings"]) == 1 and len(r["summary"]) <= 200
+    jsonschema_validate = __import__("jsonschema").validate
+    for r in reports.filter(pl.col("size") <= 3).iter_rows(named=True):
+        jsonschema_validate(json.loads(r["full_content_json"]), BRIEF_REPORT_SCHEMA)
+
+    off = _Schemas()
+    build_community_reports(*args, _llm(tmp_path / "b", off),
+                            IndexSettings(**ALL_LLM, report_brief_max_members=0),
+                            default_tokenizer())
+    assert {json.dumps(s) for _, s, _ in off.seen} == {json.dumps(REPORT_TEMPLATE.schema)}
+
+    small = _community(tables, 2)  # 3 members
+    keys = {report_key(small, "m", IndexSettings(report_brief_max_members=n)) for n in (0, 3, 5)}
+    assert len(keys) == 2  # brief at 3 and 5 (the same report), full at 0
+
+
+def test_context_writes_each_evidence_sentence_once():
+    """Extractive descriptions are evidence sentences: a sentence naming three entities
+    is the description of each and of their relationships. The context writes it once."""
+    s1 = "Alice, Bob and Carol met in Dover."
+    s2 = "Carol was born in Calais."
+    ents = pl.DataFrame({"id": ["a", "b", "c", "d"], "title": ["ALICE", "BOB", "CAROL", "DOVER"],
+                         "type": ["PERSON", "PERSON", "PERSON", "LOCATION"],
+                         "description": [s1, s1, f"{s1}\n{s2}", s1],
+                         "degree": [3, 2, 2, 1]})
+    rels = pl.DataFrame({"id": ["r1", "r2", "r3"], "source": ["ALICE", "BOB", "CAROL"],
+                         "target": ["DOVER", "DOVER", "ALICE"],
+                         "description": [s1, s1, f"{s1}\n{s2}"],
+                         "combined_degree": [4, 3, 2]})
+    c = {"entity_ids": ["a", "b", "c", "d"], "relationship_ids": ["r1", "r2", "r3"]}
+    ctx, method = build_report_context(c, ents, rels, [], 10_000, default_tokenizer())
+    assert method == "members"
+    assert ctx.count(s1) == 1 and ctx.count(s2) == 1
+    assert ctx.split("\n") == ["Entities:", "- ALICE (PERSON)", "- BOB (PERSON)",
+                               "- CAROL (PERSON)", "- DOVER (LOCATION)", "Relationships:",
+                               f"- ALICE -> DOVER; BOB -> DOVER: {s1}",
+                               f"- CAROL -> ALICE: {s2}"]
+    # a sentence no relationship holds stays with its entity
+    ctx, _ = build_report_context({"entity_ids": ["a", "c"], "relationship_ids": []},
+                                  ents, rels, [], 10_000, default_tokenizer())
+    assert ctx.split("\n") == ["Entities:", f"- ALICE (PERSON): {s1}",
+                               f"- CAROL (PERSON): {s1} {s2}"]
+
+
+def test_communities_from_passages_shorter_than_a_report_get_rule_reports(tmp_path, tables):
+    """A community whose internal relationships all come from text units of fewer than
+    report_llm_min_source_tokens tokens in all gets a rule report (an LLM report would be
+    longer than its sources); 600-token units, unknown units and 0 keep the LLM."""
+    from kgloom.reports.community_reports import source_tokens
+
+    comms, ents, rels = tables["communities"], tables["entities"], tables["relationships"]
+    rel_units = dict(zip(rels["id"].to_list(), rels["text_unit_ids"].to_list()))
+    c2 = _community(tables, 2)  # 3 members, relationships from two text units
+    first, second = sorted({u for r in c2["relationship_ids"] for u in rel_units[r]})
+
+    def run(tokens: dict | None, name: str, **settings):
+        reports, failures, _ = build_community_reports(
+            comms, ents, rels, _llm(tmp_path / name, FakeBackend()), IndexSettings(**settings),
+            default_tokenizer(), unit_tokens=tokens)
+        assert failures.height == 0
+        return dict(reports.select("community", "generated_by").iter_rows())
+
+    all_units = {u for us in rel_units.values() for u in us}
+    short = {u: 600 for u in all_units} | {first: 50, second: 60}
+    assert source_tokens(c2, rel_units, short) == 110  # each unit once
+    assert source_tokens(_community(tables, 0), rel_units, short) == 710
+    assert run(short, "short")[2] == "rules"
+    assert run(short, "short")[0] == "llm"  # 5 members over several 600-token units
+    assert run({u: 600 for u in all_units}, "long")[2] == "llm"
+    assert run(short, "off", report_llm_min_source_tokens=0)[2] == "llm"
+    # a relationship whose text units are unknown (an imported graph): the LLM decides
+    unknown = {u: n for u, n in short.items() if u != first}
+    assert source_tokens(c2, rel_units, unknown) is None
+    assert run(unknown, "unknown")[2] == "llm"
+    assert run(None, "none")[2] == "llm"

@@ -172,6 +172,28 @@ def test_only_changed_rows_are_embedded_and_written_in_batches(tmp_path, embedde
     assert got[EMBEDDING_KEY][0] != stored[EMBEDDING_KEY][0]
 
 
+def test_rows_with_the_same_text_are_embedded_once(tmp_path, embedder, monkeypatch):
+    """A community report repeated on several levels is one text: one forward pass,
+    within a batch and across batches, and every row gets that vector."""
+    from kgloom.publish.vectors import sync_lancedb
+
+    texts = ["Scrooge counted his money.", "Marley's ghost rattled its chain."]
+    df = pl.DataFrame({"id": [f"r{i}" for i in range(6)],
+                       "text": [texts[0], texts[0], texts[1], texts[0], texts[1], texts[0]]})
+    asked: list[str] = []
+    real = embedder.embed
+    monkeypatch.setattr(embedder, "embed", lambda batch, **kw: (asked.extend(batch),
+                                                               real(batch, **kw))[1])
+    got = sync_lancedb(tmp_path, "t", df, pl.col("text"), embedder, batch_rows=2)
+    assert sorted(asked) == sorted(texts)  # each distinct text once
+    assert (got["written"], got["embedded"], got["reused"]) == (6, 2, 4)
+    stored = pl.from_arrow(lancedb.connect(str(tmp_path)).open_table("t").to_arrow()).sort("id")
+    vecs = np.stack(stored["vector"].to_list())
+    want = real(texts)
+    for row, text in zip(vecs, df["text"]):
+        assert np.allclose(row, want[texts.index(text)], atol=1e-5)
+
+
 def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, monkeypatch):
     import kgloom.publish.vectors as vectors
 

@@ -433,7 +433,9 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
     Returns:
         ``{"rows", "version", "dim", "indexed", "written", "deleted", "embedded",
         "reused"}``: rows in the table, its version, the vector size, whether it has an
-        ANN index, rows written, rows deleted, texts embedded, vectors reused.
+        ANN index, rows written, rows deleted, distinct texts embedded (rows with the
+        same text, e.g. a community report repeated on several levels, share one
+        pass), vectors reused (stored, or embedded for an earlier row of this call).
 
     Raises:
         ValueError: when ids repeat.
@@ -456,15 +458,21 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
             reuse["index"] = ({k: i for i, k in enumerate(stored[EMBEDDING_KEY].to_pylist())}
                               if usable else {})
         out = np.zeros((rows.height, embedder.dim), dtype=np.float32)
-        todo = []
+        fresh = reuse.setdefault("fresh", {})  # embedding key -> vector embedded this sync
+        todo: dict[str, list[int]] = {}  # key -> its rows, each distinct text embedded once
         for row, key in enumerate(rows[EMBEDDING_KEY].to_list()):
             if key in reuse["index"]:
                 out[row] = reuse["matrix"][reuse["index"][key]]
+            elif key in fresh:
+                out[row] = fresh[key]
             else:
-                todo.append(row)
+                todo.setdefault(key, []).append(row)
         if todo:
             texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
-            out[todo] = embedder.embed([texts[r] for r in todo])
+            vectors = embedder.embed([texts[rs[0]] for rs in todo.values()])
+            for (key, rs), vector in zip(todo.items(), vectors):
+                out[rs] = vector
+                fresh[key] = vector
             counts["embedded"] += len(todo)
         return out
 

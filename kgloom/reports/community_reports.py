@@ -93,6 +93,23 @@ REPORT_TEMPLATE = PromptTemplate(
 RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of report_key)
 
 
+def _brief_schema(schema: dict) -> dict:
+    """``schema`` cut to a brief report: one finding, shorter summary and explanations."""
+    props = json.loads(json.dumps(schema["properties"]))
+    props["summary"]["maxLength"] = 200
+    props["rating_explanation"]["maxLength"] = 80
+    props["findings"]["maxItems"] = 1
+    props["findings"]["items"]["properties"]["explanation"]["maxLength"] = 120
+    return {**schema, "properties": props}
+
+
+# The reply schema of a community of at most ``report_brief_max_members`` members: the
+# same fields (so the same table, the same markdown) with one finding and shorter
+# strings. The prompt is REPORT_TEMPLATE's, word for word, so the KV cache of its fixed
+# prefix serves both sizes; only the grammar differs.
+BRIEF_REPORT_SCHEMA = _brief_schema(REPORT_TEMPLATE.schema)
+
+
 _HEADINGS = ("Entities:", "Relationships:", "Claims:", "Sub-community reports:")
 
 
@@ -123,6 +140,39 @@ def member_claims(community: dict, entities: pl.DataFrame,
     return found if found.height else None
 
 
+def _sentences(description: str | None) -> list[str]:
+    """A description's parts: the descriptions merged into it, one per line."""
+    return [part.strip() for part in (description or "").split("\n") if part.strip()]
+
+
+def _member_lines(ents: pl.DataFrame, rels: pl.DataFrame) -> tuple[list[str], list[str]]:
+    """The context lines of a community's entities and relationships, each description
+    part (an evidence sentence) written once: relationships with the same description
+    share one line (``- A -> C; B -> C: ...``), a relationship part already written is
+    left out, and an entity's description keeps only the parts no relationship line
+    holds (an entity described by its relationships' sentences is listed by name and
+    type). Extractive descriptions are evidence sentences, so the same sentence was
+    otherwise written once per entity and relationship it names."""
+    rel_lines: list[list] = []  # [pairs, parts]
+    by_parts: dict[tuple[str, ...], list] = {}
+    written: set[str] = set()
+    for r in rels.iter_rows(named=True):
+        pair, parts = f"{r['source']} -> {r['target']}", tuple(_sentences(r["description"]))
+        if parts and parts in by_parts:
+            by_parts[parts][0].append(pair)
+            continue
+        line = [[pair], [p for p in parts if p not in written]]
+        written.update(parts)
+        by_parts.setdefault(parts, line)
+        rel_lines.append(line)
+    ent_lines = []
+    for r in ents.iter_rows(named=True):
+        own = [p for p in _sentences(r["description"]) if p not in written]
+        ent_lines.append(f"- {r['title']} ({r['type']})" + (f": {' '.join(own)}" if own else ""))
+    return ent_lines, [f"- {'; '.join(pairs)}" + (f": {' '.join(parts)}" if parts else "")
+                       for pairs, parts in rel_lines]
+
+
 def build_report_context(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
                          child_reports: list[dict], budget: int,
                          tokenizer: Tokenizer,
@@ -138,6 +188,8 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
             relationships under "Claims:"; None adds nothing (the context is then
             exactly members and relationships).
 
+    Each evidence sentence is written once (see :func:`_member_lines`).
+
     Returns:
         (context text, method): method is ``members`` when all members and relationships fit,
         ``sub_reports`` when sub-community reports stand in, ``truncated`` otherwise.
@@ -147,10 +199,7 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
                                                          descending=[True, False])
     rels = relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))).sort(
         ["combined_degree", "id"], descending=[True, False])
-    ent_lines = [f"- {r['title']} ({r['type']}): {r['description']}".replace("\n", " ")
-                 for r in ents.iter_rows(named=True)]
-    rel_lines = [f"- {r['source']} -> {r['target']}: {r['description']}".replace("\n", " ")
-                 for r in rels.iter_rows(named=True)]
+    ent_lines, rel_lines = _member_lines(ents, rels)
     claim_lines = ([f"- {r['subject_id']} -> {r['object_id']} [{r['type']}, {r['status']}]: "
                     f"{r['description']}".replace("\n", " ") for r in claims.iter_rows(named=True)]
                    if claims is not None else [])
@@ -185,17 +234,64 @@ def report_key(community: dict, model_id: str, settings: IndexSettings,
     communities with the same key get the same report."""
     how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens)
            if method == "llm" else (RULES_VERSION,))
+    if method == "llm" and is_brief(community, settings):
+        how += ("brief", content_id("schema", json.dumps(BRIEF_REPORT_SCHEMA, sort_keys=True)))
     return content_id("report", *how, *sorted(community["entity_ids"]), "|",
                       *sorted(community["relationship_ids"]),
                       *(["|claims", *sorted(claim_ids)] if claim_ids else []))
 
 
-def needs_llm_report(community: dict, settings: IndexSettings) -> bool:
-    """True when ``community`` is large enough for an LLM report: at least
-    ``report_llm_min_members`` members and ``report_llm_min_relationships`` internal
-    relationships (both 0: every community)."""
-    return (len(community["entity_ids"]) >= settings.report_llm_min_members
-            and len(community["relationship_ids"]) >= settings.report_llm_min_relationships)
+def source_tokens(community: dict, relationship_units: dict[str, list[str] | None],
+                  unit_tokens: dict[str, int]) -> int | None:
+    """The tokens of the text units ``community``'s internal relationships were extracted
+    from (each unit counted once), or None when that is unknown: no internal
+    relationship, or one whose text units are not in ``unit_tokens`` (an imported graph).
+
+    Args:
+        community: a ``COMMUNITIES_SCHEMA`` row as a dict.
+        relationship_units: relationship id -> its ``text_unit_ids``.
+        unit_tokens: text unit id -> ``n_tokens`` (the chunking tokenizer's tokens).
+    """
+    units: set[str] = set()
+    for r in community["relationship_ids"]:
+        ids = relationship_units.get(r)
+        if not ids or any(u not in unit_tokens for u in ids):
+            return None
+        units.update(ids)
+    return sum(unit_tokens[u] for u in units) if units else None
+
+
+def needs_llm_report(community: dict, settings: IndexSettings,
+                     relationship_units: dict[str, list[str] | None] | None = None,
+                     unit_tokens: dict[str, int] | None = None) -> bool:
+    """True when ``community`` is worth an LLM report: at least ``report_llm_min_members``
+    members and ``report_llm_min_relationships`` internal relationships, and its internal
+    relationships come from text units of at least ``report_llm_min_source_tokens``
+    tokens in all (:func:`source_tokens`; not tested when ``relationship_units`` or
+    ``unit_tokens`` is None or the sources are unknown). A report of the people and
+    places of one 50-token passage would be longer than the passage (an LLM report is
+    ~270 tokens with the default model); the rule report quotes its sentences instead.
+    All three settings 0: every community gets an LLM report."""
+    if (len(community["entity_ids"]) < settings.report_llm_min_members
+            or len(community["relationship_ids"]) < settings.report_llm_min_relationships):
+        return False
+    if relationship_units is None or unit_tokens is None \
+            or settings.report_llm_min_source_tokens <= 0:
+        return True
+    n = source_tokens(community, relationship_units, unit_tokens)
+    return n is None or n >= settings.report_llm_min_source_tokens
+
+
+def is_brief(community: dict, settings: IndexSettings) -> bool:
+    """True when ``community``'s LLM report is a brief one (:data:`BRIEF_REPORT_SCHEMA`):
+    it has at most ``report_brief_max_members`` members (0: never)."""
+    return 0 < len(community["entity_ids"]) <= settings.report_brief_max_members
+
+
+def report_schema(community: dict, settings: IndexSettings) -> dict:
+    """The JSON schema of ``community``'s LLM report: :data:`BRIEF_REPORT_SCHEMA` for a
+    small one (:func:`is_brief`), else ``REPORT_TEMPLATE.schema``."""
+    return BRIEF_REPORT_SCHEMA if is_brief(community, settings) else REPORT_TEMPLATE.schema
 
 
 def _names(titles: list[str]) -> str:
@@ -278,6 +374,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             progress: Callable[[int, int], None] | None = None,
                             previous: pl.DataFrame | None = None,
                             claims: pl.DataFrame | None = None,
+                            unit_tokens: dict[str, int] | None = None,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Build a report for every community, deepest level first (the caller writes them).
 
@@ -297,13 +394,16 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             large enough for it (:func:`needs_llm_report`); the others get
             :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
             time.
-        settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members`` and
-            ``report_llm_min_relationships``.
+        settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
+            ``report_llm_min_relationships``, ``report_llm_min_source_tokens`` and
+            ``report_brief_max_members``.
         tokenizer: measures the context budget.
         progress: called as ``progress(done, total)``.
         previous: the last ``COMMUNITY_REPORTS_SCHEMA`` table, or None.
         claims: a ``COVARIATES_SCHEMA`` table (claims), or None; each community's
             context lists its members' claims.
+        unit_tokens: text unit id -> ``n_tokens``, for ``report_llm_min_source_tokens``
+            (:func:`needs_llm_report`); None: that rule is not applied.
 
     Returns:
         (reports, failures, context_methods): reports conform to
@@ -321,6 +421,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
     kept = ({} if previous is None or "report_key" not in previous.columns else
             {r["report_key"]: r for r in previous.iter_rows(named=True)})
     order = communities.sort(["level", "community"], descending=[True, False])
+    units = dict(zip(relationships["id"].to_list(), relationships["text_unit_ids"].to_list()))
     total, finished = order.height, 0
 
     def reuse(c: dict, key: str) -> None:
@@ -333,7 +434,8 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
 
     def ask(job: tuple[dict, str, str]) -> tuple[dict | None, dict | None]:
         return structured_call(llm, REPORT_TEMPLATE, STAGE, str(job[0]["community"]),
-                               settings.seed, context=job[2])
+                               settings.seed, schema=report_schema(job[0], settings),
+                               context=job[2])
 
     def tick(n: int, _level_total: int) -> None:  # n of this level's calls are done
         if progress:
@@ -346,7 +448,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         answers: list[tuple[dict, str, str, dict | None, dict | None]] = []
         for c in level.iter_rows(named=True):
             own_claims = member_claims(c, entities, claims)
-            by = "llm" if needs_llm_report(c, settings) else "rules"
+            by = "llm" if needs_llm_report(c, settings, units, unit_tokens) else "rules"
             key = report_key(c, llm.model_id, settings,
                              own_claims["id"].to_list() if own_claims is not None else None, by)
             if key in kept or key in written:

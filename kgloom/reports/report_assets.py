@@ -14,7 +14,8 @@ from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table
 
 
-@dg.asset(group_name="reports", deps=[communities, "entities", "relationships", "covariates"],
+@dg.asset(group_name="reports",
+          deps=[communities, "entities", "relationships", "covariates", "corpus"],
           pool="llm", kinds={"llama_cpp", "parquet"})
 def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
                       llm: LLMResource) -> dg.MaterializeResult:
@@ -27,10 +28,12 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     previous = (read_table(index.out, schemas.COMMUNITY_REPORTS, schemas.COMMUNITY_REPORTS_SCHEMA)
                 if s.reuse_reports else None)
     claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
+    units = read_table(index.corpus_folder, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA)
     cached = llm.open(index.out, log=context.log)
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
-        previous=previous, claims=claims)
+        previous=previous, claims=claims,
+        unit_tokens=dict(zip(units["id"].to_list(), units["n_tokens"].to_list())))
     write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
     write_table(failures, index.corpus_folder, f"{schemas.FAILURES}.{REPORTS_STAGE}")
     st = cached.stats.get(REPORTS_STAGE)
