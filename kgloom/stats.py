@@ -63,8 +63,10 @@ def stage_cost(stats: dict) -> dict:
     Returns a dict with the keys of ``COST_FIELDS``: ``wall_seconds``; ``llm_seconds``
     (time in LLM calls), split into ``llm_prompt_seconds`` and ``llm_decode_seconds``
     (llama.cpp's own timings) and ``llm_outside_seconds`` (the rest of the calls:
-    sampling, grammar, Python); ``embedder_seconds``; ``model_seconds`` = LLM + embedder
-    seconds; ``model_share`` = model seconds / wall seconds (0 for a stage without wall
+    sampling, grammar, Python); ``embedder_seconds`` (forward passes, plus the embedder's
+    one-time load, ~5 s on 2 cores: importing sentence-transformers with transformers and
+    torch and reading the weights, on the stage that loaded it); ``model_seconds`` = LLM +
+    embedder seconds; ``model_share`` = model seconds / wall seconds (0 for a stage without wall
     time; above 1 only if a stage's wall time was taken over less than its model work);
     the LLM's ``calls`` (that reached the model), ``cache_hits``, ``prompt_tokens`` and
     ``completion_tokens``.

@@ -204,3 +204,14 @@ def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, m
     blocks = embedder.embed(texts, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(3, 7), (6, 7), (7, 7)]
     assert np.allclose(whole, blocks, atol=1e-5)
+
+
+def test_the_embedder_load_is_counted_once(embedder):
+    """The process-wide embedder's load (imports and weights) is model time of the one
+    stage that claims it first; later claims get 0."""
+    from kgloom.publish.vectors import Embedder
+
+    fresh = Embedder(embedder.model_path)
+    assert fresh.load_seconds > 0 and fresh.seconds == 0.0  # no forward pass yet
+    assert fresh.claim_load_seconds() == fresh.load_seconds
+    assert fresh.claim_load_seconds() == 0.0

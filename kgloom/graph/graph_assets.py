@@ -68,7 +68,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     stats = write_stage_stats(
         out, "entities", clock.elapsed, StageStats.merged(
             cached.stats.get(k) for k in (SUMMARIES_STAGE, VERIFY_STAGE)).as_dict(),
-        embedder_seconds=emb.seconds - emb_seconds_before if emb else 0.0, entities=ents.height,
+        embedder_seconds=emb.seconds - emb_seconds_before + emb.claim_load_seconds()
+        if emb else 0.0, entities=ents.height,
         relationships=rels.height, summary_method=s.summary_method,
         llm_backend=cached.backend_settings(),
         steps_seconds={k: round(v, 2) for k, v in steps.items()})

@@ -95,6 +95,7 @@ class Embedder:
 
     def __init__(self, model_path: str | Path | None = None, window_tokens: int | None = None,
                  stride: int | None = None, batch_size: int = 8) -> None:
+        t0 = time.perf_counter()
         from sentence_transformers import SentenceTransformer
 
         self.model_path = str(model_path or default_embedder_path())
@@ -111,6 +112,17 @@ class Embedder:
             raise ValueError(f"stride must be in [1, {self.content_tokens}], got {self.stride}")
         self.batch_size = batch_size
         self.seconds = 0.0  # in forward passes (``encode``), over this object's life
+        # loading: importing sentence-transformers (transformers, torch) and the weights
+        self.load_seconds = time.perf_counter() - t0
+        self._load_claimed = False
+
+    def claim_load_seconds(self) -> float:
+        """:attr:`load_seconds` the first time it is asked for, 0.0 after: the stage that
+        loaded the (process-wide, shared) embedder counts its load as model time once."""
+        if self._load_claimed:
+            return 0.0
+        self._load_claimed = True
+        return self.load_seconds
 
     @property
     def dim(self) -> int:
