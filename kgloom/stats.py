@@ -52,7 +52,8 @@ def write_stage_stats(output_dir: str | Path, stage: str, seconds: float,
 
 
 COST_FIELDS = ("wall_seconds", "model_seconds", "model_share", "llm_seconds",
-               "embedder_seconds", "llm_prompt_seconds", "llm_decode_seconds",
+               "embedder_seconds", "embedder_load_seconds", "llm_prompt_seconds",
+               "llm_decode_seconds",
                "llm_outside_seconds", "calls", "cache_hits", "prompt_tokens",
                "completion_tokens")
 
@@ -65,8 +66,8 @@ def stage_cost(stats: dict) -> dict:
     (llama.cpp's own timings) and ``llm_outside_seconds`` (the rest of the calls:
     sampling, grammar, Python); ``embedder_seconds`` (forward passes, plus the embedder's
     one-time load, ~5 s on 2 cores: importing sentence-transformers with transformers and
-    torch and reading the weights, on the stage that loaded it); ``model_seconds`` = LLM +
-    embedder seconds; ``model_share`` = model seconds / wall seconds (0 for a stage without wall
+    torch and reading the weights, on the stage that loaded it), of which
+    ``embedder_load_seconds`` is that load; ``model_seconds`` = LLM + embedder seconds; ``model_share`` = model seconds / wall seconds (0 for a stage without wall
     time; above 1 only if a stage's wall time was taken over less than its model work);
     the LLM's ``calls`` (that reached the model), ``cache_hits``, ``prompt_tokens`` and
     ``completion_tokens``.
@@ -79,6 +80,7 @@ def stage_cost(stats: dict) -> dict:
     return {"wall_seconds": round(wall, 2), "model_seconds": round(llm_s + emb, 2),
             "model_share": round((llm_s + emb) / wall, 4) if wall > 0 else 0.0,
             "llm_seconds": round(llm_s, 2), "embedder_seconds": round(emb, 2),
+            "embedder_load_seconds": round(float(stats.get("embedder_load_seconds", 0.0)), 2),
             "llm_prompt_seconds": round(prompt, 2), "llm_decode_seconds": round(decode, 2),
             "llm_outside_seconds": round(max(0.0, llm_s - prompt - decode), 2)
             if prompt + decode else 0.0,

@@ -96,10 +96,23 @@ def cost_metadata(stats: dict) -> dict:
     cost = stats.get("cost") or {}
     return {**llm, **{k: v for k, v in cost.items() if k in (
         "wall_seconds", "model_seconds", "model_share", "embedder_seconds",
-        "llm_outside_seconds")}}
+        "embedder_load_seconds", "llm_outside_seconds")}}
+
+
 def endpoint_metadata(cached) -> dict:
     """``{"llm_endpoints": json}`` with each model server's calls, errors, timeouts and
     seconds when the LLM is behind servers (``OpenAIChatBackend.endpoint_stats``); {}
     in-process."""
     stats = getattr(cached.backend, "endpoint_stats", None)
     return {"llm_endpoints": dg.MetadataValue.json(stats())} if stats else {}
+
+
+def embedder_time(emb, seconds_before: float) -> dict[str, float]:
+    """A stage's embedder time for :func:`kgloom.stats.write_stage_stats`:
+    ``embedder_seconds`` = forward passes since ``seconds_before`` (the shared embedder's
+    :attr:`~kgloom.publish.vectors.Embedder.seconds` when the stage began) plus the
+    embedder's load when this stage is the first to claim it, and
+    ``embedder_load_seconds`` = that load (0 on later stages)."""
+    load = emb.claim_load_seconds()
+    return {"embedder_seconds": emb.seconds - seconds_before + load,
+            "embedder_load_seconds": round(load, 3)}

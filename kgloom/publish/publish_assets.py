@@ -7,8 +7,8 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, graph_inputs_of,
-                                     preview, progress)
+from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, embedder_time,
+                                     graph_inputs_of, preview, progress)
 from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
                                    edges_endpoints_exist, kg_node_ids_exist, row_counts_match,
                                    vectors_valid, write_graphml, write_neo4j_import)
@@ -84,8 +84,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
                                    log=context.log.info)
     stats = write_stage_stats(out, "vector_index", clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
-                              embedder_seconds=emb.seconds - emb_seconds_before
-                              + emb.claim_load_seconds())
+                              **embedder_time(emb, emb_seconds_before))
     yield dg.MaterializeResult(metadata={
         # from graph_files only: an index built without reports (--no-reports) keeps the
         # reports of the last run that wrote them, and is up to date without new ones
