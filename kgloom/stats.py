@@ -53,9 +53,8 @@ def write_stage_stats(output_dir: str | Path, stage: str, seconds: float,
 
 COST_FIELDS = ("wall_seconds", "model_seconds", "model_share", "llm_seconds",
                "embedder_seconds", "embedder_load_seconds", "llm_prompt_seconds",
-               "llm_decode_seconds",
-               "llm_outside_seconds", "calls", "cache_hits", "prompt_tokens",
-               "completion_tokens")
+               "llm_decode_seconds", "llm_outside_seconds", "calls", "cache_hits",
+               "prompt_tokens", "completion_tokens")
 
 
 def stage_cost(stats: dict) -> dict:
@@ -67,8 +66,8 @@ def stage_cost(stats: dict) -> dict:
     sampling, grammar, Python); ``embedder_seconds`` (forward passes, plus the embedder's
     one-time load, ~5 s on 2 cores: importing sentence-transformers with transformers and
     torch and reading the weights, on the stage that loaded it), of which
-    ``embedder_load_seconds`` is that load; ``model_seconds`` = LLM + embedder seconds; ``model_share`` = model seconds / wall seconds (0 for a stage without wall
-    time; above 1 only if a stage's wall time was taken over less than its model work);
+    ``embedder_load_seconds`` is that load; ``model_seconds`` = LLM + embedder seconds;
+    ``model_share`` = model seconds / wall seconds (0 for a stage without wall time; above 1 only if a stage's wall time was taken over less than its model work);
     the LLM's ``calls`` (that reached the model), ``cache_hits``, ``prompt_tokens`` and
     ``completion_tokens``.
     """

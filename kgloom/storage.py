@@ -67,10 +67,12 @@ def write_table(df: pl.DataFrame, output_dir: str | Path, name: str) -> Path:
 
 
 def read_table(output_dir: str | Path, name: str,
-               schema: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
-    """Read ``<output_dir>/<name>.parquet``.
+               schema: dict[str, pl.DataType] | None = None,
+               columns: list[str] | None = None) -> pl.DataFrame:
+    """Read ``<output_dir>/<name>.parquet`` (only ``columns`` when given).
 
-    When the file is missing and ``schema`` is given, return an empty frame of it.
+    When the file is missing and ``schema`` is given, return an empty frame of it
+    (of its ``columns``).
 
     Raises:
         FileNotFoundError: when the file is missing and no ``schema`` was given.
@@ -79,8 +81,9 @@ def read_table(output_dir: str | Path, name: str,
     if not path.exists():
         if schema is None:
             raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
-        return schemas.empty(schema)
-    return pl.read_parquet(path)
+        empty = schemas.empty(schema)
+        return empty.select(columns) if columns else empty
+    return pl.read_parquet(path, columns=columns)
 
 
 def write_json(obj: Any, path: str | Path) -> Path:

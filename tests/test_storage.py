@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kgloom import storage
+from kgloom import schemas, storage
 from kgloom.publish import tables
 
 
@@ -78,3 +78,19 @@ def test_the_writer_lock_is_reentrant_and_names_its_holder(tmp_path):
     assert holder(tmp_path) is None  # released: no stale note
     with writer_lock(tmp_path, "next"):
         assert holder(tmp_path)["command"] == "next"
+
+
+def test_read_table_reads_only_the_columns_asked_for(tmp_path):
+    """The reports stage reads text units' ids and token counts, not their texts; a
+    missing table with a schema gives an empty frame of those columns."""
+    from kgloom.storage import read_table, write_table
+
+    assert read_table(tmp_path, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA,
+                      columns=["id", "n_tokens"]).columns == ["id", "n_tokens"]
+    units = schemas.empty(schemas.TEXT_UNITS_SCHEMA).vstack(pl.DataFrame(
+        [{"id": "u1", "text": "Scrooge.", "n_tokens": 3}]).select(
+        [pl.lit(None).cast(t).alias(c) if c not in ("id", "text", "n_tokens") else
+         pl.col(c).cast(t) for c, t in schemas.TEXT_UNITS_SCHEMA.items()]))
+    write_table(units, tmp_path, schemas.TEXT_UNITS)
+    got = read_table(tmp_path, schemas.TEXT_UNITS, columns=["id", "n_tokens"])
+    assert got.to_dicts() == [{"id": "u1", "n_tokens": 3}]

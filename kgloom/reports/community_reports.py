@@ -20,6 +20,7 @@ KV cache of that prefix is reused from one report to the next; its fields are bo
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 
@@ -95,7 +96,7 @@ RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of rep
 
 def _brief_schema(schema: dict) -> dict:
     """``schema`` cut to a brief report: one finding, shorter summary and explanations."""
-    props = json.loads(json.dumps(schema["properties"]))
+    props = copy.deepcopy(schema["properties"])
     props["summary"]["maxLength"] = 200
     props["rating_explanation"]["maxLength"] = 80
     props["findings"]["maxItems"] = 1
@@ -108,6 +109,7 @@ def _brief_schema(schema: dict) -> dict:
 # strings. The prompt is REPORT_TEMPLATE's, word for word, so the KV cache of its fixed
 # prefix serves both sizes; only the grammar differs.
 BRIEF_REPORT_SCHEMA = _brief_schema(REPORT_TEMPLATE.schema)
+_BRIEF_KEY = ("brief", content_id("schema", json.dumps(BRIEF_REPORT_SCHEMA, sort_keys=True)))
 
 
 _HEADINGS = ("Entities:", "Relationships:", "Claims:", "Sub-community reports:")
@@ -235,7 +237,7 @@ def report_key(community: dict, model_id: str, settings: IndexSettings,
     how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens)
            if method == "llm" else (RULES_VERSION,))
     if method == "llm" and is_brief(community, settings):
-        how += ("brief", content_id("schema", json.dumps(BRIEF_REPORT_SCHEMA, sort_keys=True)))
+        how += _BRIEF_KEY
     return content_id("report", *how, *sorted(community["entity_ids"]), "|",
                       *sorted(community["relationship_ids"]),
                       *(["|claims", *sorted(claim_ids)] if claim_ids else []))

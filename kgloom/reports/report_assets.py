@@ -28,7 +28,8 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     previous = (read_table(index.out, schemas.COMMUNITY_REPORTS, schemas.COMMUNITY_REPORTS_SCHEMA)
                 if s.reuse_reports else None)
     claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
-    units = read_table(index.corpus_folder, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA)
+    units = read_table(index.corpus_folder, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA,
+                       columns=["id", "n_tokens"])  # not the texts
     cached = llm.open(index.out, log=context.log)
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
