@@ -106,6 +106,66 @@ def test_jaccard_rerank_exact_scores():
     assert alg.mean_pairwise_jaccard([0, 1, 2], adj) == pytest.approx((1 + 0 + 0) / 3)
 
 
+def _eager_rerank(cands, top_k, lam, adj):
+    """The greedy pass written out plainly: every untaken candidate rescored each round
+    (with lambda 0 no overlap is computed: it is reported as 0.0, as before)."""
+    pool = list(dict.fromkeys(n for n, _ in cands))
+    ann = {n: s for n, s in reversed(cands)}  # first listing wins
+    chosen: list[tuple[int, float, float]] = []
+    while len(chosen) < min(top_k, len(pool)):
+        best = None
+        for n in pool:
+            if n in {c for c, _, _ in chosen}:
+                continue
+            pen = max((alg.jaccard(adj.neighbor_set(n), adj.neighbor_set(c))
+                       for c, _, _ in chosen), default=0.0) if lam > 0 else 0.0
+            if best is None or ann[n] - lam * pen > best[1]:
+                best = (n, ann[n] - lam * pen, pen)
+        chosen.append(best)
+    return chosen
+
+
+def test_lazy_rerank_picks_what_the_eager_greedy_pass_picks():
+    """The lazy (CELF) evaluation gives the eager pass's seeds, scores and overlaps, ties
+    included, on random graphs dense enough that neighbourhoods overlap."""
+    rng = np.random.default_rng(7)
+    for trial in range(150):
+        n = int(rng.integers(5, 40))
+        m = int(rng.integers(n, 4 * n))
+        adj = alg.Adjacency.from_edges(n, rng.integers(0, n, m), rng.integers(0, n, m))
+        k_cand = int(rng.integers(1, n + 1))
+        nodes = rng.choice(n, size=k_cand, replace=False).tolist()
+        # coarse scores make ties common; a repeated node keeps its first score
+        scores = np.round(rng.random(k_cand), 1).tolist()
+        cands = sorted(zip(nodes, scores), key=lambda x: -x[1])
+        cands += [(nodes[0], 5.0)]
+        top_k = int(rng.integers(1, k_cand + 2))
+        lam = float(rng.choice([0.0, 0.3, 1.0, 5.0]))
+        got = alg.diversity_rerank(cands, None, top_k, lam, adj)
+        want = _eager_rerank(cands, top_k, lam, adj)
+        assert [s.node for s in got] == [w[0] for w in want], trial
+        assert [s.score for s in got] == pytest.approx([w[1] for w in want]), trial
+        assert [s.overlap for s in got] == pytest.approx([w[2] for w in want]), trial
+
+
+def test_lazy_rerank_reads_few_neighbourhoods_when_seeds_do_not_overlap():
+    """With disjoint neighbourhoods no candidate's bound falls, so only the picked seeds'
+    neighbourhoods are read (the point of the lazy pass), not all 5 x top_k."""
+    adj = alg.Adjacency.from_edges(60, list(range(0, 60, 2)), list(range(1, 60, 2)))
+    read: list[int] = []
+
+    class Counting(dict):
+        def __contains__(self, node):
+            read.append(node)
+            return super().__contains__(node)
+
+    hoods = Counting({v: adj.neighbor_set(v) for v in range(60)})
+    cands = [(v, 1.0 - v / 100) for v in range(0, 60, 2)]  # 30 candidates, no shared nbr
+    chosen = alg.diversity_rerank(cands, hoods, 5, 5.0, adj)
+    assert [s.node for s in chosen] == [0, 2, 4, 6, 8]
+    assert len(set(read)) <= 5
+
+
 def test_rerank_and_bfs_reject_bad_arguments():
     adj = _rerank_graph()
     with pytest.raises(ValueError, match="top_k"):
@@ -391,6 +451,43 @@ def test_cli_query_prints_table_and_json(carol_index):
 
 
 # --- query by vector, the memory handle's entity search, the vectorized BFS -----------------
+def test_two_step_is_two_public_calls_and_expand_checks_its_seeds(carol_index, retriever):
+    """The baseline is entities_by_vector then expand_by_vector, as a client would call
+    them; expand rejects unknown ids and mismatched scores; diagnostics can be off."""
+    from kgloom.query.retriever import QUERY_EMBED_THREADS
+
+    q = "the ghost showed the old man his past at a Christmas ball"
+    qv = retriever.embedder.embed([q], threads=QUERY_EMBED_THREADS)[0]
+    hits = retriever.entities_by_vector(qv, top_k=3)
+    assert hits.entities.height == 3 and hits.text_units.height == 0
+    assert hits.entities["score"].is_sorted(descending=True)
+    assert set(hits.entities["hop_depth"]) == {0}
+    ids, scores = hits.entities["entity_id"].to_list(), hits.entities["score"].to_list()
+    two = retriever.two_step_by_vector(qv, top_k=3, depth=1)
+    walked = retriever.expand_by_vector(qv, ids, 1, 3, scores, entity_via="fused")
+    assert two.info["seeds"] == ids == walked.info["seeds"]
+    assert two.entities.equals(walked.entities)
+    assert two.text_units.equals(walked.text_units)
+    assert two.mode == "two_step" and walked.mode == "expand"
+    assert two.info["ann_sum"] == pytest.approx(sum(scores))
+    plain = retriever.expand_by_vector(qv, ids[:1] + ids[:1], 0)
+    assert plain.entities["entity_id"].to_list() == ids[:1]  # a repeat counts once
+    assert set(plain.entities["via"]) == {"bfs"} and plain.entities["score"][0] == 1.0
+    with pytest.raises(ValueError, match="unknown entity id 'nope'"):
+        retriever.expand_by_vector(qv, ["nope"], 1)
+    with pytest.raises(ValueError, match="seed_scores"):
+        retriever.expand_by_vector(qv, ids, 1, 3, [1.0])
+    with pytest.raises(ValueError, match="depth"):
+        retriever.expand_by_vector(qv, ids, -1)
+    quiet = Retriever(carol_index, retriever.embedder,
+                      config=RetrievalConfig(seed_diagnostics=False))
+    for res in (quiet.fused_by_vector(qv, top_k=3, depth=1), quiet.two_step_by_vector(qv, 3, 1)):
+        assert "seed_overlap" not in res.info and "baseline_seed_overlap" not in res.info
+        assert res.info["seeds"] and res.info["ann_sum"] > 0
+    loud = retriever.fused_by_vector(qv, top_k=3, depth=1)
+    assert quiet.fused_by_vector(qv, top_k=3, depth=1).entities.equals(loud.entities)
+
+
 def test_fused_by_vector_equals_fused_for_the_same_vector(carol_index, retriever):
     from kgloom.query.retriever import QUERY_EMBED_THREADS
 

@@ -121,10 +121,14 @@ class Study:
         return out
 
 
-def _open(study: Study, handle: str, bfs_threads: int | None = None):
-    from kgloom.query.retriever import Retriever
+def _open(study: Study, handle: str, bfs_threads: int | None = None,
+          seed_diagnostics: bool = True):
+    """A Retriever on the study's index; ``seed_diagnostics`` False for timed runs (the
+    seed-overlap figures are then computed outside the timed call, :func:`_overlaps`)."""
+    from kgloom.query.retriever import RetrievalConfig, Retriever
 
-    r = Retriever(study.index, graph_backend=HANDLES[handle], bfs_threads=bfs_threads)
+    r = Retriever(study.index, graph_backend=HANDLES[handle], bfs_threads=bfs_threads,
+                  config=RetrievalConfig(seed_diagnostics=seed_diagnostics))
     r.graph  # load the graph now, not inside a timed call
     if handle == "memory":
         r.entity_vectors()
@@ -155,6 +159,19 @@ def _row(study: Study, res, seconds: float, cpu: float, **fields: Any) -> dict[s
             **study.describe(ents), "seeds": " ".join(info.get("seeds", []))}
 
 
+def _overlaps(r, got: dict[str, tuple]) -> None:
+    """Fill in the seed-overlap figures a timed call left out (seed_diagnostics off):
+    each method's ``seed_overlap`` from its seeds, and fused's ``baseline_seed_overlap``
+    from the two-step seeds of the same case (the plain ANN top_k)."""
+    from kgloom.query.algorithms import mean_pairwise_jaccard
+
+    g = r.graph
+    for res, *_ in got.values():
+        res.info["seed_overlap"] = mean_pairwise_jaccard(
+            [g["node_of"][e] for e in res.info.get("seeds", [])], g["adj"])
+    got["fused"][0].info["baseline_seed_overlap"] = got["two_step"][0].info["seed_overlap"]
+
+
 def _progress(total: int, desc: str):
     from tqdm import tqdm
 
@@ -167,7 +184,7 @@ def run_main(study: Study, handles: list[str], limit: int | None, warmup: int,
     cases = [c for c in study.cases if limit is None or c.query < limit]
     rows = []
     for handle in handles:
-        r = _open(study, handle)
+        r = _open(study, handle, seed_diagnostics=False)
         for c in study.cases[:warmup]:  # warm-up: not recorded
             for method in ("fused", "two_step"):
                 _call(r, method, study.queries[c.query], c.top_k, c.depth, lam, oversample)
@@ -180,6 +197,7 @@ def run_main(study: Study, handles: list[str], limit: int | None, warmup: int,
                                       lam, oversample)
                 got[method] = (res, sec, cpu, position)
                 bar.update()
+            _overlaps(r, got)
             sets = {m: set(got[m][0].entities["entity_id"].to_list()) for m in got}
             union = len(sets["fused"] | sets["two_step"])
             paired = len(sets["fused"] & sets["two_step"]) / union if union else 1.0
@@ -223,7 +241,8 @@ def run_threads(study: Study, limit: int | None, warmup: int, lam: float,
     cases = [c for c in study.cases if c.depth == 2 and (limit is None or c.query < limit)]
     rows = []
     for handle in HANDLES:
-        handles = {t: _open(study, handle, bfs_threads=t) for t in (1, 2)}
+        handles = {t: _open(study, handle, bfs_threads=t, seed_diagnostics=False)
+                   for t in (1, 2)}
         for c in cases[:warmup]:
             for r in handles.values():
                 _call(r, "fused", study.queries[c.query], c.top_k, c.depth, lam, oversample)

@@ -16,6 +16,7 @@ enough to check by hand in a test:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -377,13 +378,24 @@ def diversity_rerank(candidates: Sequence[tuple[int, float]],
     with ``lam = 0`` the result is the first ``top_k`` candidates by ANN score: the
     plain two-step baseline.
 
+    The greedy pass is evaluated lazily, as CELF does for submodular greedy selection
+    (Leskovec et al., KDD 2007, "Cost-effective outbreak detection in networks"): a
+    candidate's penalty only grows as seeds are added, so its score against the seeds
+    it was last compared with is an upper bound. Candidates wait in a heap on that
+    bound; the top one is compared with the seeds added since, and is picked when its
+    bound is still the best (its score is then exact). The picks, scores and ties are
+    those of the eager pass over every candidate; only the neighbourhoods and Jaccards
+    nobody needed are never computed (about top_k + the penalized ones instead of
+    oversample x top_k neighbourhoods and top_k x oversample x top_k Jaccards).
+
     Source: the fused graph-RAG retrieve procedure (ANN with oversampling, greedy
     overlap-penalized rerank, BFS from the chosen seeds) described in the NeoFuse
     project write-up; the penalty is a maximal-marginal-relevance step (Carbonell &
     Goldstein, SIGIR 1998) with Jaccard overlap of graph neighbourhoods as the redundancy.
 
     Args:
-        candidates: (node key, ANN score) pairs, e.g. 5 x top_k of them.
+        candidates: (node key, ANN score) pairs, e.g. 5 x top_k of them; a repeated
+            node counts once, at its first position.
         neighborhoods: node -> N(node); missing nodes are looked up in ``adj``.
         top_k: seeds to choose, > 0.
         lam: overlap penalty lambda, >= 0.
@@ -399,30 +411,39 @@ def diversity_rerank(candidates: Sequence[tuple[int, float]],
         raise ValueError(f"top_k must be > 0, got {top_k}")
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
-    hood = dict(neighborhoods or {})
     pool: list[tuple[int, float]] = []
     seen: set[int] = set()
     for node, score in candidates:
         if node not in seen:
             seen.add(node)
             pool.append((int(node), float(score)))
-            if node not in hood:
-                hood[node] = adj.neighbor_set(node) if adj is not None else frozenset()
-    overlap = [0.0] * len(pool)  # running max Jaccard against the chosen seeds
-    taken = [False] * len(pool)
+    if lam == 0:  # no penalty: the first top_k by position, no neighbourhood needed
+        return [RerankedSeed(node, ann, 0.0, ann) for node, ann in pool[:top_k]]
+    given = neighborhoods or {}
+    hood: dict[int, frozenset[int]] = {}
+
+    def n_of(node: int) -> frozenset[int]:
+        if node not in hood:
+            hood[node] = given[node] if node in given else (
+                adj.neighbor_set(node) if adj is not None else frozenset())
+        return hood[node]
+
+    overlap = [0.0] * len(pool)  # max Jaccard against chosen[:compared[i]]
+    compared = [0] * len(pool)
+    # (-upper bound, position): the heap's order is the eager pass's (score, then first)
+    heap = [(-ann, i) for i, (_, ann) in enumerate(pool)]
     chosen: list[RerankedSeed] = []
-    while len(chosen) < top_k and len(chosen) < len(pool):
-        best, best_score = -1, -np.inf
-        for i, (_, ann) in enumerate(pool):
-            if not taken[i] and ann - lam * overlap[i] > best_score:
-                best, best_score = i, ann - lam * overlap[i]
-        taken[best] = True
-        node, ann = pool[best]
-        chosen.append(RerankedSeed(node, ann, overlap[best], best_score))
-        if lam > 0:
-            for i, (other, _) in enumerate(pool):
-                if not taken[i]:
-                    overlap[i] = max(overlap[i], jaccard(hood[other], hood[node]))
+    while heap and len(chosen) < top_k:
+        neg, i = heapq.heappop(heap)
+        if compared[i] < len(chosen):
+            mine = n_of(pool[i][0])
+            for s in chosen[compared[i]:]:
+                overlap[i] = max(overlap[i], jaccard(mine, n_of(s.node)))
+            compared[i] = len(chosen)
+            heapq.heappush(heap, (-(pool[i][1] - lam * overlap[i]), i))
+            continue
+        node, ann = pool[i]
+        chosen.append(RerankedSeed(node, ann, overlap[i], -neg))
     return chosen
 
 

@@ -93,6 +93,10 @@ class RetrievalConfig:
             about it: the cosine of the entity's vector ("title: description") and the
             unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
             mention counts 1.
+        seed_diagnostics: fused / two_step also report ``seed_overlap`` (and fused
+            ``baseline_seed_overlap``) in ``info``: mean pairwise Jaccard of the seeds'
+            neighbourhoods, O(top_k^2) set operations that answer nothing; a latency
+            benchmark turns them off and computes them outside the timed call.
     """
 
     hop_decay: float = 0.25
@@ -112,6 +116,7 @@ class RetrievalConfig:
     bridge_keep: int = 1
     bridge_relevance_power: float = 1.0
     bridge_link_weight: float = 0.5
+    seed_diagnostics: bool = True
 
 
 _STR_LIST = pl.List(pl.String)
@@ -886,43 +891,117 @@ class Retriever:
                                        "the index has no entity")
         chosen = alg.diversity_rerank(candidates, None, top_k, lam, g["adj"])
         seeds = [c.node for c in chosen]
-        base = [n for n, _ in candidates[:top_k]]
         reached = self._reach(seeds, depth)
+        overlap = {}
+        if self.config.seed_diagnostics:
+            overlap = {"seed_overlap": alg.mean_pairwise_jaccard(seeds, g["adj"]),
+                       "baseline_seed_overlap": alg.mean_pairwise_jaccard(
+                           [n for n, _ in candidates[:top_k]], g["adj"])}
         return self._graph_result(
             question, "fused", start, qv, top_k, reached, {c.node: c.score for c in chosen},
             [], "fused", depth=depth, lam=lam, oversample=oversample,
-            seeds=[g["nodes"]["entity_id"][n] for n in seeds],
-            seed_overlap=alg.mean_pairwise_jaccard(seeds, g["adj"]),
-            baseline_seed_overlap=alg.mean_pairwise_jaccard(base, g["adj"]),
+            seeds=[g["entity_ids"][n] for n in seeds], **overlap,
             ann_sum=float(sum(c.ann_score for c in chosen)),
             baseline_ann_sum=float(sum(s for _, s in candidates[:top_k])))
 
     def two_step(self, question: str, top_k: int = DEFAULT_TOP_K,
                  depth: int = DEFAULT_DEPTH) -> RetrievalResult:
-        """The two-call baseline of the fused retrieve: ANN top_k entities, then a
-        separate BFS from them. Same rows as ``fused(..., lam=0)``."""
-        return self._two_step(question, self._begin(question, top_k, depth), top_k, depth)
+        """The two-call baseline of the fused retrieve, as a client makes it: one call for
+        the ANN top_k entities (:meth:`entities_by_vector`), then a second call for the
+        BFS from them (:meth:`expand_by_vector`), the question embedded once. Same rows
+        as ``fused(..., lam=0)``; ``info["seconds"]`` spans both calls."""
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("question must be a non-empty string")
+        _check_query_args(top_k, depth, None)
+        start = time.perf_counter()
+        res = self.two_step_by_vector(self._embed([question])[0], top_k, depth)
+        res.question = question
+        res.info["seconds"] = round(time.perf_counter() - start, 6)
+        return res
 
     def two_step_by_vector(self, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
                            depth: int = DEFAULT_DEPTH) -> RetrievalResult:
-        """:meth:`two_step` for a query vector (see :meth:`fused_by_vector`)."""
-        return self._two_step("", self._begin_vector(vector, top_k, depth), top_k, depth)
-
-    def _two_step(self, question: str, begun: tuple[float, np.ndarray], top_k: int,
-                  depth: int) -> RetrievalResult:
-        start, qv = begun
-        g = self.graph
-        candidates = self._entity_candidates(qv, top_k)
-        if not candidates:
-            return self._vector_result(question, "two_step", start, qv, top_k, None,
+        """:meth:`two_step` for a query vector (see :meth:`fused_by_vector`): the two
+        public calls :meth:`entities_by_vector` and :meth:`expand_by_vector`, the second
+        given the first one's entity ids and scores, as the study this baseline comes
+        from sends a vector query and then a traversal query (two round trips)."""
+        start = time.perf_counter()
+        _check_query_args(top_k, depth, None)
+        hits = self.entities_by_vector(vector, top_k)
+        if not hits.entities.height:
+            _, qv = self._begin_vector(vector, top_k)
+            return self._vector_result("", "two_step", start, qv, top_k, None,
                                        "the index has no entity")
-        seeds = [n for n, _ in candidates]
-        reached = self._reach(seeds, depth)
-        return self._graph_result(
-            question, "two_step", start, qv, top_k, reached, dict(candidates), [], "fused",
-            depth=depth, seeds=[g["nodes"]["entity_id"][n] for n in seeds],
-            seed_overlap=alg.mean_pairwise_jaccard(seeds, g["adj"]),
-            ann_sum=float(sum(s for _, s in candidates)))
+        seeds, scores = hits.entities["entity_id"].to_list(), hits.entities["score"].to_list()
+        res = self.expand_by_vector(vector, seeds, depth, top_k, scores, entity_via="fused")
+        res.mode = "two_step"
+        res.info.update(ann_sum=float(sum(scores)),
+                        ann={**hits.info["ann"], **res.info["ann"]},
+                        seconds=round(time.perf_counter() - start, 6))
+        return res
+
+    def entities_by_vector(self, vector: np.ndarray, top_k: int = DEFAULT_TOP_K
+                           ) -> RetrievalResult:
+        """The ``top_k`` entities nearest to a query vector (cosine; exact scan on the
+        memory handle, the LanceDB ``entities`` table otherwise): the first call of the
+        two-call baseline, and a plain entity search.
+
+        Returns:
+            a result with no text units; ``entities`` holds one row per hit, nearest
+            first (hop_depth 0, score = cosine, seed_entity_id = itself, via ``ann``).
+
+        Raises:
+            ValueError: a bad vector or top_k (see :meth:`_begin_vector`).
+        """
+        start, qv = self._begin_vector(vector, top_k)
+        g = self.graph
+        hits = self._entity_candidates(qv, top_k)
+        ids = [g["entity_ids"][n] for n, _ in hits]
+        entities = pl.DataFrame({
+            "entity_id": ids, "title": [g["titles"][n] for n, _ in hits],
+            "hop_depth": [0] * len(hits), "score": [s for _, s in hits], "seed_entity_id": ids,
+            "via": ["ann"] * len(hits)}, schema=ENTITY_RESULT_SCHEMA)
+        return self._finish("", "entities", start, schemas.empty(UNIT_RESULT_SCHEMA),
+                            entities, top_k=top_k)
+
+    def expand_by_vector(self, vector: np.ndarray, seeds: list[str], depth: int = DEFAULT_DEPTH,
+                         top_k: int = DEFAULT_TOP_K, seed_scores: list[float] | None = None,
+                         entity_via: str = "bfs") -> RetrievalResult:
+        """BFS to ``depth`` hops from the given entities, then the reached entities' text
+        units ranked as multihop ranks them (:meth:`_graph_result`) against the query
+        vector: the second call of the two-call baseline, and the way to walk from seeds
+        found elsewhere.
+
+        Args:
+            vector: the query vector (as for :meth:`fused_by_vector`).
+            seeds: entity ids, strongest first; repeats count once.
+            depth: hops, >= 0.
+            top_k: text units to return.
+            seed_scores: one score per seed (their activation); None = 1.0 each.
+            entity_via: the ``via`` of the reached entities' rows (two_step: ``fused``,
+                so that its rows equal ``fused(..., lam=0)``).
+
+        Raises:
+            ValueError: a bad vector, depth or top_k; an entity id the index lacks (names
+                it); seed_scores of another length.
+        """
+        start, qv = self._begin_vector(vector, top_k, depth)
+        g = self.graph
+        scores = [1.0] * len(seeds) if seed_scores is None else list(seed_scores)
+        if len(scores) != len(seeds):
+            raise ValueError(f"seed_scores has {len(scores)} values for {len(seeds)} seeds")
+        unknown = [e for e in seeds if e not in g["node_of"]]
+        if unknown:
+            raise ValueError(f"unknown entity id {unknown[0]!r}: not in this index")
+        score: dict[int, float] = {}
+        for e, sc in zip(seeds, scores):
+            score.setdefault(g["node_of"][e], float(sc))
+        keys = list(score)
+        overlap = ({"seed_overlap": alg.mean_pairwise_jaccard(keys, g["adj"])}
+                   if self.config.seed_diagnostics else {})
+        return self._graph_result("", "expand", start, qv, top_k, self._reach(keys, depth),
+                                  score, [], entity_via, depth=depth,
+                                  seeds=[g["entity_ids"][n] for n in keys], **overlap)
 
     def _ppr_scores(self, question: str, qv: np.ndarray, damping: float
                     ) -> tuple[list[LinkedEntity], np.ndarray | None, np.ndarray | None]:
