@@ -10,7 +10,8 @@ Parts (``--parts``, comma-separated; each needs only what it names):
   (not ``--no-model``): full ``auto`` routing (rules, then the classifier call) accuracy.
 - ``global``: bench/data/search/{book,2wiki}-thematic.jsonl on ``--book-index`` /
   ``--wiki-index``: static search at ``--level`` and dynamic selection, per question the
-  LLM calls and prompt tokens of each (all stages: rate, map, answer) and the share of
+  LLM calls and prompt tokens of each (all stages: rate, map, answer), the reports the
+  dynamic run rated and its rating calls (several reports per call), and the share of
   the static run's top-rated reports (those its 5 best key points came from) that the
   dynamic run also selected; Microsoft's anchor is 77% fewer tokens than static level 1.
 - ``local``: bench/data/2wiki-dev/questions.jsonl on ``--wiki-index``: answer exact match
@@ -171,6 +172,7 @@ def eval_global(searcher, questions: list[dict], level: int) -> dict:
             "id": q["id"], "static": llm_totals(static), "dynamic": llm_totals(dynamic),
             "static_reports": len(static.info.get("selection", {}).get("selected", [])),
             "dynamic_selected": len(sel.get("selected", [])), "dynamic_rated": sel.get("rated"),
+            "dynamic_rating_calls": sel.get("rating_calls"),
             "dynamic_pruned_reports": sel.get("pruned_reports"),
             "dynamic_route": dynamic.route,
             "static_top_reports": top,
@@ -188,6 +190,8 @@ def eval_global(searcher, questions: list[dict], level: int) -> dict:
         "level": level, "questions": len(rows),
         "static_calls": sum(r["static"]["calls"] for r in rows),
         "dynamic_calls": sum(r["dynamic"]["calls"] for r in rows),
+        "dynamic_rating_calls": sum(r["dynamic_rating_calls"] or 0 for r in rows),
+        "dynamic_rated": sum(r["dynamic_rated"] or 0 for r in rows),
         "static_prompt_tokens": st, "dynamic_prompt_tokens": dy,
         "dynamic_over_static_tokens": round(dy / st, 4) if st else None,
         "token_reduction": round(1 - dy / st, 4) if st else None,

@@ -512,8 +512,8 @@ def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int
                 bar.append(tqdm(desc="rating reports", unit="report", file=sys.stderr))
             bar[0].total = event["rated"] + event["queued"]
             bar[0].n = event["rated"]
-            bar[0].set_postfix(relevant=event["relevant"], pruned=event["pruned_reports"],
-                               level=event["level"])
+            bar[0].set_postfix(calls=event["rating_calls"], relevant=event["relevant"],
+                               pruned=event["pruned_reports"], level=event["level"])
         elif event["phase"] == "map":
             if len(bar) < 2:
                 bar.append(tqdm(desc="map", unit="batch", total=event["total"],

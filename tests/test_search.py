@@ -72,6 +72,11 @@ def _reports(communities: pl.DataFrame, same_key: dict[int, int] | None = None,
     return pl.DataFrame(rows, schema=schemas.COMMUNITY_REPORTS_SCHEMA)
 
 
+def _rating(schema: dict) -> bool:
+    """A rating batch's schema: its properties are report refs (gs.rate_schema)."""
+    return all(re.fullmatch(r"C\d+", k) for k in schema["properties"])
+
+
 def _hierarchy(edges: dict[int, list[int]], level: dict[int, int]) -> pl.DataFrame:
     parent = {k: c for c, kids in edges.items() for k in kids}
     return pl.DataFrame([{"id": str(c), "human_readable_id": c, "community": c, "level": lv,
@@ -94,53 +99,147 @@ def tree() -> gs.CommunityTree:
     return gs.CommunityTree(_reports(comms, same_key={6: 2}, without=(11,)), comms)
 
 
-def _rater(ratings: dict[int, int | None], log: list[int]):
-    def rate(report: gs.Report):
-        log.append(report.community)
-        r = ratings[report.community]
-        if r is None:
-            return None, {"stage": "search_rate", "item_id": report.ref, "reason": "bad reply",
-                          "detail": ""}
-        return r, None
-    return rate
+def _rater(ratings: dict[int, int | None], tmp_path: Path, batch: int = 8, budget: int = 650,
+           question: str = "q?") -> tuple[gs.BatchRater, list[list[int]]]:
+    """A BatchRater over a scripted model that rates community c ``ratings[c]``; a batch
+    holding a None rating gets a reply that breaks the schema (so it fails twice). Also
+    returns the communities of each call, in call order (a failed batch twice)."""
+    calls: list[list[int]] = []
+
+    def reply(messages, schema):
+        refs = list(schema["properties"])
+        calls.append([int(r[1:]) for r in refs])
+        if any(ratings[int(r[1:])] is None for r in refs):
+            return {"rating": 3}
+        return {r: ratings[int(r[1:])] for r in refs}
+
+    llm = _llm(ScriptedBackend(reply), tmp_path, f"rate-{batch}-{budget}")
+    return gs.BatchRater(llm, question, token_counter(None), 0, budget, batch, 80), calls
+
+
+def _flat(calls: list[list[int]]) -> list[int]:
+    return [c for call in calls for c in call]
 
 
 # --- dynamic community selection ------------------------------------------------------------
-def test_dynamic_selection_descends_into_relevant_and_prunes_irrelevant(tree):
-    rated: list[int] = []
+def test_dynamic_selection_descends_into_relevant_and_prunes_irrelevant(tree, tmp_path):
     events: list[dict] = []
-    sel = gs.select_dynamic(tree, _rater(RATING, rated), threshold=1, progress=events.append)
+    rate, calls = _rater(RATING, tmp_path)
+    sel = gs.select_dynamic(tree, rate, threshold=1, progress=events.append)
     # roots, then children of relevant 0 and 2 (6 repeats 2's report: walked through to 10;
-    # 11 has no report: walked through to 12), then children of relevant 3
-    assert rated == [0, 1, 2, 3, 4, 10, 12, 7, 8]
+    # 11 has no report: walked through to 12), then children of relevant 3: one batch each
+    assert calls == [[0, 1, 2], [3, 4, 10, 12], [7, 8]]
+    rated = _flat(calls)
     assert 5 not in rated and 9 not in rated and 6 not in rated  # pruned / same report
     # relevant children replace their parents: 3 -> 8, 2 -> 10; best rating first
     assert sel.selected == [8, 10]
-    assert sel.rated == 9 and sel.pruned_subtrees == 2 and sel.pruned_reports == 2
+    assert sel.rated == 9 and sel.rating_calls == 3
+    assert sel.pruned_subtrees == 2 and sel.pruned_reports == 2
     assert tree.missing == [11]
-    assert [e["rated"] for e in events] == list(range(1, 10))
+    assert [e["rated"] for e in events] == [3, 7, 9]
+    assert [e["rating_calls"] for e in events] == [1, 2, 3]
     assert events[-1]["relevant"] == 2 and events[-1]["pruned_reports"] == 2
+    assert sel.summary()["rated"] == 9 and sel.summary()["rating_calls"] == 3
 
 
-def test_dynamic_selection_stops_at_max_level_and_keeps_relevant_parents(tree):
-    rated: list[int] = []
-    sel = gs.select_dynamic(tree, _rater(RATING, rated), threshold=1, max_level=1)
-    assert rated == [0, 1, 2, 3, 4]
+@pytest.mark.parametrize("batch", [1, 2, 3, 4, 8])
+def test_batched_rating_selects_and_prunes_as_one_report_per_call(tree, tmp_path, batch):
+    rate, calls = _rater(RATING, tmp_path, batch=batch)
+    sel = gs.select_dynamic(tree, rate, threshold=1)
+    (tmp_path / "one").mkdir()
+    one, one_calls = _rater(RATING, tmp_path / "one", batch=1)  # a cache of its own
+    ref = gs.select_dynamic(tree, one, threshold=1)
+    assert _flat(one_calls) == [0, 1, 2, 3, 4, 10, 12, 7, 8]  # the walk of one per call
+    assert _flat(calls) == _flat(one_calls)
+    assert (sel.selected, sel.ratings, sel.pruned_subtrees, sel.pruned_reports) == \
+        (ref.selected, ref.ratings, ref.pruned_subtrees, ref.pruned_reports)
+    # steps of 3, 4 and 2 reports: ceil(n / batch) calls each
+    assert sel.rated == 9 and all(len(c) <= batch for c in calls)
+    assert sel.rating_calls == len(calls) == sum(-(-n // batch) for n in (3, 4, 2))
+    assert ref.rating_calls == 9
+
+
+def test_dynamic_selection_stops_at_max_level_and_keeps_relevant_parents(tree, tmp_path):
+    rate, calls = _rater(RATING, tmp_path)
+    sel = gs.select_dynamic(tree, rate, threshold=1, max_level=1)
+    assert calls == [[0, 1, 2], [3, 4]]
     assert sel.selected == [3, 2]  # 2 has no rated child within level 1: kept
     assert sel.pruned_reports == 1  # 5; level-2 reports are out of scope
 
 
-def test_dynamic_selection_rates_next_level_when_no_root_is_relevant(tree):
-    ratings = {**RATING, 0: 0, 2: 0, 1: None}  # 1's rating call fails
-    rated: list[int] = []
-    sel = gs.select_dynamic(tree, _rater(ratings, rated), threshold=1)
-    assert rated[:3] == [0, 1, 2]
+def test_dynamic_selection_rates_next_level_when_no_root_is_relevant(tree, tmp_path):
+    ratings = {**RATING, 0: 0, 2: 0, 1: None}  # the roots' batch fails (1 breaks it)
+    rate, calls = _rater(ratings, tmp_path)
+    sel = gs.select_dynamic(tree, rate, threshold=1)
+    assert calls[:2] == [[0, 1, 2], [0, 1, 2]]  # retried once, then a failure row
     assert sel.level_fallbacks == [1]
     # level 1 by rank (community number, descending); 6 repeats 2's report: not re-rated
-    assert rated[3:] == [5, 4, 3, 7, 8] and 6 not in rated
-    assert sel.ratings[1] is None and len(sel.failures) == 1
+    assert calls[2:] == [[5, 4, 3], [7, 8]]
+    assert sel.ratings[0] is sel.ratings[1] is sel.ratings[2] is None
+    assert len(sel.failures) == 1 and sel.rating_calls == 3 and sel.rated == 8
     assert sel.selected == [5, 8]
     assert sel.pruned_reports == 3  # 9, 10, 12: the roots' subtrees were rated after all
+
+
+def test_a_failing_rating_batch_is_one_failure_row_and_its_reports_not_relevant(tree,
+                                                                                 tmp_path):
+    rate, calls = _rater({**RATING, 1: None}, tmp_path, batch=2)
+    sel = gs.select_dynamic(tree, rate, threshold=1)
+    # roots in batches [0, 1] (fails: 0 counts as not relevant, its subtree pruned) and [2]
+    assert calls == [[0, 1], [0, 1], [2], [10, 12]]
+    assert sel.failures == [{"stage": "search_rate", "item_id": "C0,C1",
+                             "reason": sel.failures[0]["reason"],
+                             "detail": sel.failures[0]["detail"]}]
+    assert "schema" in sel.failures[0]["reason"]
+    assert sel.ratings[0] is None and sel.ratings[1] is None and sel.ratings[2] == 2
+    assert sel.selected == [10] and sel.pruned_reports == 6  # 3 4 5 7 8 9
+    assert sel.summary()["rating_failures"] == 1
+
+
+def test_rate_schema_has_exactly_the_batch_refs():
+    import jsonschema
+
+    schema = gs.rate_schema(["C5", "C12", "C0"])
+    assert list(schema["properties"]) == ["C5", "C12", "C0"]
+    assert schema["required"] == ["C5", "C12", "C0"]
+    assert schema["additionalProperties"] is False
+    assert all(p["enum"] == list(range(6)) for p in schema["properties"].values())
+    jsonschema.validate({"C5": 0, "C12": 5, "C0": 3}, schema)
+    for bad in ({"C5": 0, "C12": 5}, {"C5": 0, "C12": 5, "C0": 3, "C9": 1},
+                {"C5": 6, "C12": 5, "C0": 3}, {"C5": "2", "C12": 5, "C0": 3}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    # the grammar the model samples under holds the refs and nothing else
+    from kgloom.llm.grammar import json_grammar
+
+    gbnf = json_grammar(gs.rate_schema(["C5", "C7"]))
+    assert '\\"C5\\"' in gbnf and '\\"C7\\"' in gbnf and "C9" not in gbnf
+
+
+def test_rating_batches_stay_within_budget_and_batch_size():
+    counter = token_counter(None)
+    reports = [gs.Report(c, 0, f"Report {c}", "a fairly long summary sentence " * (c % 5 + 1),
+                         "full " * 200, float(c), f"k{c}") for c in range(20)]
+    for budget, batch, cap in ((650, 8, 80), (100, 3, 40), (60, 8, 80), (25, 8, 80)):
+        rate = gs.BatchRater(None, "q?", counter, 0, budget, batch, cap)
+        batches = rate.batches(reports)
+        assert [r for b in batches for r in b.refs] == [f"C{c}" for c in range(20)]
+        for b in batches:
+            assert b.tokens == counter(b.text) <= budget and 1 <= len(b.refs) <= batch
+            lines = b.text.split("\n")
+            assert [ln.split("]", 1)[0][1:] for ln in lines] == b.refs
+            assert all(counter(ln) <= cap for ln in lines)
+            assert all("full" not in ln for ln in lines)  # the summary, not the content
+        if budget >= 100:  # a batch closes only when the next line does not fit
+            for b, nxt in zip(batches, batches[1:]):
+                first = rate.batches([r for r in reports if r.ref == nxt.refs[0]])[0]
+                assert len(b.refs) == batch or counter(b.text + "\n" + first.text) > budget
+    with pytest.raises(ValueError, match="rate budget of 2 tokens cannot hold one report"):
+        gs.BatchRater(None, "q?", counter, 0, 2, 8, 80).batches(reports)
+    with pytest.raises(ValueError, match="rate budget must be a positive"):
+        gs.BatchRater(None, "q?", counter, 0, 0, 8, 80).batches(reports)
+    with pytest.raises(ValueError, match="reports per batch"):
+        gs.BatchRater(None, "q?", counter, 0, 100, 0, 80).batches(reports)
 
 
 def test_static_selection_and_unknown_level(tree):
@@ -350,7 +449,7 @@ def test_global_static_maps_every_report_of_the_level_then_reduces(searcher):
     assert res.context.tokens <= searcher.config.reduce_budget
 
 
-def test_dynamic_selection_rates_only_the_shortlist_at_each_step(tree):
+def test_dynamic_selection_rates_only_the_shortlist_at_each_step(tree, tmp_path):
     # a shortlist of one: the highest community number of each queue
     asked: list[list[int]] = []
 
@@ -358,11 +457,11 @@ def test_dynamic_selection_rates_only_the_shortlist_at_each_step(tree):
         asked.append(list(queue))
         return [max(queue)]
 
-    rated: list[int] = []
-    sel = gs.select_dynamic(tree, _rater(RATING, rated), threshold=1, shortlist=shortlist)
+    rate, calls = _rater(RATING, tmp_path)
+    sel = gs.select_dynamic(tree, rate, threshold=1, shortlist=shortlist)
     # roots 0 1 2 -> 2 (relevant) -> its effective children 10, 12 -> 12 (not relevant)
     assert asked == [[0, 1, 2], [10, 12]]
-    assert rated == [2, 12]
+    assert calls == [[2], [12]]
     assert sel.shortlisted_out == 3 and sel.selected == [2]
     assert sel.summary()["shortlisted_out"] == 3
 
@@ -370,8 +469,8 @@ def test_dynamic_selection_rates_only_the_shortlist_at_each_step(tree):
 def test_dynamic_search_shortlists_by_embedding(search_index, tmp_path, embedder):
     def reply(messages, schema):
         props = schema["properties"]
-        if "rating" in props:
-            return {"rating": 4}
+        if _rating(schema):
+            return dict.fromkeys(props, 4)
         if "points" in props:
             refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
             return {"points": [{"description": "a point", "score": 7, "reports": refs[:1]}]}
@@ -393,8 +492,8 @@ def test_dynamic_search_shortlists_by_embedding(search_index, tmp_path, embedder
 def test_global_dynamic_counts_calls_and_progress(search_index, tmp_path, embedder):
     def reply(messages, schema):
         props = schema["properties"]
-        if "rating" in props:  # Bob and Tim's community (1, repeated as 4) is relevant
-            return {"rating": 4 if "Report 1" in messages[-1]["content"] else 0}
+        if _rating(schema):  # Bob and Tim's community (1, repeated as 4) is relevant
+            return {r: 4 if r == "C1" else 0 for r in props}
         if "points" in props:
             refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
             return {"points": [{"description": "the Cratchits keep Christmas", "score": 7,
@@ -407,13 +506,51 @@ def test_global_dynamic_counts_calls_and_progress(search_index, tmp_path, embedd
     res = s.search("What are the main themes?", mode="global", dynamic=True,
                    progress=events.append)
     sel = res.info["selection"]
-    # roots 0 and 1 rated; 1 relevant, its child 4 repeats its report: no further call
-    assert sel["rated"] == 2 and sel["selected"] == [1]
+    # roots 0 and 1 rated in one call; 1 relevant, its child 4 repeats its report: no
+    # further call
+    assert sel["rated"] == 2 and sel["rating_calls"] == 1 and sel["selected"] == [1]
     assert sel["pruned_subtrees"] == 1 and sel["pruned_reports"] == 2
     assert res.answer == "family" and res.citations == ["C1"]
-    assert [e["phase"] for e in events] == ["rate", "rate", "map", "reduce"]
-    assert res.info["llm"]["search_rate"]["calls"] == 2
-    assert res.info["llm"]["total"]["calls"] == 4
+    assert [e["phase"] for e in events] == ["rate", "map", "reduce"]
+    assert events[0]["rated"] == 2 and events[0]["rating_calls"] == 1
+    assert res.info["llm"]["search_rate"]["calls"] == 1
+    assert res.info["llm"]["total"]["calls"] == 3
+
+
+def test_global_dynamic_rating_prompts_within_budget_and_a_failed_batch_goes_on(
+        search_index, tmp_path, embedder):
+    prompts: list[tuple[list[str], str]] = []
+
+    def reply(messages, schema):
+        props = schema["properties"]
+        if _rating(schema):
+            text = messages[-1]["content"]
+            prompts.append((list(props), text.split("Reports:\n", 1)[1].split("\n\n", 1)[0]))
+            if "C0" in props:
+                return {"C0": 9}  # breaks the schema: this batch fails twice
+            return dict.fromkeys(props, 4)
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            return {"points": [{"description": "a point", "score": 7, "reports": refs[:1]}]}
+        return {"answer": "x", "citations": props["citations"]["items"]["enum"][:1]}
+
+    cfg = SearchConfig(rate_batch=1, rate_budget=40, rate_shortlist=0)
+    s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
+                 config=cfg)
+    res = s.search("What are the main themes?", mode="global", dynamic=True)
+    assert res.route == "global" and res.answer == "x"
+    for refs, lines in prompts:  # each call: its batch's refs, one line each, in budget
+        assert refs_in(lines) == refs and len(refs) <= cfg.rate_batch
+        assert s.counter(lines) <= cfg.rate_budget
+    rate_failures = [f for f in res.failures if f["stage"] == "search_rate"]
+    assert [f["item_id"] for f in rate_failures] == ["C0"]
+    sel = res.info["selection"]
+    assert sel["ratings"]["0"] is None and sel["rating_failures"] == 1
+    assert 0 not in sel["selected"] and sel["selected"]
+    with pytest.raises(ValueError, match="rate budget of 3 tokens"):
+        Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path, "b"),
+                 embedder=embedder, config=SearchConfig(rate_budget=3)).search(
+            "What are the main themes?", mode="global", dynamic=True)
 
 
 def test_global_without_reports_says_so_and_falls_back_to_local(search_index, tmp_path,

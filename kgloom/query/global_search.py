@@ -5,11 +5,14 @@ map (each batch of reports -> rated key points) and reduce (ranked points -> one
 - **Dynamic community selection** (Microsoft's "dynamic global search", GraphRAG
   ``DynamicCommunitySelection``; blog "GraphRAG: Improving global search via dynamic
   community selection", 2024): the root reports are rated for relevance to the question
-  (one grammar-bounded call each, 0-5), only the children of a relevant community are
-  rated next, and an irrelevant community's whole subtree is pruned unrated. A relevant
-  community is replaced in the selection by its relevant children, and kept when none
-  of them is relevant. When no root is relevant, the next level is rated whole (as
-  GraphRAG does) until ``max_level``.
+  (0-5), only the children of a relevant community are rated next, and an irrelevant
+  community's whole subtree is pruned unrated. A relevant community is replaced in the
+  selection by its relevant children, and kept when none of them is relevant. When no
+  root is relevant, the next level is rated whole (as GraphRAG does) until
+  ``max_level``. GraphRAG rates one report per call, on its full content; kgloom's own
+  change, to cut prompt tokens, is to rate *several reports per grammar-bounded call*,
+  each shown as one short ``[C5] title: summary`` line (:class:`BatchRater`): the reply
+  is an object with exactly one 0-5 rating per report of the batch.
 - **Map**: the selected reports, best first, are packed into batches of ``map_budget``
   tokens; one call per batch returns up to 3 key points, each with an importance score
   (0-10) and the ids of the reports it came from (an enum of the batch's report ids, so
@@ -22,8 +25,8 @@ from community_reports.parquet. A community repeated unchanged one level deeper 
 same report (``report_key``; kgloom writes it once) and is walked through, not rated
 twice; a community with no report (a failed or deleted one) is walked through to its
 children and listed in ``missing``. Rating and map replies that fail twice become
-failure rows (GraphRAG's failures schema), never exceptions: a failed rating counts as
-not relevant, a failed batch gives no points.
+failure rows (GraphRAG's failures schema), never exceptions: the reports of a failed
+rating batch count as not relevant, a failed map batch gives no points.
 """
 
 from __future__ import annotations
@@ -45,15 +48,12 @@ MAX_POINTS = 3
 
 RATE_TEMPLATE = PromptTemplate(
     name="search_rate",
-    system=("You judge whether a report about a group of related entities helps to answer "
+    system=("You judge whether reports about groups of related entities help to answer "
             "a question. Answer with JSON only."),
-    user=("Question: {question}\n\nReport:\n{report}\n\n"
-          "How relevant is this report to the question? Rate from 0 (unrelated) to 5 "
-          "(answers it)."),
-    schema={"type": "object",
-            # an enum, since llama-cpp-python's grammar ignores minimum/maximum
-            "properties": {"rating": {"type": "integer", "enum": list(range(RATING_SCALE + 1))}},
-            "required": ["rating"]},
+    user=("Question: {question}\n\nReports:\n{reports}\n\n"
+          "How relevant is each report to the question? Rate every report by its id, "
+          "from 0 (unrelated) to 5 (answers it)."),
+    schema={},  # per call: one rating per report id of the batch (rate_schema)
     max_tokens=16,
 )
 
@@ -68,6 +68,16 @@ MAP_TEMPLATE = PromptTemplate(
     schema={},  # per call: the report ids of the batch are an enum (map_schema)
     max_tokens=400,
 )
+
+
+def rate_schema(report_refs: Sequence[str]) -> dict[str, Any]:
+    """The rating reply schema for one batch: an object whose properties are exactly
+    ``report_refs`` (in their order, all required, no other), each an integer 0-5 written
+    as an enum, since llama-cpp-python's grammar ignores minimum/maximum. A reply thus
+    rates every report of the batch once and cannot rate one it was not shown."""
+    rating = {"type": "integer", "enum": list(range(RATING_SCALE + 1))}
+    return {"type": "object", "properties": {r: rating for r in report_refs},
+            "required": list(report_refs), "additionalProperties": False}
 
 
 def map_schema(report_refs: Sequence[str]) -> dict[str, Any]:
@@ -201,12 +211,14 @@ class Selection:
         selected: community numbers, best first (dynamic: rating, then report rank;
             static: report rank).
         method: ``static`` or ``dynamic``.
-        ratings: community -> rating (None: the rating call failed), in rating order.
-        rated: rating calls made (0 for static).
+        ratings: community -> rating (None: its rating batch failed), in rating order.
+        rated: reports rated (distinct reports, a failed batch's included; 0 for static).
+        rating_calls: rating batches asked, one call each (0 for static; a failed
+            reply's retry is not counted here, ``info["llm"]`` counts it).
         pruned_subtrees: relevant-rated-no communities whose children were not rated.
         pruned_reports: distinct reports (within ``max_level``) never rated.
         level_fallbacks: levels rated whole because nothing above was relevant.
-        failures: failure rows of rating calls.
+        failures: failure rows of rating calls (one per failed batch).
         shortlisted_out: communities left unrated by the shortlist (dynamic).
     """
 
@@ -214,6 +226,7 @@ class Selection:
     method: str
     ratings: dict[int, int | None] = field(default_factory=dict)
     rated: int = 0
+    rating_calls: int = 0
     pruned_subtrees: int = 0
     pruned_reports: int = 0
     level_fallbacks: list[int] = field(default_factory=list)
@@ -223,6 +236,7 @@ class Selection:
     def summary(self) -> dict[str, Any]:
         """JSON-ready counts (and the selected communities)."""
         return {"method": self.method, "selected": self.selected, "rated": self.rated,
+                "rating_calls": self.rating_calls,
                 "relevant": sum(1 for r in self.ratings.values() if r is not None
                                 and r >= DEFAULT_THRESHOLD),
                 "pruned_subtrees": self.pruned_subtrees, "pruned_reports": self.pruned_reports,
@@ -236,37 +250,189 @@ def select_static(tree: CommunityTree, level: int) -> Selection:
     return Selection(tree.at_level(level), "static")
 
 
-Rater = Callable[[Report], tuple[int | None, dict | None]]
+@dataclass
+class ReportBatch:
+    """One call's reports (a map or a rating batch): their refs, the packed report lines
+    (one a line) and the lines' tokens (``tokens`` <= the batch budget)."""
+
+    refs: list[str]
+    text: str
+    tokens: int
+
+
+def report_batches(reports: Sequence[Report], budget: int, counter: TokenCounter,
+                   report_max_tokens: int, body: str = "full_content",
+                   max_reports: int | None = None,
+                   budget_name: str = "map budget") -> list[ReportBatch]:
+    """Pack ``reports`` (in order) into consecutive batches of at most ``budget`` tokens
+    (the batch's lines joined by newlines, counted whole by ``counter``) and at most
+    ``max_reports`` reports.
+
+    Args:
+        reports: the reports, in packing order.
+        budget: tokens of one batch's report lines.
+        counter: the token counter (the model's own when a GGUF is loaded).
+        report_max_tokens: each report line ``[C5] title: <body>`` is cut to
+            ``min(report_max_tokens, budget)`` tokens, so every report fits a batch.
+        body: ``full_content`` (map) or ``summary`` (rating; the full content when the
+            summary is empty).
+        max_reports: reports per batch at most (None: no limit).
+        budget_name: how errors name the budget.
+
+    Returns:
+        the batches, in order; every report is in exactly one.
+
+    Raises:
+        ValueError: a budget or ``max_reports`` that is not a positive integer, or a
+            budget too small for one report line (names the budget).
+    """
+    check_budget(budget, budget_name)
+    if max_reports is not None and (isinstance(max_reports, bool) or
+                                    not isinstance(max_reports, int) or max_reports <= 0):
+        raise ValueError(f"reports per batch must be a positive integer, got {max_reports!r}")
+    batches: list[ReportBatch] = []
+    refs: list[str] = []
+    text, tokens = "", 0
+    for rep in reports:
+        content = (rep.summary or rep.full_content) if body == "summary" else rep.full_content
+        line = counter.truncate(verbalize_report(rep.ref, rep.title, content),
+                                min(report_max_tokens, budget))
+        if not line:
+            raise ValueError(f"{budget_name} of {budget} tokens cannot hold one report line "
+                             f"({rep.ref})")
+        if refs and (max_reports is None or len(refs) < max_reports):
+            joined = f"{text}\n{line}"
+            joined_tokens = counter(joined)
+            if joined_tokens <= budget:
+                refs.append(rep.ref)
+                text, tokens = joined, joined_tokens
+                continue
+        if refs:
+            batches.append(ReportBatch(refs, text, tokens))
+        refs, text, tokens = [rep.ref], line, counter(line)
+    if refs:
+        batches.append(ReportBatch(refs, text, tokens))
+    return batches
+
+
+class BatchRater:
+    """Rates reports for relevance to one question, several reports per grammar-bounded
+    call (stage ``search_rate``). Rating is Microsoft GraphRAG's dynamic community
+    selection step (``rate_relevancy``, 0-5); rating a *batch* per call, on each report's
+    title and summary, is kgloom's own change to cut prompt tokens (GraphRAG rates one
+    report per call on its full content).
+
+    Args:
+        llm: the (logged) cached model; its cache and failure handling are
+            :func:`kgloom.llm.structured_call`'s.
+        question: the question.
+        counter: the token counter of every budget here (the model's own when a GGUF is
+            loaded), as elsewhere in search.
+        seed: the sampler's seed.
+        budget: tokens of one batch's report lines (``SearchConfig.rate_budget``).
+        max_reports: reports per call at most (``SearchConfig.rate_batch``).
+        report_max_tokens: each ``[C5] title: summary`` line is cut to this many tokens
+            (``SearchConfig.rate_max_tokens``).
+    """
+
+    def __init__(self, llm: CachedLLM, question: str, counter: TokenCounter, seed: int,
+                 budget: int, max_reports: int, report_max_tokens: int) -> None:
+        self.llm, self.question, self.counter, self.seed = llm, question, counter, seed
+        self.budget, self.max_reports = budget, max_reports
+        self.report_max_tokens = report_max_tokens
+
+    def batches(self, reports: Sequence[Report]) -> list[ReportBatch]:
+        """``reports`` packed into rating batches (:func:`report_batches` on summaries,
+        at most ``budget`` tokens and ``max_reports`` reports each).
+
+        Raises:
+            ValueError: as :func:`report_batches`, naming the rate budget.
+        """
+        return report_batches(reports, self.budget, self.counter, self.report_max_tokens,
+                              "summary", self.max_reports, "rate budget")
+
+    def __call__(self, batch: ReportBatch) -> tuple[dict[str, int | None], dict | None]:
+        """One rating call for ``batch`` (reply schema :func:`rate_schema`).
+
+        Returns:
+            (ref -> rating 0-5 for every ref of the batch, None), or, when the reply
+            fails twice, (ref -> None for every ref, one failure row with
+            ``item_id`` the batch's refs joined by commas).
+        """
+        obj, failure = structured_call(self.llm, RATE_TEMPLATE, "search_rate",
+                                       ",".join(batch.refs), self.seed,
+                                       schema=rate_schema(batch.refs),
+                                       question=self.question, reports=batch.text)
+        if obj is None:
+            return dict.fromkeys(batch.refs), failure
+        return {r: int(obj[r]) for r in batch.refs}, None
+
+
 Progress = Callable[[dict[str, Any]], None]
 
 
-def select_dynamic(tree: CommunityTree, rate: Rater, threshold: int = DEFAULT_THRESHOLD,
+def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAULT_THRESHOLD,
                    max_level: int | None = None, progress: Progress | None = None,
                    shortlist: Callable[[list[int]], list[int]] | None = None
                    ) -> Selection:
     """Dynamic community selection (module doc) over ``tree``.
 
+    At each step (the roots, then the children of the relevant communities, or a
+    fallback level) the queue, after the shortlist, is rated in batches: each report not
+    rated yet, once however many communities share it, packed by ``rate.batches`` and
+    rated by one ``rate(batch)`` call per batch; the queue's communities are then kept or
+    pruned exactly as one report per call would have them (same selection, same
+    pruning, ``ceil(reports / batch size)`` calls instead of one per report).
+
     Args:
         tree: the hierarchy.
-        rate: rates one report: (rating 0-5, None) or (None, failure row).
+        rate: a :class:`BatchRater` (or anything with its ``batches`` and call): a
+            failed batch rates its reports None (not relevant) with one failure row.
         threshold: a community is relevant at rating >= threshold (GraphRAG: 1).
         max_level: do not descend below this level (None: to the leaves).
-        progress: called after each rating with {"phase": "rate", "level", "rated",
-            "relevant", "pruned_subtrees", "pruned_reports", "queued"}.
+        progress: called after each rating batch with {"phase": "rate", "level" (of the
+            batch's first report), "rated" (reports so far), "rating_calls", "relevant",
+            "pruned_subtrees", "pruned_reports", "queued" (reports of this step not
+            rated yet plus children queued for the next)}.
         shortlist: given the communities about to be rated (the roots, the children of
-            the relevant ones, or a fallback level), returns those worth a rating call
-            (e.g. the few nearest to the question by embedding); the others are pruned
+            the relevant ones, or a fallback level), returns those worth rating (e.g.
+            the few nearest to the question by embedding); the others are pruned
             unrated with their subtrees (``Selection.shortlisted_out``). None rates
-            every one, as GraphRAG does: a hierarchy with a flat top (a small corpus
-            has dozens of tiny root communities) then costs one call per root.
+            every one, as GraphRAG does.
 
     Returns:
         the :class:`Selection`; ``selected`` is empty when nothing was relevant.
+
+    Raises:
+        ValueError: from ``rate.batches`` (a rate budget too small for one report line).
     """
     sel = Selection([], "dynamic")
     relevant: dict[int, int] = {}
     parent_of: dict[int, int] = {}
     rated_keys: dict[str, int | None] = {}
+    children: list[int] = []  # the next step's queue
+
+    def settle(c: int) -> bool:
+        """Keep or prune ``c`` by its report's rating; False while it is not rated."""
+        key = tree.reports[c].report_key
+        if key not in rated_keys:
+            return False
+        rating = sel.ratings[c] = rated_keys[key]
+        if rating is not None and rating >= threshold:
+            relevant[c] = rating
+            parent = parent_of.get(c)
+            if parent is not None:
+                relevant.pop(parent, None)  # a relevant child replaces its parent
+            for k in tree.effective_children(c, max_level):
+                parent_of[k] = c
+                children.append(k)
+        else:
+            below = tree.subtree_size(c)
+            if below:
+                sel.pruned_subtrees += 1
+                sel.pruned_reports += below
+        return True
+
     queue = tree.roots()
     next_level = 1
     while queue:
@@ -274,36 +440,31 @@ def select_dynamic(tree: CommunityTree, rate: Rater, threshold: int = DEFAULT_TH
             kept = shortlist(queue)
             sel.shortlisted_out += len(queue) - len(kept)
             queue = kept
-        children: list[int] = []
+        todo: dict[str, Report] = {}  # each report not rated yet once, in queue order
         for c in queue:
-            report = tree.reports[c]
-            if report.report_key in rated_keys:  # the same report met twice: one call
-                rating = rated_keys[report.report_key]
-            else:
-                rating, failure = rate(report)
-                sel.rated += 1
-                rated_keys[report.report_key] = rating
-                if failure is not None:
-                    sel.failures.append(failure)
-            sel.ratings[c] = rating
-            if rating is not None and rating >= threshold:
-                relevant[c] = rating
-                parent = parent_of.get(c)
-                if parent is not None:
-                    relevant.pop(parent, None)  # a relevant child replaces its parent
-                for k in tree.effective_children(c, max_level):
-                    parent_of[k] = c
-                    children.append(k)
-            else:
-                below = tree.subtree_size(c)
-                if below:
-                    sel.pruned_subtrees += 1
-                    sel.pruned_reports += below
+            if tree.reports[c].report_key not in rated_keys:
+                todo.setdefault(tree.reports[c].report_key, tree.reports[c])
+        by_ref = {rep.ref: rep for rep in todo.values()}
+        children.clear()
+        pending = list(queue)
+        for batch in rate.batches(list(todo.values())):
+            ratings, failure = rate(batch)
+            sel.rated += len(batch.refs)
+            sel.rating_calls += 1
+            for ref in batch.refs:
+                rated_keys[by_ref[ref].report_key] = ratings.get(ref)
+            if failure is not None:
+                sel.failures.append(failure)
+            pending = [c for c in pending if not settle(c)]
             if progress:
-                progress({"phase": "rate", "level": tree.reports[c].level, "rated": sel.rated,
+                progress({"phase": "rate", "level": by_ref[batch.refs[0]].level,
+                          "rated": sel.rated, "rating_calls": sel.rating_calls,
                           "relevant": len(relevant), "pruned_subtrees": sel.pruned_subtrees,
                           "pruned_reports": sel.pruned_reports,
-                          "queued": len(children)})
+                          "queued": len({tree.reports[c].report_key for c in pending})
+                          + len(children)})
+        for c in pending:  # those whose report an earlier step rated
+            settle(c)
         queue = list(dict.fromkeys(children))
         if not queue and not relevant:
             # nothing relevant so far: rate the next level whole (GraphRAG does the same)
@@ -335,49 +496,20 @@ class KeyPoint:
     position: int
 
 
-@dataclass
-class MapBatch:
-    """One map call's input: the report refs and the packed text (``tokens`` <= budget)."""
-
-    refs: list[str]
-    text: str
-    tokens: int
-
-
 def map_batches(reports: Sequence[Report], budget: int, counter: TokenCounter,
-                report_max_tokens: int) -> list[MapBatch]:
-    """Pack ``reports`` (in order) into consecutive batches of at most ``budget`` tokens;
-    each report is verbalized as ``[C5] title: full content`` cut to
-    ``min(report_max_tokens, budget)`` tokens, so every report fits a batch.
+                report_max_tokens: int) -> list[ReportBatch]:
+    """Pack ``reports`` (in order) into map batches of at most ``budget`` tokens; each
+    report is verbalized as ``[C5] title: full content`` cut to
+    ``min(report_max_tokens, budget)`` tokens (:func:`report_batches`).
 
     Raises:
-        ValueError: a budget that is not a positive integer, or one too small for the
-            smallest report line (names the budget).
+        ValueError: a budget that is not a positive integer, or one too small for one
+            report line (names the map budget).
     """
-    check_budget(budget, "map budget")
-    batches: list[MapBatch] = []
-    cur: list[tuple[str, str]] = []
-    cur_tokens = 0
-    cap = min(report_max_tokens, budget - 1)
-    for rep in reports:
-        line = counter.truncate(verbalize_report(rep.ref, rep.title, rep.full_content), cap)
-        if not line:
-            raise ValueError(f"map budget of {budget} tokens cannot hold one report line "
-                             f"({rep.ref})")
-        cost = counter(line) + 1
-        if cur and cur_tokens + cost > budget:
-            text = "\n".join(t for _, t in cur)
-            batches.append(MapBatch([r for r, _ in cur], text, counter(text)))
-            cur, cur_tokens = [], 0
-        cur.append((rep.ref, line))
-        cur_tokens += cost
-    if cur:
-        text = "\n".join(t for _, t in cur)
-        batches.append(MapBatch([r for r, _ in cur], text, counter(text)))
-    return batches
+    return report_batches(reports, budget, counter, report_max_tokens)
 
 
-def run_map(question: str, batches: Sequence[MapBatch], llm: CachedLLM, seed: int,
+def run_map(question: str, batches: Sequence[ReportBatch], llm: CachedLLM, seed: int,
             progress: Progress | None = None) -> tuple[list[KeyPoint], list[dict]]:
     """One map call per batch (stage ``search_map``); returns (points in batch order,
     failure rows). A failed batch adds a failure row and no point."""

@@ -75,7 +75,8 @@ def render_search(result: SearchResult, context_only: bool = False) -> str:
     sel = info.get("selection")
     if sel:
         lines.append(f"communities: {sel['method']}, {len(sel['selected'])} selected, "
-                     f"{sel['rated']} rated, {sel['pruned_reports']} pruned unrated")
+                     f"{sel['rated']} rated in {sel['rating_calls']} calls, "
+                     f"{sel['pruned_reports']} pruned unrated")
     ctx = result.context
     if context_only:
         if result.map_batches:

@@ -98,7 +98,13 @@ class SearchConfig:
             whose report title and summary are nearest to the question by the index's
             embedder (cosine); the others are pruned unrated. 0: rate every one
             (GraphRAG's behaviour: one call per root).
-        rate_max_tokens: a report is cut to this many tokens for its rating call.
+        rate_max_tokens: dynamic selection rates each report on one line, ``[C5] title:
+            summary`` (the full content when it has no summary), cut to this many
+            tokens (per report, title included).
+        rate_budget: tokens of the report lines of one rating call (several reports are
+            rated per call: kgloom's change to GraphRAG's one report per call); 650
+            holds 8 full lines of 80 tokens.
+        rate_batch: reports per rating call at most.
         map_budget: tokens of one map batch of reports.
         map_report_max_tokens: a report is cut to this many tokens in a map batch.
         reduce_budget: tokens of the key points the global answer reads.
@@ -116,7 +122,9 @@ class SearchConfig:
     seed_units: int = 3
     threshold: int = gs.DEFAULT_THRESHOLD
     rate_shortlist: int = 8
-    rate_max_tokens: int = 300
+    rate_max_tokens: int = 80
+    rate_budget: int = 650
+    rate_batch: int = 8
     map_budget: int = 1500
     map_report_max_tokens: int = 500
     reduce_budget: int = 1500
@@ -154,7 +162,7 @@ class SearchResult:
     citations: list[str]
     context: Context
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
-    map_batches: list[gs.MapBatch] = field(default_factory=list)
+    map_batches: list[gs.ReportBatch] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     failures: list[dict] = field(default_factory=list)
 
@@ -610,14 +618,8 @@ class Searcher:
         if dynamic:
             assert log is not None
 
-            def rate(report: gs.Report) -> tuple[int | None, dict | None]:
-                text = self.counter.truncate(report.full_content or report.summary,
-                                             cfg.rate_max_tokens)
-                obj, failure = structured_call(log, gs.RATE_TEMPLATE, "search_rate",
-                                               report.ref, cfg.seed, question=question,
-                                               report=text)
-                return (None, failure) if obj is None else (int(obj["rating"]), None)
-
+            rate = gs.BatchRater(log, question, self.counter, cfg.seed, cfg.rate_budget,
+                                 cfg.rate_batch, cfg.rate_max_tokens)
             selection = gs.select_dynamic(
                 tree, rate, cfg.threshold, level, progress,
                 shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None)
