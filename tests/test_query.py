@@ -422,6 +422,17 @@ def test_ann_index_is_used_and_recorded_above_threshold(tmp_path, carol_index, e
     res = r.vector("Tiny Tim rode on his father's shoulder", top_k=3)
     assert res.info["ann"]["text_units"] == "ivf_pq"
     assert res.text_units["id"][0] == uid("u3")
+    # oversampled with the baseline's re-rank pool (as fused asks): the first k rows are
+    # the plain search's, same ids and same exact cosines
+    from kgloom.publish.vectors import ANN_REFINE_FACTOR, search_vectors
+
+    for q in vecs[rng.choice(grown.height, 8, replace=False)]:
+        for k in (1, 3, 10):
+            plain = search_vectors(r._unit_table, q, k, "ivf_pq")
+            wide = search_vectors(r._unit_table, q, 5 * k, "ivf_pq",
+                                  refine_rows=ANN_REFINE_FACTOR * k)
+            assert wide[0][:k] == plain[0]
+            assert np.allclose(wide[1][:k], plain[1])
 
 
 # --- CLI ------------------------------------------------------------------------------------

@@ -504,8 +504,8 @@ def vector_index_type(table) -> str:
     return "flat"
 
 
-def search_vectors(table, vector: np.ndarray, k: int,
-                   index_type: str | None = None) -> tuple[list[str], np.ndarray]:
+def search_vectors(table, vector: np.ndarray, k: int, index_type: str | None = None,
+                   refine_rows: int | None = None) -> tuple[list[str], np.ndarray]:
     """Nearest rows of LanceDB ``table`` to ``vector`` by cosine similarity.
 
     A flat table is scanned exactly; an indexed one is searched with IVF_PQ, probing
@@ -517,6 +517,11 @@ def search_vectors(table, vector: np.ndarray, k: int,
         vector: float32 array (dim,), unit length.
         k: rows wanted (> 0).
         index_type: :func:`vector_index_type` of the table, if the caller knows it.
+        refine_rows: IVF_PQ only: re-rank at least this many candidates instead of
+            ANN_REFINE_FACTOR x k (the refine factor becomes ceil(refine_rows / k), at
+            least 1). The fused retrieve asks for its oversampled candidates with the
+            baseline's refine pool (ANN_REFINE_FACTOR x top_k), so its first top_k
+            rows are the baseline's exactly and its search reads no more vectors.
 
     Returns:
         (ids, cosine similarities float64 (len(ids),)), most similar first; fewer than
@@ -525,7 +530,8 @@ def search_vectors(table, vector: np.ndarray, k: int,
     query = (table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
              .distance_type("cosine").limit(k).select(["id", "_distance"]))
     if (index_type or vector_index_type(table)) != "flat":
-        query = query.nprobes(ANN_NPROBES).refine_factor(ANN_REFINE_FACTOR)
+        factor = ANN_REFINE_FACTOR if refine_rows is None else max(1, -(-refine_rows // k))
+        query = query.nprobes(ANN_NPROBES).refine_factor(factor)
     found = query.to_arrow()
     return (found["id"].to_pylist(),
             1.0 - np.asarray(found["_distance"].to_numpy(), dtype=np.float64))

@@ -46,7 +46,8 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
-from kgloom.publish.vectors import (EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, LANCEDB_DIR, Embedder,
+from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY,
+                                    LANCEDB_DIR, Embedder,
                                     ExternalVectors, read_embedder_manifest, search_vectors,
                                     vector_index_type)
 from kgloom.query import algorithms as alg
@@ -567,12 +568,14 @@ class Retriever:
                 RELATIONSHIP_RESULT_SCHEMA),
             linked_frame(linked or []), info)
 
-    def _search(self, table: str, vector: np.ndarray, k: int) -> tuple[list[str], np.ndarray]:
+    def _search(self, table: str, vector: np.ndarray, k: int, refine_rows: int | None = None
+                ) -> tuple[list[str], np.ndarray]:
         """ANN over LanceDB ``table`` (text_units or entities); records the search kind
-        (flat / ivf_pq) in this call's ``info["ann"]``."""
+        (flat / ivf_pq) in this call's ``info["ann"]`` (``refine_rows``: see
+        :func:`kgloom.publish.vectors.search_vectors`)."""
         handle = self._unit_table if table == "text_units" else self.graph["entity_table"]
         self._searched[table] = self.ann[table]
-        return search_vectors(handle, vector, k, self.ann[table])
+        return search_vectors(handle, vector, k, self.ann[table], refine_rows)
 
     def _vector_order(self, qv: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:
         if not self.units.height:  # e.g. an imported graph: no text unit to search
@@ -826,11 +829,15 @@ class Retriever:
         return self._graph_result(question, "multihop", start, qv, top_k, reached, score,
                                   links, "bfs", depth=depth)
 
-    def _entity_candidates(self, qv: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def _entity_candidates(self, qv: np.ndarray, k: int, refine_rows: int | None = None
+                           ) -> list[tuple[int, float]]:
+        """The ``k`` entities nearest to ``qv`` as (node key, cosine), nearest first:
+        exact scan on the memory handle, LanceDB otherwise (``refine_rows``: IVF_PQ's
+        re-rank pool, see :func:`kgloom.publish.vectors.search_vectors`)."""
         g = self.graph
         if self.graph_backend == "memory":
             return self._memory_entity_candidates(qv, k)
-        ids, sims = self._search("entities", qv, k)
+        ids, sims = self._search("entities", qv, k, refine_rows)
         return [(g["node_of"][i], float(s)) for i, s in zip(ids, sims)]
 
     def entity_vectors(self) -> np.ndarray:
@@ -885,7 +892,9 @@ class Retriever:
         start, qv = begun
         _check_positive("oversample", oversample)
         g = self.graph
-        candidates = self._entity_candidates(qv, oversample * top_k)
+        # the baseline's IVF_PQ re-rank pool: its top_k come first, no more vectors read
+        candidates = self._entity_candidates(qv, oversample * top_k,
+                                             refine_rows=ANN_REFINE_FACTOR * top_k)
         if not candidates:
             return self._vector_result(question, "fused", start, qv, top_k, None,
                                        "the index has no entity")
