@@ -156,14 +156,23 @@ def main() -> None:
             text_embedder=StoredVectorEmbedder(), text_units=text_units,
             community_reports=reports, relationships=relationships,
             tokenizer=WhitespaceTokenizer())
-        ctx = builder.build_context(query=query, max_context_tokens=4000)
+        # GraphRAG's own local-search settings (graphrag.config.defaults, as its query API
+        # passes them): the budget and its shares decide which tables fit
+        ls = config.local_search
+        ctx = builder.build_context(query=query, max_context_tokens=ls.max_context_tokens,
+                                    text_unit_prop=ls.text_unit_prop,
+                                    community_prop=ls.community_prop,
+                                    top_k_mapped_entities=ls.top_k_entities,
+                                    top_k_relationships=ls.top_k_relationships)
         text = ctx.context_chunks if isinstance(ctx.context_chunks, str) else "\n".join(
             ctx.context_chunks)
         missing = [t for t in LOCAL_CONTEXT_TABLES if t not in ctx.context_records
                    or len(ctx.context_records[t]) == 0]
         problems += [f"local search context has no {t} table" for t in missing]
         result["local_search"] = {
-            "query_entity": top["title"], "context_tables": sorted(ctx.context_records),
+            "query_entity": top["title"], "max_context_tokens": ls.max_context_tokens,
+            "text_unit_prop": ls.text_unit_prop, "community_prop": ls.community_prop,
+            "context_tables": sorted(ctx.context_records),
             "rows": {t: len(v) for t, v in ctx.context_records.items()},
             "context_chars": len(text), "query_entity_in_context": top["title"] in text}
 
@@ -176,7 +185,8 @@ def main() -> None:
                                              community_level=level)
         gctx = GlobalCommunityContext(community_reports=level_reports, communities=communities,
                                       entities=entities, tokenizer=WhitespaceTokenizer())
-        built = asyncio.run(gctx.build_context(query="main themes", max_context_tokens=8000))
+        built = asyncio.run(gctx.build_context(
+            query="main themes", max_context_tokens=config.global_search.max_context_tokens))
         chunks = built.context_chunks if isinstance(built.context_chunks, list) else \
             [built.context_chunks]
         n_reports = len(built.context_records.get("reports", []))
