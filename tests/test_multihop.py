@@ -69,6 +69,15 @@ def test_depth2_bfs_matches_networkx(tmp_path, use_key):
     assert dict(zip(got["entity_id"], got["hops"])) == expected
     assert got.height == len(expected)  # one row per node
     assert len(expected) > 20  # the test graph actually branches
+    # seeded by node key (a seed given twice counts once): the same nodes and hops
+    nodes = pl.read_parquet(graph_dir / "graph-nodes.parquet")
+    key_of = dict(zip(nodes["entity_id"], nodes["node_key"]))
+    for depth in (0, 1, 2, 3):
+        by_id = multihop.bfs(graph_dir, [ids[s] for s in seeds], depth=depth, use_key=use_key)
+        by_key = multihop.bfs_keys(graph_dir, [key_of[ids[s]] for s in seeds + seeds[:2]],
+                                   depth=depth, use_key=use_key)
+        assert by_key.columns == ["node_key", "hops"]
+        assert by_key.equals(by_id.select("node_key", "hops"))
 
 
 def test_bfs_on_carol_graph(carol_tables, tmp_path):
@@ -87,3 +96,7 @@ def test_bfs_errors(tmp_path):
         multihop.bfs(tmp_path, ["x"], depth=1)
     with pytest.raises(ValueError):
         multihop.bfs(tmp_path, ["x"], depth=-1)
+    with pytest.raises(FileNotFoundError, match="graph-edges"):
+        multihop.bfs_keys(tmp_path, [0], depth=1)
+    with pytest.raises(ValueError, match="depth"):
+        multihop.bfs_keys(tmp_path, [0], depth=-1)

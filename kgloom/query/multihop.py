@@ -18,16 +18,23 @@ from kgloom.storage import table_path
 # ``recurring.t`` naming the whole result so far) arrived in 1.3.0.
 USING_KEY_MIN_VERSION = (1, 3, 0)
 
-_EDGES = """
+_ADJ = """
     adj(a, b) AS (
         SELECT src_key, dst_key FROM read_parquet($edges)
         UNION ALL
         SELECT dst_key, src_key FROM read_parquet($edges)
-    ),
+    ),"""
+_SEEDS_BY_ID = """
     seeds AS (
         SELECT node_key FROM read_parquet($nodes)
         WHERE list_contains($seeds, entity_id)
     )"""
+# a caller holding node keys (the Retriever) skips the scan of graph-nodes.parquet that
+# maps ids to keys, and the one that maps keys back: about 50 ms per call on a
+# 169k-node graph (measured beside bfs, same rows)
+_SEEDS_BY_KEY = """
+    seeds AS (SELECT DISTINCT unnest($keys)::BIGINT AS node_key)"""
+_EDGES = _ADJ + _SEEDS_BY_ID
 
 # Level-synchronous BFS: the keyed result holds one row per reached node; each round
 # expands only last round's rows and keeps nodes not reached before, so every node is
@@ -35,8 +42,7 @@ _EDGES = """
 # ``adj JOIN bfs`` with the join-order optimizers off (see FIXED_JOIN_ORDER) builds the
 # hash table on the frontier and streams the edges past it; left to itself DuckDB builds
 # it on the 2m adjacency rows every call, even at depth 0.
-_USING_KEY_SQL = f"""
-WITH RECURSIVE {_EDGES},
+_USING_KEY_BFS = """
     bfs(node_key, hops) USING KEY (node_key) AS (
         SELECT node_key, 0 FROM seeds
         UNION
@@ -47,11 +53,11 @@ WITH RECURSIVE {_EDGES},
         WHERE bfs.hops < $depth AND seen.node_key IS NULL
         GROUP BY adj.b
     )"""
+_USING_KEY_SQL = f"WITH RECURSIVE {_EDGES},{_USING_KEY_BFS}"
 
 # Portable fallback: enumerate (node, hops) pairs up to depth (UNION drops duplicate
 # pairs, so it terminates) and take min(hops) per node afterwards.
-_PLAIN_SQL = f"""
-WITH RECURSIVE {_EDGES},
+_PLAIN_BFS = """
     walk(node_key, hops) AS (
         SELECT node_key, 0 FROM seeds
         UNION
@@ -60,6 +66,7 @@ WITH RECURSIVE {_EDGES},
         WHERE walk.hops < $depth
     ),
     bfs AS (SELECT node_key, min(hops) AS hops FROM walk GROUP BY node_key)"""
+_PLAIN_SQL = f"WITH RECURSIVE {_EDGES},{_PLAIN_BFS}"
 
 _RESULT_SCHEMA = {"node_key": pl.Int64, "entity_id": pl.String, "title": pl.String,
                   "hops": pl.Int64}
@@ -68,6 +75,9 @@ _SELECT = """
 SELECT n.node_key, n.entity_id, n.title, bfs.hops::BIGINT AS hops
 FROM bfs JOIN read_parquet($nodes) AS n USING (node_key)
 ORDER BY hops, n.node_key"""
+_SELECT_KEYS = """
+SELECT node_key::BIGINT AS node_key, hops::BIGINT AS hops FROM bfs ORDER BY hops, node_key"""
+_KEYS_SCHEMA = {"node_key": pl.Int64, "hops": pl.Int64}
 
 
 # DuckDB optimizers switched off for the USING KEY query, so its joins run as written
@@ -131,6 +141,52 @@ def bfs(graph_dir: str | Path, seed_entity_ids: list[str], depth: int,
     sql = (_USING_KEY_SQL if use_key else _PLAIN_SQL) + _SELECT
     params = {"nodes": str(nodes), "edges": str(edges), "seeds": [str(s) for s in seed_entity_ids],
               "depth": int(depth)}
+    found = _run(sql, params, use_key, threads)
+    return schemas.conform(found, _RESULT_SCHEMA) if found.height else schemas.empty(
+        _RESULT_SCHEMA)
+
+
+def bfs_keys(graph_dir: str | Path, seed_keys: list[int], depth: int,
+             use_key: bool | None = None, threads: int | None = None) -> pl.DataFrame:
+    """:func:`bfs` for a caller that holds node keys (graph-nodes.parquet's
+    ``node_key``, as the Retriever does): the same recursive CTE over
+    graph-edges.parquet alone, seeded by key and returning keys, so graph-nodes.parquet
+    is not scanned to map ids to keys and back.
+
+    Args:
+        graph_dir: folder holding graph-edges.parquet.
+        seed_keys: node keys to start from (repeats count once); a key no edge names is
+            returned at hop 0 with nothing reached from it.
+        depth, use_key, threads: as for :func:`bfs`.
+
+    Returns:
+        One row per reached node, columns node_key (Int64) and hops (Int64), sorted by
+        hops then node_key; empty (same columns) when ``seed_keys`` is.
+
+    Raises:
+        ValueError: when ``depth`` < 0.
+        FileNotFoundError: when graph-edges.parquet is missing.
+    """
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, got {depth}")
+    edges = table_path(graph_dir, schemas.GRAPH_EDGES)
+    if not edges.exists():
+        raise FileNotFoundError(f"{edges} does not exist: run the emit stage first")
+    if not seed_keys:
+        return schemas.empty(_KEYS_SCHEMA)
+    if use_key is None:
+        use_key = supports_using_key()
+    sql = (f"WITH RECURSIVE {_ADJ}{_SEEDS_BY_KEY},"
+           f"{_USING_KEY_BFS if use_key else _PLAIN_BFS}{_SELECT_KEYS}")
+    found = _run(sql, {"edges": str(edges), "keys": [int(k) for k in seed_keys],
+                       "depth": int(depth)}, use_key, threads)
+    return schemas.conform(found, _KEYS_SCHEMA) if found.height else schemas.empty(
+        _KEYS_SCHEMA)
+
+
+def _run(sql: str, params: dict, use_key: bool, threads: int | None) -> pl.DataFrame:
+    """Run one BFS query on a fresh in-memory DuckDB connection (FIXED_JOIN_ORDER for
+    the USING KEY form, ``threads`` when given)."""
     with duckdb.connect() as con:
         if use_key:
             try:
@@ -139,6 +195,4 @@ def bfs(graph_dir: str | Path, seed_entity_ids: list[str], depth: int,
                 pass
         if threads is not None:
             con.execute(f"SET threads = {int(threads)}")
-        found = con.sql(sql, params=params).pl()
-    return schemas.conform(found, _RESULT_SCHEMA) if found.height else schemas.empty(
-        _RESULT_SCHEMA)
+        return con.sql(sql, params=params).pl()

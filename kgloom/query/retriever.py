@@ -689,11 +689,12 @@ class Retriever:
         g = self.graph
         if self.graph_backend == "memory":
             return alg.reach(g["adj"], seeds, depth, self.bfs_threads or 1)
-        from kgloom.query.multihop import bfs as duckdb_bfs
+        if depth == 0:  # the seeds themselves: no edge to read
+            return alg.attribute_levels(g["adj"], [np.unique(np.asarray(seeds, np.int64))],
+                                        seeds)
+        from kgloom.query.multihop import bfs_keys
 
-        ids = g["entity_ids"]
-        found = duckdb_bfs(self.output_dir, [ids[s] for s in seeds], depth,
-                           threads=self.bfs_threads)
+        found = bfs_keys(self.output_dir, seeds, depth, threads=self.bfs_threads)
         levels = alg.hop_levels(found["node_key"].to_numpy(), found["hops"].to_numpy())
         return alg.attribute_levels(g["adj"], levels, seeds)
 
