@@ -13,7 +13,11 @@ Parts (``--parts``, comma-separated; each needs only what it names):
   LLM calls and prompt tokens of each (all stages: rate, map, answer), the reports the
   dynamic run rated and its rating calls (several reports per call), and the share of
   the static run's top-rated reports (those its 5 best key points came from) that the
-  dynamic run also selected; Microsoft's anchor is 77% fewer tokens than static level 1.
+  dynamic run also selected (``top_kept_share``) or rated relevant and then perhaps
+  replaced by its children (``top_rated_relevant_share``); Microsoft's anchor is 77%
+  fewer tokens than static level 1. An answer call follows only a map that found a
+  point scored above 0, so the totals are given beside the answers each search gave and
+  the rating + map tokens alone (``*_rate_map_tokens``).
 - ``local``: bench/data/2wiki-dev/questions.jsonl on ``--wiki-index``: answer exact match
   and token F1 (SQuAD's normalization: lower case, no punctuation or articles) of local
   search and of ``direct`` (plain vector RAG) with the same model in the same run, and the
@@ -46,6 +50,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
@@ -90,11 +95,22 @@ def mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def llm_totals(result) -> dict[str, int]:
-    """(calls, prompt_tokens) over every stage of one search result."""
-    total = result.info.get("llm", {}).get("total", {})
+def llm_totals(result) -> dict[str, Any]:
+    """(calls, prompt_tokens) over every stage of one search result, and the same per
+    stage (``stages``: search_rate / search_map / search_answer ...)."""
+    llm = result.info.get("llm", {})
+    total = llm.get("total", {})
     return {"calls": int(total.get("calls", 0)),
-            "prompt_tokens": int(total.get("prompt_tokens", 0))}
+            "prompt_tokens": int(total.get("prompt_tokens", 0)),
+            "stages": {k: {"calls": int(v.get("calls", 0)),
+                           "prompt_tokens": int(v.get("prompt_tokens", 0))}
+                       for k, v in llm.items() if k != "total"}}
+
+
+def _stage_tokens(rows: list[dict], method: str, stages: tuple[str, ...]) -> int:
+    """Prompt tokens of ``method`` (static / dynamic) over ``rows`` in ``stages``."""
+    return sum(v["prompt_tokens"] for r in rows
+               for k, v in r[method].get("stages", {}).items() if k in stages)
 
 
 def within_budget(result, map_budget: int) -> bool:
@@ -177,6 +193,11 @@ def eval_global(searcher, questions: list[dict], level: int) -> dict:
             "dynamic_route": dynamic.route,
             "static_top_reports": top,
             "top_kept_share": round(len(set(top) & kept) / len(top), 4) if top else None,
+            # kept or looked into: rated relevant, then perhaps replaced by its children
+            "top_rated_relevant_share": round(sum(
+                1 for c in top if (sel.get("ratings", {}).get(c[1:]) or 0)
+                >= searcher.config.threshold) / len(top), 4)
+            if top else None,
             "static_seconds": round(t1 - t0, 2), "dynamic_seconds": round(t2 - t1, 2),
             "failures": len(static.failures) + len(dynamic.failures),
             "over_budget": sum(int(not within_budget(x, searcher.config.map_budget))
@@ -195,9 +216,18 @@ def eval_global(searcher, questions: list[dict], level: int) -> dict:
         "static_prompt_tokens": st, "dynamic_prompt_tokens": dy,
         "dynamic_over_static_tokens": round(dy / st, 4) if st else None,
         "token_reduction": round(1 - dy / st, 4) if st else None,
+        # an answer call follows only when the map found a point scored above 0, so the
+        # totals differ by answers given: selection + map alone compare the searches
+        "static_answered": sum(r["static_answer"] is not None for r in rows),
+        "dynamic_answered": sum(r["dynamic_answer"] is not None for r in rows),
+        "static_rate_map_tokens": _stage_tokens(rows, "static", ("search_rate", "search_map")),
+        "dynamic_rate_map_tokens": _stage_tokens(rows, "dynamic",
+                                                 ("search_rate", "search_map")),
         "anchor_microsoft_token_reduction": 0.77,
         "top_kept_share": mean([r["top_kept_share"] for r in rows
                                 if r["top_kept_share"] is not None]),
+        "top_rated_relevant_share": mean([r["top_rated_relevant_share"] for r in rows
+                                          if r["top_rated_relevant_share"] is not None]),
         "over_budget": sum(r["over_budget"] for r in rows),
         "failures": sum(r["failures"] for r in rows), "rows": rows}
 
