@@ -127,13 +127,7 @@ def bfs(graph_dir: str | Path, seed_entity_ids: list[str], depth: int,
         ValueError: when ``depth`` < 0.
         FileNotFoundError: when either parquet file is missing.
     """
-    if depth < 0:
-        raise ValueError(f"depth must be >= 0, got {depth}")
-    nodes = table_path(graph_dir, schemas.GRAPH_NODES)
-    edges = table_path(graph_dir, schemas.GRAPH_EDGES)
-    for path in (nodes, edges):
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist: run the emit stage first")
+    nodes, edges = _graph_files(graph_dir, depth, schemas.GRAPH_NODES, schemas.GRAPH_EDGES)
     if not seed_entity_ids:
         return schemas.empty(_RESULT_SCHEMA)
     if use_key is None:
@@ -167,11 +161,7 @@ def bfs_keys(graph_dir: str | Path, seed_keys: list[int], depth: int,
         ValueError: when ``depth`` < 0.
         FileNotFoundError: when graph-edges.parquet is missing.
     """
-    if depth < 0:
-        raise ValueError(f"depth must be >= 0, got {depth}")
-    edges = table_path(graph_dir, schemas.GRAPH_EDGES)
-    if not edges.exists():
-        raise FileNotFoundError(f"{edges} does not exist: run the emit stage first")
+    (edges,) = _graph_files(graph_dir, depth, schemas.GRAPH_EDGES)
     if not seed_keys:
         return schemas.empty(_KEYS_SCHEMA)
     if use_key is None:
@@ -182,6 +172,18 @@ def bfs_keys(graph_dir: str | Path, seed_keys: list[int], depth: int,
                        "depth": int(depth)}, use_key, threads)
     return schemas.conform(found, _KEYS_SCHEMA) if found.height else schemas.empty(
         _KEYS_SCHEMA)
+
+
+def _graph_files(graph_dir: str | Path, depth: int, *tables: str) -> list[Path]:
+    """The paths of ``tables`` under ``graph_dir``, after checking ``depth`` >= 0
+    (ValueError) and that each file exists (FileNotFoundError naming it)."""
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, got {depth}")
+    paths = [table_path(graph_dir, t) for t in tables]
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: run the emit stage first")
+    return paths
 
 
 def _run(sql: str, params: dict, use_key: bool, threads: int | None) -> pl.DataFrame:
