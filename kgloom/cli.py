@@ -441,6 +441,9 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
           dynamic: bool = typer.Option(False, "--dynamic/--static", help="global search: "
                                        "dynamic community selection (rate root reports, "
                                        "descend into relevant ones) or every report of --level"),
+          keep_parent: bool = typer.Option(False, "--keep-parent", help="--dynamic: keep "
+                                           "a relevant report beside its relevant children "
+                                           "(GraphRAG's keep_parent)"),
           level: int | None = typer.Option(None, help="global search: static level to map "
                                            "(default 1), or the deepest level --dynamic "
                                            "descends to"),
@@ -469,7 +472,7 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
     errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError)
     if mode in SEARCH_MODES:
         _search(question, output_dir, mode, dynamic, level, answer, budget, as_json,
-                top_k, embedder_path, model_path, fake_llm, cache_path, errors)
+                top_k, embedder_path, model_path, fake_llm, cache_path, errors, keep_parent)
         return
     params = {"top_k": 5 if top_k is None else top_k}
     if mode in ("multihop", "fused", "two_step"):
@@ -493,7 +496,7 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
 def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int | None,
             answer: bool, budget: int | None, as_json: bool, top_k: int | None,
             embedder_path: str, model_path: str, fake_llm: bool, cache_path: str,
-            errors: tuple) -> None:
+            errors: tuple, keep_parent: bool = False) -> None:
     """`kgloom query --mode local|global|auto|direct`: a Searcher, a progress bar for
     global search, then the rendered (or JSON) result."""
     import dataclasses
@@ -518,11 +521,12 @@ def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int
             if len(bar) < 2:
                 bar.append(tqdm(desc="map", unit="batch", total=event["total"],
                                 file=sys.stderr))
+            bar[-1].total = event["total"]  # grows when the map falls back to parents
             bar[-1].n = event["done"]
             bar[-1].set_postfix(points=event["points"])
             bar[-1].refresh()
 
-    config = SearchConfig()
+    config = SearchConfig(keep_parent=keep_parent)
     if top_k is not None:
         config = dataclasses.replace(config, top_k=top_k)
     try:

@@ -167,6 +167,21 @@ def test_dynamic_selection_stops_at_max_level_and_keeps_relevant_parents(tree, t
     assert sel.pruned_reports == 1  # 5; level-2 reports are out of scope
 
 
+def test_dynamic_selection_lists_replaced_parents_or_keeps_them(tree, tmp_path):
+    rate, _ = _rater(RATING, tmp_path)
+    sel = gs.select_dynamic(tree, rate, threshold=1)
+    # 0 -> 3 -> 8 and 2 -> 10: the parents left the selection, best rating first
+    assert sel.selected == [8, 10] and sel.replaced == [3, 0, 2]
+    assert sel.summary()["replaced"] == [3, 0, 2]
+    (tmp_path / "keep").mkdir()
+    rate, calls = _rater(RATING, tmp_path / "keep")
+    kept = gs.select_dynamic(tree, rate, threshold=1, keep_parent=True)
+    # the same walk and ratings; every relevant community stays (rating, then rank)
+    assert _flat(calls) == [0, 1, 2, 3, 4, 10, 12, 7, 8]
+    assert kept.selected == [3, 0, 8, 2, 10] and kept.replaced == []
+    assert kept.ratings == sel.ratings
+
+
 def test_dynamic_selection_rates_next_level_when_no_root_is_relevant(tree, tmp_path):
     ratings = {**RATING, 0: 0, 2: 0, 1: None}  # the roots' batch fails (1 breaks it)
     rate, calls = _rater(ratings, tmp_path)
@@ -517,6 +532,64 @@ def test_global_dynamic_counts_calls_and_progress(search_index, tmp_path, embedd
     assert res.info["llm"]["total"]["calls"] == 3
 
 
+@pytest.mark.parametrize("fallback", [True, False])
+def test_dynamic_map_falls_back_to_the_replaced_parents(search_index, tmp_path, embedder,
+                                                        fallback):
+    mapped: list[list[str]] = []
+
+    def reply(messages, schema):
+        props = schema["properties"]
+        if _rating(schema):  # 0 and its child 3 relevant: 3 replaces 0
+            return {r: 3 if r in ("C0", "C3") else 0 for r in props}
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            mapped.append(list(refs))
+            # the narrow report helps nothing; its broader parent does
+            score = 6 if refs == ["C0"] else 0
+            return {"points": [{"description": f"from {refs[0]}", "score": score,
+                                "reports": refs[:1]}]}
+        return {"answer": "themes", "citations": props["citations"]["items"]["enum"][:1]}
+
+    # the fixture's hierarchy: roots 0 and 1; 0 -> 2, 3; 1 -> 4 (repeating 1's report)
+    cfg = SearchConfig(rate_shortlist=0, map_fallback=fallback)
+    s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path, f"fb{fallback}"),
+                 embedder=embedder, config=cfg)
+    events: list[dict] = []
+    res = s.search("What are the main themes?", mode="global", dynamic=True,
+                   progress=events.append)
+    sel = res.info["selection"]
+    assert sel["selected"] == [3] and sel["replaced"] == [0]
+    if not fallback:
+        assert mapped == [["C3"]] and res.answer is None and "fallback" not in res.info["map"]
+        return
+    assert mapped == [["C3"], ["C0"]]
+    assert res.info["map"]["fallback"] == {"reports": 1, "batches": 1, "points": 1,
+                                           "above_zero": 1}
+    assert res.answer == "themes" and res.citations == ["C0"]
+    assert [b.refs for b in res.map_batches] == [["C3"], ["C0"]]
+    assert res.sources["C0"]["kind"] == "reports"
+    maps = [e for e in events if e["phase"] == "map"]
+    assert [(e["done"], e["total"]) for e in maps] == [(1, 1), (2, 2)]
+
+
+def test_dynamic_map_does_not_fall_back_when_the_selection_answers(search_index, tmp_path,
+                                                                    embedder):
+    def reply(messages, schema):
+        props = schema["properties"]
+        if _rating(schema):
+            return {r: 3 if r in ("C0", "C3") else 0 for r in props}
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            return {"points": [{"description": "x", "score": 5, "reports": refs[:1]}]}
+        return {"answer": "a", "citations": props["citations"]["items"]["enum"][:1]}
+
+    s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
+                 config=SearchConfig(rate_shortlist=0))
+    res = s.search("What are the main themes?", mode="global", dynamic=True)
+    assert "fallback" not in res.info["map"] and res.citations == ["C3"]
+    assert res.info["llm"]["search_map"]["calls"] == 1
+
+
 def test_global_dynamic_rating_prompts_within_budget_and_a_failed_batch_goes_on(
         search_index, tmp_path, embedder):
     prompts: list[tuple[list[str], str]] = []
@@ -682,5 +755,10 @@ def test_cli_search_modes(search_index, tmp_path):
                               "--level", "1", *base])
     assert dyn.exit_code == 0, dyn.output
     assert "communities: dynamic" in dyn.output or "fallback:" in dyn.output
+    keep = runner.invoke(app, ["query", "themes?", "--mode", "global", "--dynamic",
+                               "--keep-parent", "--json", *base])
+    assert keep.exit_code == 0, keep.output
+    kept = json.loads(keep.output[keep.output.index("{"):])["info"]["selection"]
+    assert kept["replaced"] == [] and kept["selected"]
     bad = runner.invoke(app, ["query", "Who?", "--mode", "local", "--budget", "2", *base])
     assert bad.exit_code == 2 and "budget of 2 tokens" in bad.output

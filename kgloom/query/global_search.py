@@ -7,7 +7,8 @@ map (each batch of reports -> rated key points) and reduce (ranked points -> one
   community selection", 2024): the root reports are rated for relevance to the question
   (0-5), only the children of a relevant community are rated next, and an irrelevant
   community's whole subtree is pruned unrated. A relevant community is replaced in the
-  selection by its relevant children, and kept when none of them is relevant. When no
+  selection by its relevant children (unless ``keep_parent``, GraphRAG's option of the
+  same name), and kept when none of them is relevant. When no
   root is relevant, the next level is rated whole (as GraphRAG does) until
   ``max_level``. GraphRAG rates one report per call, on its full content; kgloom's own
   change, to cut prompt tokens, is to rate *several reports per grammar-bounded call*,
@@ -16,7 +17,11 @@ map (each batch of reports -> rated key points) and reduce (ranked points -> one
 - **Map**: the selected reports, best first, are packed into batches of ``map_budget``
   tokens; one call per batch returns up to 3 key points, each with an importance score
   (0-10) and the ids of the reports it came from (an enum of the batch's report ids, so
-  a point cannot cite a report it was not shown).
+  a point cannot cite a report it was not shown). When dynamic selection's reports give
+  no point above 0, the relevant communities their children replaced are mapped next
+  (broader reports, best rating first): the deepest relevant reports are narrow, and a
+  thematic question may need the summary above them (kgloom's own fallback; measured in
+  bench/eval_search.py).
 - **Reduce**: points with score > 0, by score (ties: batch, then position in the
   batch), packed into ``reduce_budget`` tokens as the answer's context.
 
@@ -220,6 +225,9 @@ class Selection:
         level_fallbacks: levels rated whole because nothing above was relevant.
         failures: failure rows of rating calls (one per failed batch).
         shortlisted_out: communities left unrated by the shortlist (dynamic).
+        replaced: relevant communities that left the selection for their relevant
+            children (dynamic, ``keep_parent`` off), best rating first: the broader
+            reports the map falls back to when the selection's give no point.
     """
 
     selected: list[int]
@@ -232,6 +240,7 @@ class Selection:
     level_fallbacks: list[int] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
     shortlisted_out: int = 0
+    replaced: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready counts (and the selected communities)."""
@@ -241,7 +250,7 @@ class Selection:
                                 and r >= DEFAULT_THRESHOLD),
                 "pruned_subtrees": self.pruned_subtrees, "pruned_reports": self.pruned_reports,
                 "level_fallbacks": self.level_fallbacks, "rating_failures": len(self.failures),
-                "shortlisted_out": self.shortlisted_out,
+                "shortlisted_out": self.shortlisted_out, "replaced": self.replaced,
                 "ratings": {str(k): v for k, v in self.ratings.items()}}
 
 
@@ -373,8 +382,8 @@ Progress = Callable[[dict[str, Any]], None]
 
 def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAULT_THRESHOLD,
                    max_level: int | None = None, progress: Progress | None = None,
-                   shortlist: Callable[[list[int]], list[int]] | None = None
-                   ) -> Selection:
+                   shortlist: Callable[[list[int]], list[int]] | None = None,
+                   keep_parent: bool = False) -> Selection:
     """Dynamic community selection (module doc) over ``tree``.
 
     At each step (the roots, then the children of the relevant communities, or a
@@ -399,6 +408,9 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
             the few nearest to the question by embedding); the others are pruned
             unrated with their subtrees (``Selection.shortlisted_out``). None rates
             every one, as GraphRAG does.
+        keep_parent: keep a relevant community in the selection beside its relevant
+            children (GraphRAG's ``keep_parent``); off: the children replace it, and it
+            is listed in ``Selection.replaced``.
 
     Returns:
         the :class:`Selection`; ``selected`` is empty when nothing was relevant.
@@ -408,6 +420,7 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
     """
     sel = Selection([], "dynamic")
     relevant: dict[int, int] = {}
+    replaced: dict[int, int] = {}
     parent_of: dict[int, int] = {}
     rated_keys: dict[str, int | None] = {}
     children: list[int] = []  # the next step's queue
@@ -421,8 +434,8 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
         if rating is not None and rating >= threshold:
             relevant[c] = rating
             parent = parent_of.get(c)
-            if parent is not None:
-                relevant.pop(parent, None)  # a relevant child replaces its parent
+            if parent is not None and not keep_parent and parent in relevant:
+                replaced[parent] = relevant.pop(parent)  # a relevant child replaces it
             for k in tree.effective_children(c, max_level):
                 parent_of[k] = c
                 children.append(k)
@@ -475,7 +488,10 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
                     sel.level_fallbacks.append(next_level - 1)
                     queue = level_nodes
                     break
-    sel.selected = sorted(relevant, key=lambda c: (-relevant[c], -tree.reports[c].rank, c))
+    def best_first(ratings: dict[int, int]) -> list[int]:
+        return sorted(ratings, key=lambda c: (-ratings[c], -tree.reports[c].rank, c))
+
+    sel.selected, sel.replaced = best_first(relevant), best_first(replaced)
     # the running count above also holds subtrees that a level fallback rated after all:
     # the final figure is the distinct reports within max_level that were never rated
     in_scope = {r.report_key for c, r in tree.reports.items()
@@ -510,12 +526,14 @@ def map_batches(reports: Sequence[Report], budget: int, counter: TokenCounter,
 
 
 def run_map(question: str, batches: Sequence[ReportBatch], llm: CachedLLM, seed: int,
-            progress: Progress | None = None) -> tuple[list[KeyPoint], list[dict]]:
+            progress: Progress | None = None, first_batch: int = 0
+            ) -> tuple[list[KeyPoint], list[dict]]:
     """One map call per batch (stage ``search_map``); returns (points in batch order,
-    failure rows). A failed batch adds a failure row and no point."""
+    failure rows). A failed batch adds a failure row and no point. ``first_batch``
+    numbers the batches (``KeyPoint.batch``) after those of an earlier map."""
     points: list[KeyPoint] = []
     failures: list[dict] = []
-    for i, batch in enumerate(batches):
+    for i, batch in enumerate(batches, first_batch):
         obj, failure = structured_call(llm, MAP_TEMPLATE, "search_map", ",".join(batch.refs),
                                        seed, schema=map_schema(batch.refs), question=question,
                                        reports=batch.text)
@@ -526,7 +544,7 @@ def run_map(question: str, batches: Sequence[ReportBatch], llm: CachedLLM, seed:
                 points.append(KeyPoint(" ".join(p["description"].split()), int(p["score"]),
                                        tuple(dict.fromkeys(p["reports"])), i, j))
         if progress:
-            progress({"phase": "map", "done": i + 1, "total": len(batches),
+            progress({"phase": "map", "done": i + 1, "total": first_batch + len(batches),
                       "points": len(points)})
     return points, failures
 

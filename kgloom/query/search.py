@@ -105,6 +105,10 @@ class SearchConfig:
             rated per call: kgloom's change to GraphRAG's one report per call); 650
             holds 8 full lines of 80 tokens.
         rate_batch: reports per rating call at most.
+        keep_parent: dynamic selection keeps a relevant community beside its relevant
+            children (GraphRAG's ``keep_parent``, off by default there too).
+        map_fallback: when dynamic selection's reports give no key point above 0, map
+            the relevant communities their children replaced (broader reports), once.
         map_budget: tokens of one map batch of reports.
         map_report_max_tokens: a report is cut to this many tokens in a map batch.
         reduce_budget: tokens of the key points the global answer reads.
@@ -125,6 +129,8 @@ class SearchConfig:
     rate_max_tokens: int = 80
     rate_budget: int = 650
     rate_batch: int = 8
+    keep_parent: bool = False
+    map_fallback: bool = True
     map_budget: int = 1500
     map_report_max_tokens: int = 500
     reduce_budget: int = 1500
@@ -622,7 +628,8 @@ class Searcher:
                                  cfg.rate_batch, cfg.rate_max_tokens)
             selection = gs.select_dynamic(
                 tree, rate, cfg.threshold, level, progress,
-                shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None)
+                shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None,
+                keep_parent=cfg.keep_parent)
         else:
             chosen = level if level is not None else (
                 cfg.default_level if cfg.default_level in tree.levels else tree.levels[-1])
@@ -639,8 +646,7 @@ class Searcher:
         batches = gs.map_batches(reports, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
         info["map"] = {"batches": len(batches), "reports": len(reports),
                        "max_batch_tokens": max(b.tokens for b in batches)}
-        report_sources = {rep.ref: {"kind": "reports", "id": str(rep.community),
-                                    "text": f"{rep.title}: {rep.summary}"} for rep in reports}
+        report_sources = self._report_sources(reports)
         if not answer:
             items = [ContextItem(rep.ref, "reports", str(rep.community),
                                  verbalize_report(rep.ref, rep.title, rep.full_content),
@@ -652,6 +658,19 @@ class Searcher:
         assert log is not None
         points, map_failures = gs.run_map(question, batches, log, cfg.seed, progress)
         failures += map_failures
+        if dynamic and cfg.map_fallback and selection.replaced and not gs.rank_points(points):
+            broader = [tree.reports[c] for c in selection.replaced]
+            more = gs.map_batches(broader, cfg.map_budget, self.counter,
+                                  cfg.map_report_max_tokens)
+            extra, map_failures = gs.run_map(question, more, log, cfg.seed, progress,
+                                             first_batch=len(batches))
+            failures += map_failures
+            points += extra
+            batches = batches + more
+            report_sources.update(self._report_sources(broader))
+            info["map"]["fallback"] = {"reports": len(broader), "batches": len(more),
+                                       "points": len(extra),
+                                       "above_zero": len(gs.rank_points(extra))}
         context = gs.reduce_context(points, cfg.reduce_budget, self.counter)
         info["reduce"] = {"points": len(points), "kept": len(context.items),
                           "tokens": context.tokens}
@@ -666,6 +685,12 @@ class Searcher:
             text, cites = self._answer(question, context, citable, log, failures)
         return SearchResult(question, mode, "global", reason, text, cites, context, sources,
                             batches, info, failures)
+
+    @staticmethod
+    def _report_sources(reports: list[gs.Report]) -> dict[str, dict[str, str]]:
+        """ref -> {kind, id, text (title: summary)} of each report, for citations."""
+        return {rep.ref: {"kind": "reports", "id": str(rep.community),
+                          "text": f"{rep.title}: {rep.summary}"} for rep in reports}
 
     # --- answers -------------------------------------------------------------------
     def _answer(self, question: str, context: Context, citable: list[str],
