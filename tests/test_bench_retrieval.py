@@ -97,7 +97,7 @@ def test_small_study_end_to_end(tmp_path, monkeypatch):
         out = app.invoke(cli.app, ["run", *common, "--kind", kind, "--warmup", "1"])
         assert out.exit_code == 0, out.output
     rows = pl.read_csv(gzip.open(results / "runs" / "main.csv.gz"))
-    assert rows.height == 48 * 2 * 2  # cases x methods x handles
+    assert rows.height == 48 * 2 * 3  # cases x methods x handles
     two = rows.filter(pl.col("method") == "two_step")
     assert (two["seed_overlap"] == two["baseline_seed_overlap"]).all()
     # depth 0 returns the seeds only; both handles choose the same seeds
@@ -105,10 +105,17 @@ def test_small_study_end_to_end(tmp_path, monkeypatch):
     assert (d0["n_reached"] == d0["n_seeds"]).all()
     by_handle = rows.pivot(on="handle", index=["method", "case"], values="seeds")
     assert (by_handle["memory"] == by_handle["files"]).all()
+    assert (by_handle["files"] == by_handle["files_reread"]).all()
+    # the fused BFS from the rerank's neighbourhoods reaches what reading every hop does
+    reached = rows.pivot(on="handle", index=["method", "case"], values="n_reached")
+    assert (reached["files"] == reached["files_reread"]).all()
+    assert (reached["files"] == reached["memory"]).all()
     out = app.invoke(cli.app, ["results", "--results", str(results)])
     assert out.exit_code == 0, out.output
     res = json.loads((results / "results.json").read_text())
-    assert len(res["cells"]) == 24
+    assert len(res["cells"]) == 36
+    assert set(res["targets"]) >= {"fused_p50_le_baseline_files",
+                                   "fused_p50_le_baseline_files_reread"}
     sweep = {(s["lam"], s["top_k"]): s for s in res["sweep"]}
     assert sweep[(0.0, "3")]["seed_overlap"] == pytest.approx(
         sweep[(0.0, "3")]["baseline_seed_overlap"], abs=1e-6)

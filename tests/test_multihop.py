@@ -80,6 +80,29 @@ def test_depth2_bfs_matches_networkx(tmp_path, use_key):
         assert by_key.equals(by_id.select("node_key", "hops"))
 
 
+@pytest.mark.parametrize("use_key", [True, False], ids=["using_key", "plain_cte"])
+def test_bfs_keys_from_a_first_hop_in_hand_gives_the_same_rows(tmp_path, use_key):
+    if use_key and not multihop.supports_using_key():
+        pytest.skip("installed duckdb lacks USING KEY")
+    g, ids, entities, relationships, communities = _random_graph_tables(seed=3)
+    graph_dir = _write_graph(tmp_path, entities, relationships, communities)
+    nodes = pl.read_parquet(graph_dir / "graph-nodes.parquet")
+    key_of = dict(zip(nodes["entity_id"], nodes["node_key"]))
+    rng = random.Random(5)
+    for trial in range(6):
+        seeds = [key_of[ids[v]] for v in rng.sample(sorted(g.nodes), 1 + trial)]
+        node_of_key = {k: v for v in g.nodes for k in [key_of[ids[v]]]}
+        # N(s) of every seed, seeds that neighbour each other included (they are ignored)
+        hop1 = sorted({key_of[ids[u]] for s in seeds for u in g.neighbors(node_of_key[s])})
+        for depth in (1, 2, 3):
+            plain = multihop.bfs_keys(graph_dir, seeds, depth, use_key=use_key)
+            given = multihop.bfs_keys(graph_dir, seeds, depth, use_key=use_key,
+                                      first_hop=hop1)
+            assert given.equals(plain), (trial, depth)
+        assert multihop.bfs_keys(graph_dir, seeds, 0, first_hop=hop1).equals(
+            multihop.bfs_keys(graph_dir, seeds, 0))
+
+
 def test_bfs_on_carol_graph(carol_tables, tmp_path):
     t = carol_tables
     graph_dir = _write_graph(tmp_path, t["entities"], t["relationships"], t["communities"])

@@ -12,6 +12,7 @@ import networkx as nx
 import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 from conftest import build_carol_tables, carol_entity_id as eid, carol_unit_id as uid
 
 from kgloom import schemas, storage
@@ -284,6 +285,40 @@ def test_multihop_reaches_units_through_the_graph(retriever):
         "EBENEZER SCROOGE"] == 2
 
 
+def test_fused_over_files_starts_its_bfs_from_the_reranked_seeds_neighbours(
+        carol_index, retriever, monkeypatch):
+    """The fused call's BFS over files reuses the neighbourhoods its rerank read: no
+    DuckDB query at depth 1, one hop in at depth 2; the rows are the memory handle's."""
+    from kgloom.query import multihop
+
+    calls: list[dict] = []
+    real = multihop.bfs_keys
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(multihop, "bfs_keys", counting)
+    mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
+    q = "Scrooge and his clerk on Christmas Eve"
+    for depth, queries in ((0, 0), (1, 0), (2, 1), (3, 1)):
+        calls.clear()
+        for lam in (0.0, 5.0):
+            files = retriever.fused(q, top_k=3, depth=depth, lam=lam, oversample=3)
+            inmem = mem.fused(q, top_k=3, depth=depth, lam=lam, oversample=3)
+            # the same seeds, entities, hops and provenance (ANN scores: LanceDB's flat
+            # scan vs the memory handle's float32 einsum, equal to 1e-5)
+            assert files.info["seeds"] == inmem.info["seeds"]
+            assert_frame_equal(files.entities, inmem.entities, rel_tol=1e-5)
+            assert files.relationships.equals(inmem.relationships)
+            assert files.text_units["id"].to_list() == inmem.text_units["id"].to_list()
+        assert len(calls) == 2 * queries
+        assert all(c.get("first_hop") is not None for c in calls)
+        calls.clear()
+        retriever.two_step(q, top_k=3, depth=depth)  # its traversal reads every hop
+        assert len(calls) == (depth > 0) and all(c.get("first_hop") is None for c in calls)
+
+
 def test_duckdb_and_memory_backends_agree(carol_index, retriever):
     mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
     for q in ["Who is Tiny Tim's father?", "What did Scrooge and Marley trade?"]:
@@ -294,14 +329,17 @@ def test_duckdb_and_memory_backends_agree(carol_index, retriever):
             assert a.entities.equals(b.entities) and a.relationships.equals(b.relationships)
 
 
-def test_fused_with_lambda_zero_equals_two_step(retriever):
+def test_fused_with_lambda_zero_equals_two_step(carol_index, retriever):
     q = "the ghost showed the old man his past at a Christmas ball"
-    for depth in (0, 1):
-        fused = retriever.fused(q, top_k=2, depth=depth, lam=0.0)
-        two = retriever.two_step(q, top_k=2, depth=depth)
-        assert fused.info["seeds"] == two.info["seeds"]
-        assert fused.entities.equals(two.entities)
-        assert fused.text_units.equals(two.text_units)
+    mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
+    for r in (retriever, mem):
+        for depth in (0, 1, 2):
+            fused = r.fused(q, top_k=2, depth=depth, lam=0.0)
+            two = r.two_step(q, top_k=2, depth=depth)
+            assert fused.info["seeds"] == two.info["seeds"]
+            assert fused.entities.equals(two.entities)
+            assert fused.relationships.equals(two.relationships)
+            assert fused.text_units.equals(two.text_units)
     penalized = retriever.fused(q, top_k=2, depth=1, lam=10.0)
     assert penalized.info["seed_overlap"] <= penalized.info["baseline_seed_overlap"]
     assert penalized.info["ann_sum"] <= penalized.info["baseline_ann_sum"] + 1e-9

@@ -116,7 +116,8 @@ def setup(work: Path = WORK, results: Path = RESULTS,
 @app.command()
 def run(work: Path = WORK, results: Path = RESULTS,
         kind: str = typer.Option("main", help="main | sweep | threads (see runner.py)"),
-        handles: str = typer.Option("memory,files", help="main: handles, comma-separated"),
+        handles: str = typer.Option("memory,files,files_reread",
+                                    help="main: handles, comma-separated"),
         limit: int = typer.Option(0, help="only the first N seed queries (0: all)"),
         warmup: int = typer.Option(24, help="warm-up cases per handle, not recorded"),
         alternate: bool = typer.Option(True, help="main: every other case runs the "

@@ -7,7 +7,9 @@ Three kinds of run, each writing ``runs/<kind>.csv.gz`` (one row per call) and
   handle: ``memory`` (graph_backend="memory": the graph, its CSR adjacency and the
   entity vectors held by one long-lived Retriever, exact in-memory entity search) and
   ``files`` (graph_backend="duckdb": the entity ANN from the LanceDB table and the BFS
-  as a DuckDB recursive CTE over graph-edges.parquet, per call). Warm-up calls are not
+  as a DuckDB recursive CTE over graph-edges.parquet, per call; the fused BFS starts
+  from the neighbourhoods its rerank read, one edge-file round fewer) and
+  ``files_reread`` (the same, the fused BFS reading every hop). Warm-up calls are not
   recorded; with ``alternate`` every other case runs the baseline first, so neither
   method profits from the other warming a cache.
 - ``sweep``: the rerank's seeds only (depth 0) for oversample x lambda x top_k on the
@@ -35,7 +37,10 @@ import pyarrow as pa
 
 from bench.retrieval.manifest import Case, read_manifest, query_vectors, sha256_text
 
-HANDLES = {"memory": "memory", "files": "duckdb"}  # handle name -> graph_backend
+# handle name -> graph_backend; ``files_reread``: the files handle with the fused BFS
+# reading every hop from the edge file (RetrievalConfig.fused_first_hop off), as the
+# two-call baseline's traversal does, so the two methods differ only by the call
+HANDLES = {"memory": "memory", "files": "duckdb", "files_reread": "duckdb"}
 SWEEP_OVERSAMPLE = (2, 5, 10)
 SWEEP_LAMBDA = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0)
 SWEEP_TOP_K = (3, 5, 10)
@@ -128,7 +133,8 @@ def _open(study: Study, handle: str, bfs_threads: int | None = None,
     from kgloom.query.retriever import RetrievalConfig, Retriever
 
     r = Retriever(study.index, graph_backend=HANDLES[handle], bfs_threads=bfs_threads,
-                  config=RetrievalConfig(seed_diagnostics=seed_diagnostics))
+                  config=RetrievalConfig(seed_diagnostics=seed_diagnostics,
+                                         fused_first_hop=handle != "files_reread"))
     r.graph  # load the graph now, not inside a timed call
     if handle == "memory":
         r.entity_vectors()

@@ -341,6 +341,15 @@ def bfs(adj: Adjacency, seeds: Sequence[int], depth: int) -> list[Reached]:
     return reach(adj, seeds, depth).to_list()
 
 
+def first_hop(adj: Adjacency, seeds: Sequence[int]) -> np.ndarray:
+    """The distinct neighbours of ``seeds`` (the seeds themselves included when they
+    neighbour each other), sorted int64: the union of the N(s) that the fused rerank
+    reads, i.e. the BFS's first hop plus possibly seeds."""
+    if not len(seeds):
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(adj.indices[_row_positions(adj, np.asarray(seeds, dtype=np.int64))])
+
+
 def jaccard(a: frozenset[int] | set[int], b: frozenset[int] | set[int]) -> float:
     """|a ∩ b| / |a ∪ b|; 0.0 when both are empty."""
     union = len(a | b)

@@ -28,12 +28,25 @@ _SEEDS_BY_ID = """
     seeds AS (
         SELECT node_key FROM read_parquet($nodes)
         WHERE list_contains($seeds, entity_id)
-    )"""
+    ),
+    start(node_key, hops) AS (SELECT node_key, 0 FROM seeds)"""
 # a caller holding node keys (the Retriever) skips the scan of graph-nodes.parquet that
 # maps ids to keys, and the one that maps keys back: about 50 ms per call on a
 # 169k-node graph (measured beside bfs, same rows)
 _SEEDS_BY_KEY = """
-    seeds AS (SELECT DISTINCT unnest($keys)::BIGINT AS node_key)"""
+    seeds AS (SELECT DISTINCT unnest($keys)::BIGINT AS node_key),
+    start(node_key, hops) AS (SELECT node_key, 0 FROM seeds)"""
+# a caller that already holds the seeds' neighbours (the fused retrieve: its rerank read
+# them) starts one hop in: the hop-1 nodes join the anchor and rounds expand only rows
+# of hops >= $from_hop, so the seeds' edges are not read again
+_START_AT_HOP1 = """
+    seeds AS (SELECT DISTINCT unnest($keys)::BIGINT AS node_key),
+    start(node_key, hops) AS (
+        SELECT node_key, 0 FROM seeds
+        UNION ALL
+        SELECT DISTINCT h.node_key, 1
+        FROM (SELECT unnest($hop1)::BIGINT AS node_key) AS h ANTI JOIN seeds USING (node_key)
+    )"""
 _EDGES = _ADJ + _SEEDS_BY_ID
 
 # Level-synchronous BFS: the keyed result holds one row per reached node; each round
@@ -44,13 +57,13 @@ _EDGES = _ADJ + _SEEDS_BY_ID
 # it on the 2m adjacency rows every call, even at depth 0.
 _USING_KEY_BFS = """
     bfs(node_key, hops) USING KEY (node_key) AS (
-        SELECT node_key, 0 FROM seeds
+        SELECT node_key, hops FROM start
         UNION
         SELECT adj.b, min(bfs.hops + 1)
         FROM adj
         JOIN bfs ON adj.a = bfs.node_key
         LEFT JOIN recurring.bfs AS seen ON seen.node_key = adj.b
-        WHERE bfs.hops < $depth AND seen.node_key IS NULL
+        WHERE bfs.hops < $depth AND bfs.hops >= $from_hop AND seen.node_key IS NULL
         GROUP BY adj.b
     )"""
 _USING_KEY_SQL = f"WITH RECURSIVE {_EDGES},{_USING_KEY_BFS}"
@@ -59,11 +72,11 @@ _USING_KEY_SQL = f"WITH RECURSIVE {_EDGES},{_USING_KEY_BFS}"
 # pairs, so it terminates) and take min(hops) per node afterwards.
 _PLAIN_BFS = """
     walk(node_key, hops) AS (
-        SELECT node_key, 0 FROM seeds
+        SELECT node_key, hops FROM start
         UNION
         SELECT adj.b, walk.hops + 1
         FROM walk JOIN adj ON adj.a = walk.node_key
-        WHERE walk.hops < $depth
+        WHERE walk.hops < $depth AND walk.hops >= $from_hop
     ),
     bfs AS (SELECT node_key, min(hops) AS hops FROM walk GROUP BY node_key)"""
 _PLAIN_SQL = f"WITH RECURSIVE {_EDGES},{_PLAIN_BFS}"
@@ -134,14 +147,15 @@ def bfs(graph_dir: str | Path, seed_entity_ids: list[str], depth: int,
         use_key = supports_using_key()
     sql = (_USING_KEY_SQL if use_key else _PLAIN_SQL) + _SELECT
     params = {"nodes": str(nodes), "edges": str(edges), "seeds": [str(s) for s in seed_entity_ids],
-              "depth": int(depth)}
+              "depth": int(depth), "from_hop": 0}
     found = _run(sql, params, use_key, threads)
     return schemas.conform(found, _RESULT_SCHEMA) if found.height else schemas.empty(
         _RESULT_SCHEMA)
 
 
 def bfs_keys(graph_dir: str | Path, seed_keys: list[int], depth: int,
-             use_key: bool | None = None, threads: int | None = None) -> pl.DataFrame:
+             use_key: bool | None = None, threads: int | None = None,
+             first_hop: list[int] | None = None) -> pl.DataFrame:
     """:func:`bfs` for a caller that holds node keys (graph-nodes.parquet's
     ``node_key``, as the Retriever does): the same recursive CTE over
     graph-edges.parquet alone, seeded by key and returning keys, so graph-nodes.parquet
@@ -152,6 +166,11 @@ def bfs_keys(graph_dir: str | Path, seed_keys: list[int], depth: int,
         seed_keys: node keys to start from (repeats count once); a key no edge names is
             returned at hop 0 with nothing reached from it.
         depth, use_key, threads: as for :func:`bfs`.
+        first_hop: the seeds' neighbours when the caller already holds them (every node
+            one edge from a seed; seeds among them are ignored): they are returned at
+            hop 1 and the query reads the edges only from hop 1 on, one recursion round
+            fewer (the fused retrieve, whose rerank read them). None: from the seeds.
+            Wrong neighbours give a wrong answer; nothing here checks them.
 
     Returns:
         One row per reached node, columns node_key (Int64) and hops (Int64), sorted by
@@ -166,10 +185,15 @@ def bfs_keys(graph_dir: str | Path, seed_keys: list[int], depth: int,
         return schemas.empty(_KEYS_SCHEMA)
     if use_key is None:
         use_key = supports_using_key()
-    sql = (f"WITH RECURSIVE {_ADJ}{_SEEDS_BY_KEY},"
+    params = {"edges": str(edges), "keys": [int(k) for k in seed_keys], "depth": int(depth),
+              "from_hop": 0}
+    start = _SEEDS_BY_KEY
+    if first_hop is not None and depth >= 1:
+        start = _START_AT_HOP1
+        params.update(hop1=[int(k) for k in first_hop], from_hop=1)
+    sql = (f"WITH RECURSIVE {_ADJ}{start},"
            f"{_USING_KEY_BFS if use_key else _PLAIN_BFS}{_SELECT_KEYS}")
-    found = _run(sql, {"edges": str(edges), "keys": [int(k) for k in seed_keys],
-                       "depth": int(depth)}, use_key, threads)
+    found = _run(sql, params, use_key, threads)
     return schemas.conform(found, _KEYS_SCHEMA) if found.height else schemas.empty(
         _KEYS_SCHEMA)
 

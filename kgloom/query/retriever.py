@@ -98,6 +98,12 @@ class RetrievalConfig:
             ``baseline_seed_overlap``) in ``info``: mean pairwise Jaccard of the seeds'
             neighbourhoods, O(top_k^2) set operations that answer nothing; a latency
             benchmark turns them off and computes them outside the timed call.
+        fused_first_hop: the fused retrieve's BFS over files starts from the chosen
+            seeds' neighbourhoods, which its rerank read from the handle's adjacency:
+            no edge-file query at depth 1, one recursion round fewer beyond (the same
+            rows). False: it reads every hop from graph-edges.parquet, as the two-call
+            baseline's traversal call does (the retrieval bench's ``files_reread``
+            handle). The in-memory BFS is the same either way.
     """
 
     hop_decay: float = 0.25
@@ -118,6 +124,7 @@ class RetrievalConfig:
     bridge_relevance_power: float = 1.0
     bridge_link_weight: float = 0.5
     seed_diagnostics: bool = True
+    fused_first_hop: bool = True
 
 
 _STR_LIST = pl.List(pl.String)
@@ -683,18 +690,26 @@ class Retriever:
         return self._finish(question, "one_hop", start, units, ents, rels, top_k=top_k,
                             oversample=oversample)
 
-    def _reach(self, seeds: list[int], depth: int) -> alg.ReachedSet:
+    def _reach(self, seeds: list[int], depth: int, first_hop: np.ndarray | None = None
+               ) -> alg.ReachedSet:
         """BFS from node keys ``seeds`` with the configured backend, with provenance
-        (``bfs_threads`` workers: numpy threads in memory, DuckDB threads over files)."""
+        (``bfs_threads`` workers: numpy threads in memory, DuckDB threads over files).
+
+        ``first_hop``: the seeds' neighbours when the caller already read them (the fused
+        retrieve's rerank); over files the BFS then starts one hop in (no query at depth
+        1, one round fewer beyond). The in-memory BFS reads them from the CSR anyway."""
         g = self.graph
         if self.graph_backend == "memory":
             return alg.reach(g["adj"], seeds, depth, self.bfs_threads or 1)
-        if depth == 0:  # the seeds themselves: no edge to read
-            return alg.attribute_levels(g["adj"], [np.unique(np.asarray(seeds, np.int64))],
-                                        seeds)
+        levels = [np.unique(np.asarray(seeds, np.int64))]
+        if first_hop is not None and depth >= 1:
+            levels.append(np.setdiff1d(first_hop, levels[0]))
+        if depth < len(levels):  # nothing beyond what is in hand: no edge to read
+            return alg.attribute_levels(g["adj"], levels[:depth + 1], seeds)
         from kgloom.query.multihop import bfs_keys
 
-        found = bfs_keys(self.output_dir, seeds, depth, threads=self.bfs_threads)
+        found = bfs_keys(self.output_dir, seeds, depth, threads=self.bfs_threads,
+                         first_hop=None if first_hop is None else first_hop.tolist())
         levels = alg.hop_levels(found["node_key"].to_numpy(), found["hops"].to_numpy())
         return alg.attribute_levels(g["adj"], levels, seeds)
 
@@ -901,7 +916,11 @@ class Retriever:
                                        "the index has no entity")
         chosen = alg.diversity_rerank(candidates, None, top_k, lam, g["adj"])
         seeds = [c.node for c in chosen]
-        reached = self._reach(seeds, depth)
+        # the rerank read the seeds' neighbourhoods (from the handle's adjacency): over
+        # files the BFS starts from them instead of reading those edges again
+        hop1 = (alg.first_hop(g["adj"], seeds) if depth and self.config.fused_first_hop
+                and self.graph_backend != "memory" else None)
+        reached = self._reach(seeds, depth, hop1)
         overlap = {}
         if self.config.seed_diagnostics:
             overlap = {"seed_overlap": alg.mean_pairwise_jaccard(seeds, g["adj"]),
