@@ -13,11 +13,17 @@ Parts (``--parts``, comma-separated; each needs only what it names):
   LLM calls and prompt tokens of each (all stages: rate, map, answer), the reports the
   dynamic run rated and its rating calls (several reports per call), and the share of
   the static run's top-rated reports (those its 5 best key points came from) that the
-  dynamic run also selected (``top_kept_share``) or rated relevant and then perhaps
+  dynamic run also mapped (``top_kept_share``: its selection and, when that gave no
+  point above 0, the relevant parents its children had replaced, mapped as a fallback;
+  ``top_selected_share``: the selection alone) or rated relevant and then perhaps
   replaced by its children (``top_rated_relevant_share``); Microsoft's anchor is 77%
   fewer tokens than static level 1. An answer call follows only a map that found a
   point scored above 0, so the totals are given beside the answers each search gave and
-  the rating + map tokens alone (``*_rate_map_tokens``).
+  the rating + map tokens alone (``*_rate_map_tokens``); how often the map fell back and
+  then answered (``dynamic_map_fallbacks``, ``dynamic_answered_after_fallback``). With
+  ``--keep-parent`` a third search per question: dynamic selection keeping relevant
+  parents beside their children (GraphRAG's ``keep_parent``), its calls, tokens and
+  answers (``keep_parent_*``).
 - ``local``: bench/data/2wiki-dev/questions.jsonl on ``--wiki-index``: answer exact match
   and token F1 (SQuAD's normalization: lower case, no punctuation or articles) of local
   search and of ``direct`` (plain vector RAG) with the same model in the same run, and the
@@ -42,6 +48,7 @@ into the indexes.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -169,9 +176,18 @@ def eval_routing(questions: list[dict], searchers: dict, use_model: bool) -> dic
 
 
 # --- global ----------------------------------------------------------------------------------
-def eval_global(searcher, questions: list[dict], level: int) -> dict:
-    """Static (``level``) and dynamic global search per question (module doc)."""
+def eval_global(searcher, questions: list[dict], level: int,
+                keep_parent: bool = False) -> dict:
+    """Static (``level``) and dynamic global search per question (module doc); with
+    ``keep_parent`` also dynamic search keeping relevant parents (GraphRAG's option; its
+    rating calls are the dynamic run's, served by the query cache)."""
+    import dataclasses
+
     rows = []
+    keeper = None
+    if keep_parent:
+        keeper = copy.copy(searcher)
+        keeper.config = dataclasses.replace(searcher.config, keep_parent=True)
     for q in questions:
         t0 = time.perf_counter()
         static = searcher.search(q["question"], mode="global", level=level)
@@ -182,10 +198,22 @@ def eval_global(searcher, questions: list[dict], level: int) -> dict:
         for item in static.context.items[:TOP_POINTS]:
             top += [r for r in re.findall(r"\[(C\d+)\]", item.text)]
         top = list(dict.fromkeys(top))
-        kept = {f"C{c}" for c in dynamic.info.get("selection", {}).get("selected", [])}
         sel = dynamic.info.get("selection", {})
+        selected = {f"C{c}" for c in sel.get("selected", [])}
+        # what the dynamic run mapped: its selection, then any fallback to the parents
+        kept = {r for b in dynamic.map_batches for r in b.refs}
+        fallback = dynamic.info.get("map", {}).get("fallback")
+        extra = {}
+        if keeper is not None:
+            kp = keeper.search(q["question"], mode="global", dynamic=True)
+            extra = {"keep_parent": llm_totals(kp), "keep_parent_answer": kp.answer,
+                     "keep_parent_selected": len(kp.info.get("selection", {})
+                                                 .get("selected", [])),
+                     "keep_parent_over_budget": int(not within_budget(
+                         kp, searcher.config.map_budget))}
         rows.append({
             "id": q["id"], "static": llm_totals(static), "dynamic": llm_totals(dynamic),
+            "dynamic_map_fallback": fallback, **extra,
             "static_reports": len(static.info.get("selection", {}).get("selected", [])),
             "dynamic_selected": len(sel.get("selected", [])), "dynamic_rated": sel.get("rated"),
             "dynamic_rating_calls": sel.get("rating_calls"),
@@ -193,6 +221,8 @@ def eval_global(searcher, questions: list[dict], level: int) -> dict:
             "dynamic_route": dynamic.route,
             "static_top_reports": top,
             "top_kept_share": round(len(set(top) & kept) / len(top), 4) if top else None,
+            "top_selected_share": round(len(set(top) & selected) / len(top), 4)
+            if top else None,
             # kept or looked into: rated relevant, then perhaps replaced by its children
             "top_rated_relevant_share": round(sum(
                 1 for c in top if (sel.get("ratings", {}).get(c[1:]) or 0)
@@ -226,9 +256,22 @@ def eval_global(searcher, questions: list[dict], level: int) -> dict:
         "anchor_microsoft_token_reduction": 0.77,
         "top_kept_share": mean([r["top_kept_share"] for r in rows
                                 if r["top_kept_share"] is not None]),
+        "top_selected_share": mean([r["top_selected_share"] for r in rows
+                                    if r["top_selected_share"] is not None]),
+        "dynamic_map_fallbacks": sum(r["dynamic_map_fallback"] is not None for r in rows),
+        "dynamic_answered_after_fallback": sum(
+            r["dynamic_map_fallback"] is not None and r["dynamic_answer"] is not None
+            for r in rows),
+        **({"keep_parent_calls": sum(r["keep_parent"]["calls"] for r in rows),
+            "keep_parent_prompt_tokens": sum(r["keep_parent"]["prompt_tokens"] for r in rows),
+            "keep_parent_over_static_tokens": round(
+                sum(r["keep_parent"]["prompt_tokens"] for r in rows) / st, 4) if st else None,
+            "keep_parent_answered": sum(r["keep_parent_answer"] is not None for r in rows)}
+           if keeper is not None else {}),
         "top_rated_relevant_share": mean([r["top_rated_relevant_share"] for r in rows
                                           if r["top_rated_relevant_share"] is not None]),
-        "over_budget": sum(r["over_budget"] for r in rows),
+        "over_budget": sum(r["over_budget"] + r.get("keep_parent_over_budget", 0)
+                           for r in rows),
         "failures": sum(r["failures"] for r in rows), "rows": rows}
 
 
@@ -280,6 +323,8 @@ def main() -> None:
     ap.add_argument("--no-model", action="store_true", help="routing: rules only")
     ap.add_argument("--model", default="", help="a GGUF (default: the bundled SmolLM2-135M)")
     ap.add_argument("--level", type=int, default=1, help="static global search's level")
+    ap.add_argument("--keep-parent", action="store_true", help="global: also dynamic "
+                    "search keeping relevant parents (GraphRAG's keep_parent)")
     ap.add_argument("--budget", type=int, default=None, help="local / direct context tokens")
     ap.add_argument("--limit", type=int, default=0, help="questions per list (0: all)")
     ap.add_argument("--work", default="/tmp/kgloom-eval-search", help="query LLM caches")
@@ -319,7 +364,8 @@ def main() -> None:
             if name in searchers:
                 print(f"global search, {name} ...", flush=True)
                 results[f"global_{name}"] = eval_global(
-                    searchers[name], take(load_jsonl(DATA / "search" / file)), args.level)
+                    searchers[name], take(load_jsonl(DATA / "search" / file)), args.level,
+                    args.keep_parent)
                 print(json.dumps({k: v for k, v in results[f"global_{name}"].items()
                                   if k != "rows"}))
     if "local" in parts and "2wiki" in searchers:

@@ -46,3 +46,50 @@ def test_routing_part_without_an_index_scores_the_rules():
     assert rules["decided"] == 2 and rules["coverage"] == round(2 / 3, 4)
     assert rules["accuracy_when_decided"] == 0.5 and rules["errors"] == {"direct->local": 1}
     assert "rules_index_linking" not in out and out["rows"] == []
+
+
+def test_global_part_counts_fallbacks_kept_reports_and_keep_parent(tmp_path, embedder):
+    from conftest import build_carol_tables
+    from test_query import write_carol_index
+    from test_search import ScriptedBackend, _llm, _rating, _reports
+
+    from kgloom import schemas, storage
+    from kgloom.query.search import SearchConfig, Searcher
+
+    # the Carol index with communities (roots 0, 1; 0 -> 2, 3; 1 -> 4) and reports
+    index = write_carol_index(tmp_path / "index", embedder)
+    comms = build_carol_tables()["communities"]
+    storage.write_table(comms, index, schemas.COMMUNITIES)
+    storage.write_table(_reports(comms, same_key={4: 1}), index, schemas.COMMUNITY_REPORTS)
+
+    def reply(messages, schema):
+        props = schema["properties"]
+        if _rating(schema):  # 0 and its child 3 relevant: 3 replaces 0
+            return {r: 3 if r in ("C0", "C3") else 0 for r in props}
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            score = 0 if refs == ["C3"] else 6  # the leaf alone helps nothing
+            return {"points": [{"description": f"from {refs[0]}", "score": score,
+                                "reports": refs[:1]}]}
+        return {"answer": "themes", "citations": props["citations"]["items"]["enum"][:1]}
+
+    s = Searcher(index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
+                 config=SearchConfig(rate_shortlist=0))
+    qs = [{"id": "t1", "question": "What are the main themes?"},
+          {"id": "t2", "question": "What kinds of places appear?"}]
+    out = es.eval_global(s, qs, level=0, keep_parent=True)
+    assert out["questions"] == 2 and out["over_budget"] == 0 and out["failures"] == 0
+    assert out["static_answered"] == 2 and out["dynamic_answered"] == 2
+    assert out["dynamic_map_fallbacks"] == 2 and out["dynamic_answered_after_fallback"] == 2
+    row = out["rows"][0]
+    assert row["dynamic_map_fallback"] == {"reports": 1, "batches": 1, "points": 1,
+                                           "above_zero": 1}
+    # static level 0 maps C1 and C0 in one batch; its point cites C1 (the first ref);
+    # dynamic mapped C3, then C0: kept 0 of static's top report, selected 0
+    assert row["static_top_reports"] == ["C1"]
+    assert row["top_kept_share"] == 0.0 and row["top_selected_share"] == 0.0
+    # keep_parent: 0 and 3 both selected, mapped in one batch that answers, no fallback
+    assert row["keep_parent_selected"] == 2 and row["keep_parent_answer"] == "themes"
+    assert out["keep_parent_answered"] == 2
+    assert out["keep_parent_calls"] == sum(r["keep_parent"]["calls"] for r in out["rows"])
+    assert s.config.keep_parent is False  # the keep-parent run used a copy
