@@ -49,30 +49,12 @@ def test_routing_part_without_an_index_scores_the_rules():
 
 
 def test_global_part_counts_fallbacks_kept_reports_and_keep_parent(tmp_path, embedder):
-    from conftest import build_carol_tables
-    from test_query import write_carol_index
-    from test_search import ScriptedBackend, _llm, _rating, _reports
+    from test_search import ScriptedBackend, _llm, silent_leaf_reply, write_search_index
 
-    from kgloom import schemas, storage
     from kgloom.query.search import SearchConfig, Searcher
 
-    # the Carol index with communities (roots 0, 1; 0 -> 2, 3; 1 -> 4) and reports
-    index = write_carol_index(tmp_path / "index", embedder)
-    comms = build_carol_tables()["communities"]
-    storage.write_table(comms, index, schemas.COMMUNITIES)
-    storage.write_table(_reports(comms, same_key={4: 1}), index, schemas.COMMUNITY_REPORTS)
-
-    def reply(messages, schema):
-        props = schema["properties"]
-        if _rating(schema):  # 0 and its child 3 relevant: 3 replaces 0
-            return {r: 3 if r in ("C0", "C3") else 0 for r in props}
-        if "points" in props:
-            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
-            score = 0 if refs == ["C3"] else 6  # the leaf alone helps nothing
-            return {"points": [{"description": f"from {refs[0]}", "score": score,
-                                "reports": refs[:1]}]}
-        return {"answer": "themes", "citations": props["citations"]["items"]["enum"][:1]}
-
+    index = write_search_index(tmp_path / "index", embedder)
+    reply = silent_leaf_reply()
     s = Searcher(index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
                  config=SearchConfig(rate_shortlist=0))
     qs = [{"id": "t1", "question": "What are the main themes?"},

@@ -360,13 +360,42 @@ def test_truncate_never_exceeds_max_tokens():
 
 
 # --- the Carol index with communities and reports ---------------------------------------------
-@pytest.fixture(scope="module")
-def search_index(tmp_path_factory, embedder) -> Path:
-    out = write_carol_index(tmp_path_factory.mktemp("search_index"), embedder)
+def write_search_index(folder: Path, embedder) -> Path:
+    """The Carol index with communities (roots 0 and 1; 0 -> 2, 3; 1 -> 4, which repeats
+    1's report) and a report each."""
+    out = write_carol_index(folder, embedder)
     comms = build_carol_tables()["communities"]
     storage.write_table(comms, out, schemas.COMMUNITIES)
     storage.write_table(_reports(comms, same_key={4: 1}), out, schemas.COMMUNITY_REPORTS)
     return out
+
+
+@pytest.fixture(scope="module")
+def search_index(tmp_path_factory, embedder) -> Path:
+    return write_search_index(tmp_path_factory.mktemp("search_index"), embedder)
+
+
+def silent_leaf_reply(mapped: list[list[str]] | None = None, leaf_score: int = 0
+                      ) -> Callable[[list, dict], Any]:
+    """A scripted model for the search index: community 0 and its child 3 are rated
+    relevant (3 replaces 0); a map batch of 3 alone scores its point ``leaf_score`` (0:
+    the narrow report helps nothing), any other batch 6; answers cite the first id.
+    ``mapped`` collects each map batch's refs."""
+
+    def reply(messages, schema):
+        props = schema["properties"]
+        if _rating(schema):
+            return {r: 3 if r in ("C0", "C3") else 0 for r in props}
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            if mapped is not None:
+                mapped.append(list(refs))
+            return {"points": [{"description": f"from {refs[0]}",
+                                "score": leaf_score if refs == ["C3"] else 6,
+                                "reports": refs[:1]}]}
+        return {"answer": "themes", "citations": props["citations"]["items"]["enum"][:1]}
+
+    return reply
 
 
 @pytest.fixture(scope="module")
@@ -536,19 +565,7 @@ def test_global_dynamic_counts_calls_and_progress(search_index, tmp_path, embedd
 def test_dynamic_map_falls_back_to_the_replaced_parents(search_index, tmp_path, embedder,
                                                         fallback):
     mapped: list[list[str]] = []
-
-    def reply(messages, schema):
-        props = schema["properties"]
-        if _rating(schema):  # 0 and its child 3 relevant: 3 replaces 0
-            return {r: 3 if r in ("C0", "C3") else 0 for r in props}
-        if "points" in props:
-            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
-            mapped.append(list(refs))
-            # the narrow report helps nothing; its broader parent does
-            score = 6 if refs == ["C0"] else 0
-            return {"points": [{"description": f"from {refs[0]}", "score": score,
-                                "reports": refs[:1]}]}
-        return {"answer": "themes", "citations": props["citations"]["items"]["enum"][:1]}
+    reply = silent_leaf_reply(mapped)
 
     # the fixture's hierarchy: roots 0 and 1; 0 -> 2, 3; 1 -> 4 (repeating 1's report)
     cfg = SearchConfig(rate_shortlist=0, map_fallback=fallback)
@@ -574,15 +591,7 @@ def test_dynamic_map_falls_back_to_the_replaced_parents(search_index, tmp_path, 
 
 def test_dynamic_map_does_not_fall_back_when_the_selection_answers(search_index, tmp_path,
                                                                     embedder):
-    def reply(messages, schema):
-        props = schema["properties"]
-        if _rating(schema):
-            return {r: 3 if r in ("C0", "C3") else 0 for r in props}
-        if "points" in props:
-            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
-            return {"points": [{"description": "x", "score": 5, "reports": refs[:1]}]}
-        return {"answer": "a", "citations": props["citations"]["items"]["enum"][:1]}
-
+    reply = silent_leaf_reply(leaf_score=5)
     s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
                  config=SearchConfig(rate_shortlist=0))
     res = s.search("What are the main themes?", mode="global", dynamic=True)
