@@ -98,6 +98,10 @@ def test_small_study_end_to_end(tmp_path, monkeypatch):
         assert out.exit_code == 0, out.output
     rows = pl.read_csv(gzip.open(results / "runs" / "main.csv.gz"))
     assert rows.height == 48 * 2 * 3  # cases x methods x handles
+    # alternation within each cell: both orders, half the queries each
+    first = rows.filter(pl.col("method") == "fused").group_by("handle", "top_k", "depth").agg(
+        (pl.col("order") == 0).mean().alias("fused_first"))
+    assert (first["fused_first"] == 0.5).all()
     two = rows.filter(pl.col("method") == "two_step")
     assert (two["seed_overlap"] == two["baseline_seed_overlap"]).all()
     # depth 0 returns the seeds only; both handles choose the same seeds

@@ -120,8 +120,8 @@ def run(work: Path = WORK, results: Path = RESULTS,
                                     help="main: handles, comma-separated"),
         limit: int = typer.Option(0, help="only the first N seed queries (0: all)"),
         warmup: int = typer.Option(24, help="warm-up cases per handle, not recorded"),
-        alternate: bool = typer.Option(True, help="main: every other case runs the "
-                                       "baseline first"),
+        alternate: bool = typer.Option(True, help="main: half of each cell's queries "
+                                       "run the baseline first"),
         lam: float = typer.Option(1.0, "--lambda", help="fused: overlap penalty"),
         oversample: int = typer.Option(5, help="fused: candidates per seed"),
         name: str = typer.Option("", help="file name under runs/ (default: the kind)")) -> None:

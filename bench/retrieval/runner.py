@@ -10,7 +10,8 @@ Three kinds of run, each writing ``runs/<kind>.csv.gz`` (one row per call) and
   as a DuckDB recursive CTE over graph-edges.parquet, per call; the fused BFS starts
   from the neighbourhoods its rerank read, one edge-file round fewer) and
   ``files_reread`` (the same, the fused BFS reading every hop). Warm-up calls are not
-  recorded; with ``alternate`` every other case runs the baseline first, so neither
+  recorded; with ``alternate`` half of each cell's queries run the baseline first
+  (:func:`swapped`), so neither
   method profits from the other warming a cache.
 - ``sweep``: the rerank's seeds only (depth 0) for oversample x lambda x top_k on the
   memory handle: seed overlap and ANN-similarity loss against the plain ANN top_k.
@@ -178,6 +179,14 @@ def _overlaps(r, got: dict[str, tuple]) -> None:
     got["fused"][0].info["baseline_seed_overlap"] = got["two_step"][0].info["seed_overlap"]
 
 
+def swapped(c: Case) -> bool:
+    """Whether case ``c`` runs its pair in the second order (baseline first, or 2 threads
+    first): every other query *within each cell*. (Case parity alone would not do: a
+    query's 12 cells are consecutive cases, so each cell would always run one order, and
+    the call that runs second finds the query's index pages warm.)"""
+    return (c.query + c.case) % 2 == 1
+
+
 def _progress(total: int, desc: str):
     from tqdm import tqdm
 
@@ -196,7 +205,8 @@ def run_main(study: Study, handles: list[str], limit: int | None, warmup: int,
                 _call(r, method, study.queries[c.query], c.top_k, c.depth, lam, oversample)
         bar = _progress(2 * len(cases), f"{handle} handle")
         for c in cases:
-            order = ("two_step", "fused") if alternate and c.case % 2 else ("fused", "two_step")
+            order = (("two_step", "fused") if alternate and swapped(c)
+                     else ("fused", "two_step"))
             got = {}
             for position, method in enumerate(order):
                 res, sec, cpu = _call(r, method, study.queries[c.query], c.top_k, c.depth,
@@ -255,7 +265,7 @@ def run_threads(study: Study, limit: int | None, warmup: int, lam: float,
         bar = _progress(4 * len(cases), f"threads, {handle} handle")
         for c in cases:
             for method in ("fused", "two_step"):
-                for t in ((2, 1) if c.case % 2 else (1, 2)):
+                for t in ((2, 1) if swapped(c) else (1, 2)):
                     res, sec, cpu = _call(handles[t], method, study.queries[c.query],
                                           c.top_k, c.depth, lam, oversample)
                     rows.append({"part": "end_to_end", "handle": handle, "method": method,
@@ -276,7 +286,7 @@ def run_threads(study: Study, limit: int | None, warmup: int, lam: float,
                 study.queries[c.query], top_k=10, depth=0, lam=lam,
                 oversample=oversample).info["seeds"]]
             for depth in (2, 3):
-                for t in ((2, 1) if c.case % 2 else (1, 2)):
+                for t in ((2, 1) if swapped(c) else (1, 2)):
                     cpu, start = time.process_time(), time.perf_counter()
                     levels = alg.bfs_levels(adj, seeds, depth, threads=t)
                     sec = time.perf_counter() - start
