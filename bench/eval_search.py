@@ -207,6 +207,7 @@ def eval_global(searcher, questions: list[dict], level: int,
         if keeper is not None:
             kp = keeper.search(q["question"], mode="global", dynamic=True)
             extra = {"keep_parent": llm_totals(kp), "keep_parent_answer": kp.answer,
+                     "keep_parent_route": kp.route,
                      "keep_parent_selected": len(kp.info.get("selection", {})
                                                  .get("selected", [])),
                      "keep_parent_over_budget": int(not within_budget(
@@ -250,6 +251,11 @@ def eval_global(searcher, questions: list[dict], level: int,
         # totals differ by answers given: selection + map alone compare the searches
         "static_answered": sum(r["static_answer"] is not None for r in rows),
         "dynamic_answered": sum(r["dynamic_answer"] is not None for r in rows),
+        # of which by global search; the rest fell back to local search (nothing rated
+        # relevant), which answers from entities and text units, not reports
+        "dynamic_answered_global": sum(r["dynamic_answer"] is not None
+                                       and r["dynamic_route"] == "global" for r in rows),
+        "dynamic_fell_back_to_local": sum(r["dynamic_route"] != "global" for r in rows),
         "static_rate_map_tokens": _stage_tokens(rows, "static", ("search_rate", "search_map")),
         "dynamic_rate_map_tokens": _stage_tokens(rows, "dynamic",
                                                  ("search_rate", "search_map")),
@@ -266,7 +272,10 @@ def eval_global(searcher, questions: list[dict], level: int,
             "keep_parent_prompt_tokens": sum(r["keep_parent"]["prompt_tokens"] for r in rows),
             "keep_parent_over_static_tokens": round(
                 sum(r["keep_parent"]["prompt_tokens"] for r in rows) / st, 4) if st else None,
-            "keep_parent_answered": sum(r["keep_parent_answer"] is not None for r in rows)}
+            "keep_parent_answered": sum(r["keep_parent_answer"] is not None for r in rows),
+            "keep_parent_answered_global": sum(r["keep_parent_answer"] is not None
+                                               and r["keep_parent_route"] == "global"
+                                               for r in rows)}
            if keeper is not None else {}),
         "top_rated_relevant_share": mean([r["top_rated_relevant_share"] for r in rows
                                           if r["top_rated_relevant_share"] is not None]),

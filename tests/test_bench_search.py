@@ -63,6 +63,8 @@ def test_global_part_counts_fallbacks_kept_reports_and_keep_parent(tmp_path, emb
     assert out["questions"] == 2 and out["over_budget"] == 0 and out["failures"] == 0
     assert out["static_answered"] == 2 and out["dynamic_answered"] == 2
     assert out["dynamic_map_fallbacks"] == 2 and out["dynamic_answered_after_fallback"] == 2
+    assert out["dynamic_answered_global"] == 2 and out["dynamic_fell_back_to_local"] == 0
+    assert out["keep_parent_answered_global"] == 2
     row = out["rows"][0]
     assert row["dynamic_map_fallback"] == {"reports": 1, "batches": 1, "points": 1,
                                            "above_zero": 1}
