@@ -56,6 +56,7 @@ import string
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,10 +178,12 @@ def eval_routing(questions: list[dict], searchers: dict, use_model: bool) -> dic
 
 # --- global ----------------------------------------------------------------------------------
 def eval_global(searcher, questions: list[dict], level: int,
-                keep_parent: bool = False) -> dict:
+                keep_parent: bool = False,
+                on_row: Callable[[dict], None] | None = None) -> dict:
     """Static (``level``) and dynamic global search per question (module doc); with
     ``keep_parent`` also dynamic search keeping relevant parents (GraphRAG's option; its
-    rating calls are the dynamic run's, served by the query cache)."""
+    rating calls are the dynamic run's, served by the query cache). ``on_row`` gets the
+    figures so far (:func:`global_figures`) after each question, e.g. to save them."""
     import dataclasses
 
     rows = []
@@ -236,6 +239,15 @@ def eval_global(searcher, questions: list[dict], level: int,
             "static_answer": static.answer, "dynamic_answer": dynamic.answer})
         print(f"  {q['id']}: static {rows[-1]['static']} dynamic {rows[-1]['dynamic']}",
               flush=True)
+        if on_row is not None:
+            on_row({**global_figures(rows, level, keeper is not None),
+                    "partial": f"{len(rows)} of {len(questions)} questions"})
+    return global_figures(rows, level, keeper is not None)
+
+
+def global_figures(rows: list[dict], level: int, keep_parent: bool) -> dict:
+    """The global part's totals over per-question ``rows`` (as :func:`eval_global`
+    makes them), with the rows."""
     st = sum(r["static"]["prompt_tokens"] for r in rows)
     dy = sum(r["dynamic"]["prompt_tokens"] for r in rows)
     return {
@@ -276,7 +288,7 @@ def eval_global(searcher, questions: list[dict], level: int,
             "keep_parent_answered_global": sum(r["keep_parent_answer"] is not None
                                                and r["keep_parent_route"] == "global"
                                                for r in rows)}
-           if keeper is not None else {}),
+           if keep_parent else {}),
         "top_rated_relevant_share": mean([r["top_rated_relevant_share"] for r in rows
                                           if r["top_rated_relevant_share"] is not None]),
         "over_budget": sum(r["over_budget"] + r.get("keep_parent_over_budget", 0)
@@ -372,9 +384,15 @@ def main() -> None:
         for name, file in (("book", "book-thematic.jsonl"), ("2wiki", "2wiki-thematic.jsonl")):
             if name in searchers:
                 print(f"global search, {name} ...", flush=True)
+                def save_partial(figures: dict, key: str = f"global_{name}") -> None:
+                    if args.save:  # a long run keeps what it measured if cut short
+                        from kgloom.storage import write_json
+
+                        write_json({**results, key: figures}, args.save)
+
                 results[f"global_{name}"] = eval_global(
                     searchers[name], take(load_jsonl(DATA / "search" / file)), args.level,
-                    args.keep_parent)
+                    args.keep_parent, save_partial)
                 print(json.dumps({k: v for k, v in results[f"global_{name}"].items()
                                   if k != "rows"}))
     if "local" in parts and "2wiki" in searchers:

@@ -59,7 +59,10 @@ def test_global_part_counts_fallbacks_kept_reports_and_keep_parent(tmp_path, emb
                  config=SearchConfig(rate_shortlist=0))
     qs = [{"id": "t1", "question": "What are the main themes?"},
           {"id": "t2", "question": "What kinds of places appear?"}]
-    out = es.eval_global(s, qs, level=0, keep_parent=True)
+    partial: list[dict] = []
+    out = es.eval_global(s, qs, level=0, keep_parent=True, on_row=partial.append)
+    assert [p["partial"] for p in partial] == ["1 of 2 questions", "2 of 2 questions"]
+    assert partial[0]["questions"] == 1 and partial[1]["rows"] == out["rows"]
     assert out["questions"] == 2 and out["over_budget"] == 0 and out["failures"] == 0
     assert out["static_answered"] == 2 and out["dynamic_answered"] == 2
     assert out["dynamic_map_fallbacks"] == 2 and out["dynamic_answered_after_fallback"] == 2
