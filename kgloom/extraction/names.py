@@ -243,6 +243,18 @@ def acronym_evidence(word: str, text: str, start: int, stats: Counter | None) ->
     return core != word or bool(_ACRONYM_BEFORE.search(text, 0, start))
 
 
+def caps_name_ok(name: str, text: str, stats: Counter | None = None) -> bool:
+    """False when ``name`` is made only of all-caps words and one of them has no
+    :func:`acronym_evidence` in ``text`` (``PWNED``, ``DROP TABLE``): the same rule for a
+    name from any source, e.g. one the model proposes (``candidate_source=open``)."""
+    toks = _tokens(name)
+    if not toks or any(t.kind not in ("upper", "initial") for t in toks):
+        return True
+    at = max(text.find(name), 0)
+    return all(t.kind != "upper" or acronym_evidence(t.text, text, at + t.start, stats)
+               for t in toks)
+
+
 def _shouted_word(tok, text: str, stats: Counter | None) -> bool:
     """True when all-caps token ``tok`` is an ordinary word shouted (a stop word, one of
     ``_SHOUTED_WORDS``, or written in lower case in the corpus) and no acronym by
