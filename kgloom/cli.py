@@ -94,6 +94,13 @@ def _writer(output_dir: str, command: str):
         raise typer.Exit(130) from None
 
 
+def _warn_skipped(diff) -> None:
+    """Print one warning line (stderr) per input entry left out for safety (a symlink
+    leading outside the input folder; ``InputDiff.skipped``)."""
+    for row in diff.skipped:
+        typer.echo(f"warning: {row['item_id']}: {row['reason']} ({row['detail']})", err=True)
+
+
 def _loud(lines: list[str]) -> None:
     """Print warnings where they cannot be missed: a framed block on stderr."""
     if lines:
@@ -307,6 +314,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
                                     verbose=verbose)
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
+    _warn_skipped(diff)
     if not (diff.added or diff.changed or diff.unchanged):
         from kgloom.ingest.documents import SUPPORTED_SUFFIXES
 
@@ -365,6 +373,7 @@ def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     for state, keys in diff.as_dict().items():
         for k in keys:
             typer.echo(f"{state:<10} {k}")
+    _warn_skipped(diff)
 
 
 @app.command()

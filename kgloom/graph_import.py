@@ -170,7 +170,9 @@ def _entities(nodes: pl.DataFrame) -> pl.DataFrame:
 
 
 def _relationships(edges: pl.DataFrame, entities: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
-    """RELATIONSHIPS_SCHEMA frame of the undirected, deduplicated edges, and counts."""
+    """RELATIONSHIPS_SCHEMA frame of the deduplicated edges (one per node pair, its id
+    hashing the sorted pair; source -> target the direction most of the pair's edges
+    give, a tie going to the first), and counts."""
     weight = (pl.col("weight").cast(pl.Float64, strict=False) if "weight" in edges.columns
               else pl.lit(1.0))
     desc = (pl.col("description").cast(pl.String).fill_null("")
@@ -190,17 +192,26 @@ def _relationships(edges: pl.DataFrame, entities: pl.DataFrame) -> tuple[pl.Data
             f"{dangling.select('source', 'target').head(3).rows()}")
     loops = e.filter(pl.col("source") == pl.col("target")).height
     e = e.filter(pl.col("source") != pl.col("target")).with_row_index("order")
-    pairs = (e.with_columns(pl.min_horizontal("source", "target").alias("source_id"),
-                            pl.max_horizontal("source", "target").alias("target_id"))
-             .group_by("source_id", "target_id")
+    pairs = (e.with_columns(pl.min_horizontal("source", "target").alias("lo"),
+                            pl.max_horizontal("source", "target").alias("hi"),
+                            (pl.col("source") < pl.col("target")).alias("forward"))
+             .group_by("lo", "hi")
              .agg(pl.col("weight").sum(), pl.len().alias("given"),
                   pl.col("description").filter(pl.col("description") != "").first(),
-                  pl.col("order").min())
+                  pl.col("order").min(), pl.col("forward").sum().alias("forward_n"),
+                  pl.col("forward").first().alias("first_forward"))
              .sort("order"))
+    # the direction the edges give: their majority, a tie going to the first edge's
+    # (the rule of kgloom.graph.resolution for extracted relationships)
+    forward = (pl.col("forward_n") * 2 > pl.col("given")) | (
+        (pl.col("forward_n") * 2 == pl.col("given")) & pl.col("first_forward"))
+    pairs = pairs.with_columns(
+        pl.when(forward).then(pl.col("lo")).otherwise(pl.col("hi")).alias("source_id"),
+        pl.when(forward).then(pl.col("hi")).otherwise(pl.col("lo")).alias("target_id"))
     title = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
     rel = pairs.select(
         pl.Series("id", [content_id("relationship", a, b) for a, b in
-                         zip(pairs["source_id"].to_list(), pairs["target_id"].to_list())],
+                         zip(pairs["lo"].to_list(), pairs["hi"].to_list())],
                   dtype=pl.String),
         pl.int_range(pairs.height, dtype=pl.Int64).alias("human_readable_id"),
         pl.col("source_id").replace_strict(title, return_dtype=pl.String).alias("source"),

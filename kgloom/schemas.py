@@ -99,6 +99,7 @@ ENTITIES_SCHEMA: dict[str, pl.DataType] = {
 
 RELATIONSHIPS_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.String,  # sha256 of the sorted (source_id, target_id) pair
+    # source -> target: the direction the text gives (kgloom.graph.resolution)
     "human_readable_id": pl.Int64,
     "source": pl.String,  # entity title
     "target": pl.String,

@@ -234,3 +234,23 @@ def test_boilerplate_cut_can_be_turned_off_and_never_empties_a_text(tmp_path):
     # only a footer
     text, cut = strip_boilerplate("Body text.\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\nlicence")
     assert text == "Body text." and json.loads(cut)["header_chars"] == 0
+
+
+def test_a_csv_cell_over_the_csv_modules_field_limit_loses_nothing(tmp_path):
+    # the csv module refuses fields over 131,072 characters by default: the file was lost
+    long_text = ("Scrooge counted coins. " * 9000).strip()  # 206,999 characters
+    assert len(long_text) > 131_072
+    _csv(tmp_path / "big.csv", ["title", "text"], [["Long", long_text], ["Fog", FOG]])
+    docs, failures = read_documents(tmp_path)
+    assert failures.height == 0, failures.to_dicts()
+    by_title = {r["title"]: r["text"] for r in docs.iter_rows(named=True)}
+    assert by_title == {"Long": long_text, "Fog": FOG}
+
+
+def test_an_unparsable_csv_row_loses_only_itself(tmp_path):
+    # a bare carriage return inside an unquoted field is a csv.Error for that row alone
+    _write(tmp_path / "mixed.csv", f'title,text\nA,"{MARLEY}"\nB,broken\rrow\nC,"{FOG}"\n')
+    docs, failures = read_documents(tmp_path)
+    assert sorted(docs["title"]) == ["A", "C"]
+    assert failures["item_id"].to_list() == ["mixed.csv:row 3"]
+    assert "not CSV" in failures["reason"][0]

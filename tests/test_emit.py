@@ -34,8 +34,12 @@ def test_graph_tables_keys_levels_and_edges(carol_tables):
 
     assert edges.schema == pl.Schema(schemas.GRAPH_EDGES_SCHEMA)
     assert edges.height == t["relationships"].height
-    assert (edges["src_key"] <= edges["dst_key"]).all()
     key = dict(zip(nodes["entity_id"], nodes["node_key"]))
+    # each edge runs from its relationship's source to its target (direction kept)
+    direction = {r["id"]: (key[r["source_id"]], key[r["target_id"]])
+                 for r in t["relationships"].iter_rows(named=True)}
+    assert {r["relationship_id"]: (r["src_key"], r["dst_key"])
+            for r in edges.iter_rows(named=True)} == direction
     tim = edges.filter(pl.col("relation").str.starts_with("Tiny Tim")).row(0, named=True)
     assert {tim["src_key"], tim["dst_key"]} == {key[eid("BOB CRATCHIT")], key[eid("TINY TIM")]}
     assert tables.edges_endpoints_exist(nodes, edges)[0]
@@ -160,6 +164,29 @@ def test_neo4j_import_csv(carol_tables, tmp_path):
     assert '""clerk""' in rels_csv.read_text()  # doubled, as neo4j-admin expects
     marley = [r for r in rels if "Marley" in r["description"]][0]
     assert "\n" in marley["description"]  # multiline field kept (import with --multiline-fields)
+
+
+def test_graph_edges_graphml_and_neo4j_keep_each_relationships_direction(carol_tables,
+                                                                         tmp_path):
+    # every relationship turned around, so each way (smaller id first or not) is tested
+    t = carol_tables
+    rels = t["relationships"].with_columns(
+        source=pl.col("target"), target=pl.col("source"),
+        source_id=pl.col("target_id"), target_id=pl.col("source_id"))
+    want = {(r["source_id"], r["target_id"]) for r in rels.iter_rows(named=True)}
+    for frame in (t["relationships"], rels):
+        direction = {(r["source_id"], r["target_id"]) for r in frame.iter_rows(named=True)}
+        nodes, edges = tables.build_graph_tables(t["entities"], frame, t["communities"])
+        ids = nodes["entity_id"].to_list()
+        assert {(ids[a], ids[b]) for a, b in edges.select("src_key", "dst_key").iter_rows()} \
+            == direction
+        g = nx.read_graphml(tables.write_graphml(t["entities"], frame, tmp_path / "g.graphml"))
+        assert g.is_directed() and set(g.edges()) == direction
+        _, rels_csv = tables.write_neo4j_import(t["entities"], frame, tmp_path)
+        with rels_csv.open(newline="") as fh:
+            assert {(r[":START_ID"], r[":END_ID"]) for r in csv.DictReader(fh)} == direction
+    assert want != {(r["source_id"], r["target_id"])
+                    for r in t["relationships"].iter_rows(named=True)}
 
 
 def test_vectors_valid_and_row_counts():

@@ -52,9 +52,13 @@ def test_import_writes_an_index_the_retriever_opens(imported):
     assert ents.columns == list(schemas.ENTITIES_SCHEMA)
     assert sorted(ents["id"]) == sorted(nodes["id"])
     rels = storage.read_table(out, schemas.RELATIONSHIPS)
-    first = rels.filter((pl.col("source_id") == min(edges["source"][0], edges["target"][0]))
-                        & (pl.col("target_id") == max(edges["source"][0], edges["target"][0])))
+    # the pair given a -> b, b -> a, a -> b: one relationship, in the majority direction
+    first = rels.filter((pl.col("source_id") == edges["source"][0])
+                        & (pl.col("target_id") == edges["target"][0]))
     assert first["weight"].to_list() == [3.5]  # 1.0 + 2.0 + 0.5 over the three mentions
+    # every other edge keeps the direction it was given in
+    given = set(zip(edges["source"], edges["target"]))
+    assert all(pair in given for pair in zip(rels["source_id"], rels["target_id"]))
     graph_nodes = storage.read_table(out, schemas.GRAPH_NODES)
     assert graph_nodes["node_key"].to_list() == list(range(60))
     labels = dict(zip(graph_nodes["entity_id"], graph_nodes["label"]))
@@ -151,3 +155,18 @@ def test_an_occupied_folder_is_not_overwritten_and_cli_reports_errors(tmp_path):
                               "--edges", str(tmp_path / "e.parquet"),
                               "--output-dir", str(tmp_path / "idx2")])
     assert bad.exit_code == 2 and "does not exist" in bad.output
+
+
+def test_imported_edges_keep_their_direction():
+    from kgloom.graph_import import _relationships
+
+    entities = pl.DataFrame({"id": ["a", "b", "c"], "title": ["A", "B", "C"]})
+    edges = pl.DataFrame({"source": ["c", "b", "a", "b"], "target": ["a", "a", "b", "c"],
+                          "weight": [1.0, 1.0, 1.0, 1.0]})
+    rels, counts = _relationships(edges, entities)
+    got = {frozenset((r["source_id"], r["target_id"])): (r["source"], r["target"])
+           for r in rels.iter_rows(named=True)}
+    assert got[frozenset("ac")] == ("C", "A")  # given once, c -> a: not the sorted a -> c
+    assert got[frozenset("ab")] == ("B", "A")  # b -> a then a -> b: a tie, the first wins
+    assert got[frozenset("bc")] == ("B", "C")
+    assert counts["repeated_pairs_merged"] == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 import dagster as dg
 import polars as pl
@@ -14,7 +15,8 @@ from typer.testing import CliRunner
 
 from kgloom import schemas
 from kgloom.corpus.partitions import (combine_partitions, diff_inputs, input_hashes,
-                                      manifest_hashes, partition_dir, stored_partitions)
+                                      manifest_hashes, partition_dir, partitions_root,
+                                      stored_partitions)
 from kgloom.definitions import build_resources
 from kgloom.llm import cache_rows, new_rows
 from kgloom.pipelines.input_files import INPUT_FILES
@@ -244,3 +246,88 @@ def test_a_graph_refresh_in_an_instance_without_partitions_destroys_nothing(corp
     assert sorted(stored_partitions(out)) == before
     docs = pl.read_parquet(out / "documents.parquet")
     assert docs["source"].to_list() == ["stave1.txt"]
+
+
+# --- inputs stay inside the input folder -------------------------------------------------
+
+SECRET = "The vault code is Hunter Two, said Aldous Crane."
+
+
+def _step_errors(result) -> str:
+    return "\n".join(str(e.step_failure_data.error.message) for e in result.all_events
+                     if e.is_step_failure)
+
+
+@pytest.mark.parametrize("key", ["../secret.txt", "letters/../../secret.txt", "link.txt",
+                                 "/etc/hostname.txt", ".."])
+def test_a_partition_key_leading_outside_the_input_folder_fails_before_reading(
+        corpus, tmp_path, key):
+    from kgloom.ingest.ingest_assets import documents, text_units
+
+    (tmp_path / "secret.txt").write_text(SECRET, encoding="utf-8")
+    (corpus / "link.txt").symlink_to(tmp_path / "secret.txt")
+    out = tmp_path / "out"
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(INPUT_FILES, [key])  # what the Dagster API allows
+    for assets in ([documents], [documents, text_units], [text_units]):
+        result = dg.materialize(assets, partition_key=key, instance=instance,
+                                resources=resources(corpus, out), raise_on_error=False)
+        assert not result.success
+        assert "refused partition key" in _step_errors(result), _step_errors(result)
+        assert stored_partitions(out) == []  # no folder made, nothing read or written
+    assert not any(SECRET in p.read_text(errors="ignore")
+                   for p in out.rglob("*") if p.is_file())
+
+
+def test_a_crafted_key_is_dropped_and_its_stage_folder_deleted_by_kgloom_index(
+        corpus, tmp_path, monkeypatch):
+    from kgloom.cli import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    (tmp_path / "secret.txt").write_text(SECRET, encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["--input-dir", str(corpus), "--output-dir", str(out), "--fake-llm"]
+    # the state an older kgloom left: a crafted key registered, its stage folder built
+    bad = partitions_root(out) / quote("../secret.txt", safe="")
+    bad.mkdir(parents=True)
+    (bad / "documents.parquet").write_bytes(b"left by an older kgloom")
+    (tmp_path / "dagster_home").mkdir()
+    dg.DagsterInstance.get().add_dynamic_partitions(INPUT_FILES, ["../secret.txt"])
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["backfill", "--partition", "../secret.txt", *args])
+    assert res.exit_code == 2 and "../secret.txt" in res.output  # refused at the CLI door
+    res = runner.invoke(app, ["index", *args])
+    assert res.exit_code == 0, res.output
+    assert not bad.exists()
+    assert sorted(stored_partitions(out)) == ["letters/stave3.md", "stave1.txt"]
+    assert "../secret.txt" not in dg.DagsterInstance.get().get_dynamic_partitions(INPUT_FILES)
+    docs = pl.read_parquet(out / "documents.parquet")
+    assert sorted(docs["source"]) == ["letters/stave3.md", "stave1.txt"]
+
+
+def test_a_symlink_leading_outside_is_skipped_and_reported_not_a_crash(
+        corpus, tmp_path, monkeypatch):
+    from kgloom.cli import app
+
+    (tmp_path / "secret.txt").write_text(SECRET, encoding="utf-8")
+    (corpus / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (corpus / "inside.txt").symlink_to(corpus / "stave1.txt")  # inside: followed
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    (tmp_path / "dagster_home").mkdir()
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["partitions", "--input-dir", str(corpus),
+                                   "--output-dir", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "warning: link.txt: symlink to a path outside the input folder" in res.output
+    assert sorted(dg.DagsterInstance.get().get_dynamic_partitions(INPUT_FILES)) == [
+        "inside.txt", "letters/stave3.md", "stave1.txt"]
+
+    diff, report = index_folder(resources(corpus, out), dg.DagsterInstance.ephemeral())
+    assert report.success and diff.skipped[0]["item_id"] == "link.txt"
+    docs = pl.read_parquet(out / "documents.parquet")
+    assert not docs["text"].str.contains("Hunter Two").any()
+    assert docs.height == 2  # inside.txt is stave1.txt's text: kept once
+    failures = pl.read_parquet(out / "failures.parquet")
+    row = failures.filter(pl.col("item_id") == "link.txt").row(0, named=True)
+    assert "outside the input folder" in row["reason"] and "secret.txt" in row["detail"]

@@ -235,6 +235,28 @@ def test_name_linking_by_title_alias_and_partial_name():
     assert linker.link("Who is it?") == ([], [])
 
 
+def test_name_linking_in_scripts_written_without_spaces():
+    # issue 29: the exact title of a Chinese entity never linked by name (郭子兴), or
+    # linked the wrong, longer one by embedding (朱元璋 -> 朱元璋时)
+    entities = pl.DataFrame({
+        "id": ["guo", "zhu", "zhu_shi", "tokyo", "naresuan", "bkk", "bob"],
+        "title": ["郭子兴", "朱元璋", "朱元璋时", "東京タワー", "สมเด็จพระนเรศวร",
+                  "กรุงเทพมหานคร", "Bob Cratchit"]})
+    linker = NameLinker(entities)
+
+    def ids(question: str) -> list[str]:
+        return [(x.entity_id, x.method) for x in linker.link(question)[0]]
+
+    assert ids("郭子兴是谁？") == [("guo", "name")]
+    assert ids("朱元璋是谁？") == [("zhu", "name")]
+    assert ids("郭子兴和朱元璋是什么关系？") == [("guo", "name"), ("zhu", "name")]
+    assert ids("東京タワーはどこにありますか？") == [("tokyo", "name")]
+    assert ids("สมเด็จพระนเรศวรเกิดที่ไหน") == [("naresuan", "name")]
+    assert ids("ใครสร้างกรุงเทพมหานคร และ Bob Cratchit คือใคร") == [("bkk", "name"),
+                                                                   ("bob", "name")]
+    assert ids("朱元是谁？") == []  # part of a title is no exact title
+
+
 def test_linking_finds_entities_by_name_and_embedding(retriever):
     links = retriever.link("Whom did old Fezziwig employ, and what of Tiny Tim?")
     by_method = {x.title: x.method for x in links}

@@ -160,8 +160,9 @@ def test_relationships_aggregate_and_drop_self_loops(resolved):
     assert rel["weight"] == 17.0
     assert rel["text_unit_ids"] == ["u1", "u2"]
     assert rel["description"] == "Partners in business.\nMarley's ghost visits Scrooge."
-    assert (rel["source_id"], rel["target_id"]) == tuple(pair)
-    assert {rel["source"], rel["target"]} == {"Ebenezer Scrooge", "Jacob Marley"}
+    # both mentions run Scrooge -> Marley: the text's direction, not the sorted ids
+    assert (rel["source_id"], rel["target_id"]) == (scrooge["id"], marley["id"])
+    assert (rel["source"], rel["target"]) == ("Ebenezer Scrooge", "Jacob Marley")
     assert rel["kind"] == "extracted" and rel["combined_degree"] == 0
     assert (relationships["source_id"] != relationships["target_id"]).all()
     # the two Fezziwig mentions (either direction) are one undirected edge; the dangling
@@ -170,6 +171,55 @@ def test_relationships_aggregate_and_drop_self_loops(resolved):
     assert fez["weight"].to_list() == [10.0]
     assert relationships.height == 4
     assert relationships.filter(pl.col("description") == "")["kind"].to_list() == ["co_mention"]
+
+
+def _direction(rels: list[tuple]) -> dict[frozenset, tuple[str, str, str]]:
+    """{pair of titles: (source, target, description)} of the relationships resolved
+    from ``rels`` (the entities are Yarrow Textiles, Alder Retail and Birch Mills)."""
+    ents = [("u1", t, "ORGANIZATION", None) for t in ("Yarrow Textiles", "Alder Retail",
+                                                      "Birch Mills")]
+    _, relationships, _ = resolve_entities(*_frames(ents, rels))
+    return {frozenset((r["source"], r["target"])): (r["source"], r["target"], r["description"])
+            for r in relationships.iter_rows(named=True)}
+
+
+def test_relationship_direction_is_the_texts_not_the_sorted_ids():
+    # LightRAG #934: merged under the sorted id pair, "Yarrow Textiles sells to Alder
+    # Retail" came out as Alder Retail -> Yarrow Textiles (the smaller id first)
+    yarrow, alder = (content_id("entity", normalize_title(t))
+                     for t in ("Yarrow Textiles", "Alder Retail"))
+    assert alder < yarrow  # so the sorted order is the wrong one here
+    got = _direction([("u1", "Yarrow Textiles", "Alder Retail",
+                       "Yarrow Textiles sells to Alder Retail.", 5.0, "extracted")])
+    assert got[frozenset(("Yarrow Textiles", "Alder Retail"))][:2] == (
+        "Yarrow Textiles", "Alder Retail")
+
+
+def test_relations_running_both_ways_are_one_edge_in_the_majority_direction():
+    both = [
+        ("u1", "Yarrow Textiles", "Alder Retail", "Yarrow Textiles sells to Alder Retail.",
+         5.0, "extracted"),
+        ("u2", "Alder Retail", "Yarrow Textiles", "Alder Retail pays Yarrow Textiles.",
+         3.0, "extracted"),
+        ("u3", "Alder Retail", "Yarrow Textiles", "Alder Retail audits Yarrow Textiles.",
+         2.0, "extracted"),
+        ("u1", "Birch Mills", "Alder Retail", "Birch Mills supplies Alder Retail.",
+         4.0, "extracted"),
+        ("u2", "Alder Retail", "Birch Mills", "Alder Retail returns goods to Birch Mills.",
+         4.0, "extracted"),
+    ]
+    got = _direction(both)
+    assert len(got) == 2  # one relationship per pair, whichever way its mentions ran
+    src, dst, desc = got[frozenset(("Yarrow Textiles", "Alder Retail"))]
+    assert (src, dst) == ("Alder Retail", "Yarrow Textiles")  # 2 mentions against 1
+    assert desc.splitlines() == ["Yarrow Textiles sells to Alder Retail.",
+                                 "Alder Retail pays Yarrow Textiles.",
+                                 "Alder Retail audits Yarrow Textiles."]  # both ways kept
+    # a tie (1 against 1) goes to the first mention's direction, in input order
+    assert got[frozenset(("Birch Mills", "Alder Retail"))][:2] == ("Birch Mills", "Alder Retail")
+    flipped = _direction([both[4], both[3]])
+    assert flipped[frozenset(("Birch Mills", "Alder Retail"))][:2] == (
+        "Alder Retail", "Birch Mills")
 
 
 def test_deterministic_and_order_independent():

@@ -19,6 +19,7 @@ when its partition was last materialized (``manifest.json``) or with a sensor cu
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from kgloom.extraction.extract import UNIT_STATUS, UNIT_STATUS_SCHEMA
 from kgloom.ids import content_id, file_sha256
 from kgloom.ingest.chunking import with_text_unit_ids
 from kgloom.ingest.documents import STAGE as FIRST_STAGE
-from kgloom.ingest.documents import list_input_files, read_documents
+from kgloom.ingest.documents import SUPPORTED_SUFFIXES, read_documents, scan_input_files
 from kgloom.stats import STAGES_DIR, stages_dir
 from kgloom.storage import failures_frame, write_json, write_table
 
@@ -42,19 +43,84 @@ PARTITIONS_DIR = "partitions"
 MANIFEST = "manifest.json"
 
 
+class PartitionKeyError(ValueError):
+    """A partition key that does not name a file inside the input folder (e.g.
+    ``../secret.txt``, an absolute path, a hidden or unsupported file, a symlink whose
+    target lies outside): refused before anything is read or written for it."""
+
+
 def partition_key(input_dir: str | Path, path: str | Path) -> str:
     """Return the partition key of input file ``path``: its POSIX path relative to
-    ``input_dir`` (e.g. ``letters/1843.jsonl``).
+    ``input_dir`` (e.g. ``letters/1843.jsonl``), as written (a symlink keeps its own
+    name; paths are made absolute, not resolved).
 
     Raises:
-        ValueError: when ``path`` is not under ``input_dir``.
+        PartitionKeyError: when ``path`` is not under ``input_dir``.
     """
-    return Path(path).resolve().relative_to(Path(input_dir).resolve()).as_posix()
+    try:
+        return Path(os.path.abspath(path)).relative_to(os.path.abspath(input_dir)).as_posix()
+    except ValueError:
+        raise PartitionKeyError(f"{path} is not inside the input folder {input_dir}") from None
+
+
+def check_key_shape(key: str) -> None:
+    """Check the form of partition key ``key`` alone (no file system): a relative POSIX
+    path of a supported file (:data:`kgloom.ingest.documents.SUPPORTED_SUFFIXES`) with no
+    empty, ``.``, ``..`` or hidden (``.``-led) part and no NUL.
+
+    Raises:
+        PartitionKeyError: naming the key and what is wrong with it.
+    """
+    what = None
+    if not isinstance(key, str) or not key:
+        what = "it is empty"
+    elif "\0" in key:
+        what = "it holds a NUL character"
+    elif key.startswith("/") or Path(key).is_absolute():
+        what = "it is an absolute path"
+    elif any(part in ("", ".", "..") for part in key.split("/")):
+        what = "it has an empty, '.' or '..' part"
+    elif any(part.startswith(".") for part in key.split("/")):
+        what = "it names a hidden file or folder"
+    elif Path(key).suffix.lower() not in SUPPORTED_SUFFIXES:
+        what = f"it is not a supported input file ({', '.join(SUPPORTED_SUFFIXES)})"
+    if what:
+        raise PartitionKeyError(
+            f"refused partition key {key!r}: {what}; a key is a file's path relative to "
+            "the input folder (see `kgloom partitions`); nothing was read")
 
 
 def input_path(input_dir: str | Path, key: str) -> Path:
-    """Return the input file of partition ``key``."""
-    return Path(input_dir) / Path(*key.split("/"))
+    """Return the input file of partition ``key``, checked to stay in ``input_dir``:
+    the key's form (:func:`check_key_shape`), then the path resolved (symlinks followed)
+    must lie inside the resolved input folder, and be a file when it exists. A key whose
+    file is gone passes (its partition is then deleted; see
+    :func:`read_partition_documents`). This is the one place a key becomes a path, so
+    every door a key enters by (CLI, sensor, Dagster API, launchpad, backfill) is checked.
+
+    Raises:
+        PartitionKeyError: when the key is malformed or leads outside ``input_dir``.
+    """
+    check_key_shape(key)
+    path = Path(input_dir) / Path(*key.split("/"))
+    if not path.resolve().is_relative_to(Path(input_dir).resolve()):
+        raise PartitionKeyError(
+            f"refused partition key {key!r}: it resolves to {path.resolve()}, outside the "
+            f"input folder {Path(input_dir).resolve()} (a symlink leading out?); nothing "
+            "was read")
+    if path.exists() and not path.is_file():
+        raise PartitionKeyError(f"refused partition key {key!r}: {path} is not a file; "
+                                "nothing was read")
+    return path
+
+
+def valid_key(input_dir: str | Path, key: str) -> bool:
+    """True when ``key`` passes :func:`input_path` (its file may be gone)."""
+    try:
+        input_path(input_dir, key)
+    except PartitionKeyError:
+        return False
+    return True
 
 
 def partitions_root(output_dir: str | Path) -> Path:
@@ -66,7 +132,13 @@ def partitions_root(output_dir: str | Path) -> Path:
 
 def partition_dir(output_dir: str | Path, key: str) -> Path:
     """Return (and create) the folder of partition ``key``; the key is percent-quoted
-    (``letters%2F1843.jsonl``) so every key is one folder name."""
+    (``letters%2F1843.jsonl``) so every key is one folder name.
+
+    Raises:
+        PartitionKeyError: for a malformed key (:func:`check_key_shape`), e.g. ``..``,
+            which would otherwise name a folder outside ``stages/partitions``.
+    """
+    check_key_shape(key)
     p = partitions_root(output_dir) / quote(key, safe="")
     p.mkdir(parents=True, exist_ok=True)
     return p
@@ -77,13 +149,26 @@ def stored_partitions(output_dir: str | Path) -> list[str]:
     return sorted(unquote(p.name) for p in partitions_root(output_dir).iterdir() if p.is_dir())
 
 
-def input_hashes(input_dir: str | Path) -> dict[str, str]:
-    """Return {partition key: hex SHA-256 of the file's bytes} for every supported file.
+def scan_inputs(input_dir: str | Path) -> tuple[dict[str, str], list[dict]]:
+    """Return ({partition key: hex SHA-256 of the file's bytes} for every supported file,
+    the entries skipped for safety as failures rows: symlinks leading outside the folder;
+    see :func:`kgloom.ingest.documents.scan_input_files`).
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.
     """
-    return {partition_key(input_dir, p): file_sha256(str(p)) for p in list_input_files(input_dir)}
+    files, skipped = scan_input_files(input_dir)
+    return {partition_key(input_dir, p): file_sha256(str(p)) for p in files}, skipped
+
+
+def input_hashes(input_dir: str | Path) -> dict[str, str]:
+    """Return {partition key: hex SHA-256 of the file's bytes} for every supported file
+    (:func:`scan_inputs` without the skipped entries).
+
+    Raises:
+        FileNotFoundError: when ``input_dir`` does not exist.
+    """
+    return scan_inputs(input_dir)[0]
 
 
 # the partition-level stages in order; each writes its own marker file in the folder
@@ -210,6 +295,10 @@ def read_partition_documents(input_dir: str | Path, key: str, cut_boilerplate: b
         the file's hex SHA-256. A missing file gives no documents, one failures row
         ("input file is gone") and sha256 None: the partition should be deleted, which
         the sensor and ``kgloom index`` do.
+
+    Raises:
+        PartitionKeyError: when ``key`` does not name a file inside ``input_dir``
+            (:func:`input_path`), before anything is read.
     """
     path = input_path(input_dir, key)
     if not path.is_file():
@@ -229,6 +318,9 @@ class InputDiff:
     changed: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    # entries of the input folder left out for safety (symlinks leading outside it), as
+    # failures rows (:func:`scan_inputs`); filled by ``sync_partitions``
+    skipped: list[dict] = field(default_factory=list)
 
     @property
     def to_materialize(self) -> list[str]:
@@ -254,7 +346,8 @@ def diff_inputs(previous: dict[str, str | None], current: dict[str, str]) -> Inp
 def remove_partitions(output_dir: str | Path, keep: set[str] | list[str],
                       input_dir: str | Path) -> list[str]:
     """Delete the folders of stored partitions that are not in ``keep`` and whose input
-    file is gone from ``input_dir``; return their keys.
+    file is gone from ``input_dir``, and of every stored partition whose key is refused
+    (:func:`input_path`: e.g. ``../secret.txt``, in ``keep`` or not); return their keys.
 
     This is how a deleted input file's documents, text units and mentions leave the index:
     the graph-wide stages then rebuild without them. A partition whose file still exists
@@ -263,10 +356,20 @@ def remove_partitions(output_dir: str | Path, keep: set[str] | list[str],
     """
     keep = set(keep)
     gone = [k for k in stored_partitions(output_dir)
-            if k not in keep and not input_path(input_dir, k).exists()]
+            if not valid_key(input_dir, k)
+            or (k not in keep and not input_path(input_dir, k).exists())]
     for key in gone:
         shutil.rmtree(partitions_root(output_dir) / quote(key, safe=""), ignore_errors=True)
     return gone
+
+
+def remove_refused_partitions(output_dir: str | Path, input_dir: str | Path) -> list[str]:
+    """Delete the stored partition folders whose key :func:`input_path` refuses (e.g. one
+    built from a crafted ``../secret.txt`` key by an older kgloom); return their keys."""
+    refused = [k for k in stored_partitions(output_dir) if not valid_key(input_dir, k)]
+    for key in refused:
+        shutil.rmtree(partitions_root(output_dir) / quote(key, safe=""), ignore_errors=True)
+    return refused
 
 
 def read_partitions(output_dir: str | Path, keys: list[str], table: str,
@@ -364,13 +467,34 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
         duplicates=dup.height)
 
 
+def refused_inputs(input_dir: str | Path, live_keys: list[str]) -> list[dict]:
+    """Failures rows (stage ``documents``) for what the corpus leaves out for safety: each
+    live key that :func:`input_path` refuses, and each symlink of ``input_dir`` leading
+    outside it (:func:`scan_inputs`; none when the folder is missing)."""
+    rows = []
+    for key in sorted(live_keys):
+        try:
+            input_path(input_dir, key)
+        except PartitionKeyError as exc:
+            rows.append({"stage": FIRST_STAGE, "item_id": key,
+                         "reason": "refused partition key: not a file inside the input folder",
+                         "detail": str(exc)})
+    try:
+        rows += scan_inputs(input_dir)[1]
+    except FileNotFoundError:
+        pass
+    return rows
+
+
 def refresh_corpus(output_dir: str | Path, live_keys: list[str],
                    input_dir: str | Path) -> tuple[CorpusTables, list[str]]:
     """Bring the corpus-wide stage tables in line with the live partitions.
 
-    Deletes the stored partitions not in ``live_keys`` whose input file is gone
-    (:func:`remove_partitions`), then combines the live ones (:func:`combine_partitions`)
-    and writes, atomically, under
+    Deletes the stored partitions not in ``live_keys`` whose input file is gone, and those
+    whose key is refused (:func:`remove_partitions`), then combines the live ones with a
+    valid key (:func:`combine_partitions`; a refused key and a symlink leading out of
+    ``input_dir`` are each a failures row, :func:`refused_inputs`) and writes,
+    atomically, under
     ``<output_dir>/stages/``: documents, text_units, entity_mentions,
     relationship_mentions, claim_mentions, extraction_units, failures.documents,
     failures.extraction, failures.claims.
@@ -380,7 +504,12 @@ def refresh_corpus(output_dir: str | Path, live_keys: list[str],
         (the combined tables, the keys of the partitions removed).
     """
     removed = remove_partitions(output_dir, live_keys, input_dir)
-    corpus = combine_partitions(output_dir, live_keys)  # unbuilt partitions are skipped
+    refused = refused_inputs(input_dir, live_keys)
+    live = [k for k in live_keys if valid_key(input_dir, k)]
+    corpus = combine_partitions(output_dir, live)  # unbuilt partitions are skipped
+    if refused:
+        corpus.failures = pl.concat([corpus.failures, failures_frame(refused)],
+                                    how="vertical_relaxed")
     sd = stages_dir(output_dir)
     write_table(corpus.documents, sd, schemas.DOCUMENTS)
     write_table(corpus.text_units, sd, schemas.TEXT_UNITS)

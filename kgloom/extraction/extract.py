@@ -33,7 +33,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.names import (MAX_NAME_CHARS, Candidate, find_candidates,
+from kgloom.extraction.names import (MAX_NAME_CHARS, Candidate, caps_name_ok, find_candidates,
                                      normalize_for_match, sources_for, type_cue, word_counts)
 from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
 from kgloom.storage import failures_frame
@@ -368,7 +368,9 @@ def open_schema(limit: int = MAX_CANDIDATES) -> dict:
 def open_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
                     counts: Counter) -> tuple[list[Candidate], dict | None]:
     """Open extraction: the model proposes names under :func:`open_schema`; a name is
-    kept only when it occurs verbatim in ``text`` (whitespace runs aside).
+    kept only when it occurs verbatim in ``text`` (whitespace runs aside) and, when it is
+    all-caps, with evidence that it is a name
+    (:func:`kgloom.extraction.names.caps_name_ok`: not PWNED, SYSTEM or DROP TABLE).
 
     Returns:
         (candidates in reply order, None) or ([], failure row) when the reply breaks
@@ -384,6 +386,9 @@ def open_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
         name = " ".join(raw.split()).strip(" ,.;:")
         if not name or name not in flat:
             counts["open_names_not_in_text"] += 1
+            continue
+        if not caps_name_ok(name, flat):  # shouting or code the model took for a name
+            counts["open_names_caps_without_evidence"] += 1
             continue
         if name not in seen:
             seen.add(name)

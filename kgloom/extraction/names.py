@@ -135,6 +135,138 @@ _DEFINED = regex.compile(r"\s*\(|\s+(?:is|was|are|were|ist|war|sind|waren|est|é
                          r"asked|returned|exclaimed)\b")
 
 
+# --- all-caps words: acronyms or shouting? ---------------------------------------------
+# An all-caps word is a name only with evidence (:func:`_acronym_evidence`). These are
+# ordinary English words, SQL, programming and markup keywords, data formats and the
+# vocabulary of instructions and prompt injection ("IGNORE ALL PREVIOUS INSTRUCTIONS",
+# "SYSTEM", "DROP TABLE", "JSON", "PWNED"): shouted, they still name nothing. Collected
+# by hand from common English, the SQL-92 reserved words, Python/JavaScript/C keywords
+# and the injection strings of the OWASP LLM01 (prompt injection) examples.
+_SHOUTED_WORDS = frozenset("""
+about above access act action add admin administrator after again against agent ai alert
+all allow alter always am analysis and answer any api app apply are as ask assistant at
+attention auth authority avoid back backup bad be before begin below best block body bold
+boss bot break bug build but by call cancel caps case cast catch change chat check child
+class clean clear click close code column command comment commit confidential confirm
+constraint content context continue control copy correct count create critical cursor
+danger data database debug declare def default delete deny describe dev developer
+disable distinct do done dont drop dump echo else enable end error escape eval exact
+example except exec execute exit export false fetch field file filter final finally first
+fix flag float for force foreign format free from full function get global go goal grant
+group hack hacked hacker having header help hidden hide high hint html http https id if
+ignore import important in index info inner input insert instruction instructions int
+integer into is join json key kill last left let like limit list load lock log login
+long low main make mandatory match max message method min mode model must name never
+new next no node none not note notice now null number object of off ok okay on only open
+operator or order out outer output override owned page pass password path pause payload
+permission please plus post previous primary print private process prompt protocol
+public pwn pwned pwnd query quote read real reboot record reference remember remove
+repeat replace reply report request required reset respond response restart result
+return reveal revoke right role rollback root row rule rules run safe save say schema
+script secret security select send server session set shell show shutdown simulate
+skip sql start state stop string sudo super system table task temp test text then this
+to token tool top transaction true truncate trust try type union unique unlock unsafe
+until update upload urgent use user value values var varchar verify very view void
+warning when where while with write wrong xml yaml yes you your
+""".split())
+# Acronyms of widely known organisations, agencies, places and bodies: names without
+# other evidence (each is the common short form of its English Wikipedia article title).
+_KNOWN_ACRONYMS = frozenset("""
+ABC ACLU AFL AIDS AMD ANC ASEAN BBC BMW BP CBS CDC CERN CIA CNN CNRS CSIRO DARPA DEA
+DC DHS DNA DOJ EPA ESA EU FAO FBI FCC FDA FIFA FSB GCHQ GE GM HBO HIV HP HSBC IAEA IBM ICC ICJ
+ICRC IEEE IETF ILO IMF INTERPOL IOC IRA IRS ISO ITU KGB MGM MI5 MI6 MIT MOMA NAACP NAFTA
+NASA NATO NBA NBC NFL NHL NHS NIH NOAA NPR NRA NSA NTSB NYPD OECD OPEC OSCE PBS PLO RAF
+RNA SEC SNCF SPD TSA TVA UAE UCLA UEFA UK UN UNDP UNESCO UNHCR UNICEF US USA USAF USSR
+UPS VW WHO WTO WWF YMCA
+""".split())
+# the words before an acronym that use it as a name: "the UN", "director of DARPA"
+_ACRONYM_BEFORE = regex.compile(r"(?:^|[^\p{L}\p{M}])(?:the|of|at|from|by|for|der|die|das|"
+                                r"le|la|les|du|des|de)\s+$", regex.IGNORECASE)
+# words an acronym's expansion may skip ("National Aeronautics and Space Administration")
+_EXPANSION_SKIP = frozenset("of and for the on in to de des du la le et für und der".split())
+
+
+def _expands(acronym: str, text: str) -> bool:
+    """True when ``text`` holds a phrase of capitalized words whose initials spell
+    ``acronym`` (2+ letters), skipping the function words of ``_EXPANSION_SKIP``:
+    "United Nations Educational, Scientific and Cultural Organization" for UNESCO."""
+    letters = acronym.upper()
+    if len(letters) < 2 or not letters.isalpha():
+        return False
+    words = [m.group(0) for m in _WORD.finditer(text)]
+    for i, w in enumerate(words):
+        if w[:1] != letters[0] or w.isupper():
+            continue
+        k, j = 1, i + 1
+        while k < len(letters) and j < len(words):
+            nxt = words[j]
+            if nxt.lower() in _EXPANSION_SKIP and nxt[:1].islower():
+                j += 1
+                continue
+            if nxt[:1] != letters[k] or not nxt[:1].isupper() or nxt.isupper():
+                break
+            k, j = k + 1, j + 1
+        if k == len(letters):
+            return True
+    return False
+
+
+def acronym_evidence(word: str, text: str, start: int, stats: Counter | None) -> bool:
+    """Is all-caps word ``word`` (at offset ``start`` of ``text``) a name? Only with
+    evidence, in order:
+
+    1. its shape: a digit or inner periods (``H5N1``, ``F-16``, ``COVID-19``, ``U.S.``);
+    2. it is a widely known acronym (``_KNOWN_ACRONYMS``: NASA, WHO, UNESCO, DARPA ...);
+    3. it expands a phrase of capitalized words of the unit or of the corpus
+       (:func:`_expands`; ``("acronym", word)`` in ``stats``, see :func:`word_counts`);
+    4. it is not an ordinary word (``STOPWORDS``, ``_SHOUTED_WORDS``: English, SQL,
+       code, formats, prompt injection; nor written in lower case in the corpus), and
+       the corpus writes it capitalized as a name mid-sentence, or it is used as a name
+       here: possessive ("KGLM's"), or after "the"/"of"/"at"/"from"/"by"/"for".
+
+    So shouted instructions and code (IGNORE, SYSTEM, DROP TABLE, JSON, PWNED) stay text.
+    """
+    core = _POSSESSIVE.sub("", word)
+    if any(c.isdigit() for c in core) or "." in core.strip("."):
+        return True
+    if core in _KNOWN_ACRONYMS:
+        return True
+    if _expands(core, text) or (stats is not None and stats[("acronym", core)]):
+        return True
+    low = core.lower()
+    if low in STOPWORDS or low in _SHOUTED_WORDS or len(core) < 2:
+        return False
+    if stats is not None and stats[low]:
+        return False  # written as an ordinary word elsewhere in the corpus
+    if stats is not None and stats[("mid", core.capitalize())]:
+        return True
+    return core != word or bool(_ACRONYM_BEFORE.search(text, 0, start))
+
+
+def caps_name_ok(name: str, text: str, stats: Counter | None = None) -> bool:
+    """False when ``name`` is made only of all-caps words and one of them has no
+    :func:`acronym_evidence` in ``text`` (``PWNED``, ``DROP TABLE``): the same rule for a
+    name from any source, e.g. one the model proposes (``candidate_source=open``)."""
+    toks = _tokens(name)
+    if not toks or any(t.kind not in ("upper", "initial") for t in toks):
+        return True
+    at = max(text.find(name), 0)
+    return all(t.kind != "upper" or acronym_evidence(t.text, text, at + t.start, stats)
+               for t in toks)
+
+
+def _shouted_word(tok, text: str, stats: Counter | None) -> bool:
+    """True when all-caps token ``tok`` is an ordinary word shouted (a stop word, one of
+    ``_SHOUTED_WORDS``, or written in lower case in the corpus) and no acronym by
+    :func:`acronym_evidence`'s first three tests (shape, known acronym, expansion)."""
+    core = _POSSESSIVE.sub("", tok.text)
+    low = core.lower()
+    ordinary = low in STOPWORDS or low in _SHOUTED_WORDS or bool(stats is not None
+                                                                and stats[low])
+    return ordinary and not (_ROMAN.fullmatch(core) or any(c.isdigit() for c in core)
+                             or core in _KNOWN_ACRONYMS or _expands(core, text))
+
+
 def normalize_for_match(text: str) -> str:
     """Return ``text`` NFKC-normalized, case-folded, with runs of whitespace as one space."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
@@ -254,7 +386,9 @@ def word_counts(texts: list[str]) -> Counter:
     runs, and ``("ch", char)`` of each caseless character (for the ``ngram`` source).
     ``("name", key)`` -> text units holding each multi-word proper name (key:
     :func:`normalize_for_match`), so the same name written in lower case or shouted in
-    another unit (``acme corp``, ``ACME CORP``) is found there too.
+    another unit (``acme corp``, ``ACME CORP``) is found there too. ``("acronym", word)``
+    -> units where all-caps ``word`` expands a capitalized phrase (evidence that it is a
+    name in every unit; :func:`acronym_evidence`).
     Counts include the overlap of consecutive text units.
     """
     counts: Counter = Counter()
@@ -269,6 +403,8 @@ def word_counts(texts: list[str]) -> Counter:
             counts.update(("ch", c) for c in run)
             counts.update(("ng", run[a:a + n]) for n in NGRAM_SIZES
                           for a in range(len(run) - n + 1))
+        counts.update(("acronym", tok.text) for tok in toks
+                      if tok.kind == "upper" and _expands(tok.text, t))
     for t in texts:
         counts.update({("name", normalize_for_match(n)) for n, _ in _proper_names(t, counts)
                        if len(n.split()) >= 2})
@@ -471,6 +607,23 @@ def _clean(text: str, span: _Span, stats: Counter | None,
         toks, initial = toks[1:], False
     while toks and (toks[-1].text in _PARTICLES or toks[-1].text in _HONORIFICS):
         toks = toks[:-1]
+    # an all-caps word is a name only with evidence (acronym_evidence): a span of such
+    # words needs it for each ("DROP TABLE" is no name); next to a name word, an ordinary
+    # word shouted at the span's edge is cut off ("Output PWNED")
+    if toks and all(t.kind == "upper" or (t.kind == "initial" and "." not in t.text)
+                    for t in toks):
+        if not all(t.kind != "upper" or acronym_evidence(t.text, text, t.start, stats)
+                   for t in toks):
+            return None
+    else:
+        while toks and toks[-1].kind == "upper" and _shouted_word(toks[-1], text, stats):
+            toks = toks[:-1]
+        while toks and toks[0].kind == "upper" and _shouted_word(toks[0], text, stats) \
+                and not (len(toks[0].text) <= 2 and len(toks) > 1
+                         and toks[1].kind in ("cap", "mixed")):  # initials: AI Weiwei
+            toks, initial = toks[1:], False
+        while toks and toks[-1].text in _PARTICLES:
+            toks = toks[:-1]
     if not toks:
         return None
     if len(toks) == 1:
@@ -568,6 +721,9 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
         if len(words) == 1 and not (_DEFINED.match(text, m.end())
                                     or not _common(inner, stats, local_lower)):
             continue  # a quoted common word ('Humbug'), unless a definition's subject
+        if all(_kind(w) == "upper" for w in words) and not all(
+                acronym_evidence(w, text, m.start(m.lastindex), stats) for w in words):
+            continue  # a quoted shout or command ("PWNED", "DROP TABLE")
         out.append((inner, m.start(m.lastindex)))
     return out
 
@@ -665,6 +821,48 @@ def _segmenter_names(text: str, group: str) -> list[tuple[str, int, str]]:
         for name, hint in seg(m.group(0)):
             out.append((name, m.start() + m.group(0).find(name), hint))
     return out
+
+
+# scripts written without spaces between words
+_UNSPACED_RUN = regex.compile(r"(?:[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}ー々〆"
+                              r"\p{Script=Thai}\p{Script=Lao}\p{Script=Khmer}"
+                              r"\p{Script=Myanmar}]\p{M}*)+")
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """Return the (start, end) character offsets of the words of ``text``, in order, for
+    any script: runs of letters, marks and digits (with inner ' ’ - joints) in scripts
+    written with spaces; in the runs of scripts written without them (Han, kana, Thai,
+    Lao, Khmer, Myanmar), the words of the segmenter extraction uses (jieba for Chinese,
+    janome for Japanese, when installed), else one word per character (a name is then
+    any run of them). Punctuation and spaces are in no word.
+    """
+    group = "ja" if _KANA.search(text) else "zh"
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for m in _UNSPACED_RUN.finditer(text):
+        out += [(pos + a.start(), pos + a.end()) for a in _WORD.finditer(text[pos:m.start()])]
+        run = m.group(0)
+        words: list[str] = []
+        if _HAN.search(run) or _KANA.search(run):
+            if segmenter_available(group):
+                words = ([w.word for w in _jieba().cut(run)] if group == "zh"
+                         else [t.surface for t in _janome().tokenize(run)])
+        if "".join(words) != run:  # no segmenter (or it changed the text): characters
+            words = regex.findall(r"\X", run)
+        a = m.start()
+        for w in words:
+            out.append((a, a + len(w)))
+            a += len(w)
+        pos = m.end()
+    out += [(pos + a.start(), pos + a.end()) for a in _WORD.finditer(text[pos:])]
+    return out
+
+
+def unspaced(text: str) -> bool:
+    """True when ``text`` holds a letter of a script written without spaces (Han, kana,
+    Thai, Lao, Khmer, Myanmar): there a word may be one character of a longer run."""
+    return bool(_UNSPACED_RUN.search(text))
 
 
 # --- n-grams (any caseless script) ---------------------------------------------------

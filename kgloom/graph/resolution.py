@@ -431,9 +431,12 @@ def resolve_entities(
         alphabetical; description = distinct mention descriptions joined by "\\n" in
         input order; frequency = distinct text units. degree, weighted_degree, pagerank
         and combined_degree are 0 here (see :mod:`kgloom.graph.communities`). Relationship id =
-        ``content_id("relationship", a, b)`` of the sorted entity id pair; source is the
-        title of the smaller id; weight = sum of strengths; kind "extracted" when any
-        mention was extracted, else "co_mention".
+        ``content_id("relationship", a, b)`` of the sorted entity id pair (A->B and B->A
+        are one relationship, every description kept); source and target follow the
+        text: the majority direction of the extracted mentions, ties to the first one,
+        sorted ids for co-mention-only pairs (:func:`_aggregate_relationships`);
+        weight = sum of strengths; kind "extracted" when any mention was extracted,
+        else "co_mention".
 
     Raises:
         ValueError: unknown method names, or ``embed`` returning a wrongly shaped array.
@@ -540,7 +543,17 @@ def _entity_tables(keys: dict[str, _Key], units_of: dict[str, set[str]],
 
 def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | None],
                              title_of: dict[str, str]) -> pl.DataFrame:
-    """Group relationship mentions by their undirected entity pair."""
+    """Group relationship mentions by their undirected entity pair, keeping the direction
+    the text gives.
+
+    One relationship per pair (its id hashes the sorted id pair, so A->B and B->A are one
+    edge, the choice GraphRAG makes too); every mention's description is kept, whichever
+    way it ran. Its ``source``/``target`` are the direction of the pair's extracted
+    mentions: the majority direction, a tie going to the direction of the first extracted
+    mention in input order. A pair with co-mention edges only (no direction in the text)
+    keeps the sorted-id order. (LightRAG issue #934: sorting every pair lost "Yarrow
+    Textiles sells to Alder Retail".)
+    """
     agg: dict[tuple[str, str], dict] = {}
     for unit, src, dst, desc, strength, kind in rels.select(
             "text_unit_id", "source", "target", "description", "strength", "kind").iter_rows():
@@ -550,17 +563,28 @@ def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | 
             continue
         pair = (min(a, b), max(a, b))
         row = agg.setdefault(pair, {"descriptions": [], "weight": 0.0, "units": set(),
-                                    "extracted": False})
+                                    "extracted": False, "votes": {}})
         row["descriptions"].append((desc or "").strip())
         row["weight"] += 1.0 if strength is None else float(strength)
         row["units"].add(unit)
         row["extracted"] |= kind == "extracted"
-    rows = [{
-        "id": content_id("relationship", a, b), "source": title_of[a], "target": title_of[b],
-        "description": "\n".join(_distinct(r["descriptions"])), "weight": r["weight"],
-        "combined_degree": 0, "text_unit_ids": sorted(r["units"]), "source_id": a,
-        "target_id": b, "kind": "extracted" if r["extracted"] else "co_mention",
-    } for (a, b), r in agg.items()]
+        if kind == "extracted":  # dict order = first-seen order, which breaks ties
+            row["votes"][(a, b)] = row["votes"].get((a, b), 0) + 1
+
+    def direction(pair: tuple[str, str], votes: dict) -> tuple[str, str]:
+        if not votes:
+            return pair
+        return max(votes, key=lambda d: votes[d])  # max keeps the first of equal counts
+
+    rows = []
+    for pair, r in agg.items():
+        a, b = direction(pair, r["votes"])
+        rows.append({
+            "id": content_id("relationship", *pair), "source": title_of[a],
+            "target": title_of[b],
+            "description": "\n".join(_distinct(r["descriptions"])), "weight": r["weight"],
+            "combined_degree": 0, "text_unit_ids": sorted(r["units"]), "source_id": a,
+            "target_id": b, "kind": "extracted" if r["extracted"] else "co_mention"})
     return _with_hrid(pl.DataFrame(rows, schema={
         c: t for c, t in schemas.RELATIONSHIPS_SCHEMA.items() if c != "human_readable_id"}),
         schemas.RELATIONSHIPS_SCHEMA)

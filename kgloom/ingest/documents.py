@@ -17,6 +17,7 @@ import datetime as dt
 import io
 import json
 import re
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -81,10 +82,21 @@ def strip_boilerplate(text: str) -> tuple[str, str | None]:
                              "footer_chars": len(text) - b})
 
 
-def list_input_files(input_dir: str | Path) -> list[Path]:
-    """Return the supported files under ``input_dir`` (recursive), sorted by path.
+def scan_input_files(input_dir: str | Path) -> tuple[list[Path], list[dict]]:
+    """Return the supported files under ``input_dir`` (recursive, sorted by path) and the
+    entries skipped for safety, as failures rows.
 
-    Hidden files and folders (name starting with ".") are skipped.
+    Hidden files and folders (name starting with ".") and unsupported suffixes are left
+    out silently. A symbolic link is followed only when what it points to resolves to a
+    file inside ``input_dir``; a link to anything outside (or to nothing) is skipped with
+    a failures row naming the link (stage ``documents``, ``item_id`` its path relative to
+    ``input_dir``, ``detail`` its target), so one odd entry never stops the corpus.
+    Symlinked folders are not descended into (``Path.rglob`` does not follow them); a
+    supported-looking one is reported the same way.
+
+    Returns:
+        (files: paths under ``input_dir`` as written there, never resolved, so a link
+        inside keeps its own name; skipped: dicts of ``FAILURES_SCHEMA`` fields).
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.
@@ -92,11 +104,45 @@ def list_input_files(input_dir: str | Path) -> list[Path]:
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input folder {root} does not exist")
-    return sorted(
-        p for p in root.rglob("*")
-        if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
+    real_root = root.resolve()
+    files: list[Path] = []
+    skipped: list[dict] = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        linked = any((root / Path(*rel.parts[:i])).is_symlink()
+                     for i in range(1, len(rel.parts) + 1))
+        if not linked:
+            if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES:
+                files.append(p)
+            continue
+        if p.suffix.lower() not in SUPPORTED_SUFFIXES and not p.is_dir():
+            continue
+        target = p.resolve()
+        if not target.is_relative_to(real_root):
+            reason = "symlink to a path outside the input folder: skipped"
+        elif p.is_dir():
+            reason = "symlink to a folder: not followed"
+        elif not p.is_file():
+            reason = "broken symlink (its target does not exist): skipped"
+        else:
+            files.append(p)
+            continue
+        skipped.append({"stage": STAGE, "item_id": rel.as_posix(), "reason": reason,
+                        "detail": f"-> {target}"})
+    return files, skipped
+
+
+def list_input_files(input_dir: str | Path) -> list[Path]:
+    """Return the supported files under ``input_dir`` (recursive), sorted by path: the
+    files of :func:`scan_input_files` (hidden entries and links leading outside the
+    folder left out).
+
+    Raises:
+        FileNotFoundError: when ``input_dir`` does not exist.
+    """
+    return scan_input_files(input_dir)[0]
 
 
 def _records(path: Path, raw: str) -> tuple[list[tuple[str, str, str | None]],
@@ -123,7 +169,8 @@ def _records(path: Path, raw: str) -> tuple[list[tuple[str, str, str | None]],
                 except json.JSONDecodeError as exc:
                     bad.append((f"line {n}", f"not JSON: {exc.msg}"))
     else:  # .csv
-        rows = [(f"row {n}", r) for n, r in enumerate(csv.DictReader(io.StringIO(raw)), 2)]
+        rows, csv_bad = _csv_rows(raw)
+        bad += csv_bad
     out = []
     for label, row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("text"), (str, type(None))) \
@@ -133,6 +180,57 @@ def _records(path: Path, raw: str) -> tuple[list[tuple[str, str, str | None]],
         title = str(row.get("title") or f"{path.stem}#{label.split()[-1]}")
         out.append((title, str(row["text"] or ""), json.dumps(row, ensure_ascii=False)))
     return out, bad
+
+
+# The csv module refuses a field over 131,072 characters by default; a file is already in
+# memory whole, so one long cell (a document's text) costs nothing more: lift the limit
+# (the C long's maximum, 2**31 - 1 where a long is 32-bit).
+CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)
+
+
+def _csv_rows(raw: str) -> tuple[list[tuple[str, object]], list[tuple[str, str]]]:
+    """Parse CSV text (header row first) into ``("row N", {column: value})`` records,
+    ``N`` the record's number counting the header as 1 (blank lines not counted).
+
+    A record the csv module cannot parse (e.g. a NUL byte, a stray quote in strict
+    dialects) is returned as ``("row N", reason)`` in the second list and parsing goes on
+    with the next record, so a bad row loses only itself. Fields may be up to
+    :data:`CSV_FIELD_LIMIT` characters (the csv module's limit is lifted while parsing
+    and restored after).
+
+    Raises:
+        csv.Error: when the header row itself cannot be parsed.
+    """
+    before = csv.field_size_limit(CSV_FIELD_LIMIT)
+    try:
+        reader = csv.reader(io.StringIO(raw))
+        header = next(reader, None)
+        if header is None:
+            return [], []
+        rows: list[tuple[str, object]] = []
+        bad: list[tuple[str, str]] = []
+        n = 1
+        while True:
+            n += 1
+            try:
+                values = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                bad.append((f"row {n}", f"not CSV: {exc}"))
+                continue
+            if not values:  # a blank line: skipped and not counted, as csv.DictReader does
+                n -= 1
+                continue
+            row = dict(zip(header, values))
+            for col in header[len(values):]:
+                row.setdefault(col, None)
+            if len(values) > len(header):
+                row[None] = values[len(header):]  # csv.DictReader's restkey
+            rows.append((f"row {n}", row))
+        return rows, bad
+    finally:
+        csv.field_size_limit(before)
 
 
 def _undecodable_reason(decoded) -> str:
@@ -159,15 +257,19 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
         ``text_unit_ids`` empty (chunking fills it), one row per distinct document id
         (a duplicate text is kept once, and the duplicate is a failures row); failures
         conform to ``schemas.FAILURES_SCHEMA`` with one row per unreadable file, file
-        whose encoding is not detected with confidence, bad record or empty document.
+        whose encoding is not detected with confidence, bad record, empty document or
+        (reading the whole folder) symlink skipped by :func:`scan_input_files`.
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.
     """
     root = Path(input_dir)
-    paths = list_input_files(root) if files is None else sorted(files)
-    docs: list[dict] = []
     failures: list[dict] = []
+    if files is None:
+        paths, failures = scan_input_files(root)  # links leading outside: failures rows
+    else:
+        paths = sorted(files)
+    docs: list[dict] = []
     seen: dict[str, str] = {}
     for path in paths:
         source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)

@@ -20,9 +20,9 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
     records become failures rows. Rewrites only this partition's folder."""
     key = context.partition_key
     clock = Timer.started()
+    pdir = index.partition_folder(key)  # refuses a key leading outside the input folder
     docs, failures, sha = read_partition_documents(index.input_dir, key,
                                                    index.settings().cut_boilerplate)
-    pdir = index.partition_folder(key)
     write_table(docs, pdir, schemas.DOCUMENTS)
     write_table(failures, pdir, f"{schemas.FAILURES}.{DOCUMENTS_STAGE}")
     for row in failures.iter_rows(named=True):

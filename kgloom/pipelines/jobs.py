@@ -17,7 +17,7 @@ import json
 
 import dagster as dg
 
-from kgloom.corpus.partitions import diff_inputs, input_hashes, manifest_hashes
+from kgloom.corpus.partitions import diff_inputs, manifest_hashes, scan_inputs
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 
@@ -93,9 +93,11 @@ def input_folder_sensor(context: dg.SensorEvaluationContext, index: IndexConfigR
     state = json.loads(context.cursor) if context.cursor else {
         "files": manifest_hashes(output_dir), "graph_pending": False, "tick": 0}
     try:
-        current = input_hashes(input_dir)
+        current, skipped = scan_inputs(input_dir)
     except FileNotFoundError:
         return dg.SkipReason(f"input folder {input_dir} does not exist")
+    for row in skipped:  # symlinks leading outside the input folder
+        context.log.warning(f"{row['item_id']}: {row['reason']} ({row['detail']})")
     live = set(live_partition_keys(context.instance))
     diff = diff_inputs(state["files"], current)
     to_run = sorted(set(diff.to_materialize) | (set(current) - live))

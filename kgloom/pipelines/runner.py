@@ -19,7 +19,8 @@ import dagster as dg
 from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
-from kgloom.corpus.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
+from kgloom.corpus.partitions import (InputDiff, diff_inputs, manifest_hashes,
+                                      remove_refused_partitions, scan_inputs,
                                       settings_fingerprint)
 from kgloom.pipelines.asset_graph import ALL_ASSETS
 from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
@@ -41,17 +42,21 @@ def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: st
     run, ``deleted`` were removed from the instance (their stored tables go at the next
     graph refresh). A partition whose last build did not finish, or ran under another
     ``settings`` fingerprint (:func:`kgloom.corpus.partitions.settings_fingerprint`; None
-    ignores settings), counts as changed. Safe when another process registers the same
+    ignores settings), counts as changed. A registered key that names no file of the
+    folder (a deleted file, or a crafted key such as ``../secret.txt``) is deleted from
+    the instance; symlinks leading outside the folder are left out and listed in the
+    diff's ``skipped``. Safe when another process registers the same
     partitions at the same moment (:func:`register_partitions`).
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.
     """
-    current = input_hashes(input_dir)
+    current, skipped = scan_inputs(input_dir)
     live = set(live_partition_keys(instance))
     previous = manifest_hashes(output_dir, settings)
     previous.update({k: None for k in live if k not in previous})  # registered, never built
     diff = diff_inputs(previous, current)
+    diff.skipped = skipped
     register_partitions(instance, sorted(set(current) - live))
     for key in sorted(live - set(current)):
         instance.delete_dynamic_partition(INPUT_FILES, key)
@@ -257,10 +262,12 @@ def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = Fa
     """Sync partitions with the input folder, ingest the new and changed files (all of
     them with ``force``), then refresh what is stale in the graph (all of it with
     ``force``; without community reports when ``reports`` is False). Returns (the diff,
-    the run report)."""
+    the run report). Stored partition folders whose key is refused (one leading outside
+    the input folder) are deleted first, even when the graph is up to date."""
     index = resources["index"]
     fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
     diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
+    remove_refused_partitions(index.output_dir, index.input_dir)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
     report = materialize_partitions(keys, resources, instance, tags, verbose=verbose)
     return diff, refresh_graph(resources, instance, tags, report, force=force, reports=reports,

@@ -66,8 +66,10 @@ def build_graph_tables(entities: pl.DataFrame, relationships: pl.DataFrame,
         ``(nodes, edges)``. ``nodes``: n rows, GRAPH_NODES_SCHEMA then one Int64 column
         ``community_level_<k>`` per level k (-1 for an entity missing from that level);
         ``node_key`` is dense 0..n-1 in order of sorted entity id. ``edges``: m rows,
-        GRAPH_EDGES_SCHEMA, one per relationship, undirected and stored once with
-        ``src_key <= dst_key``; ``relation`` is the relationship description.
+        GRAPH_EDGES_SCHEMA, one per relationship, stored once in its direction
+        (``src_key`` the source's node key, ``dst_key`` the target's: the direction the
+        text gives); traversal reads each edge both ways; ``relation`` is the
+        relationship description.
         Both are sorted by their keys.
 
     Raises:
@@ -101,8 +103,8 @@ def build_graph_tables(entities: pl.DataFrame, relationships: pl.DataFrame,
             f"{dangling.select('id', 'source_id', 'target_id').head(3).to_dicts()}; "
             "rebuild entities and relationships together")
     edges = edges.select(
-        pl.min_horizontal("a", "b").alias("src_key"),
-        pl.max_horizontal("a", "b").alias("dst_key"),
+        pl.col("a").alias("src_key"),
+        pl.col("b").alias("dst_key"),
         pl.col("id").alias("relationship_id"),
         pl.col("description").alias("relation"),
         "weight",
@@ -307,9 +309,10 @@ def write_graphml(entities: pl.DataFrame, relationships: pl.DataFrame,
     Nodes are entity ids with attributes title, type, description (strings), degree
     (int), weighted_degree, pagerank (float); edges carry relationship_id, description
     (string) and weight (float). List columns are left out (GraphML has no list type).
-    The graph is undirected. Source: networkx ``generate_graphml``.
+    The graph is directed (``edgedefault="directed"``): each relationship is one edge from
+    its source to its target, as the text gives it. Source: networkx ``generate_graphml``.
     """
-    g = nx.Graph()
+    g = nx.DiGraph()
     for row in entities.select("id", "title", "type", "description", "degree",
                                "weighted_degree", "pagerank").iter_rows(named=True):
         g.add_node(row["id"], title=row["title"] or "", type=row["type"] or "",

@@ -7,7 +7,12 @@ finds its canonical entity. Spans come from two places:
 
 - every run of 1 to ``MAX_SPAN_TOKENS`` words of the question, longest first and
   non-overlapping (so "Bob Cratchit" wins over "Bob"), skipping spans made only of
-  common words and single lower-case words;
+  common words and single lower-case words. Words come from
+  :func:`kgloom.extraction.names.word_spans`, the word boundaries extraction uses in
+  every script: in Chinese and Japanese the segmenter's words (jieba, janome), in Thai,
+  Lao, Khmer and Myanmar single characters (up to ``MAX_UNSPACED_SPAN`` of them make a
+  span), so "郭子兴是谁" links 郭子兴 and "朱元璋是谁" links 朱元璋, not 朱元璋时. A span in
+  those scripts is matched as written (no spaces added) and needs 2+ characters;
 - the extraction's own candidate finder (:func:`kgloom.extraction.extract.candidate_names`):
   a capitalized span with no exact match may still name an entity whose title contains
   it as whole words ("Lothair II" -> "Lothair II of Lotharingia"), when at most
@@ -25,9 +30,11 @@ from dataclasses import dataclass
 import polars as pl
 
 from kgloom.extraction.extract import candidate_names
+from kgloom.extraction.names import unspaced, word_spans
 from kgloom.graph.resolution import normalize_title
 
 MAX_SPAN_TOKENS = 8
+MAX_UNSPACED_SPAN = 40  # words (characters, in Thai) of a span in a script without spaces
 MAX_PARTIAL_MATCHES = 3
 PARTIAL_MATCH_DISCOUNT = 0.8  # a partial match scores 0.8 x (span tokens / title tokens)
 
@@ -124,24 +131,32 @@ class NameLinker:
             capitalized spans of the extraction's candidate finder that matched no
             entity, for the caller to try by embedding).
         """
-        words = [(m.group(0), m.start()) for m in _TOKEN.finditer(_POSSESSIVE.sub("", question))]
+        text = _POSSESSIVE.sub("", question)
+        bounds = word_spans(text)
+        words = [(text[a:b], a) for a, b in bounds]
         keys = [_key(w) for w, _ in words]
+        free = [unspaced(w) for w, _ in words]  # words of a script written without spaces
         used = [False] * len(words)
         found: list[tuple[int, LinkedEntity]] = []
-        for n in range(min(MAX_SPAN_TOKENS, len(words)), 0, -1):
+        longest = MAX_UNSPACED_SPAN if any(free) else MAX_SPAN_TOKENS
+        for n in range(min(longest, len(words)), 0, -1):
             for i in range(len(words) - n + 1):
-                if any(used[i:i + n]):
+                if any(used[i:i + n]) or n - sum(free[i:i + n]) > MAX_SPAN_TOKENS:
                     continue
                 toks = keys[i:i + n]
                 if all(t in _COMMON for t in toks):
                     continue
-                if n == 1 and not (words[i][0][:1].isupper() or any(c.isdigit() for c in words[i][0])):
+                span = text[bounds[i][0]:bounds[i + n - 1][1]]  # as written: no added spaces
+                if all(free[i:i + n]):
+                    if len(span) < 2:  # one character of Chinese or Thai names nothing alone
+                        continue
+                elif n == 1 and not (words[i][0][:1].isupper()
+                                     or any(c.isdigit() for c in words[i][0])):
                     continue
-                key = " ".join(toks)
+                key = _key(span)
                 hits = self.by_key.get(key)
                 if not hits:
                     continue
-                span = " ".join(w for w, _ in words[i:i + n])
                 for eid, method in sorted(hits.items()):
                     found.append((words[i][1], LinkedEntity(eid, self.title[eid], method, span,
                                                             1.0)))

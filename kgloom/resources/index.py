@@ -11,7 +11,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
 from kgloom.config import IndexSettings, settings_fields, settings_from_mapping
-from kgloom.corpus.partitions import partition_dir
+from kgloom.corpus.partitions import PartitionKeyError, input_path, partition_dir
 from kgloom.lock import LockWaitCancelled, writer_lock
 from kgloom.pipelines.recovery import COMMAND_TAG, PID_TAG, process_tags
 from kgloom.stats import stages_dir
@@ -82,8 +82,20 @@ class _IndexConfigBase(dg.ConfigurableResource):
 
     def partition_folder(self, key: str) -> Path:
         """The partition level, ``<output>/stages/partitions/<quoted key>/`` (created):
-        the tables of input file ``key``, written only by its partitioned assets."""
-        return partition_dir(self.out, key)
+        the tables of input file ``key``, written only by its partitioned assets.
+
+        Raises:
+            dagster.Failure: when ``key`` does not name a file inside the input folder
+                (:func:`kgloom.corpus.partitions.input_path`: ``../secret.txt``, a
+                symlink leading out, ...), before any folder is made: every partitioned
+                asset asks for its folder first, so a crafted key from the Dagster API,
+                the launchpad or a backfill fails the run with this message.
+        """
+        try:
+            input_path(self.input_dir, key)
+            return partition_dir(self.out, key)
+        except PartitionKeyError as exc:
+            raise dg.Failure(description=str(exc)) from None
 
 
 def _with_settings(base: type) -> type:
