@@ -50,12 +50,15 @@ from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDING_KEY, EXTERNAL_V
                                     LANCEDB_DIR, Embedder,
                                     ExternalVectors, read_embedder_manifest, search_vectors,
                                     vector_index_type)
+from kgloom.publish.fast_embedder import WindowedEmbedder, query_embedder
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
+from kgloom.query.modes import GRAPH_BACKENDS, RETRIEVAL_MODES, check_mode, one_of
 from kgloom.storage import table_path
 
-MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid", "bridge")
-GRAPH_BACKENDS = ("duckdb", "memory")
+# the modes of the one registry (kgloom.query.modes) that take a question alone;
+# retrieve() also runs two_step
+MODES = tuple(m for m in RETRIEVAL_MODES if m != "two_step")
 
 DEFAULT_TOP_K = 5
 DEFAULT_DEPTH = 1
@@ -220,9 +223,11 @@ class Retriever:
 
     Args:
         output_dir: the folder ``kgloom index`` wrote (holds ``lancedb/`` and parquet).
-        embedder: an :class:`kgloom.publish.vectors.Embedder`, a model folder, or None for
-            ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2. It must be the
-            embedder that built the index.
+        embedder: an :class:`kgloom.publish.vectors.Embedder` (or any
+            :class:`~kgloom.publish.fast_embedder.WindowedEmbedder`), a model folder, or
+            None for ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2 (a folder is
+            loaded by :func:`kgloom.publish.fast_embedder.query_embedder`: numpy when it
+            can, no torch). It must be the embedder that built the index.
         graph_backend: ``duckdb`` (BFS by DuckDB's recursive CTE straight over
             graph-edges.parquet, per call; entity ANN by LanceDB) or ``memory`` (the
             same BFS over the CSR adjacency held by this handle, and the fused /
@@ -255,7 +260,7 @@ class Retriever:
         import lancedb
 
         if graph_backend not in GRAPH_BACKENDS:
-            raise ValueError(f"graph_backend must be one of {GRAPH_BACKENDS}, got {graph_backend!r}")
+            raise ValueError(one_of("graph_backend", graph_backend, GRAPH_BACKENDS))
         self.output_dir = Path(output_dir)
         self.graph_backend = graph_backend
         self.config = config or RetrievalConfig()
@@ -287,11 +292,11 @@ class Retriever:
         stored_dim = self._unit_table.schema.field("vector").type.list_size
         if embedder is None and manifest and manifest.get("key") == EXTERNAL_VECTORS_KEY:
             return ExternalVectors(stored_dim)  # an imported graph: queried by vector only
-        if isinstance(embedder, Embedder):
+        if isinstance(embedder, WindowedEmbedder):
             emb = embedder
-        else:
+        else:  # same vectors as Embedder; numpy when the folder allows (no torch import)
             path = str(embedder) if embedder else configured_embedder_path()
-            emb = Embedder(path)
+            emb = query_embedder(path)
         configured = f"{emb.name} ({emb.dim} dims)"
         if manifest and (manifest["model"] != emb.name or int(manifest["dim"]) != emb.dim):
             raise EmbedderMismatchError(
@@ -1214,11 +1219,12 @@ class Retriever:
                             top_k=top_k, hits=cfg.bridge_hits, keep=cfg.bridge_keep)
 
     def retrieve(self, question: str, mode: str = "vector", **params: Any) -> RetrievalResult:
-        """Run one mode by name (MODES, or ``two_step``) with its keyword parameters.
+        """Run one mode by name (:data:`kgloom.query.modes.RETRIEVAL_MODES`) with its
+        keyword parameters.
 
         Raises:
-            ValueError: an unknown mode, or a bad parameter of the mode.
+            ValueError: an unknown mode (every retrieval mode listed), or a bad parameter
+                of the mode.
         """
-        if mode not in MODES + ("two_step",):
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode, RETRIEVAL_MODES)
         return getattr(self, mode)(question, **params)
