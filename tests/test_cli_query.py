@@ -129,8 +129,24 @@ def small_index(tmp_path_factory):
     from kgloom.publish.vectors import Embedder
     from tests.test_query import write_carol_index
 
+    from kgloom.publish.vectors import LANCEDB_DIR, write_flat_snapshot
+
     embedder = Embedder()
-    return write_carol_index(tmp_path_factory.mktemp("cli_index"), embedder), embedder
+    out = write_carol_index(tmp_path_factory.mktemp("cli_index"), embedder)
+    for table in ("text_units", "entities"):  # as sync_index writes them
+        assert write_flat_snapshot(out / LANCEDB_DIR, table) is not None
+    return out, embedder
+
+
+@pytest.fixture(scope="module")
+def lancedb_only_copy(small_index, tmp_path_factory):
+    """The same index without its flat snapshots: every read goes through LanceDB."""
+    out, _ = small_index
+    copy = tmp_path_factory.mktemp("lancedb_only") / "index"
+    shutil.copytree(out, copy)
+    for snap in (copy / "lancedb").glob("*.flat.parquet"):
+        snap.unlink()
+    return copy
 
 
 def test_the_table_shows_each_text_units_id(small_index):
@@ -143,28 +159,68 @@ def test_the_table_shows_each_text_units_id(small_index):
     assert res.exit_code == 0, res.output
     ids = Retriever(out, embedder).vector("Who is Tiny Tim's father?", top_k=3) \
         .text_units["id"].to_list()
-    header = next(line for line in res.output.splitlines() if line.startswith("rank"))
+    header = next(line for line in res.output.splitlines() if line.split()[:1] == ["rank"])
     assert "text unit" in header
-    table_rows = [line for line in res.output.splitlines() if line[:1].isdigit()]
+    table_rows = [line for line in res.output.splitlines() if line.split()[:1] and
+                  line.split()[0].isdigit()]  # a row starts with its rank
+    assert len(table_rows) == len(ids) == 3
     for rank, unit_id in enumerate(ids, 1):
         assert unit_id[:12] in table_rows[rank - 1]  # the short id in the row of its rank
         assert f"  {rank}. {unit_id}" in res.output  # the whole id under the table
 
 
-def test_a_cold_retrieval_query_loads_no_torch_and_ranks_as_the_torch_embedder(small_index):
+@pytest.mark.parametrize("mode", ["multihop", "fused"])
+def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_same(
+        small_index, lancedb_only_copy, mode):
+    """The cold CLI (numpy embedder, flat snapshots) against the torch embedder reading
+    LanceDB: the same units in the same order."""
     from kgloom.query.retriever import Retriever
 
     out, embedder = small_index
     question = "Who is Tiny Tim's father?"
-    res = run_cli_fresh(["query", question, "--output-dir", str(out), "--mode", "multihop",
+    res = run_cli_fresh(["query", question, "--output-dir", str(out), "--mode", mode,
                          "--json"])
     assert res["code"] == 0, res["out"]
-    assert not {"torch", "sentence_transformers", "transformers", "dagster",
+    assert not {"torch", "sentence_transformers", "transformers", "dagster", "lancedb",
                 "kgloom.query.search"} & set(res["loaded"])
-    got = json.loads(res["out"][res["out"].index("{"):])["text_units"]
-    want = Retriever(out, embedder).multihop(question, top_k=5).text_units
-    assert [u["id"] for u in got] == want["id"].to_list()
-    assert np.allclose([u["similarity"] for u in got], want["similarity"].to_list(), atol=1e-4)
+    got = json.loads(res["out"][res["out"].index("{"):])
+    reference = Retriever(lancedb_only_copy, embedder)
+    assert reference._flat == {}  # the reference really reads LanceDB
+    want = reference.retrieve(question, mode=mode, top_k=5).text_units
+    assert [u["id"] for u in got["text_units"]] == want["id"].to_list()
+    assert np.allclose([u["similarity"] for u in got["text_units"]],
+                       want["similarity"].to_list(), atol=1e-4)
+    assert np.allclose([u["score"] for u in got["text_units"]], want["score"].to_list(),
+                       atol=1e-4)
+    assert got["info"]["ann"] and set(got["info"]["ann"].values()) == {"flat"}
+
+
+def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
+    import polars as pl
+
+    from kgloom.publish.vectors import (LANCEDB_DIR, VECTOR_TABLES, flat_snapshot_path,
+                                        read_flat_snapshot)
+    from kgloom.query.retriever import Retriever
+
+    out, embedder = small_index
+    copy = tmp_path / "index"
+    shutil.copytree(out, copy)
+    db = copy / LANCEDB_DIR
+    units = pl.read_parquet(copy / "text_units.parquet")
+    expr = VECTOR_TABLES["text_units"][1]
+    good = read_flat_snapshot(db, "text_units", units, expr, embedder.key)
+    assert good is not None and good.shape == (units.height, 384)
+    assert np.allclose(good, Retriever(copy, embedder).unit_vectors)
+    assert read_flat_snapshot(db, "text_units", units, expr, "another|256|192") is None
+    assert read_flat_snapshot(db, "text_units", units.head(2), expr, embedder.key) is None
+    path = flat_snapshot_path(db, "text_units")
+    snap = pl.read_parquet(path)
+    snap.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("stale"))
+                      .otherwise(pl.col("embedding_key")).alias("embedding_key")
+                      ).write_parquet(path)
+    assert read_flat_snapshot(db, "text_units", units, expr, embedder.key) is None
+    r = Retriever(copy, embedder)  # falls back to LanceDB, same vectors
+    assert "text_units" not in r._flat and np.allclose(r.unit_vectors, good)
 
 
 # --- the numpy query embedder ---------------------------------------------------------------

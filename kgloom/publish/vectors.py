@@ -526,14 +526,73 @@ def read_embedder_manifest(db_path: str | Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+FLAT_SNAPSHOT_SUFFIX = ".flat.parquet"  # lancedb/<table>.flat.parquet
+
+
+def flat_snapshot_path(db_path: str | Path, table_name: str) -> Path:
+    """``<db_path>/<table_name>.flat.parquet`` (see :func:`write_flat_snapshot`)."""
+    return Path(db_path) / f"{table_name}{FLAT_SNAPSHOT_SUFFIX}"
+
+
+def write_flat_snapshot(db_path: str | Path, table_name: str) -> Path | None:
+    """Copy the ``id``, ``embedding_key`` and ``vector`` columns of a flat (not ANN
+    indexed) LanceDB table to ``<table>.flat.parquet`` beside it, atomically; for an
+    indexed table remove any such file and return None.
+
+    Why: a query process that reads the vectors from this file scans them exactly with
+    numpy (what LanceDB does for a flat table) without importing ``lancedb``, whose
+    import took 2.4-3.4 s of a cold ``kgloom query`` on the 2-core machine (lancedb 0.40
+    builds the pydantic models of ``lance_namespace``'s REST client at import). The
+    reader (:func:`read_flat_snapshot`) trusts it only when every row's embedding key
+    matches the published parquet's text under the query embedder.
+    """
+    import lancedb
+
+    from kgloom.storage import _atomic
+
+    path = flat_snapshot_path(db_path, table_name)
+    table = lancedb.connect(str(db_path)).open_table(table_name)
+    if vector_index_type(table) != "flat" or EMBEDDING_KEY not in table.schema.names:
+        path.unlink(missing_ok=True)
+        return None
+    frame = pl.from_arrow(table.to_arrow().select(["id", EMBEDDING_KEY, "vector"]))
+    return _atomic(path, lambda tmp: frame.write_parquet(tmp))
+
+
+def read_flat_snapshot(db_path: str | Path, table_name: str, rows: pl.DataFrame,
+                       text: pl.Expr, embedder_key: str) -> np.ndarray | None:
+    """The vectors of ``rows`` (a frame with ``id`` and the columns ``text`` reads, in
+    any order) from ``<table>.flat.parquet``, as float32 (len(rows), dim) in ``rows``'
+    order; None when the file is absent or does not hold exactly these rows with the
+    embedding key ``content_id("embedding", embedder_key, text)`` of each (a stale or
+    half-written snapshot, another embedder): the caller then reads LanceDB."""
+    path = flat_snapshot_path(db_path, table_name)
+    if not path.exists():
+        return None
+    snap = pl.read_parquet(path)
+    keys = rows.select("id", t=text.fill_null(""))
+    if snap.height != keys.height:
+        return None
+    want = [content_id("embedding", embedder_key, t) for t in keys["t"].to_list()]
+    joined = keys.select("id").with_columns(pl.Series("want", want, dtype=pl.String)).join(
+        snap, on="id", how="left", maintain_order="left")
+    if not joined[EMBEDDING_KEY].equals(joined["want"], check_names=False):
+        return None
+    vec = joined["vector"]
+    width = vec.dtype.size if isinstance(vec.dtype, pl.Array) else None
+    if width is None or vec.null_count():
+        return None
+    return vec.to_numpy().reshape(len(vec), width).astype(np.float32, copy=False)
+
+
 def sync_index(output_dir: str | Path, embedder: Embedder,
                progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
                log: Callable[[str], None] | None = None) -> tuple[dict, dict]:
     """Mirror the published tables of :data:`VECTOR_TABLES` (``text_units.parquet``,
     ``entities.parquet``, ``community_reports.parquet`` under ``output_dir``) into the
     LanceDB folder ``<output_dir>/lancedb`` with :func:`sync_lancedb` (only changed rows
-    embedded and written, in batches), and record the embedder's manifest when it
-    changed.
+    embedded and written, in batches), refresh each flat table's
+    :func:`write_flat_snapshot`, and record the embedder's manifest when it changed.
 
     A missing ``community_reports.parquet`` (an index built without reports) gives an
     empty table, said through ``log``.
@@ -571,6 +630,7 @@ def sync_index(output_dir: str | Path, embedder: Embedder,
             expected[table] = pl.scan_parquet(path).select(pl.len()).collect().item()
         written[table] = w = sync_lancedb(db_path, table, source, text_expr, embedder,
                                           progress=progress(table) if progress else None)
+        write_flat_snapshot(db_path, table)  # what a cold query reads instead of LanceDB
         if log:
             log(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
                 f"{w['reused']} vectors reused), {w['deleted']} deleted, "
