@@ -391,7 +391,7 @@ def neo4j_import_command(nodes: list[str], relationships: list[str],
     descriptions hold newlines), ``--overwrite-destination`` (a full import needs an
     empty database). Source: Neo4j Operations Manual, "Full import" and "Import header
     format"."""
-    parts = ["neo4j-admin database import full", database,
+    parts = [f"neo4j-admin database import full {database}",
              *(f"--nodes=\"$DIR/{n}\"" for n in nodes),
              *(f"--relationships=\"$DIR/{r}\"" for r in relationships),
              "--multiline-fields=true", "--overwrite-destination=true"]
