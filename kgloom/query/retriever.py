@@ -367,6 +367,10 @@ class Retriever:
             arrow = self._unit_table.to_arrow().select([*cols, "vector"])
             vec = arrow.column("vector").combine_chunks()
             dim = vec.type.list_size
+            if dim != self.embedder.dim:  # _stored_dim read the manifest's
+                raise EmbedderMismatchError(
+                    f"the index's text unit vectors have {dim} dims but queries would use "
+                    f"{self.embedder.name} ({self.embedder.dim} dims)")
             self.unit_vectors = (vec.flatten().to_numpy(zero_copy_only=False)
                                  .reshape(len(vec), dim).astype(np.float32)) if len(vec) else \
                 np.zeros((0, dim), dtype=np.float32)
