@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,3 +281,27 @@ def test_ui_passes_host_port_and_folders_through(monkeypatch, tmp_path):
     (argv, env), = calls
     assert argv[argv.index("-h") + 1] == "127.0.0.1" and "warning" not in local.output
     assert env.get("KGLOOM_OUTPUT_DIR") == os.environ.get("KGLOOM_OUTPUT_DIR")
+
+
+def test_the_cli_doc_lists_every_mode_and_which_modes_read_each_option():
+    import typer.main
+
+    from kgloom.cli import app
+
+    doc = (ROOT / "docs" / "query-cli.md").read_text(encoding="utf-8")
+    for mode in modes.MODES:
+        assert f"`{mode}`" in doc, mode
+    command = typer.main.get_command(app).commands["query"]
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1].strip(" |")
+            for line in doc.splitlines() if line.startswith("| `--")}
+    for name, users in modes.OPTION_MODES.items():
+        param = next(p for p in command.params if p.name == name)
+        flag = param.opts[0]  # written `--dynamic/--static` or `--fake-llm` in the doc
+        row = next((v for k, v in rows.items() if re.search(f"`{flag}[`/]", k)), None)
+        assert row is not None, f"docs/query-cli.md has no row for {flag}"
+        named = {m for m in modes.MODES if f"`{m}`" in row}
+        if row.startswith("every retrieval"):
+            named = set(modes.RETRIEVAL_MODES)
+        elif row.startswith("every search"):
+            named = set(modes.SEARCH_MODES)
+        assert named == set(users), (flag, row)
