@@ -16,6 +16,9 @@ from pathlib import Path
 
 import typer
 
+from kgloom.query.modes import (DEFAULT_MODE, GRAPH_BACKENDS, OPTION_MODES, RETRIEVAL_MODES,
+                                SEARCH_MODES, check_options, ignored_options)
+
 app = typer.Typer(add_completion=False, help="kgloom: a GraphRAG index built by a local LLM.")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -429,12 +432,28 @@ def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
             typer.echo(f"  {r['run_id'][:8]}  ended {r['ended'] or '?'}  {what}")
 
 
+def _given(ctx: typer.Context) -> list[str]:
+    """The parameters of this command the user set (command line or environment), by
+    their Python names, in the command's order."""
+    # by name: typer may bring its own copy of click, whose enum is another class
+    return [p.name for p in ctx.command.params
+            if getattr(ctx.get_parameter_source(p.name), "name", None) in ("COMMANDLINE",
+                                                                           "ENVIRONMENT")]
+
+
+def _flag(ctx: typer.Context, name: str) -> str:
+    """The command-line spelling of parameter ``name`` (``--dynamic/--static``)."""
+    param = next(p for p in ctx.command.params if p.name == name)
+    return "/".join([*param.opts, *getattr(param, "secondary_opts", [])])
+
+
 @app.command()
-def query(question: str = typer.Argument(..., help="the question, in quotes"),
+def query(ctx: typer.Context,
+          question: str = typer.Argument(..., help="the question, in quotes"),
           output_dir: str = OUTPUT,
-          mode: str = typer.Option("bridge", help="retrieval: bridge | vector | one_hop | "
-                                   "multihop | fused | ppr | hybrid | two_step; search (answers "
-                                   "from the model): local | global | auto | direct"),
+          mode: str = typer.Option(DEFAULT_MODE, help="retrieval (ranked text units, no "
+                                   "model): " + " | ".join(RETRIEVAL_MODES) + "; search "
+                                   "(answers from the model): " + " | ".join(SEARCH_MODES)),
           top_k: int | None = typer.Option(None, "--top-k", help="text units to return "
                                            "(default 5; search: to retrieve, default 10)"),
           depth: int = typer.Option(1, help="BFS hops (multihop, fused, two_step)"),
@@ -442,8 +461,8 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
           oversample: int = typer.Option(5, help="fused: entity candidates per seed"),
           damping: float = typer.Option(0.5, help="ppr / hybrid: probability of following "
                                         "an edge"),
-          graph_backend: str = typer.Option("duckdb", help="duckdb (over graph-edges.parquet) "
-                                            "or memory"),
+          graph_backend: str = typer.Option("duckdb", help="retrieval: " + " | ".join(
+              GRAPH_BACKENDS) + " (duckdb: over graph-edges.parquet)"),
           embedder_path: str = typer.Option("", help="the embedder that built the index "
                                             "(default: KGLOOM_EMBEDDER_PATH or the bundled one)"),
           as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON"),
@@ -469,26 +488,45 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
     local model from a cited context. Reads the index, never writes it; search writes
     only its query cache.
 
-    Retrieval prints rank, score, document, the unit's first words and the entities and
-    edges that brought it in. Search prints the route and why, the answer and what each
-    citation points to. --json prints everything for scripts.
+    Retrieval prints rank, score, the text unit's id, document, the unit's first words
+    and the entities and edges that brought it in. Search prints the route and why, the
+    answer and what each citation points to. --json prints everything for scripts.
+
+    The mode and the options are checked before anything is loaded; an option the mode
+    does not read is named in a warning.
     """
-    from kgloom.query.render import render_result
+    # checks first: nothing below this block may load numpy, polars, LanceDB or a model
+    if not question.strip():
+        typer.echo("error: question must be a non-empty string", err=True)
+        raise typer.Exit(2)
+    try:
+        check_options(mode, {"top_k": top_k, "depth": depth, "lam": lam,
+                             "oversample": oversample, "damping": damping,
+                             "graph_backend": graph_backend, "level": level, "budget": budget})
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for name in ignored_options(mode, _given(ctx)):
+        typer.echo(f"warning: {_flag(ctx, name)} is ignored by --mode {mode} (it applies to: "
+                   f"{', '.join(OPTION_MODES[name])})", err=True)
+
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
-                                        IndexInconsistentError, Retriever)
-    from kgloom.query.search import SEARCH_MODES
+                                        IndexInconsistentError)
 
     errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError)
     if mode in SEARCH_MODES:
         _search(question, output_dir, mode, dynamic, level, answer, budget, as_json,
                 top_k, embedder_path, model_path, fake_llm, cache_path, errors, keep_parent)
         return
+    from kgloom.query.render import render_result
+    from kgloom.query.retriever import Retriever
+
     params = {"top_k": 5 if top_k is None else top_k}
-    if mode in ("multihop", "fused", "two_step"):
+    if mode in OPTION_MODES["depth"]:
         params["depth"] = depth
-    if mode == "fused":
+    if mode in OPTION_MODES["lam"]:
         params.update(lam=lam, oversample=oversample)
-    if mode in ("ppr", "hybrid"):
+    if mode in OPTION_MODES["damping"]:
         params["damping"] = damping
     try:
         retriever = Retriever(output_dir, embedder_path or None, graph_backend=graph_backend)
@@ -593,13 +631,31 @@ def import_graph(
     typer.echo(json.dumps(summary, indent=2))
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
 @app.command()
-def ui(port: int = typer.Option(3000)) -> None:
-    """Start the Dagster UI (webserver + daemon) on 127.0.0.1, after failing the runs whose
-    process is gone (their pool slots are freed)."""
+def ui(port: int = typer.Option(3000, help="the UI's port"),
+       host: str = typer.Option("127.0.0.1", help="the address the UI listens on (0.0.0.0: "
+                                "every interface; the UI has no login)"),
+       input_dir: str = typer.Option("", help="the input folder the UI's runs, sensor and "
+                                     "schedule read (default: env KGLOOM_INPUT_DIR or "
+                                     "data/input)"),
+       output_dir: str = typer.Option("", help="the index the UI's runs write (default: env "
+                                      "KGLOOM_OUTPUT_DIR or data/output)")) -> None:
+    """Start the Dagster UI (webserver + daemon) on HOST:PORT, after failing the runs
+    whose process is gone (their pool slots are freed). --input-dir / --output-dir reach
+    the code location as KGLOOM_INPUT_DIR / KGLOOM_OUTPUT_DIR (absolute paths)."""
+    env = dict(os.environ)
+    for var, folder in (("KGLOOM_INPUT_DIR", input_dir), ("KGLOOM_OUTPUT_DIR", output_dir)):
+        if folder:
+            env[var] = str(Path(folder).resolve())
+    if host not in LOOPBACK_HOSTS:
+        typer.echo(f"warning: the UI listens on {host} with no login: anyone who can reach "
+                   "this port can launch runs", err=True)
     _instance(recover=True)
     sys.exit(subprocess.call([sys.executable, "-m", "dagster", "dev", "-m", "kgloom.definitions",
-                              "-h", "127.0.0.1", "-p", str(port)]))
+                              "-h", host, "-p", str(port)], env=env))
 
 
 if __name__ == "__main__":

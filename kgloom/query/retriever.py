@@ -47,15 +47,18 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY,
-                                    LANCEDB_DIR, Embedder,
-                                    ExternalVectors, read_embedder_manifest, search_vectors,
-                                    vector_index_type)
+                                    LANCEDB_DIR, VECTOR_TABLES, Embedder, ExternalVectors,
+                                    flat_snapshot_path, read_embedder_manifest,
+                                    read_flat_snapshot, search_vectors, vector_index_type)
+from kgloom.publish.fast_embedder import WindowedEmbedder, query_embedder
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
+from kgloom.query.modes import GRAPH_BACKENDS, RETRIEVAL_MODES, check_mode, one_of
 from kgloom.storage import table_path
 
-MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid", "bridge")
-GRAPH_BACKENDS = ("duckdb", "memory")
+# the modes of the one registry (kgloom.query.modes) that take a question alone;
+# retrieve() also runs two_step
+MODES = tuple(m for m in RETRIEVAL_MODES if m != "two_step")
 
 DEFAULT_TOP_K = 5
 DEFAULT_DEPTH = 1
@@ -220,9 +223,11 @@ class Retriever:
 
     Args:
         output_dir: the folder ``kgloom index`` wrote (holds ``lancedb/`` and parquet).
-        embedder: an :class:`kgloom.publish.vectors.Embedder`, a model folder, or None for
-            ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2. It must be the
-            embedder that built the index.
+        embedder: an :class:`kgloom.publish.vectors.Embedder` (or any
+            :class:`~kgloom.publish.fast_embedder.WindowedEmbedder`), a model folder, or
+            None for ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2 (a folder is
+            loaded by :func:`kgloom.publish.fast_embedder.query_embedder`: numpy when it
+            can, no torch). It must be the embedder that built the index.
         graph_backend: ``duckdb`` (BFS by DuckDB's recursive CTE straight over
             graph-edges.parquet, per call; entity ANN by LanceDB) or ``memory`` (the
             same BFS over the CSR adjacency held by this handle, and the fused /
@@ -252,10 +257,8 @@ class Retriever:
     def __init__(self, output_dir: str | Path, embedder: Embedder | str | Path | None = None,
                  graph_backend: str = "duckdb", config: RetrievalConfig | None = None,
                  bfs_threads: int | None = None) -> None:
-        import lancedb
-
         if graph_backend not in GRAPH_BACKENDS:
-            raise ValueError(f"graph_backend must be one of {GRAPH_BACKENDS}, got {graph_backend!r}")
+            raise ValueError(one_of("graph_backend", graph_backend, GRAPH_BACKENDS))
         self.output_dir = Path(output_dir)
         self.graph_backend = graph_backend
         self.config = config or RetrievalConfig()
@@ -270,9 +273,12 @@ class Retriever:
             raise IndexFilesMissingError(
                 f"{self.db_path / 'text_units.lance'} is missing: this is not a finished kgloom "
                 f"index (the vector_index asset writes it; run `kgloom index`)")
-        self._db = lancedb.connect(str(self.db_path))
-        self._unit_table = self._db.open_table("text_units")
-        self.ann = {"text_units": vector_index_type(self._unit_table)}
+        self._db = None  # LanceDB, opened on first need (its import costs seconds)
+        self._tables: dict[str, Any] = {}
+        # a flat index's vectors as written beside it (read_flat_snapshot); None: LanceDB
+        self._flat: dict[str, np.ndarray] = {}
+        self._flat_ids: dict[str, list[str]] = {}  # row ids of _flat["entities"]
+        self.ann: dict[str, str] = {}
         self.embedder = self._open_embedder(embedder)
         self._load_units()
         self._graph: dict[str, Any] | None = None
@@ -281,17 +287,41 @@ class Retriever:
         self._searched: dict[str, str] = {}  # this call's LanceDB searches (not thread-safe)
 
     # --- opening -------------------------------------------------------------------
+    def _table(self, name: str):
+        """LanceDB table ``name`` of the index, opened (and ``lancedb`` imported) on first
+        use: a flat index read through its snapshots never needs it."""
+        if name not in self._tables:
+            import lancedb
+
+            if self._db is None:
+                self._db = lancedb.connect(str(self.db_path))
+            self._tables[name] = self._db.open_table(name)
+        return self._tables[name]
+
+    @property
+    def _unit_table(self):
+        return self._table("text_units")
+
+    def _stored_dim(self) -> int:
+        """The vector width of the index's text units: from the manifest when it names
+        one, else from the LanceDB table."""
+        manifest = read_embedder_manifest(self.db_path)
+        if manifest and manifest.get("dim") and manifest.get("key") != EXTERNAL_VECTORS_KEY \
+                and flat_snapshot_path(self.db_path, "text_units").exists():
+            return int(manifest["dim"])
+        return self._unit_table.schema.field("vector").type.list_size
+
     def _open_embedder(self, embedder: Embedder | str | Path | None
                        ) -> Embedder | ExternalVectors:
         manifest = read_embedder_manifest(self.db_path)
-        stored_dim = self._unit_table.schema.field("vector").type.list_size
+        stored_dim = self._stored_dim()
         if embedder is None and manifest and manifest.get("key") == EXTERNAL_VECTORS_KEY:
             return ExternalVectors(stored_dim)  # an imported graph: queried by vector only
-        if isinstance(embedder, Embedder):
+        if isinstance(embedder, WindowedEmbedder):
             emb = embedder
-        else:
+        else:  # same vectors as Embedder; numpy when the folder allows (no torch import)
             path = str(embedder) if embedder else configured_embedder_path()
-            emb = Embedder(path)
+            emb = query_embedder(path)
         configured = f"{emb.name} ({emb.dim} dims)"
         if manifest and (manifest["model"] != emb.name or int(manifest["dim"]) != emb.dim):
             raise EmbedderMismatchError(
@@ -321,17 +351,32 @@ class Retriever:
 
     def _load_units(self) -> None:
         cols = ["id", "text", "document_id", "kg_node_ids", "neighbor_entity_ids",
-                "neighbor_triples", "vector"]
-        arrow = self._unit_table.to_arrow().select(cols)
-        vec = arrow.column("vector").combine_chunks()
-        dim = vec.type.list_size
-        self.unit_vectors = (vec.flatten().to_numpy(zero_copy_only=False)
-                             .reshape(len(vec), dim).astype(np.float32)) if len(vec) else \
-            np.zeros((0, dim), dtype=np.float32)
-        units = pl.from_arrow(arrow.drop(["vector"]))
-        assert isinstance(units, pl.DataFrame)
+                "neighbor_triples"]
         parquet = table_path(self.output_dir, schemas.TEXT_UNITS)
-        if parquet.exists():
+        flat = None
+        if parquet.exists():  # the snapshot holds exactly these rows' vectors, or is unused
+            units = pl.read_parquet(parquet, columns=cols)
+            flat = read_flat_snapshot(self.db_path, "text_units", units,
+                                      VECTOR_TABLES["text_units"][1], self.embedder.key)
+        if flat is not None:
+            self.unit_vectors = flat
+            self._flat["text_units"] = flat
+            self.ann["text_units"] = "flat"
+        else:
+            self.ann["text_units"] = vector_index_type(self._unit_table)
+            arrow = self._unit_table.to_arrow().select([*cols, "vector"])
+            vec = arrow.column("vector").combine_chunks()
+            dim = vec.type.list_size
+            if dim != self.embedder.dim:  # _stored_dim read the manifest's
+                raise EmbedderMismatchError(
+                    f"the index's text unit vectors have {dim} dims but queries would use "
+                    f"{self.embedder.name} ({self.embedder.dim} dims)")
+            self.unit_vectors = (vec.flatten().to_numpy(zero_copy_only=False)
+                                 .reshape(len(vec), dim).astype(np.float32)) if len(vec) else \
+                np.zeros((0, dim), dtype=np.float32)
+            units = pl.from_arrow(arrow.drop(["vector"]))
+            assert isinstance(units, pl.DataFrame)
+        if parquet.exists() and flat is None:
             ids = pl.read_parquet(parquet, columns=["id"])["id"]
             if ids.len() != units.height or set(ids.to_list()) != set(units["id"].to_list()):
                 raise IndexInconsistentError(
@@ -418,12 +463,14 @@ class Retriever:
             raise IndexInconsistentError(
                 f"half-written index: text units mention {len(unknown)} entities missing from "
                 f"graph-nodes.parquet (e.g. {unknown[0]}); re-run `kgloom index`")
-        entity_table = self._db.open_table("entities")
-        if entity_table.count_rows() != nodes.height:
+        flat = read_flat_snapshot(self.db_path, "entities", entities,
+                                  VECTOR_TABLES["entities"][1], self.embedder.key)
+        entity_table = None if flat is not None else self._table("entities")
+        if entity_table is not None and entity_table.count_rows() != nodes.height:
             raise IndexInconsistentError(
                 f"half-written index: the LanceDB entities table has "
                 f"{entity_table.count_rows()} rows but entities.parquet has {nodes.height}")
-        self.ann["entities"] = vector_index_type(entity_table)
+        self.ann["entities"] = "flat" if flat is not None else vector_index_type(entity_table)
         adj = alg.Adjacency.from_edges(nodes.height, edges["src_key"].to_numpy(),
                                        edges["dst_key"].to_numpy(),
                                        edges["weight"].fill_null(1.0).to_numpy())
@@ -433,13 +480,20 @@ class Retriever:
             cols += [node_of[e]] * len(us)
         incidence = csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)),
                                shape=(self.units.height, nodes.height))
-        ev = entity_table.to_arrow().select(["id", "vector"])
-        col = ev.column("vector").combine_chunks()
-        dim = col.type.list_size
-        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), dim).astype(
-            np.float32) if len(col) else np.zeros((0, dim), dtype=np.float32)
+        if flat is not None:
+            ids, mat = entities["id"].to_list(), flat
+            self._flat["entities"] = flat
+            self._flat_ids["entities"] = ids
+        else:
+            ev = entity_table.to_arrow().select(["id", "vector"])
+            col = ev.column("vector").combine_chunks()
+            ids = ev.column("id").to_pylist()
+            mat = col.flatten().to_numpy(zero_copy_only=False).reshape(
+                len(col), col.type.list_size).astype(np.float32) if len(col) else \
+                np.zeros((0, col.type.list_size), dtype=np.float32)
+        dim = mat.shape[1]
         entity_vectors = np.zeros((nodes.height, dim), dtype=np.float32)  # row = node key
-        entity_vectors[[node_of[i] for i in ev.column("id").to_pylist()]] = \
+        entity_vectors[[node_of[i] for i in ids]] = \
             mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
         r_idx, c_idx = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         aff = np.einsum("ij,ij->i", self.unit_vectors[r_idx].astype(np.float64),
@@ -577,11 +631,21 @@ class Retriever:
 
     def _search(self, table: str, vector: np.ndarray, k: int, refine_rows: int | None = None
                 ) -> tuple[list[str], np.ndarray]:
-        """ANN over LanceDB ``table`` (text_units or entities); records the search kind
-        (flat / ivf_pq) in this call's ``info["ann"]`` (``refine_rows``: see
-        :func:`kgloom.publish.vectors.search_vectors`)."""
-        handle = self._unit_table if table == "text_units" else self.graph["entity_table"]
+        """Nearest rows of ``table`` (text_units or entities) by cosine: an exact numpy scan
+        of a flat table's snapshot vectors (what LanceDB's flat search computes), else
+        LanceDB's search; records the search kind (flat / ivf_pq) in this call's
+        ``info["ann"]`` (``refine_rows``: see :func:`kgloom.publish.vectors.search_vectors`)."""
         self._searched[table] = self.ann[table]
+        graph = self.graph if table == "entities" else None  # loads the entity vectors
+        if table in self._flat:
+            mat = self._flat[table]
+            ids = self.col["id"] if table == "text_units" else self._flat_ids[table]
+            v = np.asarray(vector, dtype=np.float32)
+            sims = (mat @ v) / np.maximum(np.linalg.norm(mat, axis=1)
+                                          * max(float(np.linalg.norm(v)), 1e-12), 1e-12)
+            top = np.argsort(-sims, kind="stable")[:k]
+            return [ids[i] for i in top], sims[top].astype(np.float64)
+        handle = self._unit_table if graph is None else graph["entity_table"]
         return search_vectors(handle, vector, k, self.ann[table], refine_rows)
 
     def _vector_order(self, qv: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:
@@ -1214,11 +1278,12 @@ class Retriever:
                             top_k=top_k, hits=cfg.bridge_hits, keep=cfg.bridge_keep)
 
     def retrieve(self, question: str, mode: str = "vector", **params: Any) -> RetrievalResult:
-        """Run one mode by name (MODES, or ``two_step``) with its keyword parameters.
+        """Run one mode by name (:data:`kgloom.query.modes.RETRIEVAL_MODES`) with its
+        keyword parameters.
 
         Raises:
-            ValueError: an unknown mode, or a bad parameter of the mode.
+            ValueError: an unknown mode (every retrieval mode listed), or a bad parameter
+                of the mode.
         """
-        if mode not in MODES + ("two_step",):
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode, RETRIEVAL_MODES)
         return getattr(self, mode)(question, **params)

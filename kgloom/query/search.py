@@ -47,11 +47,11 @@ from kgloom.query.context import (LOCAL_SHARES, Context, ContextItem, Section, T
                                   check_budget, pack_context, refs_in, token_counter,
                                   verbalize_entity, verbalize_relationship, verbalize_report,
                                   verbalize_text_unit)
+from kgloom.query.modes import SEARCH_MODES, check_mode  # the one registry of modes
 from kgloom.query.retriever import IndexFilesMissingError, RetrievalResult, Retriever
 from kgloom.query.routing import Route, route_question
 from kgloom.storage import table_path
 
-SEARCH_MODES = ("auto", "local", "global", "direct")
 QUERY_CACHE_FILE = "query_cache.sqlite"
 SEARCH_STAGES = ("search_route", "search_rate", "search_map", "search_answer")
 
@@ -373,8 +373,7 @@ class Searcher:
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question must be a non-empty string")
-        if mode not in SEARCH_MODES:
-            raise ValueError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+        check_mode(mode, SEARCH_MODES)
         budget = check_budget(self.config.budget if budget is None else budget, "budget")
         if dynamic and not answer:
             raise ValueError("dynamic community selection asks the model to rate reports, "

@@ -1,0 +1,307 @@
+"""`kgloom query` / `kgloom ui` as a user meets them: checks before loading, messages that
+list every valid value, warnings for ignored options, text-unit ids in the table, the UI's
+options, and the numpy query embedder that spares a cold query the torch import."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from kgloom.query import modes
+
+ROOT = Path(__file__).resolve().parent.parent
+# what a checked-and-refused command must not have imported (seconds of loading)
+HEAVY = ("numpy", "polars", "pyarrow", "lancedb", "duckdb", "torch", "sentence_transformers",
+         "transformers", "dagster", "kgloom.query.retriever", "kgloom.query.search")
+
+
+def run_cli_fresh(args: list[str], extra_env: dict | None = None) -> dict:
+    """Run `kgloom ARGS` through typer's CliRunner in a fresh interpreter; return its exit
+    code, output (stdout + stderr) and which of HEAVY (and torch) it imported."""
+    code = (
+        "import json, sys\n"
+        "from typer.testing import CliRunner\n"
+        "from kgloom.cli import app\n"
+        f"r = CliRunner().invoke(app, {args!r})\n"
+        f"heavy = {HEAVY!r}\n"
+        "print(json.dumps({'code': r.exit_code, 'out': r.output,\n"
+        "                  'loaded': [m for m in heavy if m in sys.modules]}))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **(extra_env or {})}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --- the one registry of modes ------------------------------------------------------------
+def test_the_registry_holds_every_mode_once_and_the_libraries_use_it():
+    from kgloom.query import retriever, search
+
+    assert len(modes.MODES) == len(set(modes.MODES)) == 12
+    assert set(modes.MODES) == set(modes.RETRIEVAL_MODES) | set(modes.SEARCH_MODES)
+    assert search.SEARCH_MODES is modes.SEARCH_MODES
+    assert set(retriever.MODES) | {"two_step"} == set(modes.RETRIEVAL_MODES)
+    assert modes.DEFAULT_MODE in modes.RETRIEVAL_MODES
+    for option, users in modes.OPTION_MODES.items():
+        assert users and set(users) <= set(modes.MODES), option
+
+
+def test_retriever_and_searcher_messages_list_every_mode_of_their_kind():
+    with pytest.raises(ValueError) as exc:
+        modes.check_mode("telepathy", modes.RETRIEVAL_MODES)
+    assert all(m in str(exc.value) for m in modes.RETRIEVAL_MODES)
+    assert "'telepathy'" in str(exc.value)
+
+
+# --- checks before loading ----------------------------------------------------------------
+def test_a_bad_mode_is_refused_before_anything_loads_listing_all_modes(tmp_path):
+    res = run_cli_fresh(["query", "Who is Scrooge?", "--output-dir", str(tmp_path),
+                         "--mode", "telepathy"])
+    assert res["code"] == 2
+    assert res["loaded"] == []
+    assert "'telepathy'" in res["out"]
+    listed = res["out"].split("must be one of", 1)[1]
+    assert all(m in listed for m in modes.MODES), listed
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--top-k", "0"], ["top_k", "> 0"]),
+    (["--depth", "-1", "--mode", "multihop"], ["depth", ">= 0"]),
+    (["--lambda", "-0.5", "--mode", "fused"], ["lambda"]),
+    (["--oversample", "0", "--mode", "fused"], ["oversample"]),
+    (["--damping", "1.5", "--mode", "ppr"], ["damping", "[0, 1)"]),
+    (["--graph-backend", "neo4j"], ["graph_backend", *modes.GRAPH_BACKENDS]),
+    (["--level", "-2", "--mode", "global"], ["level"]),
+    (["--budget", "0", "--mode", "local"], ["budget"]),
+])
+def test_bad_option_values_are_refused_before_loading(tmp_path, args, names):
+    res = run_cli_fresh(["query", "Who is Scrooge?", "--output-dir", str(tmp_path), *args])
+    assert res["code"] == 2, res["out"]
+    assert res["loaded"] == []
+    assert all(n in res["out"] for n in names), res["out"]
+
+
+def test_an_empty_question_is_refused_before_loading(tmp_path):
+    res = run_cli_fresh(["query", "  ", "--output-dir", str(tmp_path)])
+    assert res["code"] == 2 and res["loaded"] == [] and "question" in res["out"]
+
+
+def test_an_option_the_mode_ignores_is_named_in_a_warning(tmp_path):
+    from kgloom.cli import app
+
+    runner = CliRunner()
+    missing = str(tmp_path / "no-index")
+    res = runner.invoke(app, ["query", "Who is Scrooge?", "--output-dir", missing,
+                              "--mode", "bridge", "--dynamic", "--lambda", "0.5"])
+    assert res.exit_code == 2  # then the missing index is reported
+    assert "warning: --dynamic/--static is ignored by --mode bridge" in res.output
+    assert "(it applies to: global, auto)" in res.output
+    assert "warning: --lambda is ignored by --mode bridge (it applies to: fused)" in res.output
+    # an option the mode reads, or a default left alone, warns of nothing
+    quiet = runner.invoke(app, ["query", "Who is Scrooge?", "--output-dir", missing,
+                                "--mode", "fused", "--lambda", "0.5", "--depth", "2"])
+    assert quiet.exit_code == 2 and "warning" not in quiet.output
+    search = runner.invoke(app, ["query", "Who is Scrooge?", "--output-dir", missing,
+                                 "--mode", "local", "--damping", "0.3", "--graph-backend",
+                                 "memory"])
+    assert "warning: --damping is ignored by --mode local" in search.output
+    assert "warning: --graph-backend is ignored by --mode local" in search.output
+
+
+def test_ignored_options_follow_the_registry():
+    assert modes.ignored_options("ppr", ["damping", "depth", "top_k"]) == ["depth"]
+    assert modes.ignored_options("global", ["dynamic", "level", "budget"]) == ["budget"]
+    assert modes.ignored_options("auto", ["dynamic", "budget", "graph_backend"]) == [
+        "graph_backend"]
+
+
+# --- the retrieval table and a cold query with no torch ------------------------------------
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    from kgloom.publish.vectors import Embedder
+    from tests.test_query import write_carol_index
+
+    from kgloom.publish.vectors import LANCEDB_DIR, write_flat_snapshot
+
+    embedder = Embedder()
+    out = write_carol_index(tmp_path_factory.mktemp("cli_index"), embedder)
+    for table in ("text_units", "entities"):  # as sync_index writes them
+        assert write_flat_snapshot(out / LANCEDB_DIR, table) is not None
+    return out, embedder
+
+
+@pytest.fixture(scope="module")
+def lancedb_only_copy(small_index, tmp_path_factory):
+    """The same index without its flat snapshots: every read goes through LanceDB."""
+    out, _ = small_index
+    copy = tmp_path_factory.mktemp("lancedb_only") / "index"
+    shutil.copytree(out, copy)
+    for snap in (copy / "lancedb").glob("*.flat.parquet"):
+        snap.unlink()
+    return copy
+
+
+def test_the_table_shows_each_text_units_id(small_index):
+    from kgloom.cli import app
+    from kgloom.query.retriever import Retriever
+
+    out, embedder = small_index
+    res = CliRunner().invoke(app, ["query", "Who is Tiny Tim's father?", "--output-dir",
+                                   str(out), "--mode", "vector", "--top-k", "3"])
+    assert res.exit_code == 0, res.output
+    ids = Retriever(out, embedder).vector("Who is Tiny Tim's father?", top_k=3) \
+        .text_units["id"].to_list()
+    header = next(line for line in res.output.splitlines() if line.split()[:1] == ["rank"])
+    assert "text unit" in header
+    table_rows = [line for line in res.output.splitlines() if line.split()[:1] and
+                  line.split()[0].isdigit()]  # a row starts with its rank
+    assert len(table_rows) == len(ids) == 3
+    for rank, unit_id in enumerate(ids, 1):
+        assert unit_id[:12] in table_rows[rank - 1]  # the short id in the row of its rank
+        assert f"  {rank}. {unit_id}" in res.output  # the whole id under the table
+
+
+@pytest.mark.parametrize("mode", ["multihop", "fused"])
+def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_same(
+        small_index, lancedb_only_copy, mode):
+    """The cold CLI (numpy embedder, flat snapshots) against the torch embedder reading
+    LanceDB: the same units in the same order."""
+    from kgloom.query.retriever import Retriever
+
+    out, embedder = small_index
+    question = "Who is Tiny Tim's father?"
+    res = run_cli_fresh(["query", question, "--output-dir", str(out), "--mode", mode,
+                         "--json"])
+    assert res["code"] == 0, res["out"]
+    assert not {"torch", "sentence_transformers", "transformers", "dagster", "lancedb",
+                "kgloom.query.search"} & set(res["loaded"])
+    got = json.loads(res["out"][res["out"].index("{"):])
+    reference = Retriever(lancedb_only_copy, embedder)
+    assert reference._flat == {}  # the reference really reads LanceDB
+    want = reference.retrieve(question, mode=mode, top_k=5).text_units
+    assert [u["id"] for u in got["text_units"]] == want["id"].to_list()
+    assert np.allclose([u["similarity"] for u in got["text_units"]],
+                       want["similarity"].to_list(), atol=1e-4)
+    assert np.allclose([u["score"] for u in got["text_units"]], want["score"].to_list(),
+                       atol=1e-4)
+    assert got["info"]["ann"] and set(got["info"]["ann"].values()) == {"flat"}
+
+
+def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
+    import polars as pl
+
+    from kgloom.publish.vectors import (LANCEDB_DIR, VECTOR_TABLES, flat_snapshot_path,
+                                        read_flat_snapshot)
+    from kgloom.query.retriever import Retriever
+
+    out, embedder = small_index
+    copy = tmp_path / "index"
+    shutil.copytree(out, copy)
+    db = copy / LANCEDB_DIR
+    units = pl.read_parquet(copy / "text_units.parquet")
+    expr = VECTOR_TABLES["text_units"][1]
+    good = read_flat_snapshot(db, "text_units", units, expr, embedder.key)
+    assert good is not None and good.shape == (units.height, 384)
+    assert np.allclose(good, Retriever(copy, embedder).unit_vectors)
+    assert read_flat_snapshot(db, "text_units", units, expr, "another|256|192") is None
+    assert read_flat_snapshot(db, "text_units", units.head(2), expr, embedder.key) is None
+    path = flat_snapshot_path(db, "text_units")
+    snap = pl.read_parquet(path)
+    snap.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("stale"))
+                      .otherwise(pl.col("embedding_key")).alias("embedding_key")
+                      ).write_parquet(path)
+    assert read_flat_snapshot(db, "text_units", units, expr, embedder.key) is None
+    r = Retriever(copy, embedder)  # falls back to LanceDB, same vectors
+    assert "text_units" not in r._flat and np.allclose(r.unit_vectors, good)
+
+
+# --- the numpy query embedder ---------------------------------------------------------------
+def test_fast_embedder_vectors_agree_with_sentence_transformers(embedder):
+    from kgloom.publish.fast_embedder import FastEmbedder, query_embedder
+
+    fast = query_embedder()
+    assert isinstance(fast, FastEmbedder)
+    assert (fast.name, fast.key, fast.dim) == (embedder.name, embedder.key, embedder.dim)
+    book = (ROOT / "data" / "input" / "a-christmas-carol.txt").read_text(encoding="utf-8")
+    texts = ["Who is Tiny Tim's father?", "", "Scrooge", "naïve café — «Ebenezer»!",
+             book[30000:33000]]  # ~600 tokens: several windows
+    assert len(fast.windows_for(texts[-1])) > 1
+    assert fast.windows_for(texts[-1]) == embedder.windows_for(texts[-1])
+    a, b = fast.embed(texts), embedder.embed(texts)
+    assert a.shape == b.shape == (len(texts), 384) and a.dtype == np.float32
+    cosines = (a * b).sum(axis=1)
+    assert cosines.min() > 0.99, cosines  # the issue's bound: within cosine 0.01
+    assert np.allclose(a, b, atol=1e-4)  # in fact equal to float32 rounding
+
+
+def test_query_embedder_falls_back_for_a_folder_of_another_kind(tmp_path):
+    from kgloom.publish.fast_embedder import (FastEmbedder, default_embedder_path,
+                                              fast_path_reason)
+
+    folder = tmp_path / "model"
+    shutil.copytree(default_embedder_path(), folder)
+    assert fast_path_reason(folder) is None
+    pooling = folder / "1_Pooling" / "config.json"
+    cfg = json.loads(pooling.read_text())
+    cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(cfg))
+    assert "pooling" in fast_path_reason(folder)
+    with pytest.raises(ValueError, match="pooling"):
+        FastEmbedder(folder)
+
+
+# --- kgloom ui ------------------------------------------------------------------------------
+def test_ui_passes_host_port_and_folders_through(monkeypatch, tmp_path):
+    import kgloom.cli as cli
+
+    calls = []
+    monkeypatch.setattr(cli, "_instance", lambda recover=False: None)
+    monkeypatch.setattr(cli.subprocess, "call",
+                        lambda argv, env=None: calls.append((argv, env)) or 0)
+    res = CliRunner().invoke(cli.app, ["ui", "--host", "0.0.0.0", "--port", "3111",
+                                       "--output-dir", str(tmp_path / "out"),
+                                       "--input-dir", "rel/in"])
+    assert res.exit_code == 0, res.output
+    (argv, env), = calls
+    assert argv[argv.index("-h") + 1] == "0.0.0.0" and argv[argv.index("-p") + 1] == "3111"
+    assert env["KGLOOM_OUTPUT_DIR"] == str((tmp_path / "out").resolve())
+    assert env["KGLOOM_INPUT_DIR"] == str(Path("rel/in").resolve())
+    assert "no login" in res.output  # listening beyond this machine is said
+    calls.clear()
+    local = CliRunner().invoke(cli.app, ["ui"])
+    (argv, env), = calls
+    assert argv[argv.index("-h") + 1] == "127.0.0.1" and "warning" not in local.output
+    assert env.get("KGLOOM_OUTPUT_DIR") == os.environ.get("KGLOOM_OUTPUT_DIR")
+
+
+def test_the_cli_doc_lists_every_mode_and_which_modes_read_each_option():
+    import typer.main
+
+    from kgloom.cli import app
+
+    doc = (ROOT / "docs" / "query-cli.md").read_text(encoding="utf-8")
+    for mode in modes.MODES:
+        assert f"`{mode}`" in doc, mode
+    command = typer.main.get_command(app).commands["query"]
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1].strip(" |")
+            for line in doc.splitlines() if line.startswith("| `--")}
+    for name, users in modes.OPTION_MODES.items():
+        param = next(p for p in command.params if p.name == name)
+        flag = param.opts[0]  # written `--dynamic/--static` or `--fake-llm` in the doc
+        row = next((v for k, v in rows.items() if re.search(f"`{flag}[`/]", k)), None)
+        assert row is not None, f"docs/query-cli.md has no row for {flag}"
+        named = {m for m in modes.MODES if f"`{m}`" in row}
+        if row.startswith("every retrieval"):
+            named = set(modes.RETRIEVAL_MODES)
+        elif row.startswith("every search"):
+            named = set(modes.SEARCH_MODES)
+        assert named == set(users), (flag, row)
