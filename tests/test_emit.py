@@ -184,7 +184,8 @@ def test_graph_edges_graphml_and_neo4j_keep_each_relationships_direction(carol_t
         assert g.is_directed() and set(g.edges()) == direction
         _, rels_csv = tables.write_neo4j_import(t["entities"], frame, tmp_path)
         with rels_csv.open(newline="") as fh:
-            assert {(r[":START_ID"], r[":END_ID"]) for r in csv.DictReader(fh)} == direction
+            assert {(r[":START_ID(Entity)"], r[":END_ID(Entity)"])
+                    for r in csv.DictReader(fh)} == direction
     assert want != {(r["source_id"], r["target_id"])
                     for r in t["relationships"].iter_rows(named=True)}
 

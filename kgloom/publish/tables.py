@@ -426,7 +426,7 @@ def write_neo4j_import(entities: pl.DataFrame, relationships: pl.DataFrame,
     ``documents`` (DOCUMENTS_SCHEMA) and ``communities`` (COMMUNITIES_SCHEMA) are given;
     a link whose end is not among the written nodes is left out (e.g. a text unit of a
     document not given). ``RELATED`` edges run ``source_id -> target_id`` as the
-    relationships table stores them (one per entity pair; read them undirected).
+    relationships table stores them: the direction the text gives (one per entity pair).
 
     A field holding a comma, quote or newline is quoted with inner quotes doubled (RFC
     4180, Python's ``csv``); text holds newlines, so ``import.sh`` passes
