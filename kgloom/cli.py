@@ -186,7 +186,9 @@ def _exit_status(output_dir: str, rows: dict, report, input_dir: str) -> None:
         raise typer.Exit(1)
     if not rows.get("documents"):
         failures_path = Path(output_dir) / "failures.parquet"
-        failed = (pl.read_parquet(failures_path).filter(pl.col("stage") == "documents")
+        from kgloom.storage import read_parquet
+
+        failed = (read_parquet(failures_path).filter(pl.col("stage") == "documents")
                   if failures_path.exists() else None)
         reasons = [f"  {r['item_id']}: {r['reason']}"
                    for r in (failed.head(10).iter_rows(named=True) if failed is not None else [])]

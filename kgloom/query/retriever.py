@@ -46,13 +46,13 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
-from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY,
-                                    LANCEDB_DIR, Embedder,
-                                    ExternalVectors, read_embedder_manifest, search_vectors,
-                                    vector_index_type)
+from kgloom.builds import (OPEN_RETRIES, Build, IndexChangedError,  # noqa: F401 (re-exported)
+                           IndexFilesMissingError, IndexInconsistentError)
+from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDER_MANIFEST, EMBEDDING_KEY,
+                                    EXTERNAL_VECTORS_KEY, LANCEDB_DIR, Embedder,
+                                    ExternalVectors, search_vectors, vector_index_type)
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
-from kgloom.storage import table_path
 
 MODES = ("vector", "one_hop", "multihop", "fused", "ppr", "hybrid", "bridge")
 GRAPH_BACKENDS = ("duckdb", "memory")
@@ -150,14 +150,6 @@ RELATIONSHIP_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "target": pl.String, "weight": pl.Float64, "hop_depth": pl.Int64}
 
 
-class IndexFilesMissingError(FileNotFoundError):
-    """The output folder lacks a file a mode needs; the message names each one."""
-
-
-class IndexInconsistentError(ValueError):
-    """The output folder's tables come from different builds (a half-written index)."""
-
-
 class EmbedderMismatchError(ValueError):
     """The query embedder is not the one that embedded the index; names both."""
 
@@ -241,11 +233,22 @@ class Retriever:
     modes are the ``*_by_vector`` ones. A handle serves one call at a time (use one per
     thread).
 
+    The handle reads one published build (:mod:`kgloom.builds`): the one the output
+    folder's ``build.json`` names when it is opened (``self.build``), parquet tables
+    from that build's folder and LanceDB tables checked out at that build's versions,
+    so a republish while it is open changes nothing it reads. Every result's
+    ``info["build_id"]`` names that build (None for a folder without a marker, read
+    from its live files). When the build changes while the handle is being opened, it
+    opens the new one (:data:`kgloom.builds.OPEN_RETRIES` tries).
+
     Raises:
         IndexFilesMissingError: no LanceDB ``text_units`` table (names the path and the
-            command that builds it).
+            command that builds it), or a table the build lists is missing.
+        IndexChangedError: the index was republished during every try to open it, or
+            (later, from a graph mode's first use) this handle's build was pruned.
         EmbedderMismatchError: the index was embedded by another model or dimension.
-        IndexInconsistentError: LanceDB and parquet text units differ (half-written).
+        IndexInconsistentError: LanceDB and parquet text units differ (half-written),
+            or a table is not the one the build recorded.
         ValueError: an unknown graph_backend.
     """
 
@@ -266,15 +269,18 @@ class Retriever:
         if not self.output_dir.is_dir():
             raise IndexFilesMissingError(f"{self.output_dir} is not a folder: run `kgloom index "
                                          f"--output-dir {self.output_dir}` first")
-        if not (self.db_path / "text_units.lance").exists():
-            raise IndexFilesMissingError(
-                f"{self.db_path / 'text_units.lance'} is missing: this is not a finished kgloom "
-                f"index (the vector_index asset writes it; run `kgloom index`)")
-        self._db = lancedb.connect(str(self.db_path))
-        self._unit_table = self._db.open_table("text_units")
-        self.ann = {"text_units": vector_index_type(self._unit_table)}
-        self.embedder = self._open_embedder(embedder)
-        self._load_units()
+        for attempt in range(OPEN_RETRIES):
+            self.build = Build.open(self.output_dir)
+            try:
+                self._db = lancedb.connect(str(self.db_path))
+                self._unit_table = self.build.lancedb_table(self._db, "text_units")
+                self.ann = {"text_units": vector_index_type(self._unit_table)}
+                self.embedder = self._open_embedder(embedder)
+                self._load_units()
+                break
+            except IndexChangedError:
+                if attempt == OPEN_RETRIES - 1:
+                    raise
         self._graph: dict[str, Any] | None = None
         self._linker: NameLinker | None = None
         self._titles: dict[str, str] | None = None
@@ -283,7 +289,7 @@ class Retriever:
     # --- opening -------------------------------------------------------------------
     def _open_embedder(self, embedder: Embedder | str | Path | None
                        ) -> Embedder | ExternalVectors:
-        manifest = read_embedder_manifest(self.db_path)
+        manifest = self.build.read_json(EMBEDDER_MANIFEST)
         stored_dim = self._unit_table.schema.field("vector").type.list_size
         if embedder is None and manifest and manifest.get("key") == EXTERNAL_VECTORS_KEY:
             return ExternalVectors(stored_dim)  # an imported graph: queried by vector only
@@ -330,17 +336,16 @@ class Retriever:
             np.zeros((0, dim), dtype=np.float32)
         units = pl.from_arrow(arrow.drop(["vector"]))
         assert isinstance(units, pl.DataFrame)
-        parquet = table_path(self.output_dir, schemas.TEXT_UNITS)
-        if parquet.exists():
-            ids = pl.read_parquet(parquet, columns=["id"])["id"]
+        parquet = self.build.live_path(schemas.TEXT_UNITS)
+        if self.build.has(schemas.TEXT_UNITS):
+            ids = self.build.read(schemas.TEXT_UNITS, columns=["id"])["id"]
             if ids.len() != units.height or set(ids.to_list()) != set(units["id"].to_list()):
                 raise IndexInconsistentError(
                     f"half-written index: {parquet} has {ids.len()} text units but the LanceDB "
                     f"text_units table has {units.height} (or other ids); re-run `kgloom index`")
         titles = {}
-        docs = table_path(self.output_dir, schemas.DOCUMENTS)
-        if docs.exists():
-            d = pl.read_parquet(docs, columns=["id", "title"])
+        if self.build.has(schemas.DOCUMENTS):
+            d = self.build.read(schemas.DOCUMENTS, columns=["id", "title"])
             titles = dict(zip(d["id"].to_list(), d["title"].to_list()))
         self.units = units.with_columns(
             pl.col("document_id").replace_strict(titles, default=None, return_dtype=pl.String)
@@ -360,16 +365,14 @@ class Retriever:
         """Entity id -> title from entities.parquet ({} when the index has none); read
         once. one_hop uses it only to name entities in its result."""
         if self._titles is None:
-            path = table_path(self.output_dir, schemas.ENTITIES)
             self._titles = {}
-            if path.exists():
-                e = pl.read_parquet(path, columns=["id", "title"])
+            if self.build.has(schemas.ENTITIES):
+                e = self.build.read(schemas.ENTITIES, columns=["id", "title"])
                 self._titles = dict(zip(e["id"].to_list(), e["title"].to_list()))
         return self._titles
 
     def _require(self, names: list[str]) -> None:
-        missing = [str(table_path(self.output_dir, n)) for n in names
-                   if not table_path(self.output_dir, n).exists()]
+        missing = [str(self.build.live_path(n)) for n in names if not self.build.has(n)]
         if not (self.db_path / "entities.lance").exists():
             missing.append(str(self.db_path / "entities.lance"))
         if missing:
@@ -402,11 +405,10 @@ class Retriever:
 
         self._require([schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.GRAPH_NODES,
                        schemas.GRAPH_EDGES])
-        nodes = pl.read_parquet(table_path(self.output_dir, schemas.GRAPH_NODES),
-                                columns=["node_key", "entity_id", "title"])
-        entities = pl.read_parquet(table_path(self.output_dir, schemas.ENTITIES),
-                                   columns=["id", "title", "type", "description"])
-        edges = pl.read_parquet(table_path(self.output_dir, schemas.GRAPH_EDGES))
+        b = self.build
+        nodes = b.read(schemas.GRAPH_NODES, columns=["node_key", "entity_id", "title"])
+        entities = b.read(schemas.ENTITIES, columns=["id", "title", "type", "description"])
+        edges = b.read(schemas.GRAPH_EDGES)
         if nodes.height != entities.height or not nodes["node_key"].equals(
                 pl.Series("node_key", range(nodes.height), dtype=pl.Int64)):
             raise IndexInconsistentError(
@@ -418,7 +420,11 @@ class Retriever:
             raise IndexInconsistentError(
                 f"half-written index: text units mention {len(unknown)} entities missing from "
                 f"graph-nodes.parquet (e.g. {unknown[0]}); re-run `kgloom index`")
-        entity_table = self._db.open_table("entities")
+        if not nodes["entity_id"].sort().equals(entities["id"].sort(), check_names=False):
+            raise IndexInconsistentError(
+                "half-written index: graph-nodes.parquet and entities.parquet hold "
+                "different entity ids (tables of two builds); re-run `kgloom index`")
+        entity_table = self.build.lancedb_table(self._db, "entities")
         if entity_table.count_rows() != nodes.height:
             raise IndexInconsistentError(
                 f"half-written index: the LanceDB entities table has "
@@ -434,6 +440,12 @@ class Retriever:
         incidence = csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)),
                                shape=(self.units.height, nodes.height))
         ev = entity_table.to_arrow().select(["id", "vector"])
+        strangers = [i for i in ev.column("id").to_pylist() if i not in node_of]
+        if strangers:  # a LanceDB entities table of another build
+            raise IndexInconsistentError(
+                f"half-written index: the LanceDB entities table holds {len(strangers)} "
+                f"entities missing from entities.parquet (e.g. {strangers[0]}); its rows come "
+                "from another build; re-run `kgloom index`")
         col = ev.column("vector").combine_chunks()
         dim = col.type.list_size
         mat = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), dim).astype(
@@ -448,9 +460,8 @@ class Retriever:
                               shape=(self.units.height, nodes.height))
         df = np.asarray(incidence.sum(axis=0)).ravel()
         aliases = None
-        alias_path = table_path(self.output_dir, schemas.ENTITY_ALIASES)
-        if alias_path.exists():
-            aliases = pl.read_parquet(alias_path, columns=["alias", "entity_id"])
+        if b.has(schemas.ENTITY_ALIASES):
+            aliases = b.read(schemas.ENTITY_ALIASES, columns=["alias", "entity_id"])
         self._linker = NameLinker(entities.select("id", "title"), aliases)
         return {"nodes": nodes, "node_of": node_of, "edges": edges, "adj": adj,
                 "entity_ids": nodes["entity_id"].to_list(), "titles": nodes["title"].to_list(),
@@ -567,6 +578,7 @@ class Retriever:
         info.setdefault("fallback", None)
         info["ann"] = dict(self._searched)
         info["graph_backend"] = self.graph_backend
+        info["build_id"] = self.build.build_id
         info["seconds"] = round(time.perf_counter() - start, 6)
         return RetrievalResult(
             question, mode, units,
@@ -708,7 +720,7 @@ class Retriever:
             return alg.attribute_levels(g["adj"], levels[:depth + 1], seeds)
         from kgloom.query.multihop import bfs_keys
 
-        found = bfs_keys(self.output_dir, seeds, depth, threads=self.bfs_threads,
+        found = bfs_keys(self.build.folder, seeds, depth, threads=self.bfs_threads,
                          first_hop=None if first_hop is None else first_hop.tolist())
         levels = alg.hop_levels(found["node_key"].to_numpy(), found["hops"].to_numpy())
         return alg.attribute_levels(g["adj"], levels, seeds)
