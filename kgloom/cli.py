@@ -470,8 +470,10 @@ def query(question: str = typer.Argument(..., help="the question, in quotes"),
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError, Retriever)
     from kgloom.query.search import SEARCH_MODES
+    from kgloom.storage import UnreadableTableError
 
-    errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError)
+    errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError,
+              UnreadableTableError)
     if mode in SEARCH_MODES:
         _search(question, output_dir, mode, dynamic, level, answer, budget, as_json,
                 top_k, embedder_path, model_path, fake_llm, cache_path, errors, keep_parent)

@@ -59,8 +59,9 @@ class UnreadableTableError(OSError):
     error); the message names the file."""
 
 
-# Messages of writers that report a full disk without an errno (Arrow / polars / Rust).
-_NO_SPACE_WORDS = ("no space left on device", "disk full", "enospc")
+# The OS's words for ENOSPC / EDQUOT, as writers that report them without an errno (Arrow,
+# polars' Rust IO: "No space left on device (os error 28)") carry them in their message.
+_NO_SPACE_WORDS = ("no space left on device", "os error 28", "disk quota exceeded")
 
 
 def _is_disk_full(exc: BaseException) -> bool:

@@ -19,6 +19,7 @@ import dagster as dg
 from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
+from kgloom.builds import publish_build, read_marker
 from kgloom.corpus.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
                                       settings_fingerprint)
 from kgloom.pipelines.asset_graph import ALL_ASSETS
@@ -232,6 +233,9 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
         stale = [k for k in stale if k != REPORTS_KEY]
     if not stale:
         report.graph_up_to_date = True
+        out = resources["index"].out
+        if read_marker(out) is None and (out / "index-summary.json").exists():
+            publish_build(out)  # an index published before build markers: mark it now
         return report
     selection = rerun_selection(stale)
     if not reports:
