@@ -312,14 +312,14 @@ class Build:
             return storage.read_parquet(path, columns)
         except FileNotFoundError:
             self.gone(path)
-            raise
+            raise  # unreachable: gone() raises
 
     def _check_size(self, path: Path, recorded: dict[str, Any]) -> None:
         try:
             size = path.stat().st_size
         except FileNotFoundError:
             self.gone(path)
-            raise
+            raise  # unreachable: gone() raises
         if size != recorded["bytes"]:
             raise IndexInconsistentError(
                 f"{path} has {size} bytes but build {self.build_id} recorded "
@@ -343,17 +343,21 @@ class Build:
             return json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             self.gone(path)
-            raise
+            raise  # unreachable: gone() raises
 
     def gone(self, path: Path) -> None:
-        """Raise :class:`IndexChangedError` when ``path`` (a file of this build) is gone
-        because the marker names another build now; return otherwise."""
+        """``path``, a file of this build, is gone: raise :class:`IndexChangedError`
+        when the marker names another build now (pruned after a republish), else
+        :class:`IndexFilesMissingError` naming it (a damaged folder)."""
         now = read_marker(self.output_dir)
         if self.marker and (now is None or now["build_id"] != self.build_id):
             raise IndexChangedError(
                 f"the index at {self.output_dir} was republished (build {self.build_id} -> "
                 f"{now['build_id'] if now else 'none'}) while this reader used it, and "
                 f"{path.name} of build {self.build_id} is gone: open the index again")
+        raise IndexFilesMissingError(
+            f"{path} is missing: this index is half-written or damaged (run `kgloom index "
+            f"--output-dir {self.output_dir}` again)")
 
     def lancedb_table(self, db, name: str):
         """LanceDB table ``name`` of database ``db`` as of this build: checked out at

@@ -720,8 +720,12 @@ class Retriever:
             return alg.attribute_levels(g["adj"], levels[:depth + 1], seeds)
         from kgloom.query.multihop import bfs_keys
 
-        found = bfs_keys(self.build.folder, seeds, depth, threads=self.bfs_threads,
-                         first_hop=None if first_hop is None else first_hop.tolist())
+        try:  # over this build's graph-edges.parquet
+            found = bfs_keys(self.build.folder, seeds, depth, threads=self.bfs_threads,
+                             first_hop=None if first_hop is None else first_hop.tolist())
+        except FileNotFoundError:
+            self.build.gone(self.build.path(schemas.GRAPH_EDGES))
+            raise  # unreachable: gone() raises
         levels = alg.hop_levels(found["node_key"].to_numpy(), found["hops"].to_numpy())
         return alg.attribute_levels(g["adj"], levels, seeds)
 
