@@ -182,6 +182,8 @@ def _exit_status(output_dir: str, rows: dict, report, input_dir: str) -> None:
                         "script without capital letters)")
     _loud(warnings)
     if not report.success:
+        for line in getattr(report, "errors", []):
+            typer.echo(f"error: {line}", err=True)
         typer.echo("error: a run failed; see the log above and `kgloom status`", err=True)
         raise typer.Exit(1)
     if not rows.get("documents"):

@@ -64,7 +64,8 @@ class UnreadableTableError(OSError):
 _NO_SPACE_WORDS = ("no space left on device", "os error 28", "disk quota exceeded")
 
 
-def _is_disk_full(exc: BaseException) -> bool:
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` reports a full disk or quota (by errno or the OS's words)."""
     return (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or \
         any(w in str(exc).lower() for w in _NO_SPACE_WORDS)
 
@@ -103,7 +104,7 @@ def _atomic(path: Path, write) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        if _is_disk_full(exc):
+        if is_disk_full(exc):
             raise disk_full_error(path.parent, None, exc) from exc
         raise
     try:
@@ -116,7 +117,7 @@ def _atomic(path: Path, write) -> Path:
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if not isinstance(exc, DiskFullError) and _is_disk_full(exc):
+        if not isinstance(exc, DiskFullError) and is_disk_full(exc):
             raise disk_full_error(path.parent, None, exc) from exc
         raise
     return path
@@ -154,7 +155,7 @@ def write_table(df: pl.DataFrame, output_dir: str | Path, name: str) -> Path:
         try:
             df.write_parquet(tmp)
         except Exception as exc:  # noqa: BLE001 - polars reports a full disk in several ways
-            if _is_disk_full(exc):
+            if is_disk_full(exc):
                 raise disk_full_error(path.parent, int(df.estimated_size()), exc) from exc
             raise
         _check_parquet_written(Path(tmp), path, int(df.estimated_size()))

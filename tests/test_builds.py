@@ -402,6 +402,8 @@ def test_a_full_disk_in_a_stage_fails_the_run_naming_the_folder(tmp_path, monkey
                     error = error.cause
     assert any("no space left on the disk of" in m and str(out / "stages") in m
                for m in messages), messages
+    assert any("no space left on the disk of" in e and str(out / "stages") in e
+               for e in report.errors), report.errors  # what `kgloom index` prints
     assert not (out / builds.MARKER_FILE).exists()  # nothing half-built was published
 
 

@@ -15,7 +15,8 @@ from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
                                    vectors_valid, write_graphml, write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
 from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
-from kgloom.storage import read_parquet, read_table, write_json, write_table
+from kgloom.storage import (disk_full_error, is_disk_full, read_parquet, read_table,
+                            write_json, write_table)
 
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"
@@ -81,8 +82,14 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     emb = embedder.load()
     emb_seconds_before = emb.seconds  # the loaded embedder is shared by the stages of a process
     db_path = out / LANCEDB_DIR
-    written, expected = sync_index(out, emb, progress=lambda t: progress(context, f"vectors {t}"),
-                                   log=context.log.info)
+    try:
+        written, expected = sync_index(out, emb,
+                                       progress=lambda t: progress(context, f"vectors {t}"),
+                                       log=context.log.info)
+    except Exception as exc:  # LanceDB reports a full disk in its own words
+        if is_disk_full(exc):
+            raise disk_full_error(db_path, None, exc) from exc
+        raise
     stats = write_stage_stats(out, "vector_index", clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
                               **embedder_time(emb, emb_seconds_before))
