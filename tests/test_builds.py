@@ -443,3 +443,53 @@ def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
     assert check.metadata["singleton_communities"].value == 7
     (line,) = _warnings(result)  # the line the CLI prints between WARNING bars
     assert "communities_group_entities" in line and "no relationship" in line
+
+
+# --- through the pipeline ----------------------------------------------------------------
+def test_kgloom_index_publishes_builds_and_a_swapped_lancedb_table_is_refused(tmp_path):
+    """The issue's reproduction on a real (fake-LLM) index: `kgloom index` writes the
+    marker; after `--force` a new build; the previous build's lancedb/entities.lance put
+    back in place is refused (no KeyError); a deleted table is named."""
+    from kgloom.cli import app
+    from kgloom.definitions import build_resources
+    from kgloom.pipelines.runner import index_folder
+
+    inp, out = tmp_path / "input", tmp_path / "out"
+    inp.mkdir()
+    book = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+    text = book.read_text(encoding="utf-8")
+    start = text.index("Marley was dead")
+    (inp / "stave1.txt").write_text(text[start:start + 2500], encoding="utf-8")
+    with dg.instance_for_test() as instance:
+        resources = build_resources(str(inp), str(out), fake_llm=True)
+        _, first = index_folder(resources, instance)
+        assert first.success
+        marker1 = read_marker(out)
+        saved = tmp_path / "entities.lance"
+        shutil.copytree(out / LANCEDB_DIR / "entities.lance", saved)
+        (inp / "stave1.txt").write_text(text[start + 2500:start + 5000], encoding="utf-8")
+        _, second = index_folder(resources, instance, force=True)
+        assert second.success
+    marker2 = read_marker(out)
+    assert marker2["build_id"] != marker1["build_id"]
+    assert marker2["lancedb"]["entities"]["version"] > marker1["lancedb"]["entities"]["version"]
+
+    def query(mode: str, where: Path = out) -> tuple[int, str]:
+        res = CliRunner().invoke(app, ["query", "Who was Marley?", "--output-dir", str(where),
+                                       "--mode", mode, "--json", "--fake-llm", "--cache-path",
+                                       str(tmp_path / "q.sqlite")])
+        return res.exit_code, res.stdout if res.exit_code == 0 else res.output
+
+    code, output = query("local")
+    assert code == 0, output
+    assert json.loads(output)["info"]["build_id"] == marker2["build_id"]
+    swapped = _copy(out, tmp_path / "swapped")
+    shutil.rmtree(swapped / LANCEDB_DIR / "entities.lance")
+    shutil.copytree(saved, swapped / LANCEDB_DIR / "entities.lance")
+    for mode in ("local", "multihop", "fused"):
+        code, output = query(mode, swapped)
+        assert code == 2 and "entities.lance" in output and "another build" in output, output
+        assert "Traceback" not in output
+    (out / f"{schemas.COMMUNITIES}.parquet").unlink()
+    code, output = query("local")
+    assert code == 2 and "communities.parquet" in output, output
