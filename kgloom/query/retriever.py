@@ -4,8 +4,9 @@
 same build, the query embedder the one that made the vectors) and keeps in memory what a
 long-lived query service would keep: the text units with their vectors and denormalized
 graph columns, and (on first use by a graph mode) the entity graph as a CSR adjacency.
-It reads only the published files (LanceDB tables and parquet), never the stage folders,
-writes nothing, and imports no Dagster.
+It reads only the published files (LanceDB tables and parquet) of one published build
+(:mod:`kgloom.builds`: the build ``build.json`` names when it opens, whatever is
+republished meanwhile), never the stage folders, writes nothing, and imports no Dagster.
 
 Every mode returns a :class:`RetrievalResult`: ranked text units (id, score, text,
 document) with the entities, relationships and hop depths that brought each one in, the

@@ -38,17 +38,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from kgloom import schemas
 from kgloom.builds import OPEN_RETRIES, Build, IndexChangedError
 from kgloom.llm import CachedLLM, Completion, PromptTemplate, StageStats, open_llm, structured_call
+from kgloom.publish.vectors import Embedder
 from kgloom.query import global_search as gs
 from kgloom.query.context import (LOCAL_SHARES, Context, ContextItem, Section, TokenCounter,
                                   check_budget, pack_context, refs_in, token_counter,
                                   verbalize_entity, verbalize_relationship, verbalize_report,
                                   verbalize_text_unit)
-from kgloom.publish.vectors import Embedder
 from kgloom.query.retriever import IndexFilesMissingError, RetrievalResult, Retriever
 from kgloom.query.routing import Route, route_question
 
