@@ -155,6 +155,10 @@ def test_cli_json_names_the_build(published, tmp_path):
                                        "--cache-path", str(tmp_path / "q.sqlite")])
         assert res.exit_code == 0, res.output
         assert json.loads(res.stdout)["info"]["build_id"] == build_id
+        res = CliRunner().invoke(app, ["query", QUESTION, "--output-dir", str(published),
+                                       "--mode", mode, "--fake-llm",
+                                       "--cache-path", str(tmp_path / "q.sqlite")])
+        assert res.exit_code == 0 and f"build {build_id}" in res.stdout, res.output
 
 
 # --- one build per reader ---------------------------------------------------------------
