@@ -192,11 +192,15 @@ def _exit_status(output_dir: str, rows: dict, report, input_dir: str) -> None:
                         "script without capital letters)")
     _loud(warnings)
     if not report.success:
+        for line in getattr(report, "errors", []):
+            typer.echo(f"error: {line}", err=True)
         typer.echo("error: a run failed; see the log above and `kgloom status`", err=True)
         raise typer.Exit(1)
     if not rows.get("documents"):
         failures_path = Path(output_dir) / "failures.parquet"
-        failed = (pl.read_parquet(failures_path).filter(pl.col("stage") == "documents")
+        from kgloom.storage import read_parquet
+
+        failed = (read_parquet(failures_path).filter(pl.col("stage") == "documents")
                   if failures_path.exists() else None)
         reasons = [f"  {r['item_id']}: {r['reason']}"
                    for r in (failed.head(10).iter_rows(named=True) if failed is not None else [])]
@@ -512,8 +516,10 @@ def query(ctx: typer.Context,
 
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError)
+    from kgloom.storage import UnreadableTableError
 
-    errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError)
+    errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError,
+              UnreadableTableError)
     if mode in SEARCH_MODES:
         _search(question, output_dir, mode, dynamic, level, answer, budget, as_json,
                 top_k, embedder_path, model_path, fake_llm, cache_path, errors, keep_parent)

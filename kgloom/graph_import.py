@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas, storage
+from kgloom.builds import publish_build
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.ids import content_id
 from kgloom.publish import tables
@@ -75,7 +76,7 @@ def read_graph_tables(nodes_path: str | Path, edges_path: str | Path
         suffix = path.suffix.lower()
         try:
             if suffix == ".parquet":
-                frames.append(pl.read_parquet(path))
+                frames.append(storage.read_parquet(path))
             elif suffix == ".csv":
                 frames.append(pl.read_csv(path, infer_schema_length=10_000))
             elif suffix in (".jsonl", ".ndjson"):
@@ -328,6 +329,7 @@ def import_graph(nodes: pl.DataFrame, edges: pl.DataFrame, output_dir: str | Pat
                    "output_dir": str(output_dir),
                    "seconds": round(time.perf_counter() - start, 3)}
         storage.write_json(summary, staging / IMPORT_SUMMARY)
+        publish_build(staging)  # readers of the new folder open this build
         _swap_in(staging, output_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -14,10 +14,8 @@ import json
 import time
 from pathlib import Path
 
-import polars as pl
-
 from kgloom import schemas
-from kgloom.storage import table_path, write_json
+from kgloom.storage import parquet_rows, table_path, write_json
 
 STAGES_DIR = "stages"  # intermediate tables and per-stage stats, under the output folder
 SUMMARY_TABLES = [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES, schemas.RELATIONSHIPS,
@@ -187,7 +185,7 @@ def build_index_summary(output_dir: str | Path) -> dict:
     that built them. ``kgloom index`` prints the calls of its own run separately.
     """
     stats = read_stage_stats(output_dir)
-    rows = {name: pl.scan_parquet(table_path(output_dir, name)).select(pl.len()).collect().item()
+    rows = {name: parquet_rows(table_path(output_dir, name))
             for name in SUMMARY_TABLES if table_path(output_dir, name).exists()}
     llm = {k: v["llm"] for k, v in stats.items() if v.get("llm")}
     backend = next((v["llm_backend"] for k, v in sorted(stats.items())

@@ -53,6 +53,7 @@ from kgloom.pipelines.asset_graph import ALL_ASSETS
 from kgloom.publish.publish_assets import graph_files, index_summary, vector_index
 from kgloom.reports.report_assets import community_reports
 from kgloom.definitions import build_resources
+from kgloom.builds import BUILDS_DIR
 from kgloom.lock import HOLDER_FILE
 from kgloom.pipelines.runner import index_folder, register_partitions
 
@@ -145,7 +146,8 @@ OUTPUTS: dict[str, dict[str, str]] = {
         "stats": "stages/vector_index.stats.json"},
     "index_summary": {
         "failures": "failures.parquet",
-        "summary": "index-summary.json"},
+        "summary": "index-summary.json",
+        "build_marker": "build.json"},
 }
 ASSETS = {"documents": documents, "text_units": text_units, "extracted_graph": extracted_graph,
           "corpus": corpus, "entity_graph": entity_graph, "communities": communities,
@@ -244,9 +246,11 @@ def template(path: str) -> str:
 LONG = 160  # characters: longer strings are kept as head + hash + length
 VECTOR_HEAD = 8  # vector components kept
 # JSON keys dropped: timings, the random build ids of the partition stage markers, and
-# the embedder's install path (this machine's venv; its "model" name is still compared)
+# the embedder's install path (this machine's venv; its "model" name is still compared);
+# of the build marker (build.json), its time stamps, folder, file sizes and digests
+# (parquet bytes vary with the polars version and today's date in communities.period)
 VOLATILE_KEYS = ("seconds", "share", "finished_at", "per_s", "threads", "build", "after",
-                 "model_path")
+                 "model_path", "published_at", "snapshot", "committed_at", "bytes", "digest")
 
 
 HEX_ID = re.compile(r"[0-9a-f]{64}")  # a SHA-256 id: kept as its first 16 digits
@@ -579,7 +583,8 @@ def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):
     by_path = built.log.by_path()
     files = {p.relative_to(built.out).as_posix() for p in built.out.rglob("*") if p.is_file()}
     other = {f for f in files if f.startswith(f"{LANCEDB}/") and ".lance/" in f
-             or f.startswith(LLM_CACHE) or Path(f).name in (HOLDER_FILE, ".kgloom.lock")}
+             or f.startswith(LLM_CACHE) or Path(f).name in (HOLDER_FILE, ".kgloom.lock")
+             or f.startswith(f"{BUILDS_DIR}/")}  # links to published files (kgloom.builds)
     assert files - other == set(by_path)
     declared = {(a, p) for a, names in OUTPUTS.items() for p in names.values()}
     for p, writers in by_path.items():

@@ -38,9 +38,10 @@ def _dead_url() -> str:
 
 
 def _outputs(out: Path) -> dict[str, bytes]:
-    """Every parquet table of an index (graph-wide and per partition), as bytes."""
+    """Every parquet table of an index (graph-wide and per partition), as bytes (not the
+    build folders' links to the same files, named by a random build id)."""
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.parquet"))
-            if "lancedb" not in p.parts}
+            if "lancedb" not in p.parts and "builds" not in p.parts}
 
 
 # ---------------------------------------------------------------- whole index through servers

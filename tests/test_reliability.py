@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -76,6 +77,22 @@ def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None
     pytest.fail(f"timed out waiting for: {what}")
 
 
+def wait_exit(proc: subprocess.Popen, log: Path, stall_s: float = 600.0) -> int:
+    """Wait for ``proc`` to exit while it makes progress: fail only when its ``log``
+    has not grown for ``stall_s`` seconds (a hung command), however long the whole run
+    takes on a loaded machine (a fixed 300 s wait failed at load 6-7 on 2 cores)."""
+    size, last_growth = -1, time.monotonic()
+    while proc.poll() is None:
+        now_size = log.stat().st_size if log.exists() else 0
+        if now_size != size:
+            size, last_growth = now_size, time.monotonic()
+        elif time.monotonic() - last_growth > stall_s:
+            pytest.fail(f"no progress for {stall_s:.0f} s (log {log}):\n"
+                        + log.read_text()[-3000:])
+        time.sleep(0.5)
+    return proc.returncode
+
+
 def llm_slot_holders(home: Path) -> set[str]:
     with open_instance(home) as instance:
         info = instance.event_log_storage.get_concurrency_info("llm")
@@ -92,8 +109,8 @@ def corpus(tmp_path: Path, name: str = "input") -> Path:
 def test_kill_9_mid_extraction_then_the_next_index_recovers(tmp_path, home, monkeypatch):
     inp, out = corpus(tmp_path), tmp_path / "out"
     first = start_index(home, inp, out, tmp_path / "first.log", 120)
-    try:
-        held = wait_for(lambda: llm_slot_holders(home), 120, "the llm pool slot", first)
+    try:  # a condition, with a bound only against a hang (startup takes ~20 s unloaded)
+        held = wait_for(lambda: llm_slot_holders(home), 900, "the llm pool slot", first)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
@@ -109,7 +126,8 @@ def test_kill_9_mid_extraction_then_the_next_index_recovers(tmp_path, home, monk
     assert "STARTED" in line and "process gone" in line and "kgloom index" in line
 
     second = start_index(home, inp, out, tmp_path / "second.log")
-    assert second.wait(timeout=300) == 0, (tmp_path / "second.log").read_text()[-3000:]
+    assert wait_exit(second, tmp_path / "second.log") == 0, \
+        (tmp_path / "second.log").read_text()[-3000:]
     log = (tmp_path / "second.log").read_text()
     assert f"recovered run {run_id[:8]}" in log and "its process is gone" in log
     with open_instance(home) as instance:
@@ -272,7 +290,8 @@ def test_two_index_commands_started_together_on_a_fresh_instance_both_succeed(tm
     procs = [start_index(home, inp, out, tmp_path / f"{out.name}.log") for out in outs]
     try:
         for proc, out in zip(procs, outs):
-            assert proc.wait(timeout=300) == 0, (tmp_path / f"{out.name}.log").read_text()[-3000:]
+            log = tmp_path / f"{out.name}.log"
+            assert wait_exit(proc, log) == 0, log.read_text()[-3000:]
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -416,11 +435,12 @@ def test_no_loadable_document_exits_nonzero_and_an_empty_graph_is_loud(tmp_path,
 
 
 HOLD = """
-import sys, time
+import select, sys
 from kgloom.lock import writer_lock
 with writer_lock(sys.argv[1], "kgloom index"):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    # until told to let go (a bound only against a test that died)
+    select.select([sys.stdin], [], [], float(sys.argv[2]))
 """
 
 
@@ -430,20 +450,47 @@ def probe(index: IndexConfigResource) -> None:
     (index.out / "probe.txt").write_text("written while holding the lock")
 
 
+def _release_when_the_run_waits(instance: dg.DagsterInstance, holder: subprocess.Popen,
+                                seen: list[str], stop: threading.Event) -> None:
+    """Poll the instance's event log until a run logs that it waits for the output
+    folder; then (or when ``stop`` is set) tell ``holder`` to release the lock."""
+    try:
+        while not stop.is_set():
+            for run in instance.get_runs():
+                for entry in instance.all_logs(run.run_id):
+                    if "waiting for the output folder" in (entry.user_message or ""):
+                        seen.append(entry.user_message)
+                        return
+            time.sleep(0.2)
+    finally:
+        holder.stdin.write("release\n")
+        holder.stdin.flush()
+
+
 def test_a_dagster_run_waits_for_the_writer_lock_and_logs_the_holder(tmp_path):
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out), "4"], text=True,
-                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out), "1800"], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert holder.stdout.readline().strip() == "held"
-    t0 = time.monotonic()
+    seen: list[str] = []
+    stop = threading.Event()
     with dg.instance_for_test() as instance:
-        result = dg.materialize([probe], instance=instance, resources={
-            "index": IndexConfigResource(input_dir=str(tmp_path), output_dir=str(out))})
-        waited = time.monotonic() - t0
+        # the lock is held until the run reports that it waits (not for a fixed time)
+        releaser = threading.Thread(target=_release_when_the_run_waits,
+                                    args=(instance, holder, seen, stop), daemon=True)
+        releaser.start()
+        try:
+            result = dg.materialize([probe], instance=instance, resources={
+                "index": IndexConfigResource(input_dir=str(tmp_path), output_dir=str(out))})
+        finally:
+            stop.set()
+            releaser.join(timeout=60)
         logs = [e.user_message for e in instance.all_logs(result.run_id)]
         run = instance.get_run_by_id(result.run_id)
-    holder.wait(timeout=30)
+    holder.wait(timeout=60)
+    assert seen, "the lock was released before the run said it waits"
     assert result.success and (out / "probe.txt").exists()
-    assert holder.returncode == 0 and waited > 1  # it did wait for the holder
+    assert holder.returncode == 0
     assert any(f"pid {holder.pid}" in m and "(kgloom index)" in m for m in logs), logs
     assert run.tags["kgloom/pid"] == str(os.getpid())  # the run records its process

@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote
 import polars as pl
 
 from kgloom import schemas
+from kgloom.storage import read_parquet
 from kgloom.config import IndexSettings
 from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
 from kgloom.extraction.extract import STAGE as LAST_STAGE  # a partition is complete after it
@@ -382,7 +383,7 @@ def read_partitions(output_dir: str | Path, keys: list[str], table: str,
     for key in sorted(keys):
         path = partitions_root(output_dir) / quote(key, safe="") / f"{table}.parquet"
         if path.exists():
-            df = pl.read_parquet(path)
+            df = read_parquet(path)
             # a partition written before a column was added (e.g. documents.encoding)
             # reads it as null rather than failing the graph refresh
             df = df.with_columns(pl.lit(None, dtype=t).alias(c)

@@ -315,3 +315,40 @@ def _link_children(rows: list[dict]) -> None:
     for r in rows:
         r["children"] = sorted(children.get(r["community"], []))
         r["human_readable_id"] = r["community"]
+
+
+def community_structure(entities: pl.DataFrame, relationships: pl.DataFrame,
+                        communities: pl.DataFrame) -> tuple[bool, dict, str]:
+    """Whether the communities group anything: the check behind the ``communities``
+    asset's WARN check ``communities_group_entities``.
+
+    Args:
+        entities: ENTITIES_SCHEMA frame (n rows).
+        relationships: RELATIONSHIPS_SCHEMA frame (m rows).
+        communities: COMMUNITIES_SCHEMA frame of :func:`hierarchical_leiden`.
+
+    Returns:
+        (passed, metadata, description). Fails when there are entities but no
+        relationship (an edgeless graph: Leiden can only put each entity alone), or
+        when every level-0 community holds one entity; then each community report
+        describes a single entity and global search has no cross-entity summary to
+        read. An empty graph passes here (the extraction checks and the CLI say so).
+    """
+    level0 = communities.filter(pl.col("level") == 0) if communities.height else communities
+    singletons = level0.filter(pl.col("size") <= 1).height if level0.height else 0
+    meta = {"entities": entities.height, "relationships": relationships.height,
+            "level_0_communities": level0.height, "singleton_communities": singletons}
+    if not entities.height:
+        return True, meta, "no entity"
+    if not relationships.height:
+        return False, meta, (
+            f"the graph has {entities.height} entities and no relationship: every "
+            "community is a single entity, so community reports and global search "
+            "summarize nothing across entities (the text named no related pair)")
+    if level0.height and singletons == level0.height:
+        return False, meta, (
+            f"all {level0.height} level-0 communities hold a single entity "
+            f"({relationships.height} relationships link none of them into groups): "
+            "community reports and global search summarize nothing across entities")
+    return True, meta, (f"{level0.height} level-0 communities, {singletons} of a single "
+                        "entity")

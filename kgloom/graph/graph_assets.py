@@ -10,7 +10,7 @@ import polars as pl
 from kgloom import schemas
 from kgloom.corpus.corpus_asset import corpus
 from kgloom.extraction.claims import build_covariates
-from kgloom.graph.communities import hierarchical_leiden
+from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
 from kgloom.graph.summaries import STAGE as SUMMARIES_STAGE
 from kgloom.graph.summaries import VERIFY_STAGE
@@ -102,9 +102,12 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             dict(aliases.group_by("method").len().sort("method").iter_rows()))})
 
 
-@dg.asset(group_name="graph", deps=["entities", "relationships"], kinds={"igraph", "parquet"})
-def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
-    """Hierarchical Leiden: every level a partition of all entities (igraph Leiden, seeded)."""
+@dg.asset(group_name="graph", deps=["entities", "relationships"], kinds={"igraph", "parquet"},
+          check_specs=[dg.AssetCheckSpec("communities_group_entities", asset="communities")])
+def communities(context: dg.AssetExecutionContext, index: IndexConfigResource):
+    """Hierarchical Leiden: every level a partition of all entities (igraph Leiden, seeded).
+    WARN check ``communities_group_entities``: an edgeless graph, or one whose level-0
+    communities are all single entities (:func:`community_structure`)."""
     clock = Timer.started()
     s = index.settings()
     ents = read_table(index.out, schemas.ENTITIES)
@@ -114,7 +117,7 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
     write_table(comms, index.out, schemas.COMMUNITIES)
     write_stage_stats(index.out, "communities", clock.elapsed, **stats)
     sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))
-    return dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships"),
         "rows": comms.height, "levels": stats.get("levels", 0),
         "level_0_modularity": round(stats["modularity_per_level"][0], 4) if comms.height else 0.0,
@@ -126,3 +129,9 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource) -
         "sizes": preview(comms.group_by("level").agg(
             communities=pl.len(), max_size=pl.col("size").max()).sort("level"),
             ["level", "communities", "max_size"])})
+    ok, meta, text = community_structure(ents, rels, comms)
+    if not ok:
+        context.log.warning(text)
+    yield dg.AssetCheckResult(check_name="communities_group_entities", passed=ok,
+                              metadata=meta, severity=dg.AssetCheckSeverity.WARN,
+                              description=text)

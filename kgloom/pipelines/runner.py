@@ -19,7 +19,8 @@ import dagster as dg
 from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
-from kgloom.corpus.partitions import (InputDiff, diff_inputs, manifest_hashes,
+from kgloom.builds import publish_build, read_marker
+from kgloom.corpus.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
                                       remove_refused_partitions, scan_inputs,
                                       settings_fingerprint)
 from kgloom.pipelines.asset_graph import ALL_ASSETS
@@ -120,6 +121,7 @@ class RunReport:
     graph_up_to_date: bool = False  # the refresh found nothing stale and ran nothing
     interrupted: bool = False  # a run was stopped by SIGINT/SIGTERM; nothing ran after it
     warnings: list[str] = field(default_factory=list)  # failed WARN asset checks
+    errors: list[str] = field(default_factory=list)  # "<step>: <why>" of each failed step
 
     @property
     def success(self) -> bool:
@@ -145,6 +147,22 @@ def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
                 return True
             error = error.cause
     return False
+
+
+def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    """``<step>: <message>`` of each failed step, the message of the error that caused
+    Dagster's wrapper (e.g. kgloom's disk-full message naming the folder)."""
+    lines = []
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None and \
+                error.cls_name == "DagsterExecutionStepExecutionError":
+            error = error.cause
+        if error is not None:
+            lines.append(f"{event.step_key}: {error.message.strip()}")
+    return lines
 
 
 def _warnings(result: dg.ExecuteInProcessResult) -> list[str]:
@@ -200,6 +218,7 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
             run_config=run_config_for_logs(verbose))
         report.partition_runs[key] = result.run_id
         report.warnings += _warnings(result)
+        report.errors += _errors(result)
         if not result.success:
             report.failed_partitions.append(key)
             if _interrupted(result):
@@ -237,6 +256,9 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
         stale = [k for k in stale if k != REPORTS_KEY]
     if not stale:
         report.graph_up_to_date = True
+        out = resources["index"].out
+        if read_marker(out) is None and (out / "index-summary.json").exists():
+            publish_build(out)  # an index published before build markers: mark it now
         return report
     selection = rerun_selection(stale)
     if not reports:
@@ -253,6 +275,7 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
                                  for k in a.keys)
     report.interrupted = _interrupted(result)
     report.warnings += _warnings(result)
+    report.errors += _errors(result)
     return report
 
 

@@ -7,6 +7,7 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
+from kgloom.builds import publish_build
 from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, embedder_time,
                                      graph_inputs_of, preview, progress)
 from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
@@ -14,7 +15,8 @@ from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
                                    vectors_valid, write_graphml, write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
 from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
-from kgloom.storage import read_table, write_json, write_table
+from kgloom.storage import (disk_full_error, is_disk_full, read_parquet, read_table,
+                            write_json, write_table)
 
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"
@@ -82,8 +84,14 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     emb = embedder.load()
     emb_seconds_before = emb.seconds  # the loaded embedder is shared by the stages of a process
     db_path = out / LANCEDB_DIR
-    written, expected = sync_index(out, emb, progress=lambda t: progress(context, f"vectors {t}"),
-                                   log=context.log.info)
+    try:
+        written, expected = sync_index(out, emb,
+                                       progress=lambda t: progress(context, f"vectors {t}"),
+                                       log=context.log.info)
+    except Exception as exc:  # LanceDB reports a full disk in its own words
+        if is_disk_full(exc):
+            raise disk_full_error(db_path, None, exc) from exc
+        raise
     stats = write_stage_stats(out, "vector_index", clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
                               **embedder_time(emb, emb_seconds_before))
@@ -112,15 +120,21 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
           kinds={"json", "parquet"})
 def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
     """failures.parquet (every stage's failures) and index-summary.json (reads every
-    published table and stage's stats)."""
+    published table and stage's stats), then, last of every publish, the build marker
+    build.json (:func:`kgloom.builds.publish_build`): from then on readers open this
+    build."""
     out, sd = index.out, index.corpus_folder
     parts = sorted(sd.glob(f"{schemas.FAILURES}.*.parquet"))
-    failures = (pl.concat([pl.read_parquet(p) for p in parts]) if parts
+    failures = (pl.concat([read_parquet(p) for p in parts]) if parts
                 else schemas.empty(schemas.FAILURES_SCHEMA))
     write_table(failures, out, schemas.FAILURES)
     summary = build_index_summary(out)
     write_json(summary, out / SUMMARY_FILE)
+    marker = publish_build(out)
+    context.log.info(f"published build {marker['build_id']} ({len(marker['tables'])} tables, "
+                     f"LanceDB versions {({k: v['version'] for k, v in marker['lancedb'].items()})})")
     return dg.MaterializeResult(metadata={
+        "build_id": marker["build_id"],
         GRAPH_INPUTS: graph_inputs_of(context, "vector_index"),
         "failures": failures.height, "llm_calls": summary["llm_calls"],
         "llm_cache_hits": summary["llm_cache_hits"],

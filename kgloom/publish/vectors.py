@@ -213,8 +213,11 @@ def _slices(source: Source, rows: int) -> Callable[[], Iterator[pl.DataFrame]]:
     def read() -> Iterator[pl.DataFrame]:
         import pyarrow.parquet as pq
 
-        for batch in pq.ParquetFile(str(source)).iter_batches(batch_size=rows):
-            yield pl.from_arrow(batch)
+        from kgloom.storage import named_parquet
+
+        with named_parquet(source):
+            for batch in pq.ParquetFile(str(source)).iter_batches(batch_size=rows):
+                yield pl.from_arrow(batch)
     return read
 
 
@@ -223,7 +226,10 @@ def _empty_frame(source: Source) -> pl.DataFrame:
         return source.head(0)
     import pyarrow.parquet as pq
 
-    return pl.from_arrow(pq.read_schema(str(source)).empty_table())
+    from kgloom.storage import named_parquet
+
+    with named_parquet(source):
+        return pl.from_arrow(pq.read_schema(str(source)).empty_table())
 
 
 def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
@@ -611,7 +617,7 @@ def sync_index(output_dir: str | Path, embedder: Embedder,
     Raises:
         FileNotFoundError: when ``text_units.parquet`` or ``entities.parquet`` is missing.
     """
-    from kgloom.storage import table_path
+    from kgloom.storage import parquet_rows, table_path
 
     out = Path(output_dir)
     db_path = out / LANCEDB_DIR
@@ -627,7 +633,7 @@ def sync_index(output_dir: str | Path, embedder: Embedder,
             raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
         else:  # read a batch at a time: a big index's text units never sit in memory
             source = path
-            expected[table] = pl.scan_parquet(path).select(pl.len()).collect().item()
+            expected[table] = parquet_rows(path)
         written[table] = w = sync_lancedb(db_path, table, source, text_expr, embedder,
                                           progress=progress(table) if progress else None)
         write_flat_snapshot(db_path, table)  # what a cold query reads instead of LanceDB

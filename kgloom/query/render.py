@@ -52,7 +52,8 @@ def render_result(result: RetrievalResult) -> str:
     elif used != "vector" or result.mode in ("multihop", "ppr", "hybrid"):
         lines.append("linked: none")
     lines.append("search: " + ", ".join(f"{t} {k}" for t, k in info.get("ann", {}).items())
-                 + f"; graph {info.get('graph_backend')}; {info.get('seconds', 0):.3f} s")
+                 + f"; graph {info.get('graph_backend')}; {info.get('seconds', 0):.3f} s"
+                 + f"; build {info.get('build_id') or 'unmarked'}")
     rows = []
     for r in result.text_units.iter_rows(named=True):
         brought = [title.get(e, e[:8]) for e in r["entity_ids"][:MAX_BROUGHT_BY]]
@@ -81,7 +82,8 @@ def render_search(result: SearchResult, context_only: bool = False) -> str:
     what each citation points to, the LLM calls per stage; with ``context_only`` the
     context the model would read (global search: each map batch of reports)."""
     info = result.info
-    lines = [f"route: {result.route} ({result.route_reason})"]
+    lines = [f"route: {result.route} ({result.route_reason}); build "
+             f"{info.get('build_id') or 'unmarked'}"]
     if info.get("fallback"):
         lines.append(f"fallback: {info['fallback']}")
     sel = info.get("selection")

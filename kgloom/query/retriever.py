@@ -4,8 +4,9 @@
 same build, the query embedder the one that made the vectors) and keeps in memory what a
 long-lived query service would keep: the text units with their vectors and denormalized
 graph columns, and (on first use by a graph mode) the entity graph as a CSR adjacency.
-It reads only the published files (LanceDB tables and parquet), never the stage folders,
-writes nothing, and imports no Dagster.
+It reads only the published files (LanceDB tables and parquet) of one published build
+(:mod:`kgloom.builds`: the build ``build.json`` names when it opens, whatever is
+republished meanwhile), never the stage folders, writes nothing, and imports no Dagster.
 
 Every mode returns a :class:`RetrievalResult`: ranked text units (id, score, text,
 document) with the entities, relationships and hop depths that brought each one in, the
@@ -46,15 +47,16 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
-from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY,
-                                    LANCEDB_DIR, VECTOR_TABLES, Embedder, ExternalVectors,
-                                    flat_snapshot_path, read_embedder_manifest,
-                                    read_flat_snapshot, search_vectors, vector_index_type)
+from kgloom.builds import (OPEN_RETRIES, Build, IndexChangedError,  # noqa: F401 (re-exported)
+                           IndexFilesMissingError, IndexInconsistentError)
 from kgloom.publish.fast_embedder import WindowedEmbedder, query_embedder
+from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDER_MANIFEST, EMBEDDING_KEY,
+                                    EXTERNAL_VECTORS_KEY, LANCEDB_DIR, VECTOR_TABLES, Embedder,
+                                    ExternalVectors, flat_snapshot_path, read_flat_snapshot,
+                                    search_vectors, vector_index_type)
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
 from kgloom.query.modes import GRAPH_BACKENDS, RETRIEVAL_MODES, check_mode, one_of
-from kgloom.storage import table_path
 
 # the modes of the one registry (kgloom.query.modes) that take a question alone;
 # retrieve() also runs two_step
@@ -153,14 +155,6 @@ RELATIONSHIP_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "target": pl.String, "weight": pl.Float64, "hop_depth": pl.Int64}
 
 
-class IndexFilesMissingError(FileNotFoundError):
-    """The output folder lacks a file a mode needs; the message names each one."""
-
-
-class IndexInconsistentError(ValueError):
-    """The output folder's tables come from different builds (a half-written index)."""
-
-
 class EmbedderMismatchError(ValueError):
     """The query embedder is not the one that embedded the index; names both."""
 
@@ -246,11 +240,22 @@ class Retriever:
     modes are the ``*_by_vector`` ones. A handle serves one call at a time (use one per
     thread).
 
+    The handle reads one published build (:mod:`kgloom.builds`): the one the output
+    folder's ``build.json`` names when it is opened (``self.build``), parquet tables
+    from that build's folder and LanceDB tables checked out at that build's versions,
+    so a republish while it is open changes nothing it reads. Every result's
+    ``info["build_id"]`` names that build (None for a folder without a marker, read
+    from its live files). When the build changes while the handle is being opened, it
+    opens the new one (:data:`kgloom.builds.OPEN_RETRIES` tries).
+
     Raises:
         IndexFilesMissingError: no LanceDB ``text_units`` table (names the path and the
-            command that builds it).
+            command that builds it), or a table the build lists is missing.
+        IndexChangedError: the index was republished during every try to open it, or
+            (later, from a graph mode's first use) this handle's build was pruned.
         EmbedderMismatchError: the index was embedded by another model or dimension.
-        IndexInconsistentError: LanceDB and parquet text units differ (half-written).
+        IndexInconsistentError: LanceDB and parquet text units differ (half-written),
+            or a table is not the one the build recorded.
         ValueError: an unknown graph_backend.
     """
 
@@ -273,14 +278,21 @@ class Retriever:
             raise IndexFilesMissingError(
                 f"{self.db_path / 'text_units.lance'} is missing: this is not a finished kgloom "
                 f"index (the vector_index asset writes it; run `kgloom index`)")
-        self._db = None  # LanceDB, opened on first need (its import costs seconds)
-        self._tables: dict[str, Any] = {}
-        # a flat index's vectors as written beside it (read_flat_snapshot); None: LanceDB
-        self._flat: dict[str, np.ndarray] = {}
-        self._flat_ids: dict[str, list[str]] = {}  # row ids of _flat["entities"]
-        self.ann: dict[str, str] = {}
-        self.embedder = self._open_embedder(embedder)
-        self._load_units()
+        for attempt in range(OPEN_RETRIES):
+            self.build = Build.open(self.output_dir)
+            self._db = None  # LanceDB, opened on first need (its import costs seconds)
+            self._tables: dict[str, Any] = {}
+            # a flat index's vectors as written beside it (read_flat_snapshot); None: LanceDB
+            self._flat: dict[str, np.ndarray] = {}
+            self._flat_ids: dict[str, list[str]] = {}  # row ids of _flat["entities"]
+            self.ann: dict[str, str] = {}
+            try:
+                self.embedder = self._open_embedder(embedder)
+                self._load_units()
+                break
+            except IndexChangedError:
+                if attempt == OPEN_RETRIES - 1:
+                    raise
         self._graph: dict[str, Any] | None = None
         self._linker: NameLinker | None = None
         self._titles: dict[str, str] | None = None
@@ -295,7 +307,7 @@ class Retriever:
 
             if self._db is None:
                 self._db = lancedb.connect(str(self.db_path))
-            self._tables[name] = self._db.open_table(name)
+            self._tables[name] = self.build.lancedb_table(self._db, name)
         return self._tables[name]
 
     @property
@@ -305,7 +317,7 @@ class Retriever:
     def _stored_dim(self) -> int:
         """The vector width of the index's text units: from the manifest when it names
         one, else from the LanceDB table."""
-        manifest = read_embedder_manifest(self.db_path)
+        manifest = self.build.read_json(EMBEDDER_MANIFEST)
         if manifest and manifest.get("dim") and manifest.get("key") != EXTERNAL_VECTORS_KEY \
                 and flat_snapshot_path(self.db_path, "text_units").exists():
             return int(manifest["dim"])
@@ -313,7 +325,7 @@ class Retriever:
 
     def _open_embedder(self, embedder: Embedder | str | Path | None
                        ) -> Embedder | ExternalVectors:
-        manifest = read_embedder_manifest(self.db_path)
+        manifest = self.build.read_json(EMBEDDER_MANIFEST)
         stored_dim = self._stored_dim()
         if embedder is None and manifest and manifest.get("key") == EXTERNAL_VECTORS_KEY:
             return ExternalVectors(stored_dim)  # an imported graph: queried by vector only
@@ -352,10 +364,11 @@ class Retriever:
     def _load_units(self) -> None:
         cols = ["id", "text", "document_id", "kg_node_ids", "neighbor_entity_ids",
                 "neighbor_triples"]
-        parquet = table_path(self.output_dir, schemas.TEXT_UNITS)
+        parquet = self.build.live_path(schemas.TEXT_UNITS)
+        has_parquet = self.build.has(schemas.TEXT_UNITS)
         flat = None
-        if parquet.exists():  # the snapshot holds exactly these rows' vectors, or is unused
-            units = pl.read_parquet(parquet, columns=cols)
+        if has_parquet:  # the snapshot holds exactly this build's rows' vectors, or is unused
+            units = self.build.read(schemas.TEXT_UNITS, columns=cols)
             flat = read_flat_snapshot(self.db_path, "text_units", units,
                                       VECTOR_TABLES["text_units"][1], self.embedder.key)
         if flat is not None:
@@ -376,16 +389,15 @@ class Retriever:
                 np.zeros((0, dim), dtype=np.float32)
             units = pl.from_arrow(arrow.drop(["vector"]))
             assert isinstance(units, pl.DataFrame)
-        if parquet.exists() and flat is None:
-            ids = pl.read_parquet(parquet, columns=["id"])["id"]
+        if has_parquet and flat is None:
+            ids = self.build.read(schemas.TEXT_UNITS, columns=["id"])["id"]
             if ids.len() != units.height or set(ids.to_list()) != set(units["id"].to_list()):
                 raise IndexInconsistentError(
                     f"half-written index: {parquet} has {ids.len()} text units but the LanceDB "
                     f"text_units table has {units.height} (or other ids); re-run `kgloom index`")
         titles = {}
-        docs = table_path(self.output_dir, schemas.DOCUMENTS)
-        if docs.exists():
-            d = pl.read_parquet(docs, columns=["id", "title"])
+        if self.build.has(schemas.DOCUMENTS):
+            d = self.build.read(schemas.DOCUMENTS, columns=["id", "title"])
             titles = dict(zip(d["id"].to_list(), d["title"].to_list()))
         self.units = units.with_columns(
             pl.col("document_id").replace_strict(titles, default=None, return_dtype=pl.String)
@@ -405,16 +417,14 @@ class Retriever:
         """Entity id -> title from entities.parquet ({} when the index has none); read
         once. one_hop uses it only to name entities in its result."""
         if self._titles is None:
-            path = table_path(self.output_dir, schemas.ENTITIES)
             self._titles = {}
-            if path.exists():
-                e = pl.read_parquet(path, columns=["id", "title"])
+            if self.build.has(schemas.ENTITIES):
+                e = self.build.read(schemas.ENTITIES, columns=["id", "title"])
                 self._titles = dict(zip(e["id"].to_list(), e["title"].to_list()))
         return self._titles
 
     def _require(self, names: list[str]) -> None:
-        missing = [str(table_path(self.output_dir, n)) for n in names
-                   if not table_path(self.output_dir, n).exists()]
+        missing = [str(self.build.live_path(n)) for n in names if not self.build.has(n)]
         if not (self.db_path / "entities.lance").exists():
             missing.append(str(self.db_path / "entities.lance"))
         if missing:
@@ -447,11 +457,10 @@ class Retriever:
 
         self._require([schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.GRAPH_NODES,
                        schemas.GRAPH_EDGES])
-        nodes = pl.read_parquet(table_path(self.output_dir, schemas.GRAPH_NODES),
-                                columns=["node_key", "entity_id", "title"])
-        entities = pl.read_parquet(table_path(self.output_dir, schemas.ENTITIES),
-                                   columns=["id", "title", "type", "description"])
-        edges = pl.read_parquet(table_path(self.output_dir, schemas.GRAPH_EDGES))
+        b = self.build
+        nodes = b.read(schemas.GRAPH_NODES, columns=["node_key", "entity_id", "title"])
+        entities = b.read(schemas.ENTITIES, columns=["id", "title", "type", "description"])
+        edges = b.read(schemas.GRAPH_EDGES)
         if nodes.height != entities.height or not nodes["node_key"].equals(
                 pl.Series("node_key", range(nodes.height), dtype=pl.Int64)):
             raise IndexInconsistentError(
@@ -463,6 +472,10 @@ class Retriever:
             raise IndexInconsistentError(
                 f"half-written index: text units mention {len(unknown)} entities missing from "
                 f"graph-nodes.parquet (e.g. {unknown[0]}); re-run `kgloom index`")
+        if not nodes["entity_id"].sort().equals(entities["id"].sort(), check_names=False):
+            raise IndexInconsistentError(
+                "half-written index: graph-nodes.parquet and entities.parquet hold "
+                "different entity ids (tables of two builds); re-run `kgloom index`")
         flat = read_flat_snapshot(self.db_path, "entities", entities,
                                   VECTOR_TABLES["entities"][1], self.embedder.key)
         entity_table = None if flat is not None else self._table("entities")
@@ -486,8 +499,14 @@ class Retriever:
             self._flat_ids["entities"] = ids
         else:
             ev = entity_table.to_arrow().select(["id", "vector"])
-            col = ev.column("vector").combine_chunks()
             ids = ev.column("id").to_pylist()
+            strangers = [i for i in ids if i not in node_of]
+            if strangers:  # a LanceDB entities table of another build
+                raise IndexInconsistentError(
+                    f"half-written index: the LanceDB entities table holds {len(strangers)} "
+                    f"entities missing from entities.parquet (e.g. {strangers[0]}); its rows "
+                    "come from another build; re-run `kgloom index`")
+            col = ev.column("vector").combine_chunks()
             mat = col.flatten().to_numpy(zero_copy_only=False).reshape(
                 len(col), col.type.list_size).astype(np.float32) if len(col) else \
                 np.zeros((0, col.type.list_size), dtype=np.float32)
@@ -502,9 +521,8 @@ class Retriever:
                               shape=(self.units.height, nodes.height))
         df = np.asarray(incidence.sum(axis=0)).ravel()
         aliases = None
-        alias_path = table_path(self.output_dir, schemas.ENTITY_ALIASES)
-        if alias_path.exists():
-            aliases = pl.read_parquet(alias_path, columns=["alias", "entity_id"])
+        if b.has(schemas.ENTITY_ALIASES):
+            aliases = b.read(schemas.ENTITY_ALIASES, columns=["alias", "entity_id"])
         self._linker = NameLinker(entities.select("id", "title"), aliases)
         return {"nodes": nodes, "node_of": node_of, "edges": edges, "adj": adj,
                 "entity_ids": nodes["entity_id"].to_list(), "titles": nodes["title"].to_list(),
@@ -621,6 +639,7 @@ class Retriever:
         info.setdefault("fallback", None)
         info["ann"] = dict(self._searched)
         info["graph_backend"] = self.graph_backend
+        info["build_id"] = self.build.build_id
         info["seconds"] = round(time.perf_counter() - start, 6)
         return RetrievalResult(
             question, mode, units,
@@ -772,8 +791,12 @@ class Retriever:
             return alg.attribute_levels(g["adj"], levels[:depth + 1], seeds)
         from kgloom.query.multihop import bfs_keys
 
-        found = bfs_keys(self.output_dir, seeds, depth, threads=self.bfs_threads,
-                         first_hop=None if first_hop is None else first_hop.tolist())
+        try:  # over this build's graph-edges.parquet
+            found = bfs_keys(self.build.folder, seeds, depth, threads=self.bfs_threads,
+                             first_hop=None if first_hop is None else first_hop.tolist())
+        except FileNotFoundError:
+            self.build.gone(self.build.path(schemas.GRAPH_EDGES))
+            raise  # unreachable: gone() raises
         levels = alg.hop_levels(found["node_key"].to_numpy(), found["hops"].to_numpy())
         return alg.attribute_levels(g["adj"], levels, seeds)
 

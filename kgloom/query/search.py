@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from kgloom import schemas
+from kgloom.builds import OPEN_RETRIES, Build, IndexChangedError
 from kgloom.llm import CachedLLM, Completion, PromptTemplate, StageStats, open_llm, structured_call
+from kgloom.publish.vectors import Embedder
 from kgloom.query import global_search as gs
 from kgloom.query.context import (LOCAL_SHARES, Context, ContextItem, Section, TokenCounter,
                                   check_budget, pack_context, refs_in, token_counter,
@@ -50,7 +51,6 @@ from kgloom.query.context import (LOCAL_SHARES, Context, ContextItem, Section, T
 from kgloom.query.modes import SEARCH_MODES, check_mode  # the one registry of modes
 from kgloom.query.retriever import IndexFilesMissingError, RetrievalResult, Retriever
 from kgloom.query.routing import Route, route_question
-from kgloom.storage import table_path
 
 QUERY_CACHE_FILE = "query_cache.sqlite"
 SEARCH_STAGES = ("search_route", "search_rate", "search_map", "search_answer")
@@ -246,51 +246,80 @@ class SearchIndex:
     """
 
     def __init__(self, retriever: Retriever) -> None:
-        out = retriever.output_dir
+        b = retriever.build  # the Retriever's build: every table from the same publish
         self.entities: dict[str, dict[str, Any]] = {}
         self.relationships: dict[str, dict[str, Any]] = {}
-        if table_path(out, schemas.ENTITIES).exists():
-            e = pl.read_parquet(table_path(out, schemas.ENTITIES),
-                                columns=["id", "human_readable_id", "title", "type",
-                                         "description", "degree", "pagerank", "text_unit_ids"])
+        self.missing = _missing_tables(b)
+        if b.has(schemas.ENTITIES):
+            e = b.read(schemas.ENTITIES, columns=["id", "human_readable_id", "title", "type",
+                                                  "description", "degree", "pagerank",
+                                                  "text_unit_ids"])
             self.entities = {r["id"]: r for r in e.iter_rows(named=True)}
-        if table_path(out, schemas.RELATIONSHIPS).exists():
-            r = pl.read_parquet(table_path(out, schemas.RELATIONSHIPS),
-                                columns=["id", "human_readable_id", "source", "target",
-                                         "description", "weight", "combined_degree", "kind"])
+        if b.has(schemas.RELATIONSHIPS):
+            r = b.read(schemas.RELATIONSHIPS, columns=["id", "human_readable_id", "source",
+                                                       "target", "description", "weight",
+                                                       "combined_degree", "kind"])
             self.relationships = {x["id"]: x for x in r.iter_rows(named=True)}
-        units = table_path(out, schemas.TEXT_UNITS)
-        if units.exists():
-            u = pl.read_parquet(units, columns=["id", "human_readable_id"])
+        if b.has(schemas.TEXT_UNITS):
+            u = b.read(schemas.TEXT_UNITS, columns=["id", "human_readable_id"])
             self.unit_number = dict(zip(u["id"].to_list(), u["human_readable_id"].to_list()))
         else:
             self.unit_number = {uid: i for i, uid in enumerate(retriever.col["id"])}
         self.communities_of: dict[str, list[int]] = {}
         self.tree: gs.CommunityTree | None = None
         self.no_reports_reason = ""
-        comm_path = table_path(out, schemas.COMMUNITIES)
-        rep_path = table_path(out, schemas.COMMUNITY_REPORTS)
+        comm_path = b.live_path(schemas.COMMUNITIES)
+        rep_path = b.live_path(schemas.COMMUNITY_REPORTS)
         communities = None
-        if comm_path.exists():
-            communities = pl.read_parquet(comm_path, columns=["community", "level", "parent",
-                                                              "children", "entity_ids"])
+        if b.has(schemas.COMMUNITIES):
+            communities = b.read(schemas.COMMUNITIES, columns=["community", "level", "parent",
+                                                               "children", "entity_ids"])
             for c, ents in zip(communities["community"].to_list(),
                                communities["entity_ids"].to_list()):
                 for e in ents or []:
                     self.communities_of.setdefault(e, []).append(c)
-        if not rep_path.exists():
+        if not b.has(schemas.COMMUNITY_REPORTS):
             self.no_reports_reason = (f"this index has no community reports ({rep_path} is "
                                       "missing; `kgloom index` writes them unless --no-reports)")
         elif communities is None or not communities.height:
             self.no_reports_reason = f"this index has no communities ({comm_path})"
         else:
-            reports = pl.read_parquet(rep_path)
+            reports = b.read(schemas.COMMUNITY_REPORTS)
             tree = gs.CommunityTree(reports, communities)
             if len(tree):
                 self.tree = tree
             else:
                 self.no_reports_reason = (f"{rep_path} holds no report of a community in "
                                           f"{comm_path}")
+
+
+# The tables local and global search read besides the text units (module doc).
+SEARCH_TABLES = (schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.COMMUNITIES,
+                 schemas.COMMUNITY_REPORTS)
+# Graph tables: an index with any of them is a graph index, which needs all of
+# SEARCH_TABLES but the reports (an index built with --no-reports has none).
+_GRAPH_TABLES = (schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.COMMUNITIES,
+                 schemas.GRAPH_NODES, schemas.GRAPH_EDGES)
+
+
+def _missing_tables(build: Build) -> list[str]:
+    """The live paths of the tables of :data:`SEARCH_TABLES` a half-written or damaged
+    index lacks.
+
+    A published build (with a marker) needs every one its marker lists. A folder
+    without a marker (an older kgloom's, or one written by hand): none for a
+    vector-only index (no graph table at all); otherwise entities, relationships and
+    communities, and the community reports when its ``index-summary.json`` counted
+    report rows."""
+    if build.marker:
+        return build.missing(list(SEARCH_TABLES))
+    if not any(build.live_path(n).exists() for n in _GRAPH_TABLES):
+        return []
+    need = [schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.COMMUNITIES]
+    summary = build.read_json("index-summary.json") or {}
+    if (summary.get("rows") or {}).get(schemas.COMMUNITY_REPORTS):
+        need.append(schemas.COMMUNITY_REPORTS)
+    return build.missing(need)
 
 
 Progress = Callable[[dict[str, Any]], None]
@@ -320,8 +349,16 @@ class Searcher:
                  graph_backend: str = "memory", cache_path: str | Path | None = None,
                  model_path: str | None = None, fake_llm: bool = False, n_ctx: int = 4096,
                  n_threads: int | None = None) -> None:
-        self.retriever = Retriever(output_dir, embedder, graph_backend=graph_backend)
-        self.index = SearchIndex(self.retriever)
+        for attempt in range(OPEN_RETRIES):  # the Retriever's build, whole, or the next one
+            self.retriever = Retriever(output_dir, embedder, graph_backend=graph_backend)
+            if isinstance(self.retriever.embedder, Embedder):
+                embedder = self.retriever.embedder  # loaded once across tries
+            try:
+                self.index = SearchIndex(self.retriever)
+                break
+            except IndexChangedError:
+                if attempt == OPEN_RETRIES - 1:
+                    raise
         self._rvec: dict[str, np.ndarray] = {}  # report key -> "title: summary" vector
         self.config = config or SearchConfig()
         self._llm = llm
@@ -368,8 +405,14 @@ class Searcher:
         Raises:
             ValueError: an empty question, an unknown mode, a budget that is not a
                 positive integer or too small for one item (naming the budget), a level
-                the hierarchy lacks, ``dynamic`` with ``answer=False``, or a context that
-                does not fit the model's window with its prompt.
+                the hierarchy lacks, ``dynamic`` with ``answer=False``, a question too
+                long for the model's window by itself (naming its tokens), or a context
+                that does not fit the model's window with its prompt.
+            IndexFilesMissingError: local, global or auto search on an index missing a
+                table it needs (entities, relationships, communities, community reports;
+                see :func:`_missing_tables`), naming each file.
+
+        The result's ``info["build_id"]`` names the published build it was read from.
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question must be a non-empty string")
@@ -378,10 +421,18 @@ class Searcher:
         if dynamic and not answer:
             raise ValueError("dynamic community selection asks the model to rate reports, "
                              "so it cannot run context-only; give a static --level instead")
+        if mode != "direct" and self.index.missing:
+            raise IndexFilesMissingError(
+                f"{mode} search needs {', '.join(self.index.missing)}, which this index "
+                f"lacks: it is half-written or damaged (run `kgloom index --output-dir "
+                f"{self.retriever.output_dir}` again); --mode direct reads only the text units")
+        if answer:
+            self._check_question_fits(question)
         start = time.perf_counter()
         log = CallLog(self.llm) if answer else None
         failures: list[dict] = []
-        info: dict[str, Any] = {"budget": budget, "fallback": None}
+        info: dict[str, Any] = {"budget": budget, "fallback": None,
+                                "build_id": self.retriever.build.build_id}
         if mode == "auto":
             links = self._link_titles(question)
             route, failure = route_question(question, links, log, self.config.seed)
@@ -712,6 +763,29 @@ class Searcher:
             failures.append(failure)
             return None, []
         return " ".join(obj["answer"].split()), list(dict.fromkeys(obj["citations"]))
+
+    def _check_question_fits(self, question: str) -> None:
+        """Refuse a question that does not fit the model's window in the answer prompt
+        even with an empty context (no budget could help it).
+
+        Raises:
+            ValueError: naming the question's tokens and the model's window.
+        """
+        from kgloom.extraction.extract import prompt_room
+        from kgloom.llm import reply_token_bound
+
+        schema = answer_schema(["T0"], self.config.answer_max_chars)
+        reply = reply_token_bound(schema) or ANSWER_TEMPLATE.max_tokens
+        room = prompt_room(self.llm, ANSWER_TEMPLATE, reply, context="", question=question)
+        # only the question's fault when the prompt without it fits (else the window is
+        # too small for any question: the budget check says so)
+        if room is not None and room < 0 and (prompt_room(
+                self.llm, ANSWER_TEMPLATE, reply, context="", question="?") or 0) >= 0:
+            n_ctx = getattr(self.llm.backend, "n_ctx", "?")
+            raise ValueError(
+                f"the question is too long: {self.counter(question)} tokens, {-room} more "
+                f"than the model's context window (n_ctx {n_ctx}) holds with the answer "
+                "prompt and reply even with no context; shorten the question")
 
     def _check_fit(self, template: PromptTemplate, schema: dict, tokens: int, budget: int,
                    **inputs: str) -> None:
