@@ -184,6 +184,11 @@ def test_a_lancedb_table_swapped_for_another_builds_is_refused(published, embedd
     target = out / LANCEDB_DIR / "entities.lance"
     shutil.rmtree(target)
     shutil.copytree(prev / LANCEDB_DIR / "entities.lance", target)
+    # the flat snapshots (lancedb/*.flat.parquet) hold this build's vectors, checked row
+    # by row against its parquet: a reader of them never opens the swapped folder
+    assert _answer(Retriever(out, embedder)) == _answer(Retriever(published, embedder))
+    for snap in (out / LANCEDB_DIR).glob("*.flat.parquet"):
+        snap.unlink()  # now the vectors come from LanceDB, which must refuse the swap
     r = Retriever(out, embedder)  # text units are fine; the graph modes read entities
     with pytest.raises(IndexInconsistentError, match="entities.lance.*another build"):
         r.multihop(QUESTION)
@@ -490,6 +495,16 @@ def test_kgloom_index_publishes_builds_and_a_swapped_lancedb_table_is_refused(tm
     swapped = _copy(out, tmp_path / "swapped")
     shutil.rmtree(swapped / LANCEDB_DIR / "entities.lance")
     shutil.copytree(saved, swapped / LANCEDB_DIR / "entities.lance")
+    # with its flat snapshots the reader never opens the swapped folder: the same answer
+    code, output = query("multihop", swapped)
+    code_out, output_out = query("multihop")
+    assert code == 0 == code_out
+    got, want = json.loads(output), json.loads(output_out)
+    assert got["info"]["build_id"] == want["info"]["build_id"] == marker2["build_id"]
+    assert {k: v for k, v in got.items() if k != "info"} == \
+        {k: v for k, v in want.items() if k != "info"}
+    for snap in (swapped / LANCEDB_DIR).glob("*.flat.parquet"):
+        snap.unlink()  # read from LanceDB now: the swapped table must be refused
     for mode in ("local", "multihop", "fused"):
         code, output = query(mode, swapped)
         assert code == 2 and "entities.lance" in output and "another build" in output, output
