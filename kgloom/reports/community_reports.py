@@ -15,7 +15,12 @@ report built by rules from its members and their relationship sentences
 only restates that sentence, at ~300 generated tokens. The LLM's prompt keeps every
 fixed part (instructions and a worked example) before the community's data, so the
 KV cache of that prefix is reused from one report to the next; its fields are bounded
-(``maxLength``, ``maxItems``).
+(``maxLength``, ``maxItems``). The worked example is written in ``<placeholders>``, so
+it shows the reply's shape and no content a model could copy.
+
+Grounded reports: an LLM reply is published only when it names nothing its context
+lacks, does not repeat the prompt's example and does not loop (:func:`check_report`);
+otherwise the community gets its rule report and a failures row saying why.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ import json
 from collections.abc import Callable
 
 import polars as pl
+import regex
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
+from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, words
 from kgloom.ids import content_id
 from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
@@ -36,30 +43,27 @@ from kgloom.storage import failures_frame
 STAGE = "community_reports"
 
 _REPORT_USER = "Community data:\n{context}"
+# The worked example shows the reply's shape with placeholders, not content: a small
+# model copied the former example's people and places (Sherlock Holmes, Baker Street)
+# into 12 of the book's 60 reports. A copied placeholder is caught by check_report.
 _EXAMPLE_CONTEXT = (
     "Entities:\n"
-    "- Sherlock Holmes (PERSON): Holmes needed a friend to share rooms in Baker Street.\n"
-    "- Dr. Watson (PERSON): Dr. Watson met Sherlock Holmes at the laboratory.\n"
-    "- Mrs. Hudson (PERSON): \"Capital!\" said Mrs. Hudson, their landlady.\n"
-    "- Baker Street (LOCATION): Holmes needed a friend to share rooms in Baker Street.\n"
+    "- <name 1> (PERSON): <a sentence of the text about <name 1>>\n"
+    "- <name 2> (PERSON): <a sentence of the text about <name 2>>\n"
+    "- <name 3> (LOCATION): <a sentence of the text about <name 3>>\n"
     "Relationships:\n"
-    "- Dr. Watson -> Sherlock Holmes: Holmes needed a friend to share rooms in Baker "
-    "Street, and Watson agreed.\n"
-    "- Mrs. Hudson -> Sherlock Holmes: \"Capital!\" said Mrs. Hudson, their landlady.\n"
-    "- Sherlock Holmes -> Baker Street: Holmes needed a friend to share rooms in Baker "
-    "Street, and Watson agreed.")
+    "- <name 1> -> <name 2>: <a sentence of the text naming <name 1> and <name 2>>\n"
+    "- <name 2> -> <name 3>: <a sentence of the text naming <name 2> and <name 3>>")
 _EXAMPLE_REPORT = {
-    "title": "Sherlock Holmes, Dr. Watson and Baker Street",
-    "summary": "Sherlock Holmes and Dr. Watson agree to share rooms in Baker Street, where "
-               "Mrs. Hudson is their landlady.",
+    "title": "<name 1>, <name 2> and <name 3>",
+    "summary": "<how <name 1>, <name 2> and <name 3> are related, in the words of the data>",
     "rating": 5,
-    "rating_explanation": "Holmes and Watson are the main pair; the others are tied to them.",
+    "rating_explanation": "<why this group matters, from the data>",
     "findings": [
-        {"summary": "Holmes and Watson share rooms",
-         "explanation": "Holmes needed a friend to share rooms in Baker Street, and Watson "
-                        "agreed."},
-        {"summary": "Mrs. Hudson is their landlady",
-         "explanation": "Mrs. Hudson is called their landlady."}]}
+        {"summary": "<a fact about <name 1> and <name 2>>",
+         "explanation": "<the sentence of the data that states it>"},
+        {"summary": "<a fact about <name 2> and <name 3>>",
+         "explanation": "<the sentence of the data that states it>"}]}
 
 REPORT_TEMPLATE = PromptTemplate(
     name="community_report",
@@ -67,7 +71,8 @@ REPORT_TEMPLATE = PromptTemplate(
             "graph, using only the data given. Answer with JSON only: a title naming its key "
             "entities, a summary of how they are related, an importance rating from 0 to 10 "
             "with a one-sentence explanation, and up to three findings, each a short "
-            "statement with an explanation grounded in the data."),
+            "statement with an explanation grounded in the data. Name only the entities "
+            "of the data; the example's <placeholders> stand for them."),
     user=_REPORT_USER,
     schema={
         "type": "object",
@@ -92,6 +97,8 @@ REPORT_TEMPLATE = PromptTemplate(
     examples=((_REPORT_USER.format(context=_EXAMPLE_CONTEXT), json.dumps(_EXAMPLE_REPORT)),),
 )
 RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of report_key)
+GROUNDING_VERSION = "grounding-1"  # bump when check_report's rules change (part of report_key)
+REJECTED = "report rejected, rule report published: "  # failures reason of a rejected reply
 
 
 def _brief_schema(schema: dict) -> dict:
@@ -232,10 +239,11 @@ def report_key(community: dict, model_id: str, settings: IndexSettings,
     """Return the reuse key of one community's report: a hash of the community's member
     entity ids, internal relationship ids and members' claim ids (its structure, not its
     level or number), and of how the report is written: for ``method`` ``llm`` the report
-    template, the model and the context settings, for ``rules`` ``RULES_VERSION``. Two
+    template, the model, the context settings and ``GROUNDING_VERSION`` (the checks a
+    reply passes, :func:`check_report`), for ``rules`` ``RULES_VERSION``. Two
     communities with the same key get the same report."""
-    how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens)
-           if method == "llm" else (RULES_VERSION,))
+    how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens,
+            GROUNDING_VERSION) if method == "llm" else (RULES_VERSION,))
     if method == "llm" and is_brief(community, settings):
         how += _BRIEF_KEY
     return content_id("report", *how, *sorted(community["entity_ids"]), "|",
@@ -362,6 +370,90 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
                                       "explanation": "No description."}]}
 
 
+# an angle-bracket placeholder of the worked example ("<name 1>") copied into a reply
+_PLACEHOLDER = regex.compile(r"<[^<>\n]{1,80}>")
+
+
+def example_text(template: PromptTemplate = REPORT_TEMPLATE) -> str:
+    """The worked example(s) of ``template``: each example turn's user and assistant
+    text, one after the other (what :func:`check_report` tells a copy by)."""
+    return "\n".join(part for turn in template.examples for part in turn)
+
+
+def report_text(obj: dict) -> str:
+    """A report reply's free text, one field a line: title, summary, rating explanation,
+    then each finding's summary and explanation."""
+    parts = [obj.get("title", ""), obj.get("summary", ""), obj.get("rating_explanation", "")]
+    for f in obj.get("findings") or []:
+        parts += [f.get("summary", ""), f.get("explanation", "")]
+    return "\n\n".join(p for p in parts if p)  # a blank line: no name spans two fields
+
+
+def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] = (),
+                 example: str | None = None) -> list[str]:
+    """Why an LLM report reply must not be published; [] when it may.
+
+    A report may name only what its context holds (the rule of GraphRAG's report prompt,
+    "do not include information where the supporting evidence for it is not
+    provided", enforced here rather than asked for). Checked, in order:
+
+    - it repeats the prompt's worked example: a ``<placeholder>`` of the example
+      (anything in angle brackets the context lacks), or a run of
+      :data:`kgloom.grounding.EXAMPLE_MIN_WORDS` words it shares with ``example`` but
+      not with ``context`` (:func:`kgloom.grounding.shared_phrase`), or a name of the
+      example that the context lacks;
+    - it names what its context lacks: a proper name of its text
+      (:func:`kgloom.grounding.ungrounded_names`) that neither ``context`` nor
+      ``members`` holds;
+    - it repeats itself: a loop within a field (:func:`kgloom.grounding.find_repetition`)
+      or two findings with the same summary.
+
+    Args:
+        obj: the parsed reply (title, summary, rating_explanation, findings).
+        context: the community data the model was given (the prompt's user turn).
+        members: the community's member titles (names it may use even when a cut
+            context left them out).
+        example: the prompt's example text (default: :func:`example_text` of
+            ``REPORT_TEMPLATE``); pass an older prompt's to check its reports.
+
+    Returns:
+        one reason per failed check, each naming what was found.
+    """
+    example = example_text() if example is None else example
+    text = report_text(obj)
+    problems: list[str] = []
+    copied = [p for p in dict.fromkeys(_PLACEHOLDER.findall(text)) if p not in context]
+    phrase = shared_phrase(text, example, context)
+    unknown = [n for n in ungrounded_names(text, context, tuple(members))
+               if not any(n in p for p in copied)]
+    example_words = set(words(example))
+    from_example = [n for n in unknown if set(words(n)) <= example_words]
+    if copied or phrase or from_example:
+        what = [f"placeholder {p}" for p in copied[:3]] + (
+            [f"its words \"{phrase}\""] if phrase else []) + from_example[:5]
+        problems.append("repeats the prompt's example: " + ", ".join(what))
+    others = [n for n in unknown if n not in from_example]
+    if others:
+        problems.append("names what its context lacks: " + ", ".join(others[:8]))
+    fields = [obj.get("title", ""), obj.get("summary", ""), obj.get("rating_explanation", "")]
+    fields += [x for f in obj.get("findings") or [] for x in (f.get("summary", ""),
+                                                                f.get("explanation", ""))]
+    for field_text in fields:
+        rep = find_repetition(field_text or "")
+        if rep is not None:
+            problems.append(f"repeats itself: \"{rep.phrase}\" {rep.count} times")
+            break
+    else:
+        seen: set[str] = set()
+        for f in obj.get("findings") or []:
+            key = " ".join(words(f.get("summary", "")))
+            if key in seen:
+                problems.append(f"repeats itself: the finding \"{f['summary']}\" twice")
+                break
+            seen.add(key)
+    return problems
+
+
 def _placement(community: dict) -> dict:
     """The report fields that come from the community itself, not from the LLM."""
     return {"id": content_id("community_report", community["id"]),
@@ -395,7 +487,10 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         llm: the cached LLM (stage ``community_reports``); at most one call per community
             large enough for it (:func:`needs_llm_report`); the others get
             :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
-            time.
+            time. A reply that :func:`check_report` rejects (it names what its context
+            lacks, repeats the prompt's example or repeats itself) is replaced by the
+            community's :func:`rule_report`, with a failures row saying why (reason
+            starting with :data:`REJECTED`, detail the reply).
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
             ``report_llm_min_relationships``, ``report_llm_min_source_tokens`` and
             ``report_brief_max_members``.
@@ -409,8 +504,9 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
 
     Returns:
         (reports, failures, context_methods): reports conform to
-        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed
-        (``generated_by``: ``llm`` or ``rules``); every other community has a failures row;
+        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed or was
+        rejected (``generated_by``: ``llm`` or ``rules``); every other community, and
+        every rejected reply, has a failures row;
         context_methods counts how contexts were built, with ``rules`` for rule-based
         reports, ``reused`` for reports kept from ``previous`` and ``carried_down`` for a community
         repeated unchanged on a higher level, which gets its deeper copy's report (so
@@ -424,6 +520,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             {r["report_key"]: r for r in previous.iter_rows(named=True)})
     order = communities.sort(["level", "community"], descending=[True, False])
     units = dict(zip(relationships["id"].to_list(), relationships["text_unit_ids"].to_list()))
+    title_of = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
     total, finished = order.height, 0
 
     def reuse(c: dict, key: str) -> None:
@@ -470,8 +567,16 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
             jobs.append((c, key, context))
-        answers += [(c, key, "llm", obj, failure)
-                    for (c, key, _), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick))]
+        for (c, key, context), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick)):
+            problems = [] if obj is None else check_report(
+                obj, context, [title_of[e] for e in c["entity_ids"] if e in title_of])
+            if problems:  # published as the rule report, the reply kept in the failures row
+                failures.append({"stage": STAGE, "item_id": str(c["community"]),
+                                 "reason": REJECTED + "; ".join(problems),
+                                 "detail": json.dumps(obj, ensure_ascii=False)})
+                answers.append((c, key, "rules", rule_report(c, entities, relationships), None))
+            else:
+                answers.append((c, key, "llm", obj, failure))
         for c, key, by, obj, failure in answers:
             if obj is None:
                 failures.append(failure)
