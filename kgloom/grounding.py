@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import regex
 
 from kgloom.extraction.extract import candidate_names, is_grounded
-from kgloom.extraction.names import STOPWORDS, normalize_for_match
+from kgloom.extraction.names import STOPWORDS, normalize_for_match, word_counts
 
 # the words of a text for the word-level checks: letters, marks and digits (any script)
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*")
@@ -67,8 +67,11 @@ def ungrounded_names(text: str, context: str, known: tuple[str, ...] | list[str]
     """The proper names of ``text`` that ``context`` (and the names ``known``) do not hold.
 
     ``text`` is read paragraph by paragraph (blank-line separated); a heading paragraph
-    (:func:`is_heading`) is skipped, since title case capitalizes common words. A name
-    (:func:`kgloom.extraction.extract.candidate_names`) is grounded when the context
+    (:func:`is_heading`) is skipped, since title case capitalizes common words. Names are
+    found as extraction finds them (:func:`kgloom.extraction.extract.candidate_names`,
+    with the statistics of ``context`` and ``text``: a capitalized word seen only opening
+    a sentence is no name, so a sentence-initial name the text never repeats is missed).
+    A name is grounded when the context
     holds it whole (case and Unicode normalized), or holds each of its words (less a
     possessive "'s", function words and honorifics), or holds one of them capitalized
     (a name of the context: "Scrooge's Redemption" is about Scrooge).
@@ -85,11 +88,14 @@ def ungrounded_names(text: str, context: str, known: tuple[str, ...] | list[str]
     pool = "\n".join([context or "", *known])
     pool_words = set(words(pool))
     capitalized = {normalize_for_match(w) for w in _WORD.findall(pool) if w[:1].isupper()}
+    # the context's and the text's statistics: a capitalized word only ever seen opening
+    # a sentence ("Despite", "Built") is no name, as in extraction
+    vocabulary = word_counts([pool, text or ""])
     out: list[str] = []
     for para in regex.split(r"\n\s*\n", text or ""):
         if is_heading(para):
             continue
-        names = candidate_names(para, limit=10_000)
+        names = candidate_names(para, limit=10_000, vocabulary=vocabulary)
         names.sort(key=para.find)
         for name in names:
             if name in out or is_grounded(name, pool):
