@@ -21,9 +21,14 @@ Figures (saved as JSON, stamped with commit, date and load average):
 (the report prompt before issue 28: Sherlock Holmes, Dr. Watson, Baker Street) or
 ``current`` (this commit's ``<placeholder>`` example).
 
+``--regenerate N`` asks the model again (this commit's prompt: the ``<placeholder>``
+example) for N of the LLM reports, the rejected ones first, from the same contexts, in a
+cache of its own, and checks the new replies: the prompt change measured.
+
 Usage:
     python bench/eval_reports.py --index data/output [--example sherlock]
-        [--report-max-input-tokens 800] [--save bench/results/eval_reports_book_real.json]
+        [--report-max-input-tokens 800] [--regenerate N [--model GGUF]]
+        [--save bench/results/eval_reports_book_real.json]
 """
 
 from __future__ import annotations
@@ -103,12 +108,70 @@ def classify(problems: list[str]) -> dict[str, bool]:
             "rejected": bool(problems)}
 
 
+def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
+               rels: pl.DataFrame, claims: pl.DataFrame | None, budget: int) -> dict:
+    """Ask the model for ``args.regenerate`` reports again with this commit's prompt (the
+    rejected ones first, then by community), each from the context its first reply had,
+    and check the new replies against this commit's example."""
+    import dataclasses
+    import time
+
+    from kgloom.config import IndexSettings
+    from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.llm import open_llm, structured_call
+    from kgloom.reports.community_reports import (REPORT_TEMPLATE, STAGE,
+                                                  build_report_context, check_report,
+                                                  member_claims, report_schema)
+
+    settings = IndexSettings()
+    template = REPORT_TEMPLATE if args.prompt == "current" else dataclasses.replace(
+        REPORT_TEMPLATE, examples=())
+    llm = open_llm(args.cache, args.model or None, n_ctx=4096)
+    by_comm = {c["community"]: c for c in comms.iter_rows(named=True)}
+    reports = pl.read_parquet(args.index / "community_reports.parquet")
+    done = {r["community"]: r for r in reports.iter_rows(named=True)}
+    title_of = dict(zip(ents["id"].to_list(), ents["title"].to_list()))
+    chosen = sorted(rows, key=lambda r: (not r["rejected"], r["community"]))[:args.regenerate]
+    out, start = [], time.perf_counter()
+    for r in chosen:
+        c = by_comm[r["community"]]
+        children = [done[k] for k in c["children"] if k in done]
+        ctx, _ = build_report_context(c, ents, rels, children, budget, default_tokenizer(),
+                                      member_claims(c, ents, claims))
+        obj, failure = structured_call(llm, template, STAGE, str(c["community"]),
+                                       settings.seed, schema=report_schema(c, settings),
+                                       context=ctx)
+        members = [title_of[e] for e in c["entity_ids"] if e in title_of]
+        problems = check_report(obj, ctx, members) if obj is not None else []
+        out.append({"community": c["community"], "first_reply_rejected": r["rejected"],
+                    "failed": obj is None, "title": obj["title"] if obj else None,
+                    "problems": problems, **classify(problems)})
+    return {"model": llm.model_id, "prompt": args.prompt, "cache": str(args.cache),
+            "replies": len(out),
+            "of_which_first_reply_rejected": sum(x["first_reply_rejected"] for x in out),
+            "naming_outside_context": sum(x["outside_context"] for x in out),
+            "repeat_the_example": sum(x["example"] for x in out),
+            "looping": sum(x["loop"] for x in out),
+            "rejected": sum(x["rejected"] for x in out),
+            "failed": sum(x["failed"] for x in out),
+            "seconds": round(time.perf_counter() - start, 1), "per_reply": out}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", type=Path, required=True)
     ap.add_argument("--example", choices=["sherlock", "current"], default="sherlock")
     ap.add_argument("--report-max-input-tokens", type=int, default=None,
                     help="the index's setting (default: IndexSettings' default)")
+    ap.add_argument("--regenerate", type=int, default=0, metavar="N",
+                    help="also ask the model again, with this commit's report prompt, for N "
+                         "LLM reports (the rejected ones first) and check the new replies")
+    ap.add_argument("--model", default="", help="GGUF for --regenerate (default: bundled)")
+    ap.add_argument("--prompt", choices=["current", "no-example"], default="current",
+                    help="--regenerate with this commit's report prompt, or the same "
+                         "prompt without its worked example (the grammar alone shapes it)")
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/kgloom-eval-reports.sqlite"),
+                    help="LLM cache of --regenerate (never the index's)")
     ap.add_argument("--save", type=Path, default=None)
     args = ap.parse_args()
 
@@ -201,6 +264,13 @@ def main() -> None:
           f"{a['published_rule_reports']} rule reports; naming outside their context: "
           f"{a['published_reports_naming_outside_context']} "
           f"(LLM {a['published_llm_reports_naming_outside_context']})")
+    if args.regenerate:
+        out["regenerated"] = regenerate(args, rows, comms, ents, rels, claims, budget)
+        g = out["regenerated"]
+        print(f"regenerated {g['replies']} replies with this commit's prompt: "
+              f"{g['naming_outside_context']} name what their context lacks "
+              f"({g['repeat_the_example']} repeat the example), {g['looping']} loop, "
+              f"{g['failed']} failed; {g['seconds']} s")
     if args.save:
         args.save.parent.mkdir(parents=True, exist_ok=True)
         args.save.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")

@@ -509,6 +509,10 @@ def test_check_answer_keeps_what_the_context_holds():
                        ["C1", "T2", "C1"], ["C1", "T2"], ctx)
     assert got.answer == 'See the report "Scrooge and Marley" [C1, T2] and [Illustration].'
     assert got.citations == ["C1", "T2"] and got.info()["invented_citations"] == 0
+    assert got.ungrounded_names == []
+    got = check_answer("Scrooge and Marley met Sherlock Holmes.", ["C1"], ["C1"], ctx)
+    assert got.ungrounded_names == ["Sherlock Holmes"] and got.answer.startswith("Scrooge")
+    assert got.info()["ungrounded_names"] == ["Sherlock Holmes"]
     got = check_answer("[Data: Reports (5, 7)]", [], ["C1"], ctx)
     assert got.removed_inline == ["Data: Reports (5", "7)"] and got.answer.startswith("(no answer")
 

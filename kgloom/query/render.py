@@ -98,6 +98,8 @@ def render_search(result: SearchResult, context_only: bool = False) -> str:
                                              + check["removed_inline"]))
     if check.get("degenerate"):
         lines.append(f"answer cut: it kept repeating \"{check['repeated']}\"")
+    if check.get("ungrounded_names"):
+        lines.append("names the context does not hold: " + ", ".join(check["ungrounded_names"]))
     for c in result.cited():
         lines.append(f"  [{c['ref']}] {_first_words(c['text'].split('] ', 1)[-1], 24)}")
     calls = info.get("llm", {})

@@ -43,7 +43,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.extraction.extract import is_grounded
-from kgloom.grounding import cut_repetition
+from kgloom.grounding import cut_repetition, ungrounded_names
 from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, Completion, PromptTemplate, StageStats,
                         open_llm, structured_call)
 from kgloom.query import global_search as gs
@@ -115,6 +115,8 @@ class AnswerCheck:
             in the context (an id, a bracketed source, a report title), removed.
         repetition: the phrase the answer looped on (it is cut after its first time),
             or None.
+        ungrounded_names: proper names of the answer its context does not hold
+            (:func:`kgloom.grounding.ungrounded_names`), flagged, not removed.
     """
 
     answer: str
@@ -122,13 +124,15 @@ class AnswerCheck:
     dropped_citations: list[str]
     removed_inline: list[str]
     repetition: str | None
+    ungrounded_names: list[str] = field(default_factory=list)
 
     def info(self) -> dict[str, Any]:
         """The counts and what was removed, for ``SearchResult.info["answer_check"]``."""
         return {"invented_citations": len(self.dropped_citations) + len(self.removed_inline),
                 "dropped_citations": self.dropped_citations,
                 "removed_inline": self.removed_inline,
-                "degenerate": self.repetition is not None, "repeated": self.repetition}
+                "degenerate": self.repetition is not None, "repeated": self.repetition,
+                "ungrounded_names": self.ungrounded_names}
 
 
 def check_answer(answer: str, citations: list[str], refs: list[str],
@@ -141,7 +145,9 @@ def check_answer(answer: str, citations: list[str], refs: list[str],
       keeps just those), a parenthesized id list, and a report cited by a quoted title
       that ``context_text`` does not hold (case-insensitive);
     - a degenerate answer (:func:`kgloom.grounding.find_repetition`) is cut where it
-      starts repeating (:func:`kgloom.grounding.cut_repetition`).
+      starts repeating (:func:`kgloom.grounding.cut_repetition`);
+    - the proper names it uses that ``context_text`` lacks are listed (flagged only:
+      a name may be the question's own).
 
     Args:
         answer: the model's answer text.
@@ -187,7 +193,8 @@ def check_answer(answer: str, citations: list[str], refs: list[str],
     text, rep = cut_repetition(text)
     text = re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
     return AnswerCheck(text or "(no answer left once its invented citations were removed)",
-                       kept, dropped, removed, rep.phrase if rep else None)
+                       kept, dropped, removed, rep.phrase if rep else None,
+                       ungrounded_names(text, context_text) if context_text else [])
 
 
 DEMO_MODEL_NOTICE = (
