@@ -10,7 +10,8 @@ on each reply. No model is called.
 
 Figures (saved as JSON, stamped with commit, date and load average):
 
-- ``before``: the index's LLM reports; how many name something outside their context
+- ``before``: the index's LLM reports (per community, and per distinct reply: a report
+  carried down a level or reused is one reply); how many name something outside their context
   (an ungrounded proper name, :func:`kgloom.grounding.ungrounded_names`), how many
   repeat the prompt's worked example, how many loop, and the union the check rejects;
 - ``after``: the reports this commit's reports stage publishes from the same replies:
@@ -131,7 +132,8 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
     reports = pl.read_parquet(args.index / "community_reports.parquet")
     done = {r["community"]: r for r in reports.iter_rows(named=True)}
     title_of = dict(zip(ents["id"].to_list(), ents["title"].to_list()))
-    chosen = sorted(rows, key=lambda r: (not r["rejected"], r["community"]))[:args.regenerate]
+    chosen = sorted([r for r in rows if r["distinct_reply"]],
+                    key=lambda r: (not r["rejected"], r["community"]))[:args.regenerate]
     out, start = [], time.perf_counter()
     for r in chosen:
         c = by_comm[r["community"]]
@@ -197,6 +199,7 @@ def main() -> None:
     title_of = dict(zip(ents["id"].to_list(), ents["title"].to_list()))
     by_comm = {r["community"]: r for r in reports.iter_rows(named=True)}
     rows, published = [], []
+    keys_seen: set = set()  # deepest level first, as the stage: the first is the one asked
     for c in comms.sort(["level", "community"], descending=[True, False]).iter_rows(named=True):
         rep = by_comm.get(c["community"])
         if rep is None:
@@ -212,10 +215,13 @@ def main() -> None:
         ctx, method = build_report_context(c, ents, rels, children, budget, tok,
                                            member_claims(c, ents, claims))
         verified = content_id("inputs", json.dumps({"context": ctx}, sort_keys=True)) in inputs
+        asked = rep.get("report_key") not in keys_seen  # else carried down / reused: one reply
+        keys_seen.add(rep.get("report_key"))
         obj = json.loads(rep["full_content_json"])
         problems = check_report(obj, ctx, members, example=example)
         names = ungrounded_names(report_text(obj), ctx, tuple(members))
         rows.append({"community": c["community"], "level": c["level"], "size": c["size"],
+                     "report_key": rep.get("report_key"), "distinct_reply": asked,
                      "context_method": method, "context_verified": verified,
                      "title": obj["title"], "problems": problems, "ungrounded_names": names,
                      **classify(problems)})
@@ -226,8 +232,8 @@ def main() -> None:
             published.append((c["community"], "llm", obj, ctx, members))
     n = len(rows)
 
-    def count(key: str) -> int:
-        return sum(r[key] for r in rows)
+    def count(key: str, distinct: bool = False) -> int:
+        return sum(r[key] for r in rows if r["distinct_reply"] or not distinct)
 
     after = []
     for comm, how, obj, ctx, members in published:
@@ -237,6 +243,12 @@ def main() -> None:
            "index": str(idx), "example": args.example, "report_max_input_tokens": budget,
            "reports": reports.height, "llm_reports": n,
            "contexts_verified_against_llm_cache": count("context_verified"),
+           "distinct_llm_replies": count("distinct_reply"),
+           "distinct_replies_verified_against_llm_cache": count("context_verified", True),
+           "distinct_replies": {"naming_outside_context": count("outside_context", True),
+                                "repeat_the_example": count("example", True),
+                                "looping": count("loop", True),
+                                "rejected": count("rejected", True)},
            "before": {"llm_reports_naming_outside_context": count("outside_context"),
                       "of_which_repeat_the_example": count("example"),
                       "llm_reports_looping": count("loop"),
@@ -260,6 +272,12 @@ def main() -> None:
           f"against the cache): {b['llm_reports_naming_outside_context']} name what their "
           f"context lacks ({b['of_which_repeat_the_example']} repeat the example), "
           f"{b['llm_reports_looping']} loop; rejected {b['llm_reports_rejected']}")
+    dr = out["distinct_replies"]
+    print(f"distinct replies {out['distinct_llm_replies']} "
+          f"({out['distinct_replies_verified_against_llm_cache']} verified): "
+          f"{dr['naming_outside_context']} name what their context lacks "
+          f"({dr['repeat_the_example']} repeat the example), {dr['looping']} loop; "
+          f"rejected {dr['rejected']}")
     print(f"published after the check: {a['published_llm_reports']} LLM + "
           f"{a['published_rule_reports']} rule reports; naming outside their context: "
           f"{a['published_reports_naming_outside_context']} "

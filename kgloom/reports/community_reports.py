@@ -381,7 +381,7 @@ def example_text(template: PromptTemplate = REPORT_TEMPLATE) -> str:
 
 
 def report_text(obj: dict) -> str:
-    """A report reply's free text, one field a line: title, summary, rating explanation,
+    """A report reply's free text, one field a paragraph: title, summary, rating explanation,
     then each finding's summary and explanation."""
     parts = [obj.get("title", ""), obj.get("summary", ""), obj.get("rating_explanation", "")]
     for f in obj.get("findings") or []:
