@@ -138,6 +138,8 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--min-degree", type=int, default=3)
     ap.add_argument("--label", default="", help="e.g. before / after")
+    ap.add_argument("--commit", default="", help="the measured code's commit, when the "
+                    "imported kgloom is not a git checkout (e.g. a `git archive` of it)")
     ap.add_argument("--save", type=Path, default=None)
     args = ap.parse_args()
 
@@ -145,6 +147,7 @@ def main() -> None:
 
     retriever = Retriever(args.index, graph_backend="memory")
     out = {"benchmark": "named entities in the top k", "label": args.label, **stamp(),
+           **({"commit": args.commit} if args.commit else {}),
            "index": str(args.index), "mode": args.mode, "top_k": args.top_k,
            "index_model": json.loads((args.index / "index-summary.json").read_text()).get(
                "llm_backend", {}).get("model_id")
