@@ -23,7 +23,10 @@ stage, the community selection and any fallback.
 
 Answers are one structured call: ``{"answer": str, "citations": [id, ...]}`` where the
 citation items are an enum of the ids present in the context, so an answer cannot cite a
-line it was not shown. LLM calls go through the cache in ``cache_path`` (default
+line it was not shown; :func:`check_answer` still grounds every reply (a citation
+outside the context, from a backend that ignored the grammar, is dropped and counted;
+invented inline citations are removed; a looping answer is cut and flagged), and an
+answer of the bundled demo model carries a notice (:func:`model_notice`). LLM calls go through the cache in ``cache_path`` (default
 ``<output_dir>/query_cache.sqlite``, a file of its own: a query never writes the index's
 ``llm_cache.sqlite`` or any other file of the index; pass another path for a read-only
 index). No Dagster import.
