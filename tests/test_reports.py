@@ -482,6 +482,11 @@ _PLACEHOLDER_COPY = {**_GOOD, "findings": [{"summary": "<a fact about <name 1> a
 _LOOPING = {**_GOOD, "summary": "Scrooge is a man named Scrooge, a man named Scrooge, a man "
                                 "named Scrooge, a man named Scrooge."}
 _SAME_FINDINGS = {**_GOOD, "findings": [_GOOD["findings"][0], _GOOD["findings"][0]]}
+# as the book's real-model replies did: one sentence as rating explanation, finding
+# summary and finding explanation
+_SAME_FIELDS = {**_GOOD, "rating_explanation": "Marley was Scrooge's late business partner.",
+                "findings": [{"summary": "Marley was Scrooge's late business partner.",
+                              "explanation": "Marley was Scrooge's late business partner."}]}
 
 
 class _Scripted:
@@ -526,6 +531,8 @@ def test_check_report_keeps_a_grounded_reply_and_says_why_it_rejects_others(tabl
     why = check_report(_LOOPING, ctx, members)
     assert why == ['repeats itself: "a man named Scrooge" 4 times']
     assert check_report(_SAME_FINDINGS, ctx, members)[0].startswith("repeats itself")
+    assert check_report(_SAME_FIELDS, ctx, members) == [
+        "repeats itself: the same text in rating_explanation and finding 1 summary"]
     # a member's title may be used even when a cut context left it out
     bare = "Entities:\n- EBENEZER SCROOGE (PERSON)"
     assert check_report(_GOOD, bare, members) == []
@@ -534,7 +541,8 @@ def test_check_report_keeps_a_grounded_reply_and_says_why_it_rejects_others(tabl
 
 @pytest.mark.parametrize("reply, reason", [
     (_NON_MEMBER, "names what its context lacks"), (_EXAMPLE_COPY, "names what its context"),
-    (_PLACEHOLDER_COPY, "repeats the prompt's example"), (_LOOPING, "repeats itself")])
+    (_PLACEHOLDER_COPY, "repeats the prompt's example"), (_LOOPING, "repeats itself"),
+    (_SAME_FIELDS, "repeats itself")])
 def test_a_rejected_reply_is_replaced_by_the_rule_report_with_a_failures_row(
         tmp_path, tables, reply, reason):
     from kgloom.reports.community_reports import REJECTED, rule_report

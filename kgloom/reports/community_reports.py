@@ -99,6 +99,9 @@ REPORT_TEMPLATE = PromptTemplate(
 RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of report_key)
 GROUNDING_VERSION = "grounding-1"  # bump when check_report's rules change (part of report_key)
 REJECTED = "report rejected, rule report published: "  # failures reason of a rejected reply
+# a reply copying one field's text into another (a finding's summary as its explanation)
+# says nothing new: seen in the book's real-model reports, 3-4 fields alike
+SAME_FIELD_MIN_WORDS = 4
 
 
 def _brief_schema(schema: dict) -> dict:
@@ -405,8 +408,9 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
     - it names what its context lacks: a proper name of its text
       (:func:`kgloom.grounding.ungrounded_names`) that neither ``context`` nor
       ``members`` holds;
-    - it repeats itself: a loop within a field (:func:`kgloom.grounding.find_repetition`)
-      or two findings with the same summary.
+    - it repeats itself: a loop within a field (:func:`kgloom.grounding.find_repetition`),
+      the same text of ``SAME_FIELD_MIN_WORDS`` words or more in two fields (a finding's
+      summary copied as its explanation), or two findings with the same summary.
 
     Args:
         obj: the parsed reply (title, summary, rating_explanation, findings).
@@ -435,23 +439,37 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
     others = [n for n in unknown if n not in from_example]
     if others:
         problems.append("names what its context lacks: " + ", ".join(others[:8]))
-    fields = [obj.get("title", ""), obj.get("summary", ""), obj.get("rating_explanation", "")]
-    fields += [x for f in obj.get("findings") or [] for x in (f.get("summary", ""),
-                                                                f.get("explanation", ""))]
-    for field_text in fields:
-        rep = find_repetition(field_text or "")
-        if rep is not None:
-            problems.append(f"repeats itself: \"{rep.phrase}\" {rep.count} times")
-            break
-    else:
-        seen: set[str] = set()
-        for f in obj.get("findings") or []:
-            key = " ".join(words(f.get("summary", "")))
-            if key in seen:
-                problems.append(f"repeats itself: the finding \"{f['summary']}\" twice")
-                break
-            seen.add(key)
+    fields = [("title", obj.get("title", "")), ("summary", obj.get("summary", "")),
+              ("rating_explanation", obj.get("rating_explanation", ""))]
+    for i, f in enumerate(obj.get("findings") or [], 1):
+        fields += [(f"finding {i} summary", f.get("summary", "")),
+                   (f"finding {i} explanation", f.get("explanation", ""))]
+    problems += _repeats(fields, obj.get("findings") or [])
     return problems
+
+
+def _repeats(fields: list[tuple[str, str]], findings: list[dict]) -> list[str]:
+    """The "repeats itself" reason of :func:`check_report` ([] or one reason): a loop
+    within a field, the same text (of ``SAME_FIELD_MIN_WORDS`` words or more) in two
+    fields, or two findings with the same summary."""
+    for _, text in fields:
+        rep = find_repetition(text or "")
+        if rep is not None:
+            return [f"repeats itself: \"{rep.phrase}\" {rep.count} times"]
+    first: dict[tuple[str, ...], str] = {}
+    for name, text in fields:
+        key = tuple(words(text or ""))
+        if len(key) >= SAME_FIELD_MIN_WORDS:
+            if key in first:
+                return [f"repeats itself: the same text in {first[key]} and {name}"]
+            first[key] = name
+    seen: set[str] = set()
+    for f in findings:
+        key = " ".join(words(f.get("summary", "")))
+        if key in seen:
+            return [f"repeats itself: the finding \"{f['summary']}\" twice"]
+        seen.add(key)
+    return []
 
 
 def _placement(community: dict) -> dict:
