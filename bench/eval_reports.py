@@ -22,8 +22,9 @@ Figures (saved as JSON, stamped with commit, date and load average):
 (the report prompt before issue 28: Sherlock Holmes, Dr. Watson, Baker Street) or
 ``current`` (this commit's ``<placeholder>`` example).
 
-``--regenerate N`` asks the model again (this commit's prompt: the ``<placeholder>``
-example) for N of the LLM reports, the rejected ones first, from the same contexts, in a
+``--regenerate N`` asks the model again (this commit's prompt, or ``--prompt
+placeholders``: the same with the ``<placeholder>`` example tried for issue 28) for N of
+the LLM reports, the rejected ones first, from the same contexts, in a
 cache of its own, and checks the new replies: the prompt change measured.
 
 Usage:
@@ -76,6 +77,27 @@ SHERLOCK_EXAMPLE = (
              "explanation": "Mrs. Hudson is called their landlady."}]}))
 
 
+# The placeholder example tried for issue 28 (9 of 22 replies copied its slots); the
+# shipped prompt has no example.
+_PH_CONTEXT = (
+    "Entities:\n"
+    "- <name 1> (PERSON): <a sentence of the text about <name 1>>\n"
+    "- <name 2> (PERSON): <a sentence of the text about <name 2>>\n"
+    "- <name 3> (LOCATION): <a sentence of the text about <name 3>>\n"
+    "Relationships:\n"
+    "- <name 1> -> <name 2>: <a sentence of the text naming <name 1> and <name 2>>\n"
+    "- <name 2> -> <name 3>: <a sentence of the text naming <name 2> and <name 3>>")
+_PH_REPORT = {
+    "title": "<name 1>, <name 2> and <name 3>",
+    "summary": "<how <name 1>, <name 2> and <name 3> are related, in the words of the data>",
+    "rating": 5, "rating_explanation": "<why this group matters, from the data>",
+    "findings": [{"summary": "<a fact about <name 1> and <name 2>>",
+                  "explanation": "<the sentence of the data that states it>"},
+                 {"summary": "<a fact about <name 2> and <name 3>>",
+                  "explanation": "<the sentence of the data that states it>"}]}
+PLACEHOLDER_EXAMPLE = (("Community data:\n" + _PH_CONTEXT, json.dumps(_PH_REPORT)),)
+
+
 def stamp() -> dict:
     """Commit of this repository, date (UTC) and load average."""
     try:
@@ -105,6 +127,7 @@ def classify(problems: list[str]) -> dict[str, bool]:
     return {"outside_context": any(p.startswith(("names what", "repeats the prompt's"))
                                    for p in problems),
             "example": any(p.startswith("repeats the prompt's") for p in problems),
+            "placeholders": any(p.startswith("writes placeholders") for p in problems),
             "loop": any(p.startswith("repeats itself") for p in problems),
             "rejected": bool(problems)}
 
@@ -122,11 +145,12 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
     from kgloom.llm import open_llm, structured_call
     from kgloom.reports.community_reports import (REPORT_TEMPLATE, STAGE,
                                                   build_report_context, check_report,
-                                                  member_claims, report_schema)
+                                                  example_text, member_claims, report_schema)
 
     settings = IndexSettings()
     template = REPORT_TEMPLATE if args.prompt == "current" else dataclasses.replace(
-        REPORT_TEMPLATE, examples=())
+        REPORT_TEMPLATE, examples=PLACEHOLDER_EXAMPLE,
+        system=REPORT_TEMPLATE.system[:-1] + "; the example's <placeholders> stand for them.")
     llm = open_llm(args.cache, args.model or None, n_ctx=4096)
     by_comm = {c["community"]: c for c in comms.iter_rows(named=True)}
     reports = pl.read_parquet(args.index / "community_reports.parquet")
@@ -144,7 +168,8 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
                                        settings.seed, schema=report_schema(c, settings),
                                        context=ctx)
         members = [title_of[e] for e in c["entity_ids"] if e in title_of]
-        problems = check_report(obj, ctx, members) if obj is not None else []
+        problems = check_report(obj, ctx, members, example=example_text(template)) \
+            if obj is not None else []
         out.append({"community": c["community"], "first_reply_rejected": r["rejected"],
                     "failed": obj is None, "title": obj["title"] if obj else None,
                     "problems": problems, **classify(problems)})
@@ -153,6 +178,7 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
             "of_which_first_reply_rejected": sum(x["first_reply_rejected"] for x in out),
             "naming_outside_context": sum(x["outside_context"] for x in out),
             "repeat_the_example": sum(x["example"] for x in out),
+            "write_placeholders": sum(x["placeholders"] for x in out),
             "looping": sum(x["loop"] for x in out),
             "rejected": sum(x["rejected"] for x in out),
             "failed": sum(x["failed"] for x in out),
@@ -169,9 +195,9 @@ def main() -> None:
                     help="also ask the model again, with this commit's report prompt, for N "
                          "LLM reports (the rejected ones first) and check the new replies")
     ap.add_argument("--model", default="", help="GGUF for --regenerate (default: bundled)")
-    ap.add_argument("--prompt", choices=["current", "no-example"], default="current",
-                    help="--regenerate with this commit's report prompt, or the same "
-                         "prompt without its worked example (the grammar alone shapes it)")
+    ap.add_argument("--prompt", choices=["current", "placeholders"], default="current",
+                    help="--regenerate with this commit's report prompt (no example), or "
+                         "with the <placeholder> example tried for issue 28")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/kgloom-eval-reports.sqlite"),
                     help="LLM cache of --regenerate (never the index's)")
     ap.add_argument("--save", type=Path, default=None)

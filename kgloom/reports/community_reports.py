@@ -13,10 +13,10 @@ members or fewer than ``report_llm_min_relationships`` internal relationships ge
 report built by rules from its members and their relationship sentences
 (:func:`rule_report`, no model call): a model's report of two names and one sentence
 only restates that sentence, at ~300 generated tokens. The LLM's prompt keeps every
-fixed part (instructions and a worked example) before the community's data, so the
-KV cache of that prefix is reused from one report to the next; its fields are bounded
-(``maxLength``, ``maxItems``). The worked example is written in ``<placeholders>``, so
-it shows the reply's shape and no content a model could copy.
+fixed part (the instructions) before the community's data, so the KV cache of that
+prefix is reused from one report to the next; its fields are bounded (``maxLength``,
+``maxItems``). It has no worked example: the grammar shapes the reply, and a small model
+copied an example's names (or its placeholders) into its reports.
 
 Grounded reports: an LLM reply is published only when it names nothing its context
 lacks, does not repeat the prompt's example and does not loop (:func:`check_report`);
@@ -43,27 +43,11 @@ from kgloom.storage import failures_frame
 STAGE = "community_reports"
 
 _REPORT_USER = "Community data:\n{context}"
-# The worked example shows the reply's shape with placeholders, not content: a small
-# model copied the former example's people and places (Sherlock Holmes, Baker Street)
-# into 12 of the book's 60 reports. A copied placeholder is caught by check_report.
-_EXAMPLE_CONTEXT = (
-    "Entities:\n"
-    "- <name 1> (PERSON): <a sentence of the text about <name 1>>\n"
-    "- <name 2> (PERSON): <a sentence of the text about <name 2>>\n"
-    "- <name 3> (LOCATION): <a sentence of the text about <name 3>>\n"
-    "Relationships:\n"
-    "- <name 1> -> <name 2>: <a sentence of the text naming <name 1> and <name 2>>\n"
-    "- <name 2> -> <name 3>: <a sentence of the text naming <name 2> and <name 3>>")
-_EXAMPLE_REPORT = {
-    "title": "<name 1>, <name 2> and <name 3>",
-    "summary": "<how <name 1>, <name 2> and <name 3> are related, in the words of the data>",
-    "rating": 5,
-    "rating_explanation": "<why this group matters, from the data>",
-    "findings": [
-        {"summary": "<a fact about <name 1> and <name 2>>",
-         "explanation": "<the sentence of the data that states it>"},
-        {"summary": "<a fact about <name 2> and <name 3>>",
-         "explanation": "<the sentence of the data that states it>"}]}
+# No worked example: the JSON-schema grammar alone shapes the reply. A small model
+# copied the former example's people and places (Sherlock Holmes, Baker Street) into 12
+# of the book's 60 reports, and a placeholder example's "<a fact about <name 1>>" into 9
+# of 22 replies; with no example, 4 of the same 22 named anything outside their context
+# (bench/results/eval_reports_book_real.json).
 
 REPORT_TEMPLATE = PromptTemplate(
     name="community_report",
@@ -72,7 +56,7 @@ REPORT_TEMPLATE = PromptTemplate(
             "entities, a summary of how they are related, an importance rating from 0 to 10 "
             "with a one-sentence explanation, and up to three findings, each a short "
             "statement with an explanation grounded in the data. Name only the entities "
-            "of the data; the example's <placeholders> stand for them."),
+            "of the data."),
     user=_REPORT_USER,
     schema={
         "type": "object",
@@ -94,7 +78,6 @@ REPORT_TEMPLATE = PromptTemplate(
         "required": ["title", "summary", "rating", "rating_explanation", "findings"],
     },
     max_tokens=450,
-    examples=((_REPORT_USER.format(context=_EXAMPLE_CONTEXT), json.dumps(_EXAMPLE_REPORT)),),
 )
 RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of report_key)
 GROUNDING_VERSION = "grounding-1"  # bump when check_report's rules change (part of report_key)
@@ -373,13 +356,14 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
                                       "explanation": "No description."}]}
 
 
-# an angle-bracket placeholder of the worked example ("<name 1>") copied into a reply
+# an angle-bracket placeholder ("<name 1>", "<a fact about X>") written into a reply
 _PLACEHOLDER = regex.compile(r"<[^<>\n]{1,80}>")
 
 
 def example_text(template: PromptTemplate = REPORT_TEMPLATE) -> str:
     """The worked example(s) of ``template``: each example turn's user and assistant
-    text, one after the other (what :func:`check_report` tells a copy by)."""
+    text, one after the other (what :func:`check_report` tells a copy by); "" for a
+    template without examples (``REPORT_TEMPLATE`` has none)."""
     return "\n".join(part for turn in template.examples for part in turn)
 
 
@@ -400,11 +384,13 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
     "do not include information where the supporting evidence for it is not
     provided", enforced here rather than asked for). Checked, in order:
 
-    - it repeats the prompt's worked example: a ``<placeholder>`` of the example
-      (anything in angle brackets the context lacks), or a run of
+    - it repeats the prompt's worked example (when ``example`` is not empty): a
+      ``<placeholder>`` of the example, a run of
       :data:`kgloom.grounding.EXAMPLE_MIN_WORDS` words it shares with ``example`` but
       not with ``context`` (:func:`kgloom.grounding.shared_phrase`), or a name of the
       example that the context lacks;
+    - it writes placeholders: text in angle brackets that the context lacks
+      ("<a fact about Scrooge>", a template slot, not a report);
     - it names what its context lacks: a proper name of its text
       (:func:`kgloom.grounding.ungrounded_names`) that neither ``context`` nor
       ``members`` holds;
@@ -418,7 +404,8 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
         members: the community's member titles (names it may use even when a cut
             context left them out).
         example: the prompt's example text (default: :func:`example_text` of
-            ``REPORT_TEMPLATE``); pass an older prompt's to check its reports.
+            ``REPORT_TEMPLATE``, "" since it has none); pass an older prompt's to check
+            the reports written under it.
 
     Returns:
         one reason per failed check, each naming what was found.
@@ -426,16 +413,20 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
     example = example_text() if example is None else example
     text = report_text(obj)
     problems: list[str] = []
-    copied = [p for p in dict.fromkeys(_PLACEHOLDER.findall(text)) if p not in context]
-    phrase = shared_phrase(text, example, context)
+    slots = [p for p in dict.fromkeys(_PLACEHOLDER.findall(text)) if p not in context]
+    copied = [p for p in slots if p in example]
+    phrase = shared_phrase(text, example, context) if example else None
     unknown = [n for n in ungrounded_names(text, context, tuple(members))
-               if not any(n in p for p in copied)]
+               if not any(n in p for p in slots)]
     example_words = set(words(example))
-    from_example = [n for n in unknown if set(words(n)) <= example_words]
+    from_example = [n for n in unknown if example_words and set(words(n)) <= example_words]
     if copied or phrase or from_example:
         what = [f"placeholder {p}" for p in copied[:3]] + (
             [f"its words \"{phrase}\""] if phrase else []) + from_example[:5]
         problems.append("repeats the prompt's example: " + ", ".join(what))
+    if any(p not in copied for p in slots):
+        problems.append("writes placeholders: " + ", ".join(
+            p for p in slots if p not in copied)[:200])
     others = [n for n in unknown if n not in from_example]
     if others:
         problems.append("names what its context lacks: " + ", ".join(others[:8]))
