@@ -66,7 +66,8 @@ def test_shared_phrase_is_a_copy_only_when_the_context_lacks_it():
     example = "Holmes needed a friend to share rooms in Baker Street, and Watson agreed."
     copy = "Scrooge needed a friend to share rooms in his house."
     assert shared_phrase(copy, example) == "needed a friend to share"
-    assert shared_phrase(copy, example, context="He needed a friend to share rooms in town.") is None
+    assert shared_phrase(copy, example,
+                         context="He needed a friend to share rooms in town.") is None
     assert shared_phrase("Scrooge was apprenticed to Fezziwig.", example) is None
 
 
