@@ -672,10 +672,36 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
                     v = w * max(float(units[u] @ ev[n]), 0.0)
                     if v > best.get(u, 0.0):
                         best[u] = v
-    out = order[:min(cfg.bridge_keep, top_k)]
+    keep = min(cfg.bridge_keep, top_k)
+    out = order[:keep]
     for u in sorted(best, key=lambda u: (-best[u], u)) + order:
         if len(out) < top_k and u not in out:
             out.append(u)
+    # every entity named by title or alias keeps one of its units (at most top_k - keep)
+    named = list(dict.fromkeys(x.entity_id for x in r.link(question)
+                               if x.method in ("name", "alias")))[:top_k - keep]
+    held: dict[int, str] = {}
+    for e in named:
+        mine = [u for u in range(len(sims)) if e in (kg[u] or [])]
+        have = [u for u in out if u in mine]
+        if have:
+            held.setdefault(have[0], e)
+            continue
+        if not mine:
+            continue
+        n = node_of[e]
+        held.setdefault(min(mine, key=lambda u: (
+            -len([x for x in named if x != e and x in (kg[u] or [])]),
+            -max(float(units[u] @ ev[n]), 0.0), -sims[u], u)), e)
+    for u in held:
+        if u in out:
+            continue
+        free = [x for x in out[keep:] if x not in held]
+        if len(out) >= top_k:
+            if not free:
+                break
+            out.remove(free[-1])
+        out.append(u)
     return [r.col["id"][i] for i in out]
 
 
@@ -684,6 +710,11 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     RetrievalConfig(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0)])
 def test_bridge_follows_its_definition(carol_index, cfg):
     r = Retriever(carol_index, config=cfg)
+    for named in ("How is Fezziwig related to Tiny Tim?", "Tell me about Fred and Bob Cratchit",
+                  "fog"):
+        for k in (1, 2, 3):
+            got = r.bridge(named, top_k=k).text_units["id"].to_list()
+            assert got == _bridge_reference(r, named, k, cfg), (named, k)
     question = "Who was the business partner of the old miser Scrooge who hated Christmas?"
     res = r.bridge(question, top_k=4)
     assert res.text_units["id"].to_list() == _bridge_reference(r, question, 4, cfg)

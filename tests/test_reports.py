@@ -462,3 +462,126 @@ def test_communities_from_passages_shorter_than_a_report_get_rule_reports(tmp_pa
     assert source_tokens(c2, rel_units, unknown) is None
     assert run(unknown, "unknown")[2] == "llm"
     assert run(None, "none")[2] == "llm"
+
+
+# --- grounded reports: a reply naming what its context lacks is not published ----------
+
+_GOOD = {"title": "Scrooge, Marley and Fred",
+         "summary": "Marley was Scrooge's late business partner, and Fred is Scrooge's "
+                    "nephew.",
+         "rating": 6, "rating_explanation": "Scrooge ties the others together.",
+         "findings": [{"summary": "Scrooge and Marley were partners",
+                       "explanation": "Marley was Scrooge's late business partner."}]}
+_NON_MEMBER = {**_GOOD, "summary": "Scrooge and Marley visit Bob Cratchit and Tiny Tim at "
+                                   "home."}
+_EXAMPLE_COPY = {**_GOOD, "summary": "Sherlock Holmes and Dr. Watson agree to share rooms in "
+                                     "Baker Street."}
+_PLACEHOLDER_COPY = {**_GOOD, "findings": [{"summary": "<a fact about <name 1> and <name 2>>",
+                                            "explanation": "<the sentence of the data that "
+                                                           "states it>"}]}
+_LOOPING = {**_GOOD, "summary": "Scrooge is a man named Scrooge, a man named Scrooge, a man "
+                                "named Scrooge, a man named Scrooge."}
+_SAME_FINDINGS = {**_GOOD, "findings": [_GOOD["findings"][0], _GOOD["findings"][0]]}
+# as the book's real-model replies did: one sentence as rating explanation, finding
+# summary and finding explanation
+_SAME_FIELDS = {**_GOOD, "rating_explanation": "Marley was Scrooge's late business partner.",
+                "findings": [{"summary": "Marley was Scrooge's late business partner.",
+                              "explanation": "Marley was Scrooge's late business partner."}]}
+
+
+class _Scripted:
+    """Answers every report call with one fixed reply; counts the calls."""
+
+    model_id = "scripted"
+
+    def __init__(self, reply: dict) -> None:
+        self.reply = reply
+        self.calls = 0
+
+    def complete(self, messages, schema, max_tokens, seed):
+        self.calls += 1
+        return Completion(json.dumps(self.reply), 1, 1, 0.0)
+
+
+def _context_of(tables, number: int) -> tuple[str, list[str]]:
+    c = _community(tables, number)
+    ctx, _ = build_report_context(c, tables["entities"], tables["relationships"], [], 10_000,
+                                  default_tokenizer())
+    titles = tables["entities"].filter(pl.col("id").is_in(c["entity_ids"]))["title"].to_list()
+    return ctx, titles
+
+
+def test_check_report_keeps_a_grounded_reply_and_says_why_it_rejects_others(tables):
+    from kgloom.reports.community_reports import check_report
+
+    ctx, members = _context_of(tables, 2)  # Scrooge, Marley, Fred
+    assert check_report(_GOOD, ctx, members) == []
+    why = check_report(_NON_MEMBER, ctx, members)
+    assert len(why) == 1 and why[0].startswith("names what its context lacks")
+    assert "Bob Cratchit" in why[0] and "Tiny Tim" in why[0]
+    # the former prompt's example (Sherlock Holmes ...) passed as the example to check
+    old_example = "Sherlock Holmes (PERSON): Dr. Watson met Sherlock Holmes in Baker Street."
+    why = check_report(_EXAMPLE_COPY, ctx, members, example=old_example)
+    assert why and why[0].startswith("repeats the prompt's example")
+    assert "Sherlock Holmes" in why[0] and "Baker Street" in why[0]
+    # with today's example: the names still are not in the context
+    assert check_report(_EXAMPLE_COPY, ctx, members)[0].startswith("names what its context")
+    why = check_report(_PLACEHOLDER_COPY, ctx, members)
+    assert why and why[0].startswith("writes placeholders") and "<name 1>" in why[0]
+    # a placeholder of the example the replies were written under: a copy of it
+    why = check_report(_PLACEHOLDER_COPY, ctx, members, example="<name 1> (PERSON)")
+    assert why[0].startswith("repeats the prompt's example: placeholder <name 1>")
+    why = check_report(_LOOPING, ctx, members)
+    assert why == ['repeats itself: "a man named Scrooge" 4 times']
+    assert check_report(_SAME_FINDINGS, ctx, members)[0].startswith("repeats itself")
+    assert check_report(_SAME_FIELDS, ctx, members) == [
+        "repeats itself: the same text in rating_explanation and finding 1 summary"]
+    # a member's title may be used even when a cut context left it out
+    bare = "Entities:\n- EBENEZER SCROOGE (PERSON)"
+    assert check_report(_GOOD, bare, members) == []
+    assert check_report(_GOOD, bare, ["EBENEZER SCROOGE"])[0].startswith("names what")
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (_NON_MEMBER, "names what its context lacks"), (_EXAMPLE_COPY, "names what its context"),
+    (_PLACEHOLDER_COPY, "writes placeholders"), (_LOOPING, "repeats itself"),
+    (_SAME_FIELDS, "repeats itself")])
+def test_a_rejected_reply_is_replaced_by_the_rule_report_with_a_failures_row(
+        tmp_path, tables, reply, reason):
+    from kgloom.reports.community_reports import REJECTED, rule_report
+
+    only = tables["communities"].filter(pl.col("community") == 2)  # 3 members: an LLM report
+    backend = _Scripted(reply)
+    reports, failures, _ = build_community_reports(
+        only, tables["entities"], tables["relationships"], _llm(tmp_path, backend),
+        IndexSettings(), default_tokenizer())
+    assert backend.calls == 1
+    assert reports.height == 1 and reports["generated_by"].to_list() == ["rules"]
+    rule = rule_report(_community(tables, 2), tables["entities"], tables["relationships"])
+    assert reports["title"][0] == rule["title"] and reports["summary"][0] == rule["summary"]
+    assert failures.height == 1
+    row = failures.row(0, named=True)
+    assert row["stage"] == "community_reports" and row["item_id"] == "2"
+    assert row["reason"].startswith(REJECTED + reason)
+    assert json.loads(row["detail"])["summary"] == reply["summary"]  # the reply, kept
+
+
+def test_a_grounded_reply_is_published(tmp_path, tables):
+    only = tables["communities"].filter(pl.col("community") == 2)
+    reports, failures, _ = build_community_reports(
+        only, tables["entities"], tables["relationships"], _llm(tmp_path, _Scripted(_GOOD)),
+        IndexSettings(), default_tokenizer())
+    assert failures.height == 0 and reports["generated_by"].to_list() == ["llm"]
+    assert reports["summary"][0] == _GOOD["summary"]
+
+
+def test_the_report_prompt_has_no_example_a_model_could_copy():
+    """The grammar shapes the reply: the prompt holds no worked example (the former one's
+    Sherlock Holmes was copied into 12 of 60 reports, a placeholder one's slots into 9
+    of 22 replies); the instructions ask for the data's names only."""
+    from kgloom.reports.community_reports import example_text
+
+    assert REPORT_TEMPLATE.examples == () and example_text() == ""
+    assert "Name only the entities of the data." in REPORT_TEMPLATE.system
+    for word in ("Sherlock", "Holmes", "Watson", "Baker", "<name"):
+        assert word not in json.dumps(REPORT_TEMPLATE.messages(context="x"))

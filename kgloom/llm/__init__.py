@@ -759,11 +759,15 @@ class PromptTemplate:
 
 def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_id: str,
                     seed: int, schema: dict[str, Any] | None = None,
+                    check_schema: dict[str, Any] | None = None,
                     **inputs: str) -> tuple[dict[str, Any] | None, dict | None]:
     """Ask for one JSON object that validates against ``schema`` (default: the template's).
 
     A per-call ``schema`` (e.g. an enum of the names found in one text unit) is part of
-    the cache key, so it needs no separate hashing.
+    the cache key, so it needs no separate hashing. ``check_schema`` (default:
+    ``schema``) is what the reply is validated against: a looser one keeps a reply whose
+    backend did not enforce the grammar, for the caller to repair (a search answer's
+    citation outside the enum is dropped and counted, not the whole answer).
 
     The reply is parsed and validated (``jsonschema``); an invalid reply is retried once
     with ``seed + 1``. Never raises for a bad reply.
@@ -797,7 +801,7 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
         try:
             # strict=False: grammar strings may hold raw newlines, which are harmless here
             obj = json.loads(raw, strict=False)
-            jsonschema.validate(obj, schema)
+            jsonschema.validate(obj, check_schema or schema)
             return obj, None
         except json.JSONDecodeError as exc:
             problem = f"reply is not JSON ({exc.msg}; max_tokens {max_tokens} reached?)"

@@ -103,6 +103,17 @@ def render_search(result: SearchResult, context_only: bool = False) -> str:
     lines.append(f"context: {ctx.tokens} of {ctx.budget} tokens, {len(ctx.items)} items")
     lines.append("answer: " + (result.answer if result.answer is not None else
                                "(none: " + (info.get("note") or "see failures") + ")"))
+    if result.notice:
+        lines.append(f"note: {result.notice}")
+    check = info.get("answer_check") or {}
+    if check.get("invented_citations"):
+        lines.append(f"removed {check['invented_citations']} citations that are not in the "
+                     "context: " + ", ".join(check["dropped_citations"]
+                                             + check["removed_inline"]))
+    if check.get("degenerate"):
+        lines.append(f"answer cut: it kept repeating \"{check['repeated']}\"")
+    if check.get("ungrounded_names"):
+        lines.append("names the context does not hold: " + ", ".join(check["ungrounded_names"]))
     for c in result.cited():
         lines.append(f"  [{c['ref']}] {_first_words(c['text'].split('] ', 1)[-1], 24)}")
     calls = info.get("llm", {})

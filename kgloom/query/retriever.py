@@ -1233,6 +1233,10 @@ class Retriever:
         vector hits. The idea is HippoRAG's (arXiv 2405.14831: passages reached through
         the entities of the question) reduced to one hop and the passage-entity
         affinity; the knobs were chosen by bench/eval_qa.py on half of its questions.
+        Last, every entity the question names by title or alias keeps one of its own
+        units in the ``top_k`` (:meth:`_named_units`; a unit about it replaces the last
+        unit that names none): a weak link weight alone let "How is Scrooge related to
+        Fezziwig?" return five units without Fezziwig.
 
         Returns units with ``via`` vector (hop_depth 0) or bridge (hop_depth 1, its
         entity_ids = the bridging entity); entities = the bridging entities with their
@@ -1286,6 +1290,19 @@ class Retriever:
             if r not in via:
                 order.append(r)
                 via[r] = "vector"
+        named = self._named_units(links, order, top_k - min(cfg.bridge_keep, top_k), sims)
+        for u, n in named.items():  # replaces the last unit no named entity holds
+            if u in via:
+                continue
+            free = [r for r in order[min(cfg.bridge_keep, top_k):] if r not in named]
+            if len(order) >= top_k:
+                if not free:
+                    break
+                order.remove(free[-1])
+                via.pop(free[-1])
+            order.append(u)
+            via[u] = "bridge"
+            best[u] = (max(best.get(u, (0.0,))[0], float(sims[u])), n, -1)
         scores = {r: (best[r][0] if via[r] == "bridge" else float(sims[r])) for r in order}
         hop = {r: (1 if via[r] == "bridge" else 0) for r in order}
         ids = g["entity_ids"]
@@ -1299,6 +1316,46 @@ class Retriever:
             "entity_id", keep="first", maintain_order=True) if ent_rows else None
         return self._finish(question, "bridge", start, units, entities, linked=links,
                             top_k=top_k, hits=cfg.bridge_hits, keep=cfg.bridge_keep)
+
+    def _named_units(self, links: list[LinkedEntity], order: list[int], room: int,
+                     sims: np.ndarray) -> dict[int, int]:
+        """Unit rows to hold so each entity the question names is in the result.
+
+        The entities linked by ``name`` or ``alias`` (the question wrote their title or
+        an alias), in question order, at most ``room`` of them: for each whose own
+        text units (``kg_node_ids``) are not among ``order``, its best unit: the one
+        naming most of the other named entities, then the most about it (the
+        entity-unit affinity of :meth:`graph`), then nearest to the question. A unit
+        of ``order`` that names one is held too, so it is not replaced.
+
+        Returns:
+            unit row -> node key of the named entity it stands for, in question order.
+        """
+        g = self.graph
+        named = [x.entity_id for x in links if x.method in ("name", "alias")]
+        named = [e for e in dict.fromkeys(named) if e in g["node_of"]][:max(room, 0)]
+        if not named:
+            return {}
+        aff = g["affinity"]
+        kg = self.col["kg_node_ids"]
+        held: dict[int, int] = {}
+        for e in named:
+            n = g["node_of"][e]
+            mine = self.mentions.get(e, [])
+            have = [r for r in order if r in set(mine)]
+            if have:
+                held.setdefault(have[0], n)
+                continue
+            if not mine:
+                continue
+            others = set(named) - {e}
+
+            def key(r: int) -> tuple:
+                return (-len(others.intersection(kg[r] or [])), -float(aff[r, n]),
+                        -float(sims[r]), r)
+
+            held.setdefault(min(mine, key=key), n)
+        return held
 
     def retrieve(self, question: str, mode: str = "vector", **params: Any) -> RetrievalResult:
         """Run one mode by name (:data:`kgloom.query.modes.RETRIEVAL_MODES`) with its

@@ -23,7 +23,10 @@ stage, the community selection and any fallback.
 
 Answers are one structured call: ``{"answer": str, "citations": [id, ...]}`` where the
 citation items are an enum of the ids present in the context, so an answer cannot cite a
-line it was not shown. LLM calls go through the cache in ``cache_path`` (default
+line it was not shown; :func:`check_answer` still grounds every reply (a citation
+outside the context, from a backend that ignored the grammar, is dropped and counted;
+invented inline citations are removed; a looping answer is cut and flagged), and an
+answer of the bundled demo model carries a notice (:func:`model_notice`). LLM calls go through the cache in ``cache_path`` (default
 ``<output_dir>/query_cache.sqlite``, a file of its own: a query never writes the index's
 ``llm_cache.sqlite`` or any other file of the index; pass another path for a read-only
 index). No Dagster import.
@@ -31,6 +34,7 @@ index). No Dagster import.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +45,10 @@ import numpy as np
 
 from kgloom import schemas
 from kgloom.builds import OPEN_RETRIES, Build, IndexChangedError
-from kgloom.llm import CachedLLM, Completion, PromptTemplate, StageStats, open_llm, structured_call
+from kgloom.extraction.extract import is_grounded
+from kgloom.grounding import cut_repetition, ungrounded_names
+from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, Completion, PromptTemplate, StageStats,
+                        open_llm, structured_call)
 from kgloom.publish.vectors import Embedder
 from kgloom.query import global_search as gs
 from kgloom.query.context import (LOCAL_SHARES, Context, ContextItem, Section, TokenCounter,
@@ -78,6 +85,139 @@ def answer_schema(refs: list[str], max_chars: int = 200) -> dict[str, Any]:
         "citations": {"type": "array", "maxItems": min(MAX_CITATIONS, len(refs)),
                       "items": {"type": "string", "enum": list(refs)}}},
         "required": ["answer", "citations"]}
+
+
+def loose_answer_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (:func:`answer_schema`) with citations any strings: what a reply is
+    validated against, so a citation a backend let through outside the enum is dropped
+    by :func:`check_answer` rather than failing the whole answer."""
+    props = {**schema["properties"], "citations": {
+        "type": "array", "items": {"type": "string"}}}
+    return {**schema, "properties": props}
+
+
+# inline citations an answer may write: "[T3]", "[T3, C5]", "[Data: Reports (5)]",
+# "(E12)", and a report cited by its title: 'the report "The Devil and the Devil"'
+_BRACKET_CITE = re.compile(r"\s*\[([^\[\]\n]{1,120})\]")
+_PAREN_CITE = re.compile(r"\s*\(\s*([ERTCP]\d+(?:\s*[,;]\s*[ERTCP]\d+)*)\s*\)")
+_TITLE_CITE = re.compile(r"""\s*\(?\b(?:(?:the|a)\s+)?(?:community\s+)?reports?\s+(?:titled\s+|"""
+                         r"""called\s+|named\s+|entitled\s+)?["“'‘]([^"”'’\n]{1,120})["”'’]\)?""",
+                         re.IGNORECASE)
+_REF_ID = re.compile(r"[ERTCP]\d+")
+
+
+@dataclass
+class AnswerCheck:
+    """What :func:`check_answer` did to one answer.
+
+    Attributes:
+        answer: the answer as published (invented citations removed, a loop cut).
+        citations: the cited ids that are in the context, each once, in order.
+        dropped_citations: cited ids that are not in the context (removed).
+        removed_inline: citations written in the answer text that resolve to nothing
+            in the context (an id, a bracketed source, a report title), removed.
+        repetition: the phrase the answer looped on (it is cut after its first time),
+            or None.
+        ungrounded_names: proper names of the answer its context does not hold
+            (:func:`kgloom.grounding.ungrounded_names`), flagged, not removed.
+    """
+
+    answer: str
+    citations: list[str]
+    dropped_citations: list[str]
+    removed_inline: list[str]
+    repetition: str | None
+    ungrounded_names: list[str] = field(default_factory=list)
+
+    def info(self) -> dict[str, Any]:
+        """The counts and what was removed, for ``SearchResult.info["answer_check"]``."""
+        return {"invented_citations": len(self.dropped_citations) + len(self.removed_inline),
+                "dropped_citations": self.dropped_citations,
+                "removed_inline": self.removed_inline,
+                "degenerate": self.repetition is not None, "repeated": self.repetition,
+                "ungrounded_names": self.ungrounded_names}
+
+
+def check_answer(answer: str, citations: list[str], refs: list[str],
+                 context_text: str = "") -> AnswerCheck:
+    """Ground one answer in its context.
+
+    - ``citations`` not among ``refs`` (the context's ids) are dropped;
+    - citations written in the text that resolve to nothing are removed from it: a
+      bracketed ``[...]`` whose parts are not context ids (a bracket naming some ids
+      keeps just those), a parenthesized id list, and a report cited by a quoted title
+      that ``context_text`` does not hold (case-insensitive);
+    - a degenerate answer (:func:`kgloom.grounding.find_repetition`) is cut where it
+      starts repeating (:func:`kgloom.grounding.cut_repetition`);
+    - the proper names it uses that ``context_text`` lacks are listed (flagged only:
+      a name may be the question's own).
+
+    Args:
+        answer: the model's answer text.
+        citations: its cited ids, in order.
+        refs: the ids of the context it was shown (``[E12]`` style, without brackets).
+        context_text: the context as the model read it (for report titles).
+
+    Returns:
+        an :class:`AnswerCheck` (the answer, whitespace collapsed, is never emptied:
+        when nothing is left it says so).
+    """
+    known = set(refs)
+    inline_known = known | set(refs_in(context_text))  # e.g. global search's key points
+    cited = list(dict.fromkeys(citations))
+    kept = [c for c in cited if c in known]
+    dropped = [c for c in cited if c not in known]
+    removed: list[str] = []
+
+    def bracket(m: re.Match) -> str:
+        if f"[{m.group(1)}]" in context_text:  # quoted from the context ("[Illustration]")
+            return m.group(0)
+        parts = [p.strip() for p in re.split(r"[,;]", m.group(1)) if p.strip()]
+        good = [p for p in parts if p in inline_known]
+        removed.extend(p for p in parts if p not in inline_known)
+        return f" [{', '.join(good)}]" if good else ""
+
+    def paren(m: re.Match) -> str:
+        parts = _REF_ID.findall(m.group(1))
+        good = [p for p in parts if p in inline_known]
+        removed.extend(p for p in parts if p not in inline_known)
+        return f" ({', '.join(good)})" if good else ""
+
+    def title(m: re.Match) -> str:
+        if is_grounded(m.group(1), context_text):
+            return m.group(0)
+        removed.append(m.group(1))
+        return ""
+
+    text = _BRACKET_CITE.sub(bracket, answer)
+    text = _PAREN_CITE.sub(paren, text)
+    text = _TITLE_CITE.sub(title, text)
+    text = " ".join(text.split())
+    text, rep = cut_repetition(text)
+    text = re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
+    return AnswerCheck(text or "(no answer left once its invented citations were removed)",
+                       kept, dropped, removed, rep.phrase if rep else None,
+                       ungrounded_names(text, context_text) if context_text else [])
+
+
+DEMO_MODEL_NOTICE = (
+    "This answer comes from the bundled demo model (SmolLM2-135M): it is often wrong and "
+    "may repeat or invent things. The retrieved context and the sources it cites are the "
+    "reliable part; give a larger GGUF model (--model) for answers worth reading.")
+FAKE_MODEL_NOTICE = (
+    "This answer comes from the fake test model (--fake-llm): it is placeholder text. The "
+    "retrieved context and the sources it cites are the reliable part.")
+
+
+def model_notice(model_id: str) -> str | None:
+    """What an answer must say about the model that wrote it: :data:`DEMO_MODEL_NOTICE`
+    for the bundled SmolLM2-135M (its SHA-256 as model id), :data:`FAKE_MODEL_NOTICE`
+    for the fake model, else None."""
+    if model_id == SMOLLM2_SHA256:
+        return DEMO_MODEL_NOTICE
+    if model_id == "fake-llm":
+        return FAKE_MODEL_NOTICE
+    return None
 
 
 @dataclass(frozen=True)
@@ -158,6 +298,8 @@ class SearchResult:
         info: timings, token counter, per-stage LLM calls and prompt tokens
             (``llm``), the community selection, the retrieval used, fallbacks.
         failures: failure rows (stage, item_id, reason, detail) of failed LLM replies.
+        notice: what the reader must know about the answer's model (the bundled demo
+            model's answers are unreliable; :func:`model_notice`), or None.
     """
 
     question: str
@@ -171,6 +313,7 @@ class SearchResult:
     map_batches: list[gs.ReportBatch] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     failures: list[dict] = field(default_factory=list)
+    notice: str | None = None
 
     def cited(self) -> list[dict[str, str]]:
         """The cited sources, in citation order ({"ref", "kind", "id", "text"})."""
@@ -183,7 +326,7 @@ class SearchResult:
                 "citations": self.citations, "cited": self.cited(),
                 "context": self.context.to_dict(), "context_text": self.context.text,
                 "map_batches": [vars(b) for b in self.map_batches], "info": self.info,
-                "failures": self.failures}
+                "failures": self.failures, "notice": self.notice}
 
 
 class CallLog:
@@ -459,7 +602,7 @@ class Searcher:
             context, sources = self._direct_context(question, budget, info)
         else:
             context, sources = self._local_context(question, budget, info)
-        text, cites = self._answer(question, context, context.refs, log, failures) \
+        text, cites = self._answer(question, context, context.refs, log, failures, info) \
             if answer else (None, [])
         result = SearchResult(question, mode, ran, reason, text, cites, context, sources,
                               info=info, failures=failures)
@@ -467,6 +610,8 @@ class Searcher:
 
     def _finish(self, result: SearchResult, start: float, log: CallLog | None) -> SearchResult:
         result.info["llm"] = log.summary() if log else {}
+        if result.answer is not None:
+            result.notice = model_notice(self.llm.model_id)
         result.info["counter"] = self.counter.name
         result.info["seconds"] = round(time.perf_counter() - start, 3)
         return result
@@ -732,7 +877,7 @@ class Searcher:
             info["note"] = "no key point scored above 0: nothing to answer from"
             text, cites = None, []
         else:
-            text, cites = self._answer(question, context, citable, log, failures)
+            text, cites = self._answer(question, context, citable, log, failures, info)
         return SearchResult(question, mode, "global", reason, text, cites, context, sources,
                             batches, info, failures)
 
@@ -744,9 +889,12 @@ class Searcher:
 
     # --- answers -------------------------------------------------------------------
     def _answer(self, question: str, context: Context, citable: list[str],
-                log: CallLog | None, failures: list[dict]) -> tuple[str | None, list[str]]:
+                log: CallLog | None, failures: list[dict],
+                info: dict[str, Any] | None = None) -> tuple[str | None, list[str]]:
         """One answer call (stage ``search_answer``); (None, []) with no context or a
-        failed reply (its row added to ``failures``).
+        failed reply (its row added to ``failures``). The reply is grounded by
+        :func:`check_answer` (citations outside ``citable`` dropped, invented inline
+        citations removed, a loop cut); what it did goes to ``info["answer_check"]``.
 
         Raises:
             ValueError: the context and prompt do not fit the model's window.
@@ -757,12 +905,16 @@ class Searcher:
         self._check_fit(ANSWER_TEMPLATE, schema, context.tokens, context.budget,
                         context=context.text, question=question)
         obj, failure = structured_call(log, ANSWER_TEMPLATE, "search_answer", question[:80],
-                                       self.config.seed, schema=schema, context=context.text,
-                                       question=question)
+                                       self.config.seed, schema=schema,
+                                       check_schema=loose_answer_schema(schema),
+                                       context=context.text, question=question)
         if obj is None:
             failures.append(failure)
             return None, []
-        return " ".join(obj["answer"].split()), list(dict.fromkeys(obj["citations"]))
+        check = check_answer(obj["answer"], obj["citations"], citable, context.text)
+        if info is not None:
+            info["answer_check"] = check.info()
+        return check.answer, check.citations
 
     def _check_question_fits(self, question: str) -> None:
         """Refuse a question that does not fit the model's window in the answer prompt

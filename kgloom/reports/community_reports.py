@@ -13,9 +13,14 @@ members or fewer than ``report_llm_min_relationships`` internal relationships ge
 report built by rules from its members and their relationship sentences
 (:func:`rule_report`, no model call): a model's report of two names and one sentence
 only restates that sentence, at ~300 generated tokens. The LLM's prompt keeps every
-fixed part (instructions and a worked example) before the community's data, so the
-KV cache of that prefix is reused from one report to the next; its fields are bounded
-(``maxLength``, ``maxItems``).
+fixed part (the instructions) before the community's data, so the KV cache of that
+prefix is reused from one report to the next; its fields are bounded (``maxLength``,
+``maxItems``). It has no worked example: the grammar shapes the reply, and a small model
+copied an example's names (or its placeholders) into its reports.
+
+Grounded reports: an LLM reply is published only when it names nothing its context
+lacks, does not repeat the prompt's example and does not loop (:func:`check_report`);
+otherwise the community gets its rule report and a failures row saying why.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ import json
 from collections.abc import Callable
 
 import polars as pl
+import regex
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
+from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, words
 from kgloom.ids import content_id
 from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
@@ -36,30 +43,11 @@ from kgloom.storage import failures_frame
 STAGE = "community_reports"
 
 _REPORT_USER = "Community data:\n{context}"
-_EXAMPLE_CONTEXT = (
-    "Entities:\n"
-    "- Sherlock Holmes (PERSON): Holmes needed a friend to share rooms in Baker Street.\n"
-    "- Dr. Watson (PERSON): Dr. Watson met Sherlock Holmes at the laboratory.\n"
-    "- Mrs. Hudson (PERSON): \"Capital!\" said Mrs. Hudson, their landlady.\n"
-    "- Baker Street (LOCATION): Holmes needed a friend to share rooms in Baker Street.\n"
-    "Relationships:\n"
-    "- Dr. Watson -> Sherlock Holmes: Holmes needed a friend to share rooms in Baker "
-    "Street, and Watson agreed.\n"
-    "- Mrs. Hudson -> Sherlock Holmes: \"Capital!\" said Mrs. Hudson, their landlady.\n"
-    "- Sherlock Holmes -> Baker Street: Holmes needed a friend to share rooms in Baker "
-    "Street, and Watson agreed.")
-_EXAMPLE_REPORT = {
-    "title": "Sherlock Holmes, Dr. Watson and Baker Street",
-    "summary": "Sherlock Holmes and Dr. Watson agree to share rooms in Baker Street, where "
-               "Mrs. Hudson is their landlady.",
-    "rating": 5,
-    "rating_explanation": "Holmes and Watson are the main pair; the others are tied to them.",
-    "findings": [
-        {"summary": "Holmes and Watson share rooms",
-         "explanation": "Holmes needed a friend to share rooms in Baker Street, and Watson "
-                        "agreed."},
-        {"summary": "Mrs. Hudson is their landlady",
-         "explanation": "Mrs. Hudson is called their landlady."}]}
+# No worked example: the JSON-schema grammar alone shapes the reply. A small model
+# copied the former example's people and places (Sherlock Holmes, Baker Street) into 12
+# of the book's 60 reports, and a placeholder example's "<a fact about <name 1>>" into 9
+# of 22 replies; with no example, 4 of the same 22 named anything outside their context
+# (bench/results/eval_reports_book_real.json).
 
 REPORT_TEMPLATE = PromptTemplate(
     name="community_report",
@@ -67,7 +55,8 @@ REPORT_TEMPLATE = PromptTemplate(
             "graph, using only the data given. Answer with JSON only: a title naming its key "
             "entities, a summary of how they are related, an importance rating from 0 to 10 "
             "with a one-sentence explanation, and up to three findings, each a short "
-            "statement with an explanation grounded in the data."),
+            "statement with an explanation grounded in the data. Name only the entities "
+            "of the data."),
     user=_REPORT_USER,
     schema={
         "type": "object",
@@ -89,9 +78,13 @@ REPORT_TEMPLATE = PromptTemplate(
         "required": ["title", "summary", "rating", "rating_explanation", "findings"],
     },
     max_tokens=450,
-    examples=((_REPORT_USER.format(context=_EXAMPLE_CONTEXT), json.dumps(_EXAMPLE_REPORT)),),
 )
 RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of report_key)
+GROUNDING_VERSION = "grounding-1"  # bump when check_report's rules change (part of report_key)
+REJECTED = "report rejected, rule report published: "  # failures reason of a rejected reply
+# a reply copying one field's text into another (a finding's summary as its explanation)
+# says nothing new: seen in the book's real-model reports, 3-4 fields alike
+SAME_FIELD_MIN_WORDS = 4
 
 
 def _brief_schema(schema: dict) -> dict:
@@ -232,10 +225,11 @@ def report_key(community: dict, model_id: str, settings: IndexSettings,
     """Return the reuse key of one community's report: a hash of the community's member
     entity ids, internal relationship ids and members' claim ids (its structure, not its
     level or number), and of how the report is written: for ``method`` ``llm`` the report
-    template, the model and the context settings, for ``rules`` ``RULES_VERSION``. Two
+    template, the model, the context settings and ``GROUNDING_VERSION`` (the checks a
+    reply passes, :func:`check_report`), for ``rules`` ``RULES_VERSION``. Two
     communities with the same key get the same report."""
-    how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens)
-           if method == "llm" else (RULES_VERSION,))
+    how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens,
+            GROUNDING_VERSION) if method == "llm" else (RULES_VERSION,))
     if method == "llm" and is_brief(community, settings):
         how += _BRIEF_KEY
     return content_id("report", *how, *sorted(community["entity_ids"]), "|",
@@ -362,6 +356,113 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
                                       "explanation": "No description."}]}
 
 
+# an angle-bracket placeholder ("<name 1>", "<a fact about X>") written into a reply
+_PLACEHOLDER = regex.compile(r"<[^<>\n]{1,80}>")
+
+
+def example_text(template: PromptTemplate = REPORT_TEMPLATE) -> str:
+    """The worked example(s) of ``template``: each example turn's user and assistant
+    text, one after the other (what :func:`check_report` tells a copy by); "" for a
+    template without examples (``REPORT_TEMPLATE`` has none)."""
+    return "\n".join(part for turn in template.examples for part in turn)
+
+
+def report_text(obj: dict) -> str:
+    """A report reply's free text, one field a paragraph: title, summary, rating explanation,
+    then each finding's summary and explanation."""
+    parts = [obj.get("title", ""), obj.get("summary", ""), obj.get("rating_explanation", "")]
+    for f in obj.get("findings") or []:
+        parts += [f.get("summary", ""), f.get("explanation", "")]
+    return "\n\n".join(p for p in parts if p)  # a blank line: no name spans two fields
+
+
+def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] = (),
+                 example: str | None = None) -> list[str]:
+    """Why an LLM report reply must not be published; [] when it may.
+
+    A report may name only what its context holds (the rule of GraphRAG's report prompt,
+    "do not include information where the supporting evidence for it is not
+    provided", enforced here rather than asked for). Checked, in order:
+
+    - it repeats the prompt's worked example (when ``example`` is not empty): a
+      ``<placeholder>`` of the example, a run of
+      :data:`kgloom.grounding.EXAMPLE_MIN_WORDS` words it shares with ``example`` but
+      not with ``context`` (:func:`kgloom.grounding.shared_phrase`), or a name of the
+      example that the context lacks;
+    - it writes placeholders: text in angle brackets that the context lacks
+      ("<a fact about Scrooge>", a template slot, not a report);
+    - it names what its context lacks: a proper name of its text
+      (:func:`kgloom.grounding.ungrounded_names`) that neither ``context`` nor
+      ``members`` holds;
+    - it repeats itself: a loop within a field (:func:`kgloom.grounding.find_repetition`),
+      the same text of ``SAME_FIELD_MIN_WORDS`` words or more in two fields (a finding's
+      summary copied as its explanation), or two findings with the same summary.
+
+    Args:
+        obj: the parsed reply (title, summary, rating_explanation, findings).
+        context: the community data the model was given (the prompt's user turn).
+        members: the community's member titles (names it may use even when a cut
+            context left them out).
+        example: the prompt's example text (default: :func:`example_text` of
+            ``REPORT_TEMPLATE``, "" since it has none); pass an older prompt's to check
+            the reports written under it.
+
+    Returns:
+        one reason per failed check, each naming what was found.
+    """
+    example = example_text() if example is None else example
+    text = report_text(obj)
+    problems: list[str] = []
+    slots = [p for p in dict.fromkeys(_PLACEHOLDER.findall(text)) if p not in context]
+    copied = [p for p in slots if p in example]
+    phrase = shared_phrase(text, example, context) if example else None
+    unknown = [n for n in ungrounded_names(text, context, tuple(members))
+               if not any(n in p for p in slots)]
+    example_words = set(words(example))
+    from_example = [n for n in unknown if example_words and set(words(n)) <= example_words]
+    if copied or phrase or from_example:
+        what = [f"placeholder {p}" for p in copied[:3]] + (
+            [f"its words \"{phrase}\""] if phrase else []) + from_example[:5]
+        problems.append("repeats the prompt's example: " + ", ".join(what))
+    if any(p not in copied for p in slots):
+        problems.append("writes placeholders: " + ", ".join(
+            p for p in slots if p not in copied)[:200])
+    others = [n for n in unknown if n not in from_example]
+    if others:
+        problems.append("names what its context lacks: " + ", ".join(others[:8]))
+    fields = [("title", obj.get("title", "")), ("summary", obj.get("summary", "")),
+              ("rating_explanation", obj.get("rating_explanation", ""))]
+    for i, f in enumerate(obj.get("findings") or [], 1):
+        fields += [(f"finding {i} summary", f.get("summary", "")),
+                   (f"finding {i} explanation", f.get("explanation", ""))]
+    problems += _repeats(fields, obj.get("findings") or [])
+    return problems
+
+
+def _repeats(fields: list[tuple[str, str]], findings: list[dict]) -> list[str]:
+    """The "repeats itself" reason of :func:`check_report` ([] or one reason): a loop
+    within a field, the same text (of ``SAME_FIELD_MIN_WORDS`` words or more) in two
+    fields, or two findings with the same summary."""
+    for _, text in fields:
+        rep = find_repetition(text or "")
+        if rep is not None:
+            return [f"repeats itself: \"{rep.phrase}\" {rep.count} times"]
+    first: dict[tuple[str, ...], str] = {}
+    for name, text in fields:
+        key = tuple(words(text or ""))
+        if len(key) >= SAME_FIELD_MIN_WORDS:
+            if key in first:
+                return [f"repeats itself: the same text in {first[key]} and {name}"]
+            first[key] = name
+    seen: set[str] = set()
+    for f in findings:
+        key = " ".join(words(f.get("summary", "")))
+        if key in seen:
+            return [f"repeats itself: the finding \"{f['summary']}\" twice"]
+        seen.add(key)
+    return []
+
+
 def _placement(community: dict) -> dict:
     """The report fields that come from the community itself, not from the LLM."""
     return {"id": content_id("community_report", community["id"]),
@@ -395,7 +496,10 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         llm: the cached LLM (stage ``community_reports``); at most one call per community
             large enough for it (:func:`needs_llm_report`); the others get
             :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
-            time.
+            time. A reply that :func:`check_report` rejects (it names what its context
+            lacks, repeats the prompt's example or repeats itself) is replaced by the
+            community's :func:`rule_report`, with a failures row saying why (reason
+            starting with :data:`REJECTED`, detail the reply).
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
             ``report_llm_min_relationships``, ``report_llm_min_source_tokens`` and
             ``report_brief_max_members``.
@@ -409,8 +513,9 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
 
     Returns:
         (reports, failures, context_methods): reports conform to
-        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed
-        (``generated_by``: ``llm`` or ``rules``); every other community has a failures row;
+        ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed or was
+        rejected (``generated_by``: ``llm`` or ``rules``); every other community, and
+        every rejected reply, has a failures row;
         context_methods counts how contexts were built, with ``rules`` for rule-based
         reports, ``reused`` for reports kept from ``previous`` and ``carried_down`` for a community
         repeated unchanged on a higher level, which gets its deeper copy's report (so
@@ -424,6 +529,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             {r["report_key"]: r for r in previous.iter_rows(named=True)})
     order = communities.sort(["level", "community"], descending=[True, False])
     units = dict(zip(relationships["id"].to_list(), relationships["text_unit_ids"].to_list()))
+    title_of = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
     total, finished = order.height, 0
 
     def reuse(c: dict, key: str) -> None:
@@ -470,8 +576,16 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
             jobs.append((c, key, context))
-        answers += [(c, key, "llm", obj, failure)
-                    for (c, key, _), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick))]
+        for (c, key, context), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick)):
+            problems = [] if obj is None else check_report(
+                obj, context, [title_of[e] for e in c["entity_ids"] if e in title_of])
+            if problems:  # published as the rule report, the reply kept in the failures row
+                failures.append({"stage": STAGE, "item_id": str(c["community"]),
+                                 "reason": REJECTED + "; ".join(problems),
+                                 "detail": json.dumps(obj, ensure_ascii=False)})
+                answers.append((c, key, "rules", rule_report(c, entities, relationships), None))
+            else:
+                answers.append((c, key, "llm", obj, failure))
         for c, key, by, obj, failure in answers:
             if obj is None:
                 failures.append(failure)

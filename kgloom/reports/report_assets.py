@@ -7,6 +7,7 @@ from kgloom.graph.graph_assets import communities
 from kgloom.ingest.tokenizer import default_tokenizer
 from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
                                      graph_inputs_of, preview, progress)
+from kgloom.reports.community_reports import REJECTED
 from kgloom.reports.community_reports import STAGE as REPORTS_STAGE
 from kgloom.reports.community_reports import build_community_reports
 from kgloom.resources import IndexConfigResource, LLMResource
@@ -39,16 +40,19 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     write_table(failures, index.corpus_folder, f"{schemas.FAILURES}.{REPORTS_STAGE}")
     st = cached.stats.get(REPORTS_STAGE)
     by = dict(reports.group_by("generated_by").len().iter_rows()) if reports.height else {}
+    # LLM replies rejected by check_report (published as rule reports)
+    rejected = failures.filter(failures["reason"].str.starts_with(REJECTED)).height
     stats = write_stage_stats(index.out, REPORTS_STAGE, clock.elapsed,
                               st.as_dict() if st else {},
                               reports=reports.height, failures=failures.height,
                               context_methods=methods, llm_reports=by.get("llm", 0),
-                              rule_reports=by.get("rules", 0),
+                              rule_reports=by.get("rules", 0), rejected_reports=rejected,
                               llm_backend=cached.backend_settings())
     return dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "communities", "covariates"),
         "rows": reports.height, "communities": comms.height, "failures": failures.height,
         "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
+        "rejected_reports": rejected,
         "context_methods": dg.MetadataValue.json(methods),
         **cost_metadata(stats),
         **endpoint_metadata(cached),
