@@ -82,8 +82,9 @@ class FakeChatServer(HTTPService):
     - ``context_tokens``: when > 0, a request whose ``max_tokens`` exceeds it gets vLLM's
       HTTP 400 "maximum context length" answer.
     - ``window`` and ``count_tokens`` (``text -> int``): when both are set, a request whose
-      messages hold ``window`` tokens or more gets llama-cpp-python's HTTP 400
-      "context_length_exceeded" answer, as its server does (a stand-in for a small model).
+      messages hold ``window`` tokens or more gets what llama-cpp-python's server (0.3.36)
+      answers: HTTP 400 "context_length_exceeded", or, streamed, an empty 200 stream (a
+      stand-in for a small model).
 
     A request without ``response_format`` is answered in plain text (a chat answer), one
     with a schema by FakeBackend's schema instance; ``"stream": true`` gets the reply as
@@ -172,6 +173,8 @@ class FakeChatServer(HTTPService):
                     server.prompt_tokens.append(n)
                     if 0 < server.window <= n:  # llama-cpp-python server's answer
                         server.overflows += 1
+                        if body.get("stream"):  # 0.3.36 streams nothing, with status 200
+                            return self._send(200, b"", "text/event-stream")
                         return self._send(400, json.dumps({"error": {
                             "message": f"This model's maximum context length is "
                                        f"{server.window} tokens. However, you requested "

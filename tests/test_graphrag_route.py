@@ -252,7 +252,8 @@ def test_graphrag_query_runs_every_method_within_the_window(index, tmp_path, mod
 def test_graphrag_defaults_overflow_the_window_and_local_prints_nothing(index, tmp_path,
                                                                         model_tokens):
     """The failure the fitted budgets prevent: with GraphRAG's own 12,000-token contexts
-    the chat server refuses the prompt, and `graphrag query` exits 0 with no answer."""
+    the prompt overflows the window, llama-cpp-python's server streams nothing back (as the
+    stand-in does) and `graphrag query` exits 0 with an empty answer."""
     with FakeChatServer() as chat:
         chat.window, chat.count_tokens = WINDOW, model_tokens
         with route.serve_route(index, chat.url, tmp_path / "gr", context_window=WINDOW,
