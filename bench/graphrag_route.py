@@ -119,6 +119,7 @@ def main() -> None:
     ap.add_argument("--question", default=QUESTION)
     ap.add_argument("--methods", default=",".join(m[0] for m in METHODS))
     ap.add_argument("--n-ctx", type=int, default=8192)
+    ap.add_argument("--reply-tokens", type=int, default=1000, help="max_tokens per call")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per method")
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "graphrag_route.json"))
@@ -132,6 +133,7 @@ def main() -> None:
 
     result = {**_stamp(), "output_dir": str(Path(args.output_dir).resolve()),
               "question": args.question, "n_ctx": args.n_ctx, "threads": args.threads,
+              "reply_tokens": args.reply_tokens,
               "methods": {}}
     save = Path(args.save)
     work = Path(tempfile.mkdtemp(prefix="kgloom-graphrag-route-"))
@@ -141,7 +143,8 @@ def main() -> None:
         with LlamaCppServer(str(default_gguf_path()), CHAT_MODEL, n_threads=args.threads,
                             n_ctx=args.n_ctx, log_path=str(log)) as llama, \
                 serve_route(args.output_dir, llama.url, work / "graphrag",
-                            context_window=args.n_ctx) as (settings, app):
+                            context_window=args.n_ctx, reply_tokens=args.reply_tokens
+                            ) as (settings, app):
             result["settings"] = settings.read_text(encoding="utf-8")
             for name, method, extra in METHODS:
                 if name not in wanted:
