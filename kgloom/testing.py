@@ -85,9 +85,10 @@ class FakeChatServer(HTTPService):
       messages hold ``window`` tokens or more gets what llama-cpp-python's server (0.3.36)
       answers: HTTP 400 "context_length_exceeded", or, streamed, an empty 200 stream (a
       stand-in for a small model).
+    - ``plain_text``: a request without ``response_format`` is answered in plain text
+      (``fake text N``, a chat answer) instead of FakeBackend's ``{}``.
 
-    A request without ``response_format`` is answered in plain text (a chat answer), one
-    with a schema by FakeBackend's schema instance; ``"stream": true`` gets the reply as
+    Replies with a schema are FakeBackend's schema instance; ``"stream": true`` gets them as
     server-sent events (one chunk, then ``[DONE]``), as OpenAI streams it.
 
     Counts ``requests`` (chat completions received) and ``max_in_flight`` (most requests
@@ -104,6 +105,7 @@ class FakeChatServer(HTTPService):
         self.json_object_only = json_object_only
         self.context_tokens = 0
         self.window, self.count_tokens = 0, None
+        self.plain_text = False
         self.prompt_tokens: list[int] = []
         self.overflows = 0
         self.backend = FakeBackend(model_id)
@@ -165,7 +167,8 @@ class FakeChatServer(HTTPService):
                                            b'\'text\' or \'json_object\'"}}')
                 schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
                           "json_schema" else fmt.get("schema")) or {"type": "object"}
-                if not fmt or fmt.get("type") == "text":
+                plain = server.plain_text and (not fmt or fmt.get("type") == "text")
+                if plain:
                     schema = {"type": "string"}  # a plain-text chat answer
                 if server.count_tokens is not None:
                     n = sum(server.count_tokens(c if isinstance(c, str) else json.dumps(c))
@@ -200,7 +203,7 @@ class FakeChatServer(HTTPService):
                                                 body.get("max_tokens", 0), body.get("seed", 0))
                 text = {"not_json": "Sure! Here is the JSON you asked for:",
                         "breaks_schema": json.dumps({"unexpected": True})}.get(fault, reply.text)
-                if schema == {"type": "string"} and fault == "none":
+                if plain and fault == "none":
                     text = json.loads(text)  # plain text, not a JSON string
                 if body.get("stream"):  # OpenAI's server-sent events: one chunk, then DONE
                     chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",

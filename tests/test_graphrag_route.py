@@ -226,8 +226,8 @@ def model_tokens():
 
 @needs_graphrag
 def test_graphrag_query_runs_every_method_within_the_window(index, tmp_path, model_tokens):
-    with FakeChatServer(json_object_only=True) as chat:
-        chat.window, chat.count_tokens = WINDOW, model_tokens
+    with FakeChatServer(json_object_only=True) as chat:  # refuses json_schema, as llama-cpp
+        chat.window, chat.count_tokens, chat.plain_text = WINDOW, model_tokens, True
         with route.serve_route(index, chat.url, tmp_path / "gr", context_window=WINDOW,
                                reply_tokens=REPLY) as (settings, srv_app):
             results = {name: route.run_query(GRAPHRAG_PYTHON, settings.parent, method,
