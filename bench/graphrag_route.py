@@ -117,7 +117,8 @@ def main() -> None:
     ap.add_argument("--output-dir", default=str(ROOT / "data" / "output"))
     ap.add_argument("--graphrag-python", default=None)
     ap.add_argument("--question", default=QUESTION)
-    ap.add_argument("--methods", default=",".join(m[0] for m in METHODS))
+    ap.add_argument("--methods", default=",".join(m[0] for m in METHODS),
+                    help="comma-separated, run in this order")
     ap.add_argument("--n-ctx", type=int, default=8192)
     ap.add_argument("--reply-tokens", type=int, default=1000, help="max_tokens per call")
     ap.add_argument("--threads", type=int, default=1)
@@ -138,7 +139,9 @@ def main() -> None:
     save = Path(args.save)
     work = Path(tempfile.mkdtemp(prefix="kgloom-graphrag-route-"))
     log = work / "llama-server.log"
-    wanted = set(args.methods.split(","))
+    unknown = set(args.methods.split(",")) - {m[0] for m in METHODS}
+    if unknown:
+        sys.exit(f"unknown methods {sorted(unknown)}: choose from {[m[0] for m in METHODS]}")
     try:
         with LlamaCppServer(str(default_gguf_path()), CHAT_MODEL, n_threads=args.threads,
                             n_ctx=args.n_ctx, log_path=str(log)) as llama, \
@@ -146,9 +149,8 @@ def main() -> None:
                             context_window=args.n_ctx, reply_tokens=args.reply_tokens
                             ) as (settings, app):
             result["settings"] = settings.read_text(encoding="utf-8")
-            for name, method, extra in METHODS:
-                if name not in wanted:
-                    continue
+            spec = {m[0]: m for m in METHODS}
+            for name, method, extra in (spec[n] for n in args.methods.split(",")):
                 print(f"graphrag query --method {method} {' '.join(extra)} ...", flush=True)
                 r = run_query(python, settings.parent, method, args.question, extra,
                               args.timeout)
