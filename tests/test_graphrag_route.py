@@ -264,3 +264,8 @@ def test_graphrag_defaults_overflow_the_window_and_local_prints_nothing(index, t
             r = route.run_query(GRAPHRAG_PYTHON, settings.parent, "local", "Who is Scrooge?",
                                 timeout_s=600)
     assert r["rc"] == 0 and r["answer"] == "" and chat.overflows >= 1, r
+
+
+def test_serve_embeddings_refuses_a_folder_that_is_no_index(tmp_path):
+    res = CliRunner().invoke(app, ["serve-embeddings", "--output-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "text_units.lance is missing" in res.output
