@@ -1,6 +1,8 @@
 """Drive Microsoft GraphRAG's query engine (graphrag 3.3) over a kgloom output folder through
-the settings file shipped in compat/graphrag/settings.yaml; prints and saves JSON, and
-exits 1 when something GraphRAG's local or global search needs is missing.
+the settings file shipped in compat/graphrag/settings.yaml (complete, written by
+``kgloom graphrag-settings --output-dir data/output --root compat/graphrag --chat-url
+http://127.0.0.1:8001/v1``; docs/graphrag.md); prints and saves JSON, and exits 1 when
+something GraphRAG's local or global search needs is missing.
 
 What it checks, with GraphRAG's own code (``graphrag.config.load_config``,
 ``graphrag.utils.api.get_embedding_store``, ``graphrag.query.indexer_adapters``, the

@@ -1,4 +1,5 @@
-"""``kgloom`` command line: index, backfill, partitions, status, cache, query, import-graph, ui.
+"""``kgloom`` command line: index, backfill, partitions, status, cache, query, import-graph,
+graphrag-settings, serve-embeddings, ui.
 
 ``kgloom index`` materializes every asset in this process against a persistent Dagster
 instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in the UI.
@@ -635,6 +636,90 @@ def import_graph(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(json.dumps(summary, indent=2))
+
+
+from kgloom import graphrag_settings as _grs  # noqa: E402 (stdlib-only: keeps start-up fast)
+
+
+@app.command("graphrag-settings")
+def graphrag_settings(
+        output_dir: str = typer.Option("data/output", help="the kgloom index"),
+        root: str = typer.Option("", help="GraphRAG's root folder for settings.yaml "
+                                 "(default OUTPUT_DIR/graphrag); `graphrag query --root` it"),
+        chat_url: str = typer.Option("http://127.0.0.1:8000/v1", help="OpenAI-compatible "
+                                     "chat endpoint (llama-cpp-python's server; for DRIFT, "
+                                     "serve-embeddings --chat-upstream)"),
+        chat_model: str = typer.Option(_grs.CHAT_MODEL, help="the chat server's "
+                                       "model id (its --model_alias)"),
+        embeddings_url: str = typer.Option("http://127.0.0.1:8001/v1", help="`kgloom "
+                                           "serve-embeddings`'s endpoint"),
+        context_window: int = typer.Option(_grs.DEFAULT_CONTEXT_WINDOW,
+                                           help="the chat model's context window "
+                                           "(model tokens; the server's --n_ctx)"),
+        reply_tokens: int = typer.Option(_grs.DEFAULT_REPLY_TOKENS,
+                                         help="max_tokens of each chat call"),
+        tokens_ratio: float = typer.Option(_grs.MODEL_TOKENS_PER_GRAPHRAG_TOKEN,
+                                           help="the chat model's tokens per cl100k token "
+                                           "(GraphRAG counts in cl100k; the default fits "
+                                           "SmolLM2 on English)"),
+        input_dir: str = typer.Option("", help="the documents folder (GraphRAG's "
+                                      "input_storage; default: input next to the index)"),
+) -> None:
+    """Write a complete Microsoft GraphRAG (3.3) settings.yaml for an index: chat and
+    embedding models, context budgets fitted to the chat model's window, the vector-store
+    mapping to the index's LanceDB tables and the paths (docs/graphrag.md)."""
+    try:
+        budgets = _grs.fit_budgets(context_window, reply_tokens, tokens_ratio)
+        path = _grs.write_settings(output_dir, root or None, chat_url=chat_url,
+                              embeddings_url=embeddings_url, chat_model=chat_model,
+                              budgets=budgets, input_dir=input_dir or None)
+    except _grs.GraphRAGSettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"wrote {path} ({budgets.context_tokens}-token contexts for a "
+               f"{context_window}-token window); run: graphrag query --root {path.parent} "
+               "--method local \"...\"")
+
+
+@app.command("serve-embeddings")
+def serve_embeddings(
+        output_dir: str = typer.Option("data/output", help="the kgloom index whose "
+                                       "embedder is served"),
+        host: str = typer.Option("127.0.0.1", help="address to bind (0.0.0.0 exposes it)"),
+        port: int = typer.Option(8001),
+        embedder_path: str = typer.Option("", help="the embedder that built the index "
+                                          "(default: KGLOOM_EMBEDDER_PATH or the bundled "
+                                          "one)"),
+        chat_upstream: str = typer.Option("", help="also pass /v1/chat/completions through "
+                                          "to this chat server, json_schema replies "
+                                          "rewritten for llama-cpp-python (GraphRAG DRIFT)"),
+) -> None:
+    """Serve the index's embedder as an OpenAI-compatible endpoint (/v1/embeddings,
+    /v1/models) for GraphRAG's queries: the same model and normalisation as the index,
+    checked against its lancedb/embedder.json. Read-only."""
+    import uvicorn
+
+    from kgloom.embeddings_server import create_app
+    from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
+                                        IndexInconsistentError, Retriever)
+    from kgloom.publish.vectors import ExternalVectors
+
+    try:
+        embedder = Retriever(output_dir, embedder_path or None).embedder
+    except (IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError,
+            ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if isinstance(embedder, ExternalVectors):
+        typer.echo("error: this index's vectors were imported (kgloom import-graph); no "
+                   "embedder can embed queries for them", err=True)
+        raise typer.Exit(2)
+    model_id = _grs.EMBEDDING_MODEL
+    typer.echo(f"serving {embedder.name} ({embedder.dim} dims) as {model_id} on "
+               f"http://{host}:{port}/v1" + (f", chat passed through to {chat_upstream}"
+                                             if chat_upstream else ""), err=True)
+    uvicorn.run(create_app(embedder, model_id, chat_upstream or None), host=host,
+                port=port, log_level="warning")
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -81,10 +81,21 @@ class FakeChatServer(HTTPService):
     - ``model_id``: what ``/v1/models`` lists.
     - ``context_tokens``: when > 0, a request whose ``max_tokens`` exceeds it gets vLLM's
       HTTP 400 "maximum context length" answer.
+    - ``window`` and ``count_tokens`` (``text -> int``): when both are set, a request whose
+      messages hold ``window`` tokens or more gets what llama-cpp-python's server (0.3.36)
+      answers: HTTP 400 "context_length_exceeded", or, streamed, an empty 200 stream (a
+      stand-in for a small model).
+    - ``plain_text``: a request without ``response_format`` is answered in plain text
+      (``fake text N``, a chat answer) instead of FakeBackend's ``{}``.
+
+    Replies with a schema are FakeBackend's schema instance; ``"stream": true`` gets them as
+    server-sent events (one chunk, then ``[DONE]``), as OpenAI streams it.
 
     Counts ``requests`` (chat completions received) and ``max_in_flight`` (most requests
     served at the same time); ``formats`` and ``max_tokens`` list each request's
-    ``response_format`` type and ``max_tokens``. Use as a context manager, or call :meth:`start` /
+    ``response_format`` type and ``max_tokens``; ``prompt_tokens`` each request's message
+    tokens (with ``count_tokens``) and ``overflows`` the requests refused for the window.
+    Use as a context manager, or call :meth:`start` /
     :meth:`stop`. ``url`` is ``http://127.0.0.1:<port>``.
     """
 
@@ -93,6 +104,10 @@ class FakeChatServer(HTTPService):
         self.model_id, self.fault, self.delay_s = model_id, fault, delay_s
         self.json_object_only = json_object_only
         self.context_tokens = 0
+        self.window, self.count_tokens = 0, None
+        self.plain_text = False
+        self.prompt_tokens: list[int] = []
+        self.overflows = 0
         self.backend = FakeBackend(model_id)
         self.requests = self.max_in_flight = self._in_flight = 0
         self.formats: list[str] = []  # response_format type of each request
@@ -152,6 +167,25 @@ class FakeChatServer(HTTPService):
                                            b'\'text\' or \'json_object\'"}}')
                 schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
                           "json_schema" else fmt.get("schema")) or {"type": "object"}
+                plain = server.plain_text and (not fmt or fmt.get("type") == "text")
+                if plain:
+                    schema = {"type": "string"}  # a plain-text chat answer
+                if server.count_tokens is not None:
+                    n = sum(server.count_tokens(c if isinstance(c, str) else json.dumps(c))
+                            for c in (m.get("content") or "" for m in body["messages"]))
+                    server.prompt_tokens.append(n)
+                    if 0 < server.window <= n:  # llama-cpp-python server's answer
+                        server.overflows += 1
+                        if body.get("stream"):  # 0.3.36 streams nothing, with status 200
+                            return self._send(200, b"", "text/event-stream")
+                        return self._send(400, json.dumps({"error": {
+                            "message": f"This model's maximum context length is "
+                                       f"{server.window} tokens. However, you requested "
+                                       f"{n} tokens ({n} in the messages, "
+                                       f"{body.get('max_tokens')} in the completion). Please "
+                                       "reduce the length of the messages or completion.",
+                            "type": "invalid_request_error", "param": "messages",
+                            "code": "context_length_exceeded"}}).encode())
                 wanted = body.get("max_tokens", 0)
                 if 0 < server.context_tokens < wanted:  # vLLM's answer
                     return self._send(400, json.dumps({"object": "error", "message": (
@@ -169,6 +203,19 @@ class FakeChatServer(HTTPService):
                                                 body.get("max_tokens", 0), body.get("seed", 0))
                 text = {"not_json": "Sure! Here is the JSON you asked for:",
                         "breaks_schema": json.dumps({"unexpected": True})}.get(fault, reply.text)
+                if plain and fault == "none":
+                    text = json.loads(text)  # plain text, not a JSON string
+                if body.get("stream"):  # OpenAI's server-sent events: one chunk, then DONE
+                    chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                             "created": 0, "model": server.model_id}
+                    events = [{**chunk, "choices": [{"index": 0, "finish_reason": None,
+                                                     "delta": {"role": "assistant",
+                                                               "content": text}}]},
+                              {**chunk, "choices": [{"index": 0, "finish_reason": "stop",
+                                                     "delta": {}}]}]
+                    return self._send(200, "".join(f"data: {json.dumps(e)}\n\n"
+                                                   for e in events).encode()
+                                      + b"data: [DONE]\n\n", "text/event-stream")
                 self._send(200, json.dumps({
                     "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
                     "model": server.model_id,
@@ -182,6 +229,46 @@ class FakeChatServer(HTTPService):
         self._serve(Handler)
         return self
 
+
+
+class ASGIService(_Service):
+    """An ASGI application (e.g. :func:`kgloom.embeddings_server.create_app`) served by
+    uvicorn on a free port of 127.0.0.1 from a daemon thread, for tests and benchmarks.
+
+    Attributes (after :meth:`start`): ``url`` (``http://127.0.0.1:PORT``), ``app``.
+
+    Raises (on start): RuntimeError when uvicorn has not started within ``start_timeout_s``.
+    """
+
+    def __init__(self, app, start_timeout_s: float = 30.0) -> None:
+        self.app, self.start_timeout_s = app, start_timeout_s
+        self.url = ""
+        self._server = self._thread = None
+
+    def start(self) -> "ASGIService":
+        """Serve and wait until uvicorn is listening; return self."""
+        import uvicorn
+
+        port = free_port()
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port,
+                                                     log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                self.stop()
+                raise RuntimeError(f"uvicorn did not start on 127.0.0.1:{port}")
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def stop(self) -> None:
+        """Ask uvicorn to exit and wait for its thread (10 s at most)."""
+        if self._server is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+            self._server = self._thread = None
 
 
 def free_port() -> int:
