@@ -127,8 +127,12 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
 
     def embed(texts: list[str]) -> tuple[np.ndarray, int]:
         with lock:
-            tokens = sum(len(ids) for ids in embedder.tokenizer(
-                texts, add_special_tokens=True, verbose=False)["input_ids"])
+            tok = embedder.tokenizer
+            if hasattr(tok, "encode_batch"):  # a `tokenizers.Tokenizer` (the numpy embedder)
+                tokens = sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=True))
+            else:  # a transformers tokenizer (the sentence-transformers embedder)
+                tokens = sum(len(ids) for ids in tok(
+                    texts, add_special_tokens=True, verbose=False)["input_ids"])
             return embedder.embed(texts, threads=1), tokens
 
     def upstream_models() -> list[dict]:
