@@ -259,7 +259,8 @@ def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = Fa
     ``force``; without community reports when ``reports`` is False). Returns (the diff,
     the run report)."""
     index = resources["index"]
-    fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
+    fingerprint = settings_fingerprint(
+        index.settings(), resources["llm"].index_model_id(index.settings().method))
     diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))
     report = materialize_partitions(keys, resources, instance, tags, verbose=verbose)

@@ -116,10 +116,11 @@ def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource)
     failures = (pl.concat([pl.read_parquet(p) for p in parts]) if parts
                 else schemas.empty(schemas.FAILURES_SCHEMA))
     write_table(failures, out, schemas.FAILURES)
-    summary = build_index_summary(out)
+    summary = build_index_summary(out, index.settings().method)
     write_json(summary, out / SUMMARY_FILE)
     return dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "vector_index"),
+        "method": summary["method"],
         "failures": failures.height, "llm_calls": summary["llm_calls"],
         "llm_cache_hits": summary["llm_cache_hits"],
         "prompt_tokens": summary["prompt_tokens"],

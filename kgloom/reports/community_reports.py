@@ -273,7 +273,10 @@ def needs_llm_report(community: dict, settings: IndexSettings,
     ``unit_tokens`` is None or the sources are unknown). A report of the people and
     places of one 50-token passage would be longer than the passage (an LLM report is
     ~270 tokens with the default model); the rule report quotes its sentences instead.
-    All three settings 0: every community gets an LLM report."""
+    All three settings 0: every community gets an LLM report. With ``method=fast`` no
+    community does (the index uses no model)."""
+    if settings.method == "fast":
+        return False
     if (len(community["entity_ids"]) < settings.report_llm_min_members
             or len(community["relationship_ids"]) < settings.report_llm_min_relationships):
         return False
@@ -371,7 +374,7 @@ def _placement(community: dict) -> dict:
 
 
 def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
-                            relationships: pl.DataFrame, llm: CachedLLM,
+                            relationships: pl.DataFrame, llm: CachedLLM | None,
                             settings: IndexSettings, tokenizer: Tokenizer,
                             progress: Callable[[int, int], None] | None = None,
                             previous: pl.DataFrame | None = None,
@@ -395,7 +398,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         llm: the cached LLM (stage ``community_reports``); at most one call per community
             large enough for it (:func:`needs_llm_report`); the others get
             :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
-            time.
+            time. None with ``method=fast``: every report is a rule report.
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
             ``report_llm_min_relationships``, ``report_llm_min_source_tokens`` and
             ``report_brief_max_members``.
@@ -451,7 +454,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         for c in level.iter_rows(named=True):
             own_claims = member_claims(c, entities, claims)
             by = "llm" if needs_llm_report(c, settings, units, unit_tokens) else "rules"
-            key = report_key(c, llm.model_id, settings,
+            key = report_key(c, llm.model_id if llm else "", settings,
                              own_claims["id"].to_list() if own_claims is not None else None, by)
             if key in kept or key in written:
                 reuse(c, key)
@@ -470,8 +473,11 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
             jobs.append((c, key, context))
+        if jobs and llm is None:
+            raise ValueError("LLM reports asked for with no model (llm=None)")
         answers += [(c, key, "llm", obj, failure)
-                    for (c, key, _), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick))]
+                    for (c, key, _), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick)
+                                                           if jobs else [])]
         for c, key, by, obj, failure in answers:
             if obj is None:
                 failures.append(failure)
