@@ -182,8 +182,11 @@ def evaluate_bm25(bm25: BM25Baseline, questions: list[dict], top_k: int = 5) -> 
 
 
 def commit() -> str:
+    """This checkout's commit; env ``BENCH_COMMIT`` for a copy without .git (a run from
+    a ``git archive`` snapshot, so later edits of the work tree cannot leak into it)."""
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                          capture_output=True, text=True).stdout.strip()
+                          capture_output=True, text=True).stdout.strip() or \
+        os.environ.get("BENCH_COMMIT", "")
 
 
 def main() -> None:

@@ -34,7 +34,8 @@ class IndexSettings:
             OTHER otherwise; relationships are co-occurrences within a sentence, weaker
             within a text unit; descriptions are evidence sentences; every community gets
             a rule report; the embedding resolution pass, whose safeguard is the LLM
-            check, is skipped). Same tables, same schemas: see
+            check, is skipped, and extractive summaries take the first descriptions, so the
+            entities stage loads no embedder). Same tables, same schemas: see
             :mod:`kgloom.extraction.cooccurrence` and ``docs/fast-method.md``.
         cooccurrence_window: with ``fast``, a name is paired with at most this many
             following names of its sentence (GloVe's symmetric context window of 10,

@@ -19,7 +19,7 @@ import pytest
 
 from kgloom.config import IndexSettings, load_settings_file, settings_from_mapping
 from kgloom.extraction.cooccurrence import (UNIT_STRENGTH, cooccurrence_graph,
-                                            cooccurrence_unit, names_pattern, sentence_pairs)
+                                            cooccurrence_unit, sentence_pairs)
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
 from kgloom.ingest.tokenizer import default_tokenizer
@@ -34,21 +34,24 @@ FAST = {"method": "fast"}
 # --------------------------------------------------------------------------------------
 
 def test_sentence_pairs_weigh_each_sentence_by_one_plus_inverse_token_distance():
-    pattern = names_pattern(["Alice", "Bob", "Paris", "Sherlock Holmes", "Holmes"])
+    names = ["Alice", "Bob", "Paris", "Holmes", "Sherlock Holmes"]
     # Alice(0) met(1) Bob(2) in(3) Paris(4): d = 2, 4 and 2 tokens
-    found, pairs = sentence_pairs("Alice met Bob in Paris.", pattern, window=10)
+    found, pairs = sentence_pairs("Alice met Bob in Paris.", names, window=10)
     assert found == ["Alice", "Bob", "Paris"]
     assert pairs == {("Alice", "Bob"): 1.5, ("Alice", "Paris"): 1.25, ("Bob", "Paris"): 1.5}
     # nested names: "Holmes" inside "Sherlock Holmes" is not a second name; the nearest
     # occurrences count (Bob ... Sherlock Holmes: 1 token apart the second time)
     found, pairs = sentence_pairs("Bob saw Sherlock Holmes and Bob Sherlock Holmes.",
-                                  pattern, window=10)
+                                  names, window=10)
     assert found == ["Bob", "Sherlock Holmes"]
     assert pairs == {("Bob", "Sherlock Holmes"): 2.0}
     # a name inside a longer word is no occurrence
-    assert sentence_pairs("Bobby met Alice.", pattern, 10)[0] == ["Alice"]
+    assert sentence_pairs("Bobby met Alice.", names, 10)[0] == ["Alice"]
+    # caseless scripts have no word boundary: each Han character is one token
+    assert sentence_pairs("李白和杜甫喝酒。", ["李白", "杜甫"], 10) == (
+        ["李白", "杜甫"], {("李白", "杜甫"): 1 + 1 / 2})
     # the window: each name pairs with at most `window` names after it
-    found, pairs = sentence_pairs("Alice, Bob and Paris.", pattern, window=1)
+    found, pairs = sentence_pairs("Alice, Bob and Paris.", names, window=1)
     assert set(pairs) == {("Alice", "Bob"), ("Bob", "Paris")}
 
 

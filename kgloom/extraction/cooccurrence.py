@@ -23,8 +23,8 @@ so every later stage, table and query mode works unchanged:
   mentioned names (the record title first) is paired with every other name it shares no
   sentence with, at :data:`UNIT_STRENGTH` (below any sentence co-occurrence). The
   relationship table's ``weight`` is the sum over units (:mod:`kgloom.graph.resolution`).
-  Description: the first sentence naming both, else their first sentences joined
-  (:func:`kgloom.extraction.extract.evidence_for`).
+  Description: the first sentence naming both, else their first sentences joined by
+  `` … `` (the form of :func:`kgloom.extraction.extract.evidence_for`).
 - **pair cap**: pairs per unit are at most ``window * names`` (sentences) plus
   ``UNIT_HUBS * names`` (unit), linear in the names; of those the
   ``cooccurrence_max_pairs`` strongest are kept and the rest counted in
@@ -46,7 +46,7 @@ import regex
 from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.extraction.extract import (NOT_AN_ENTITY, ExtractionResult, UNIT_STATUS_SCHEMA,
-                                       _unit_cues, evidence_for, first_sentence_with,
+                                       _unit_cues, first_sentence_with,
                                        record_titles, sentences,
                                        unit_candidates, vote_types)
 from kgloom.extraction.names import word_counts
@@ -60,32 +60,43 @@ EVIDENCE_CHARS = 300  # of a relationship description (as evidence_for)
 
 _TOKEN = regex.compile(r"\p{Han}|\p{Hiragana}|\p{Katakana}|[\p{L}\p{M}\p{N}]+")
 _CASED = regex.compile(r"[\p{Lu}\p{Ll}\p{Lt}\p{N}]")
+_WORD_CHAR = regex.compile(r"[\p{L}\p{M}\p{N}]")
 
 
-def _name_pattern(name: str) -> str:
-    """``name`` as a regex that does not match inside a longer word: a cased letter or
-    digit at either end must not touch another letter or digit (``Ann`` is not found in
-    ``Annual``); caseless-script ends have no word boundary to test."""
-    left = r"(?<![\p{L}\p{M}\p{N}])" if _CASED.match(name[0]) else ""
-    right = r"(?![\p{L}\p{M}\p{N}])" if _CASED.match(name[-1]) else ""
-    return left + regex.escape(name) + right
+def name_spans(text: str, names: list[str]) -> list[tuple[int, int, str]]:
+    """The non-overlapping occurrences ``(start, end, name)`` of ``names`` in ``text``,
+    leftmost first and, at one position, longest first: "Holmes" inside "Sherlock
+    Holmes" is not a second name there. A cased letter or digit at either end of a name
+    must not touch another letter, mark or digit (``Ann`` is not found in ``Annual``);
+    caseless-script ends (Han, kana) have no word boundary to test. Plain ``str.find``
+    per name: a pattern of all names would be recompiled per unit, and the ``regex``
+    module compiles slowly."""
+    found = []
+    for n in names:
+        left, right = _CASED.match(n[0]), _CASED.match(n[-1])
+        i = text.find(n)
+        while i >= 0:
+            end = i + len(n)
+            if not (left and i and _WORD_CHAR.match(text, i - 1)) and not (
+                    right and _WORD_CHAR.match(text, end)):
+                found.append((i, end, n))
+            i = text.find(n, i + 1)
+    found.sort(key=lambda f: (f[0], f[0] - f[1]))
+    out, last = [], 0
+    for start, end, n in found:
+        if start >= last:
+            out.append((start, end, n))
+            last = end
+    return out
 
 
-def names_pattern(names: list[str]) -> regex.Pattern:
-    """One pattern for all ``names``, longest first: a scan finds non-overlapping
-    occurrences, so "Holmes" inside "Sherlock Holmes" is not a second name there; a
-    match's text is the name."""
-    ordered = sorted(names, key=lambda n: (-len(n), n))
-    return regex.compile("|".join(_name_pattern(n) for n in ordered))
-
-
-def sentence_pairs(sentence: str, pattern: regex.Pattern,
+def sentence_pairs(sentence: str, names: list[str],
                    window: int) -> tuple[list[str], dict[tuple[str, str], float]]:
     """The names of one sentence and its co-occurrence strengths.
 
     Args:
         sentence: one sentence (whitespace collapsed).
-        pattern: :func:`names_pattern` of the unit's names.
+        names: the unit's names (:func:`name_spans` finds them).
         window: each name pairs with at most this many names after it (by first
             occurrence).
 
@@ -95,10 +106,9 @@ def sentence_pairs(sentence: str, pattern: regex.Pattern,
     """
     starts = [m.start() for m in _TOKEN.finditer(sentence)]
     spans: dict[str, list[tuple[int, int]]] = {}  # name -> [(first token, last token)]
-    for m in pattern.finditer(sentence):
-        name = m.group(0)
-        first = bisect.bisect_right(starts, m.start()) - 1
-        last = bisect.bisect_left(starts, m.end()) - 1
+    for m_start, m_end, name in name_spans(sentence, names):
+        first = bisect.bisect_right(starts, m_start) - 1
+        last = bisect.bisect_left(starts, m_end) - 1
         spans.setdefault(name, []).append((max(first, 0), max(last, 0)))
     found = list(spans)  # dict order: first occurrence
     pairs: dict[tuple[str, str], float] = {}
@@ -127,13 +137,12 @@ def cooccurrence_unit(unit_id: str, text: str, settings: IndexSettings, counts: 
     names = list(dict.fromkeys(" ".join(c.name.split()) for c in cands))
     cues = _unit_cues([c.name for c in cands], shown,
                       {c.name: c.hint for c in cands if c.hint}, settings.entity_types)
-    pattern = names_pattern(names)
     strength: dict[tuple[str, str], float] = {}
     evidence: dict[tuple[str, str], str] = {}
     first_sentence: dict[str, str] = {}
     mentions: Counter[str] = Counter()
     for sentence in sentences(shown):
-        found, pairs = sentence_pairs(sentence, pattern, settings.cooccurrence_window)
+        found, pairs = sentence_pairs(sentence, names, settings.cooccurrence_window)
         for name in found:
             first_sentence.setdefault(name, sentence[:DESCRIPTION_CHARS])
             mentions[name] += 1
@@ -164,8 +173,10 @@ def cooccurrence_unit(unit_id: str, text: str, settings: IndexSettings, counts: 
                      "description": first_sentence.get(name)
                      or first_sentence_with(name, shown, DESCRIPTION_CHARS),
                      "cue": cue})
+    half = EVIDENCE_CHARS // 2  # evidence_for's form, without splitting the text again
     rels = [{"text_unit_id": unit_id, "source": a, "target": b,
-             "description": evidence.get((a, b)) or evidence_for(a, b, shown, EVIDENCE_CHARS),
+             "description": evidence.get((a, b)) or
+             f"{first_sentence.get(a, '')[:half]} … {first_sentence.get(b, '')[:half]}",
              "strength": round(strength[(a, b)], 6), "kind": "co_mention"}
             for a, b in kept]
     return ents, rels

@@ -44,8 +44,10 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
     fast = s.method == "fast"  # no model: see build_entity_tables
     cached = None if fast else llm.open(index.out, log=context.log)
-    use_embedding = em.height > 0 and (("embedding" in s.resolution_methods and not fast)
-                                       or s.summary_method == "extractive")
+    # fast embeds nothing here: no embedding pass, and extractive summaries take the
+    # first descriptions (its descriptions are already the text's sentences)
+    use_embedding = em.height > 0 and not fast and (
+        "embedding" in s.resolution_methods or s.summary_method == "extractive")
     emb = embedder.load() if use_embedding else None
     emb_seconds_before = emb.seconds if emb else 0.0  # the loaded embedder is shared
     steps: dict[str, float] = {}
