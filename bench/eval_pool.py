@@ -15,6 +15,7 @@ stopped by Ctrl-C, ``kill -9`` or a reboot keeps the partitions it finished and 
 next run extracts only the others (with ``standard``, hours of model time); a split
 file's bytes depend only on the pool, so a rerun changes nothing. Figures recorded:
 wall seconds of the whole ``index_folder`` call and per stage (index-summary.json),
+its CPU seconds (user + system: on a shared machine the load-independent figure),
 peak resident memory of this process (``ru_maxrss``; the pipeline runs in process), and
 the machine's load before and after (the machine is shared: read the seconds with the
 load beside them). They are saved as soon as the index is built, then after each mode.
@@ -62,6 +63,14 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its finished children so far: on a
+    shared machine, the wall time's load-independent companion."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def split_corpus(corpus: Path, parts: int, dest: Path) -> list[Path]:
     """Write ``corpus`` (JSONL, one passage a line) as ``parts`` files
     ``dest/part-00.jsonl`` ... of consecutive passages, sizes differing by at most one;
@@ -105,7 +114,7 @@ def build_pool_index(corpus: Path, work: Path, settings: dict, parts: int,
     out = work / "output"
     resources = build_resources(str(work / "input"), str(out), fake_llm=fake_llm, **settings)
     load_before = machine_load()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu_seconds()
     _, report = index_folder(resources, dg.DagsterInstance.get(),
                              tags={"kgloom/command": "bench-eval-pool"})
     wall = time.perf_counter() - start
@@ -113,7 +122,9 @@ def build_pool_index(corpus: Path, work: Path, settings: dict, parts: int,
         sys.exit("indexing failed: see the Dagster log")
     summary = json.loads((out / "index-summary.json").read_text())
     figures = {"input_files": len(files), "partitions_run": len(report.partition_runs),
-               "wall_seconds": round(wall, 1), "peak_rss_mb": peak_rss_mb(),
+               "wall_seconds": round(wall, 1),
+               "cpu_seconds": round(cpu_seconds() - cpu_start, 1),
+               "peak_rss_mb": peak_rss_mb(),
                "load_before": load_before, "load_after": machine_load(),
                "method": summary.get("method"), "rows": summary["rows"],
                "seconds_per_stage": summary["seconds_per_stage"],
