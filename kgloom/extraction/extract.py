@@ -588,7 +588,9 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         documents: the units' ``DOCUMENTS_SCHEMA`` frame; with ``settings.title_candidates``
             a record's own title is a candidate of its first unit (:func:`record_titles`).
         llm: the cached LLM; one call per unit plus gleaning rounds (cache hits are free).
-        settings: entity types, bounds, gleanings, co-mention options, seed.
+        settings: entity types, bounds, gleanings, co-mention options, seed; its
+            ``record_edges`` fields of the documents' records become relationships of
+            the record's title (:mod:`kgloom.extraction.records`).
         progress: called as ``progress(done, total)`` after each unit.
 
     Units are extracted ``llm.concurrency`` at a time (:meth:`CachedLLM.map`); the
