@@ -49,7 +49,8 @@ from kgloom.config import IndexSettings, settings_from_mapping  # noqa: E402
 from kgloom.extraction.extract import extract_graph  # noqa: E402
 from kgloom.extraction.names import normalize_for_match  # noqa: E402
 from kgloom.graph.resolution import resolve_entities  # noqa: E402
-from kgloom.graph.summaries import llm_verifier  # noqa: E402
+from kgloom.extraction.cooccurrence import cooccurrence_graph  # noqa: E402
+from kgloom.graph.entities import resolution_options  # noqa: E402
 from kgloom.ingest.chunking import split_text_units  # noqa: E402
 from kgloom.ingest.documents import read_documents  # noqa: E402
 from kgloom.ingest.tokenizer import default_tokenizer  # noqa: E402
@@ -64,9 +65,12 @@ GOLD = ROOT / "bench" / "data" / "christmas-carol-gold.json"
 THREADS = 2  # llama.cpp threads (its default on this 2-core machine is 1)
 
 
-def _llm(out: Path, model_path: str, fake: bool):
+def _llm(out: Path, model_path: str, fake: bool, settings: IndexSettings | None = None):
+    """The cached model, None with ``method=fast`` (no model is opened)."""
     from kgloom.resources.model import LLMResource
 
+    if settings is not None and settings.method == "fast":
+        return None
     return LLMResource(model_path=model_path, fake=fake, n_threads=THREADS).open(out)
 
 
@@ -90,21 +94,21 @@ def build(input_dir: Path, out: Path, settings: IndexSettings, llm, files=None,
     units = split_text_units(docs, default_tokenizer(), settings.chunk_size,
                              settings.chunk_overlap)
     t0 = time.perf_counter()
-    result = extract_graph(units, llm, settings, _progress(label), documents=docs)
+    result = (cooccurrence_graph(units, settings, _progress(label), documents=docs)
+              if settings.method == "fast" else
+              extract_graph(units, llm, settings, _progress(label), documents=docs))
     seconds = time.perf_counter() - t0
     embedder = Embedder()
     ents, rels, aliases = resolve_entities(
         result.entity_mentions, result.relationship_mentions, embed=embedder.embed,
         similarity_threshold=settings.embedding_merge_threshold,
-        methods=frozenset(settings.resolution_methods),
-        verify=llm_verifier(llm, settings, default_tokenizer())
-        if settings.verify_merges_with_llm else None)
+        **resolution_options(settings, llm, default_tokenizer()))
     for name, df in [(schemas.ENTITIES, ents), (schemas.RELATIONSHIPS, rels),
                      (schemas.ENTITY_ALIASES, aliases), (schemas.ENTITY_MENTIONS,
                                                          result.entity_mentions),
                      (schemas.TEXT_UNITS, units)]:
         write_table(df, out, name)
-    st = llm.stats.get("extraction")
+    st = llm.stats.get("extraction") if llm else None
     return {"docs": docs, "units": units, "result": result, "entities": ents,
             "relationships": rels, "aliases": aliases,
             "extraction_seconds": round(seconds, 1),
@@ -143,7 +147,7 @@ def run_book(args, settings) -> dict:
     from eval_gold import score
 
     out = Path(args.output_dir)
-    llm = _llm(out, args.model_path, args.fake_llm)
+    llm = _llm(out, args.model_path, args.fake_llm, settings)
     b = build(BOOK, out, settings, llm, label="book")
     gold = json.loads(GOLD.read_text())
     res = score(out, gold)
@@ -173,7 +177,7 @@ def run_2wiki(args, settings) -> dict:
     inp.mkdir(parents=True, exist_ok=True)
     (inp / f"2wiki-{args.half}.jsonl").write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in pick), encoding="utf-8")
-    llm = _llm(out, args.model_path, args.fake_llm)
+    llm = _llm(out, args.model_path, args.fake_llm, settings)
     b = build(inp, out, settings, llm, label=f"2wiki-{args.half}")
     ents, aliases = b["entities"], b["aliases"]
     names = {normalize_for_match(t) for t in ents["title"]} | \

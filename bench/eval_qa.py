@@ -94,11 +94,48 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
 
 
+def all_recall(titles: list[str], gold: list[str], k: int) -> float:
+    """1.0 when every distinct gold title is among the first ``k`` retrieved titles, else
+    0.0 (averaged: HippoRAG's all-recall AR@k, arXiv 2405.14831, Table 6)."""
+    return float(set(gold) <= set(titles[:k]))
+
+
+def score_rankings(questions: list[dict], rankings: list[list[str]],
+                   seconds: list[float]) -> dict:
+    """The figures of one retriever from its ranked titles per question: R@2, R@5 and
+    AR@5 in percent, latency p50/p95 (seconds), and the same recalls per question
+    ``type`` (compositional, comparison, bridge_comparison, inference).
+
+    Args:
+        questions: the questions (``supporting_titles``; ``type`` optional).
+        rankings: per question, the titles of the retrieved passages, best first.
+        seconds: per question, the retrieval's wall time.
+    """
+    def figures(idx: list[int]) -> dict:
+        n = len(idx) or 1
+        return {"questions": len(idx),
+                "recall@2": round(100 * sum(recall(rankings[i], questions[i]["supporting_titles"], 2)
+                                            for i in idx) / n, 1),
+                "recall@5": round(100 * sum(recall(rankings[i], questions[i]["supporting_titles"], 5)
+                                            for i in idx) / n, 1),
+                "all_recall@5": round(100 * sum(all_recall(
+                    rankings[i], questions[i]["supporting_titles"], 5) for i in idx) / n, 1)}
+
+    types: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        types.setdefault(q.get("type", ""), []).append(i)
+    return {**figures(list(range(len(questions)))),
+            "latency_p50_s": round(pct(seconds, 0.5), 4),
+            "latency_p95_s": round(pct(seconds, 0.95), 4),
+            "by_type": {t: figures(idx) for t, idx in sorted(types.items())}}
+
+
 def evaluate(retriever, questions: list[dict], mode: str, params: dict,
              top_k: int = 5) -> dict:
-    """Run one mode over the questions; return its figures and per-question titles."""
+    """Run one mode over the questions; return its figures (:func:`score_rankings`) and
+    per-question titles."""
     retriever.retrieve(questions[0]["question"], mode=mode, top_k=top_k, **params)  # warm-up
-    r2, r5, secs, linked, fallbacks, per_q = [], [], [], 0, 0, []
+    r5, secs, linked, fallbacks, per_q, rankings = [], [], 0, 0, [], []
     fused = {"seed_overlap": [], "baseline_seed_overlap": [], "ann_sum": [],
              "baseline_ann_sum": []}
     for q in questions:
@@ -106,7 +143,7 @@ def evaluate(retriever, questions: list[dict], mode: str, params: dict,
         res = retriever.retrieve(q["question"], mode=mode, top_k=top_k, **params)
         secs.append(time.perf_counter() - start)
         titles = res.text_units["document_title"].to_list()
-        r2.append(recall(titles, q["supporting_titles"], 2))
+        rankings.append(titles)
         r5.append(recall(titles, q["supporting_titles"], 5))
         linked += res.linked.filter(pl.col("method") != "vector_hit").height > 0
         fallbacks += res.info.get("fallback") is not None
@@ -116,9 +153,7 @@ def evaluate(retriever, questions: list[dict], mode: str, params: dict,
         per_q.append({"id": q["id"], "r5": r5[-1], "titles": titles,
                       "linked": res.linked["title"].to_list()})
     n = len(questions)
-    out = {"mode": mode, "params": params, "questions": n,
-           "recall@2": round(100 * sum(r2) / n, 1), "recall@5": round(100 * sum(r5) / n, 1),
-           "latency_p50_s": round(pct(secs, 0.5), 4), "latency_p95_s": round(pct(secs, 0.95), 4),
+    out = {"mode": mode, "params": params, **score_rankings(questions, rankings, secs),
            "linked_share": round(linked / n, 3), "fallback_share": round(fallbacks / n, 3),
            "per_question": per_q}
     if fused["seed_overlap"] and fused["baseline_seed_overlap"]:

@@ -47,7 +47,8 @@ def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
         resources = build_resources(input_dir, output_dir, model_path, fake_llm,
                                     llm_urls=llm_urls, llm_concurrency=llm_concurrency,
                                     embedder_path=embedder_path or None, **settings)
-        resources["llm"].verify()  # a missing model or server stops the run before any work
+        # a missing model or server stops the run before any work (fast needs none)
+        resources["llm"].index_model_id(resources["index"].settings().method)
     except (ModelFileError, LLMServerError, ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -20,6 +20,7 @@ from typing import Any
 DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("PERSON", "ORGANIZATION", "LOCATION", "EVENT")
 SUMMARY_METHODS: tuple[str, ...] = ("extractive", "llm")  # see kgloom.graph.summaries
 EXTRACTION_TEXTS: tuple[str, ...] = ("named_sentences", "full")  # see kgloom.extraction.extract
+METHODS: tuple[str, ...] = ("standard", "fast")  # see kgloom.extraction.cooccurrence
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,27 @@ class IndexSettings:
     """Knobs of one index build.
 
     Attributes:
+        method: ``standard`` (the LLM types the candidate names and states their
+            relationships; LLM reports for communities of 3 or more members) or ``fast``
+            (no model for the index: every candidate name is an entity typed by its cues,
+            OTHER otherwise; relationships are co-occurrences within a sentence, weaker
+            within a text unit; descriptions are evidence sentences; every community gets
+            a rule report; the embedding resolution pass, whose safeguard is the LLM
+            check, is skipped, and extractive summaries take the first descriptions, so the
+            entities stage loads no embedder). Same tables, same schemas: see
+            :mod:`kgloom.extraction.cooccurrence` and ``docs/fast-method.md``.
+        cooccurrence_window: with ``fast``, a name is paired with at most this many
+            following names of its sentence (GloVe's symmetric context window of 10,
+            Pennington et al. 2014, counted in names), so a long list of names costs
+            pairs linear in its length.
+        cooccurrence_max_pairs: with ``fast``, the strongest pairs kept per text unit;
+            the rest are dropped and counted (``cooccurrence_pairs_dropped``).
+        record_edges: fields of a JSONL/CSV record whose values become relationships of
+            the record's title (both methods), each ``field:RELATION`` or
+            ``field:RELATION:TYPE`` (e.g. ``authors:AUTHORED_BY:PERSON,tags:TAGGED``): a
+            string or a list of strings per field; each value becomes an entity (TYPE,
+            else its cue, else OTHER) joined to the record's title entity
+            (:mod:`kgloom.extraction.records`). Empty: none.
         chunk_size: text-unit length in tokens of the chunking tokenizer (600).
         chunk_overlap: tokens shared by consecutive text units (100).
         entity_types: allowed entity types (upper case); the extraction schema enforces them.
@@ -102,6 +124,10 @@ class IndexSettings:
             first text unit, shown to the model as the text's title.
     """
 
+    method: str = "standard"
+    cooccurrence_window: int = 10
+    cooccurrence_max_pairs: int = 200
+    record_edges: tuple[str, ...] = ()
     chunk_size: int = 600
     chunk_overlap: int = 100
     entity_types: tuple[str, ...] = DEFAULT_ENTITY_TYPES
@@ -137,6 +163,26 @@ class IndexSettings:
     def __post_init__(self) -> None:
         # the schema's enum and the prompts use upper-case types, whatever the input
         object.__setattr__(self, "entity_types", tuple(t.upper() for t in self.entity_types))
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.method == "fast":
+            # each of these asks the model; fast must not load one (verify_merges_with_llm,
+            # on by default, is ignored with the embedding pass it guards)
+            needs_model = {"candidate_source": self.candidate_source == "open",
+                           "summary_method": self.summary_method == "llm",
+                           "extract_claims": self.extract_claims,
+                           "max_gleanings": self.max_gleanings > 0,
+                           "llm_descriptions": self.llm_descriptions}
+            bad = sorted(k for k, v in needs_model.items() if v)
+            if bad:
+                raise ValueError(f"method=fast uses no model, but {bad} ask(s) for one; "
+                                 "use method=standard or reset them")
+        for name in ("cooccurrence_window", "cooccurrence_max_pairs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        from kgloom.extraction.records import parse_record_edges
+
+        parse_record_edges(self.record_edges)  # field:RELATION[:TYPE] items
         if self.chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {self.chunk_size}")
         if not 0 <= self.chunk_overlap < self.chunk_size:

@@ -172,8 +172,9 @@ def read_stage_stats(output_dir: str | Path) -> dict[str, dict]:
     return out
 
 
-def build_index_summary(output_dir: str | Path) -> dict:
-    """Return the index summary: rows per emitted table, seconds per stage, the cost
+def build_index_summary(output_dir: str | Path, method: str = "standard") -> dict:
+    """Return the index summary: the index ``method`` that built it (``standard`` or
+    ``fast``, :class:`kgloom.config.IndexSettings`), rows per emitted table, seconds per stage, the cost
     table (:func:`cost_table`: wall and model seconds, model share, LLM calls and tokens
     per stage and in total), the LLM backend's settings (``llm_backend``: threads, batch
     sizes, flash attention, context size, sampler; from the stages that ran the model),
@@ -191,6 +192,7 @@ def build_index_summary(output_dir: str | Path) -> dict:
     backend = next((v["llm_backend"] for k, v in sorted(stats.items())
                     if v.get("llm_backend")), {})
     return {
+        "method": method,
         "rows": rows,
         "seconds_per_stage": {k: v["seconds"] for k, v in stats.items()},
         "cost": cost_table(stats),

@@ -29,7 +29,9 @@ def test_every_index_setting_is_a_resource_field_with_its_default():
     assert IndexConfigResource().settings() == IndexSettings()
     # and every field reaches the settings: flip each one and see it arrive
     for name, (tp, default) in settings_fields().items():
-        if isinstance(default, bool):
+        if name == "record_edges":
+            value = ["authors:AUTHORED_BY"]
+        elif isinstance(default, bool):
             value = not default
         elif isinstance(default, int):
             value = default + 1
@@ -39,6 +41,8 @@ def test_every_index_setting_is_a_resource_field_with_its_default():
             value = default[:1]
         elif name == "summary_method":
             value = "llm"
+        elif name == "method":
+            value = "fast"
         elif name == "candidate_source":
             value = "ngram"
         elif name == "extraction_text":

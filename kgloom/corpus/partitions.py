@@ -234,7 +234,8 @@ def mark_stage(output_dir: str | Path, key: str, stage: str, **fields) -> dict:
 
 
 # the settings that change what a partition's stages produce
-PARTITION_SETTINGS = ("chunk_size", "chunk_overlap", "entity_types",
+PARTITION_SETTINGS = ("method", "cooccurrence_window", "cooccurrence_max_pairs",
+                      "record_edges", "chunk_size", "chunk_overlap", "entity_types",
                       "max_relationships_per_unit", "max_gleanings", "extract_claims",
                       "llm_descriptions",
                       "co_mention_edges", "co_mention_strength", "seed",

@@ -407,10 +407,12 @@ def record_title(title: str | None) -> str | None:
 
 def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
                     counts: Counter, vocabulary: Counter | None = None,
-                    title: str | None = None) -> tuple[list[Candidate], list[dict]]:
+                    title: str | None = None, limit: int | None = MAX_CANDIDATES,
+                    ) -> tuple[list[Candidate], list[dict]]:
     """The candidate names of one unit: the record ``title`` first (when given), then the
-    names of its scripts' sources (``settings.candidate_source``; ``open`` asks the model),
-    distinct after normalization, at most ``MAX_CANDIDATES``.
+    names of its scripts' sources (``settings.candidate_source``; ``open`` asks the model,
+    so ``llm`` may be None for any other source), distinct after normalization, at most
+    ``limit`` (None: all; the model's prompt holds ``MAX_CANDIDATES``).
 
     Returns:
         (candidates, failure rows of the open-extraction call, if any).
@@ -430,7 +432,7 @@ def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
             seen.add(key)
             out.append(c)
         counts[f"candidates_{c.source}"] += 1
-    return out[:MAX_CANDIDATES], failures
+    return out[:limit], failures
 
 
 CHAT_OVERHEAD_TOKENS = 8  # per message: role markers of a chat template (SmolLM2: 5)
@@ -591,7 +593,9 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         documents: the units' ``DOCUMENTS_SCHEMA`` frame; with ``settings.title_candidates``
             a record's own title is a candidate of its first unit (:func:`record_titles`).
         llm: the cached LLM; one call per unit plus gleaning rounds (cache hits are free).
-        settings: entity types, bounds, gleanings, co-mention options, seed.
+        settings: entity types, bounds, gleanings, co-mention options, seed; its
+            ``record_edges`` fields of the documents' records become relationships of
+            the record's title (:mod:`kgloom.extraction.records`).
         progress: called as ``progress(done, total)`` after each unit.
 
     Units are extracted ``llm.concurrency`` at a time (:meth:`CachedLLM.map`); the
@@ -630,6 +634,11 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         status.append({"text_unit_id": row["id"], "entities": len(e), "relationships": len(r),
                        "status": "failed" if failed else "no_names" if no_names
                        else "extracted"})
+    from kgloom.extraction.records import record_edge_mentions  # it imports this module
+
+    more_ents, more_rels = record_edge_mentions(documents, text_units, settings, counts)
+    ents += more_ents
+    rels += more_rels
     vote_types(ents, counts)
     counts["units"] = total
     counts["entity_mentions"] = len(ents)

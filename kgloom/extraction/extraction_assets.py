@@ -8,11 +8,13 @@ from kgloom.corpus.partitions import mark_stage, settings_fingerprint
 from kgloom.extraction.checks import extraction_yield
 from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
 from kgloom.extraction.claims import extract_claims
+from kgloom.extraction.cooccurrence import cooccurrence_graph
 from kgloom.extraction.extract import STAGE, UNIT_STATUS, extract_graph
 from kgloom.ingest.ingest_assets import documents, text_units
 from kgloom.pipelines.input_files import input_files_partitions
 from kgloom.pipelines.wiring import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.resources import IndexConfigResource, LLMResource
+from kgloom.resources.model import NO_MODEL
 from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table
 
@@ -27,15 +29,20 @@ FAILED_UNITS_MAX_RATE = 0.05
 def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                     llm: LLMResource):
     """Entities and relationships per text unit of one input file, JSON-schema-constrained
-    and cached (an unchanged unit costs no LLM call)."""
+    and cached (an unchanged unit costs no LLM call); with ``method=fast``, from the
+    candidate names and their co-occurrence, no model opened
+    (:mod:`kgloom.extraction.cooccurrence`)."""
     clock = Timer.started()
     pdir = index.partition_folder(context.partition_key)
     units = read_table(pdir, schemas.TEXT_UNITS)
     docs = read_table(pdir, schemas.DOCUMENTS)
-    cached = llm.open(index.out, log=context.log)
+    s = index.settings()
+    fast = s.method == "fast"
+    cached = None if fast else llm.open(index.out, log=context.log)
     with Timer() as t:
-        result = extract_graph(units, cached, index.settings(), progress(context, STAGE),
-                               documents=docs)
+        result = (cooccurrence_graph(units, s, progress(context, STAGE), documents=docs)
+                  if fast else extract_graph(units, cached, s, progress(context, STAGE),
+                                             documents=docs))
     write_table(result.entity_mentions, pdir, schemas.ENTITY_MENTIONS)
     write_table(result.relationship_mentions, pdir, schemas.RELATIONSHIP_MENTIONS)
     write_table(result.failures, pdir, f"{schemas.FAILURES}.{STAGE}")
@@ -43,33 +50,35 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     # claims (optional): always written, so turning them off leaves no stale rows
     with Timer() as claims_t:
         claims, claim_failures = (
-            extract_claims(units, result.entity_mentions, cached, index.settings(),
+            extract_claims(units, result.entity_mentions, cached, s,
                            progress(context, CLAIMS_STAGE))
-            if index.settings().extract_claims else
+            if s.extract_claims else
             (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA), schemas.empty(schemas.FAILURES_SCHEMA)))
         write_table(claims, pdir, schemas.CLAIM_MENTIONS)
         write_table(claim_failures, pdir, f"{schemas.FAILURES}.{CLAIMS_STAGE}")
-    claim_stats = cached.stats.get(CLAIMS_STAGE)
+    claim_stats = cached.stats.get(CLAIMS_STAGE) if cached else None
     write_stage_stats(index.out, CLAIMS_STAGE, claims_t.seconds,
                       claim_stats.as_dict() if claim_stats else {}, folder=pdir,
                       claims=claims.height)
-    llm_stats = cached.stats.get(STAGE)
+    llm_stats = cached.stats.get(STAGE) if cached else None
     # the stage's wall time: the whole asset but the claims step (its own stage)
     stats = write_stage_stats(index.out, STAGE, clock.elapsed - claims_t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, folder=pdir,
-                              llm_backend=cached.backend_settings(), **result.counts)
+                              llm_backend=cached.backend_settings() if cached else {},
+                              method=s.method, **result.counts)
     mark_stage(index.out, context.partition_key, STAGE,
-               settings=settings_fingerprint(index.settings(), cached.model_id))
+               settings=settings_fingerprint(s, cached.model_id if cached else NO_MODEL))
     failed = result.counts.get("units_failed", 0)
     rate = failed / max(units.height, 1)
     yield dg.MaterializeResult(metadata={
+        "method": s.method,
         "entity_mentions": result.entity_mentions.height,
         "relationship_mentions": result.relationship_mentions.height,
         "failures": result.failures.height, "claims": claims.height,
         **cost_metadata(stats),
         **{k: v for k, v in result.counts.items()},
         "units_per_minute": round(units.height / t.seconds * 60, 1) if t.seconds else 0.0,
-        **endpoint_metadata(cached),
+        **(endpoint_metadata(cached) if cached else {}),
         "preview": preview(result.entity_mentions, ["title", "type", "description"])})
     yield dg.AssetCheckResult(
         check_name="failed_units_rate", passed=rate <= FAILED_UNITS_MAX_RATE,

@@ -1076,6 +1076,26 @@ _LOC_BEFORE = regex.compile(
     regex.IGNORECASE)
 
 
+_WORD_CHAR = regex.compile(r"[\p{L}\p{M}\p{N}]")
+
+
+def _bounded_occurrences(name: str, text: str) -> list[tuple[int, int]]:
+    r"""(start, end) of each non-overlapping occurrence of ``name`` in ``text`` that no
+    letter, mark or digit touches on either side: what the pattern
+    ``(?<![\p{L}\p{M}\p{N}])NAME(?![\p{L}\p{M}\p{N}])`` finds, without compiling one
+    pattern per name (``regex`` compiles ``\p{..}`` classes slowly; a unit has dozens
+    of names)."""
+    out, i = [], text.find(name)
+    while i >= 0 and name:
+        end = i + len(name)
+        if not (i and _WORD_CHAR.match(text, i - 1)) and not _WORD_CHAR.match(text, end):
+            out.append((i, end))
+            i = text.find(name, end)
+        else:
+            i = text.find(name, i + 1)
+    return out
+
+
 def type_cue(name: str, text: str, hint: str = "") -> str:
     """Return the entity type that cues make plain for ``name`` in ``text``, or "".
 
@@ -1124,9 +1144,8 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     if morph:
         return morph
     person = location = 0
-    for m in regex.finditer(r"(?<![\p{L}\p{M}\p{N}])" + regex.escape(name)
-                            + r"(?![\p{L}\p{M}\p{N}])", text):
-        before, after = text[max(0, m.start() - 30):m.start()], text[m.end():m.end() + 40]
+    for start, end in _bounded_occurrences(name, text):
+        before, after = text[max(0, start - 30):start], text[end:end + 40]
         if _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after) or (
                 _VOCATIVE[0].search(before) and _VOCATIVE[1].search(after)):
             person += 1

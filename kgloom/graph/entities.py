@@ -22,8 +22,23 @@ from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM
 
 
+def resolution_options(settings: IndexSettings, llm: CachedLLM | None,
+                       tokenizer: Tokenizer) -> dict:
+    """``methods`` and ``verify`` of :func:`kgloom.graph.resolution.resolve_entities` for
+    ``settings``: its ``resolution_methods``, the LLM merge check when
+    ``verify_merges_with_llm`` and a model is given; with ``method=fast`` (no model) the
+    embedding pass is left out, because its safeguard against merging two different
+    names is that check (untyped OTHER names share evidence sentences)."""
+    methods = frozenset(settings.resolution_methods)
+    if settings.method == "fast":
+        methods -= {"embedding"}
+    verify = (llm_verifier(llm, settings, tokenizer)
+              if settings.verify_merges_with_llm and llm is not None else None)
+    return {"methods": methods, "verify": verify}
+
+
 def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl.DataFrame,
-                        llm: CachedLLM, settings: IndexSettings, tokenizer: Tokenizer,
+                        llm: CachedLLM | None, settings: IndexSettings, tokenizer: Tokenizer,
                         embed: Callable[[list[str]], np.ndarray] | None = None,
                         progress: Callable[[int, int], None] | None = None,
                         timings: dict[str, float] | None = None,
@@ -32,7 +47,10 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
 
     Args:
         entity_mentions / relationship_mentions: the extraction's mention tables.
-        llm: the cached LLM (stages ``resolution`` and ``summaries``).
+        llm: the cached LLM (stages ``resolution`` and ``summaries``); None with
+            ``method=fast``: no merge check, and the embedding pass (which that check
+            guards) is skipped; summaries are extractive (``IndexSettings`` refuses
+            ``fast`` with ``summary_method=llm``).
         settings: resolution methods and threshold, LLM verification, summary options.
         tokenizer: budgets of the summary and verification prompts (tokens).
         embed: texts -> (n, dim) array for the embedding pass (when "embedding" is among
@@ -49,11 +67,10 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
     """
     timings = {} if timings is None else timings
     t0 = time.perf_counter()
-    verify = llm_verifier(llm, settings, tokenizer) if settings.verify_merges_with_llm else None
     ents, rels, aliases = resolve_entities(
         entity_mentions, relationship_mentions, embed=embed,
         similarity_threshold=settings.embedding_merge_threshold,
-        methods=frozenset(settings.resolution_methods), verify=verify)
+        **resolution_options(settings, llm, tokenizer))
     t1 = time.perf_counter()
     ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress, embed)
     rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress, embed)

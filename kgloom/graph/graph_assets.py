@@ -42,9 +42,12 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     inputs = graph_inputs_of(context, "corpus")
     em = read_table(sd, schemas.ENTITY_MENTIONS)
     rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
-    cached = llm.open(index.out, log=context.log)
-    use_embedding = em.height > 0 and ("embedding" in s.resolution_methods
-                                       or s.summary_method == "extractive")
+    fast = s.method == "fast"  # no model: see build_entity_tables
+    cached = None if fast else llm.open(index.out, log=context.log)
+    # fast embeds nothing here: no embedding pass, and extractive summaries take the
+    # first descriptions (its descriptions are already the text's sentences)
+    use_embedding = em.height > 0 and not fast and (
+        "embedding" in s.resolution_methods or s.summary_method == "extractive")
     emb = embedder.load() if use_embedding else None
     emb_seconds_before = emb.seconds if emb else 0.0  # the loaded embedder is shared
     steps: dict[str, float] = {}
@@ -68,16 +71,17 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     # time; the embedder's time is counted once, on the entities stage
     stats = write_stage_stats(
         out, "entities", clock.elapsed, StageStats.merged(
-            cached.stats.get(k) for k in (SUMMARIES_STAGE, VERIFY_STAGE)).as_dict(),
+            (cached.stats if cached else {}).get(k)
+            for k in (SUMMARIES_STAGE, VERIFY_STAGE)).as_dict(),
         **(embedder_time(emb, emb_seconds_before) if emb else {}), entities=ents.height,
         relationships=rels.height, summary_method=s.summary_method,
-        llm_backend=cached.backend_settings(),
+        llm_backend=cached.backend_settings() if cached else {}, method=s.method,
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
     for stage in (SUMMARIES_STAGE, VERIFY_STAGE):  # always written: no stale file survives
-        st = cached.stats.get(stage, StageStats())
+        st = (cached.stats if cached else {}).get(stage, StageStats())
         write_stage_stats(out, stage, steps.get(stage, st.seconds), st.as_dict(),
                           part_of="entities")
-    st = cached.stats.get(SUMMARIES_STAGE)
+    st = cached.stats.get(SUMMARIES_STAGE) if cached else None
     merged = aliases.filter(pl.col("method") != "exact").height
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
     yield dg.MaterializeResult(asset_key="entities", metadata={
@@ -86,7 +90,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
         "summary_calls": st.calls if st else 0,
         **cost_metadata(stats),
-        **endpoint_metadata(cached),
+        **(endpoint_metadata(cached) if cached else {}), "method": s.method,
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
                                    ["title", "type", "degree", "pagerank", "frequency"])})
     yield dg.MaterializeResult(asset_key="relationships", metadata={

@@ -38,7 +38,8 @@ def current_graph_inputs(resources: dict, instance: dg.DagsterInstance) -> str:
     file is missing."""
     index = resources["index"]
     return graph_inputs_fingerprint(index.output_dir, live_partition_keys(instance),
-                                    index.settings(), resources["llm"].verify(),
+                                    index.settings(),
+                                    resources["llm"].index_model_id(index.settings().method),
                                     resources["embedder"].model_path)
 
 

@@ -288,7 +288,8 @@ def index_folder(resources: dict, instance: dg.DagsterInstance, force: bool = Fa
     the run report). Stored partition folders whose key is refused (one leading outside
     the input folder) are deleted first, even when the graph is up to date."""
     index = resources["index"]
-    fingerprint = settings_fingerprint(index.settings(), resources["llm"].verify())
+    fingerprint = settings_fingerprint(
+        index.settings(), resources["llm"].index_model_id(index.settings().method))
     diff = sync_partitions(instance, index.input_dir, index.output_dir, fingerprint)
     remove_refused_partitions(index.output_dir, index.input_dir)
     keys = sorted(set(diff.to_materialize) | (set(diff.unchanged) if force else set()))

@@ -128,7 +128,7 @@ def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource)
     failures = (pl.concat([read_parquet(p) for p in parts]) if parts
                 else schemas.empty(schemas.FAILURES_SCHEMA))
     write_table(failures, out, schemas.FAILURES)
-    summary = build_index_summary(out)
+    summary = build_index_summary(out, index.settings().method)
     write_json(summary, out / SUMMARY_FILE)
     marker = publish_build(out)
     context.log.info(f"published build {marker['build_id']} ({len(marker['tables'])} tables, "
@@ -136,6 +136,7 @@ def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource)
     return dg.MaterializeResult(metadata={
         "build_id": marker["build_id"],
         GRAPH_INPUTS: graph_inputs_of(context, "vector_index"),
+        "method": summary["method"],
         "failures": failures.height, "llm_calls": summary["llm_calls"],
         "llm_cache_hits": summary["llm_cache_hits"],
         "prompt_tokens": summary["prompt_tokens"],

@@ -267,7 +267,10 @@ def needs_llm_report(community: dict, settings: IndexSettings,
     ``unit_tokens`` is None or the sources are unknown). A report of the people and
     places of one 50-token passage would be longer than the passage (an LLM report is
     ~270 tokens with the default model); the rule report quotes its sentences instead.
-    All three settings 0: every community gets an LLM report."""
+    All three settings 0: every community gets an LLM report. With ``method=fast`` no
+    community does (the index uses no model)."""
+    if settings.method == "fast":
+        return False
     if (len(community["entity_ids"]) < settings.report_llm_min_members
             or len(community["relationship_ids"]) < settings.report_llm_min_relationships):
         return False
@@ -472,7 +475,7 @@ def _placement(community: dict) -> dict:
 
 
 def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
-                            relationships: pl.DataFrame, llm: CachedLLM,
+                            relationships: pl.DataFrame, llm: CachedLLM | None,
                             settings: IndexSettings, tokenizer: Tokenizer,
                             progress: Callable[[int, int], None] | None = None,
                             previous: pl.DataFrame | None = None,
@@ -496,10 +499,11 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         llm: the cached LLM (stage ``community_reports``); at most one call per community
             large enough for it (:func:`needs_llm_report`); the others get
             :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
-            time. A reply that :func:`check_report` rejects (it names what its context
-            lacks, repeats the prompt's example or repeats itself) is replaced by the
-            community's :func:`rule_report`, with a failures row saying why (reason
-            starting with :data:`REJECTED`, detail the reply).
+            time. None with ``method=fast``: every report is a rule report. A reply that
+            :func:`check_report` rejects (it names what its context lacks, repeats the
+            prompt's example or repeats itself) is replaced by the community's
+            :func:`rule_report`, with a failures row saying why (reason starting with
+            :data:`REJECTED`, detail the reply).
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
             ``report_llm_min_relationships``, ``report_llm_min_source_tokens`` and
             ``report_brief_max_members``.
@@ -557,7 +561,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         for c in level.iter_rows(named=True):
             own_claims = member_claims(c, entities, claims)
             by = "llm" if needs_llm_report(c, settings, units, unit_tokens) else "rules"
-            key = report_key(c, llm.model_id, settings,
+            key = report_key(c, llm.model_id if llm else "", settings,
                              own_claims["id"].to_list() if own_claims is not None else None, by)
             if key in kept or key in written:
                 reuse(c, key)
@@ -576,7 +580,10 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
             jobs.append((c, key, context))
-        for (c, key, context), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick)):
+        if jobs and llm is None:
+            raise ValueError("LLM reports asked for with no model (llm=None)")
+        for (c, key, context), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick)
+                                                     if jobs else []):
             problems = [] if obj is None else check_report(
                 obj, context, [title_of[e] for e in c["entity_ids"] if e in title_of])
             if problems:  # published as the rule report, the reply kept in the failures row

@@ -20,7 +20,9 @@ from kgloom.storage import read_table, write_table
           pool="llm", kinds={"llama_cpp", "parquet"})
 def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
                       llm: LLMResource) -> dg.MaterializeResult:
-    """An LLM report per community, deepest level first (sub-reports stand in when over budget)."""
+    """An LLM report per community, deepest level first (sub-reports stand in when over
+    budget); a rule report for small ones, and for all with ``method=fast`` (no model
+    opened)."""
     clock = Timer.started()
     s = index.settings()
     comms = read_table(index.out, schemas.COMMUNITIES)
@@ -31,14 +33,14 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
     units = read_table(index.corpus_folder, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA,
                        columns=["id", "n_tokens"])  # not the texts
-    cached = llm.open(index.out, log=context.log)
+    cached = None if s.method == "fast" else llm.open(index.out, log=context.log)
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
         previous=previous, claims=claims,
         unit_tokens=dict(zip(units["id"].to_list(), units["n_tokens"].to_list())))
     write_table(reports, index.out, schemas.COMMUNITY_REPORTS)
     write_table(failures, index.corpus_folder, f"{schemas.FAILURES}.{REPORTS_STAGE}")
-    st = cached.stats.get(REPORTS_STAGE)
+    st = cached.stats.get(REPORTS_STAGE) if cached else None
     by = dict(reports.group_by("generated_by").len().iter_rows()) if reports.height else {}
     # LLM replies rejected by check_report (published as rule reports)
     rejected = failures.filter(failures["reason"].str.starts_with(REJECTED)).height
@@ -47,7 +49,8 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
                               reports=reports.height, failures=failures.height,
                               context_methods=methods, llm_reports=by.get("llm", 0),
                               rule_reports=by.get("rules", 0), rejected_reports=rejected,
-                              llm_backend=cached.backend_settings())
+                              llm_backend=cached.backend_settings() if cached else {},
+                              method=s.method)
     return dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "communities", "covariates"),
         "rows": reports.height, "communities": comms.height, "failures": failures.height,
@@ -55,5 +58,5 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
         "rejected_reports": rejected,
         "context_methods": dg.MetadataValue.json(methods),
         **cost_metadata(stats),
-        **endpoint_metadata(cached),
+        **(endpoint_metadata(cached) if cached else {}), "method": s.method,
         "preview": preview(reports, ["community", "level", "title", "rank", "size"])})

@@ -12,7 +12,9 @@ from kgloom.llm import (CACHE_FILE, SMOLLM2_SHA256, CachedLLM, LLMCache, default
                         open_llm, verify_model_file)
 from kgloom.llm.http import OpenAIChatBackend, common_model, parse_urls
 
-__all__ = ["CACHE_FILE", "LLMResource"]
+__all__ = ["CACHE_FILE", "LLMResource", "NO_MODEL"]
+
+NO_MODEL = "no-model"  # the model identity of an index built with method=fast
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -110,6 +112,16 @@ class LLMResource(dg.ConfigurableResource):
         path = self.resolved_model_path()
         expected = self.expected_sha256 or (None if self.model_path else SMOLLM2_SHA256)
         return verify_model_file(path, expected)
+
+    def index_model_id(self, method: str) -> str:
+        """The model identity an index built with ``method`` depends on: :data:`NO_MODEL`
+        for ``fast`` (the model is neither checked nor loaded, so a fast index needs no
+        model file and a model change does not rebuild it), else :meth:`verify`.
+
+        Raises:
+            see :meth:`verify`.
+        """
+        return NO_MODEL if method == "fast" else self.verify()
 
     def open(self, output_dir: str | Path, log=None) -> CachedLLM:
         """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite`` (or
