@@ -26,10 +26,8 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +35,7 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
+from stamp import save_json, stamp  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ISSUE_QUESTIONS = [("How is Scrooge related to Fezziwig?", "Fezziwig"),
@@ -44,19 +43,6 @@ ISSUE_QUESTIONS = [("How is Scrooge related to Fezziwig?", "Fezziwig"),
                     "young?", "Fezziwig")]
 
 
-def stamp() -> dict:
-    """Commit of the imported kgloom's repository, date (UTC) and load average."""
-    import kgloom
-
-    where = Path(kgloom.__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        commit = "unknown"
-    return {"kgloom_from": str(where), "commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 def unit_hits(retriever, question: str, units: set[str], mode: str, top_k: int) -> bool:
@@ -127,6 +113,14 @@ def wiki_figures(work: Path, mode: str, top_k: int) -> dict:
             "linked_share": row["linked_share"]}
 
 
+def _stamp() -> dict:
+    """The bench stamp of the imported kgloom's checkout (it may be another tree's)."""
+    import kgloom
+
+    where = Path(kgloom.__file__).resolve().parent.parent
+    return {"kgloom_from": str(where), **stamp(where)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", type=Path, required=True, help="a book index folder")
@@ -146,7 +140,7 @@ def main() -> None:
     from kgloom.query.retriever import Retriever
 
     retriever = Retriever(args.index, graph_backend="memory")
-    out = {"benchmark": "named entities in the top k", "label": args.label, **stamp(),
+    out = {"benchmark": "named entities in the top k", "label": args.label, **_stamp(),
            **({"commit": args.commit} if args.commit else {}),
            "index": str(args.index), "mode": args.mode, "top_k": args.top_k,
            "index_model": json.loads((args.index / "index-summary.json").read_text()).get(
@@ -165,9 +159,7 @@ def main() -> None:
         out["wiki"] = wiki_figures(args.wiki_work, args.mode, args.top_k)
         print(f"2wiki: R@2 {out['wiki']['recall@2']} R@5 {out['wiki']['recall@5']}")
     if args.save:
-        args.save.parent.mkdir(parents=True, exist_ok=True)
-        args.save.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
-        print(f"saved {args.save}")
+        save_json(args.save, out)
 
 
 if __name__ == "__main__":

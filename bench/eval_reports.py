@@ -36,16 +36,17 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import sqlite3
-import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from stamp import save_json, stamp  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # The worked example of the report prompt up to issue 28 (kgloom commit 71f1f13), kept
@@ -98,16 +99,6 @@ _PH_REPORT = {
 PLACEHOLDER_EXAMPLE = (("Community data:\n" + _PH_CONTEXT, json.dumps(_PH_REPORT)),)
 
 
-def stamp() -> dict:
-    """Commit of this repository, date (UTC) and load average."""
-    try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        commit = "unknown"
-    return {"commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 def cached_inputs(index: Path) -> set[str]:
@@ -265,7 +256,7 @@ def main() -> None:
     for comm, how, obj, ctx, members in published:
         names = ungrounded_names(report_text(obj), ctx, tuple(members))
         after.append({"community": comm, "published_as": how, "ungrounded_names": names})
-    out = {"benchmark": "community reports naming what their context lacks", **stamp(),
+    out = {"benchmark": "community reports naming what their context lacks", **stamp(ROOT),
            "index": str(idx), "example": args.example, "report_max_input_tokens": budget,
            "reports": reports.height, "llm_reports": n,
            "contexts_verified_against_llm_cache": count("context_verified"),
@@ -316,9 +307,7 @@ def main() -> None:
               f"({g['repeat_the_example']} repeat the example), {g['looping']} loop, "
               f"{g['failed']} failed; {g['seconds']} s")
     if args.save:
-        args.save.parent.mkdir(parents=True, exist_ok=True)
-        args.save.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
-        print(f"saved {args.save}")
+        save_json(args.save, out)
 
 
 if __name__ == "__main__":

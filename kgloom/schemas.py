@@ -238,12 +238,7 @@ GRAPHRAG_TABLES: dict[str, dict[str, pl.DataType]] = {
 # lists exactly these columns and types. covariates is written only with claims on;
 # graph-nodes adds one ``community_level_<k>`` column per level.
 PUBLISHED_TABLES: dict[str, dict[str, pl.DataType]] = {
-    DOCUMENTS: DOCUMENTS_SCHEMA,
-    TEXT_UNITS: TEXT_UNITS_SCHEMA,
-    ENTITIES: ENTITIES_SCHEMA,
-    RELATIONSHIPS: RELATIONSHIPS_SCHEMA,
-    COMMUNITIES: COMMUNITIES_SCHEMA,
-    COMMUNITY_REPORTS: COMMUNITY_REPORTS_SCHEMA,
+    **GRAPHRAG_TABLES,
     COVARIATES: COVARIATES_SCHEMA,
     ENTITY_ALIASES: ENTITY_ALIASES_SCHEMA,
     GRAPH_NODES: GRAPH_NODES_SCHEMA,

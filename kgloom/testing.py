@@ -355,3 +355,22 @@ class LlamaCppServer(_Service):
                 self._proc.wait()
         self._proc = None
 
+
+
+def post_json(url: str, body: dict, timeout: float = 60.0) -> tuple[int, dict]:
+    """POST ``body`` as JSON to ``url``; return (HTTP status, the reply parsed as JSON, or
+    {} when an error reply is not JSON). Errors of HTTP status >= 400 are returned, not
+    raised; a connection failure raises ``urllib.error.URLError``."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read())
+        except ValueError:
+            return exc.code, {}

@@ -6,16 +6,13 @@ No GraphRAG install and no model needed."""
 from __future__ import annotations
 
 import gzip
-import json
-import urllib.error
-import urllib.request
 
 import polars as pl
 import pytest
 
 from bench.vs_graphrag import compare
 from bench.vs_graphrag.gateway import Gateway, read_log
-from kgloom.testing import FakeChatServer
+from kgloom.testing import FakeChatServer, post_json
 
 GOLD = {"entities": [{"name": "Scrooge", "aliases": ["Scrooge", "Ebenezer"]},
                      {"name": "Marley", "aliases": ["Jacob Marley", "Marley"]},
@@ -95,14 +92,6 @@ def test_graphrag_figures_count_calls_by_step_and_replies_without_a_record(tmp_p
     assert not res["target_5x_met"] and res["graphrag_finished"]
 
 
-def _post(url: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, {}
 
 
 def test_gateway_passes_chat_through_logs_it_and_answers_embeddings(tmp_path):
@@ -110,16 +99,16 @@ def test_gateway_passes_chat_through_logs_it_and_answers_embeddings(tmp_path):
     with FakeChatServer() as up:
         gw = Gateway(up.url, log, embed=lambda texts: [[float(len(t)), 1.0] for t in texts])
         with gw:
-            status, reply = _post(gw.url + "/v1/chat/completions",
+            status, reply = post_json(gw.url + "/v1/chat/completions",
                                   {"messages": [{"role": "user", "content": "hello"}]})
             assert status == 200 and reply["choices"][0]["message"]["content"] == "{}"
             up.fault = "http_500"
-            assert _post(gw.url + "/v1/chat/completions",
+            assert post_json(gw.url + "/v1/chat/completions",
                          {"messages": [{"role": "user", "content": "again"}]})[0] == 500
-            status, emb = _post(gw.url + "/v1/embeddings", {"input": ["abc", "d"]})
+            status, emb = post_json(gw.url + "/v1/embeddings", {"input": ["abc", "d"]})
             assert status == 200
             assert [d["embedding"] for d in emb["data"]] == [[3.0, 1.0], [1.0, 1.0]]
-            assert _post(gw.url + "/v1/other", {})[0] == 404
+            assert post_json(gw.url + "/v1/other", {})[0] == 404
     rows = read_log(log)
     assert [(r["kind"], r.get("status")) for r in rows] == [
         ("chat", 200), ("chat", 500), ("embeddings", None)]

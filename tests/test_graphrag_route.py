@@ -31,7 +31,7 @@ from kgloom import graphrag_settings as grs
 from kgloom.cli import app
 from kgloom.embeddings_server import create_app, llama_cpp_response_format
 from kgloom.publish.vectors import LANCEDB_DIR, read_embedder_manifest
-from kgloom.testing import ASGIService, FakeChatServer
+from kgloom.testing import ASGIService, FakeChatServer, post_json
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_pipeline import book_excerpt, run_index  # noqa: E402
@@ -55,14 +55,6 @@ def index(tmp_path_factory) -> Path:
     return out
 
 
-def _post(url: str, body: dict) -> tuple[int, dict]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 # --- budgets -------------------------------------------------------------------------------
@@ -161,7 +153,7 @@ def test_embeddings_endpoint_answers_with_the_index_vectors(index, embedder):
         0, named=True)
     text = f"{ent['title']}: {ent['description']}"  # what the index embedded for the entity
     with ASGIService(create_app(embedder, "the-embedder")) as srv:
-        status, got = _post(srv.url + "/v1/embeddings", {"input": [text, "Scrooge"],
+        status, got = post_json(srv.url + "/v1/embeddings", {"input": [text, "Scrooge"],
                                                          "model": "the-embedder"})
         assert status == 200 and [d["index"] for d in got["data"]] == [0, 1]
         vec = np.asarray(got["data"][0]["embedding"], dtype=np.float32)
@@ -170,18 +162,18 @@ def test_embeddings_endpoint_answers_with_the_index_vectors(index, embedder):
                             rel_tol=1e-5)
         assert got["usage"]["prompt_tokens"] > 0
         # the openai client's default form: little-endian float32, base64
-        status, b64 = _post(srv.url + "/v1/embeddings", {"input": "Scrooge",
+        status, b64 = post_json(srv.url + "/v1/embeddings", {"input": "Scrooge",
                                                          "encoding_format": "base64"})
         assert np.allclose(np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]),
                                          dtype="<f4"), got["data"][1]["embedding"], atol=1e-6)
         for bad, why in [({"input": []}, "non-empty list"), ({"input": [[1, 2]]}, "token-id"),
                          ({"model": "x"}, "'input'"),
                          ({"input": "x", "encoding_format": "int8"}, "encoding_format")]:
-            status, err = _post(srv.url + "/v1/embeddings", bad)
+            status, err = post_json(srv.url + "/v1/embeddings", bad)
             assert status == 400 and why in err["error"]["message"], (bad, err)
         with urllib.request.urlopen(srv.url + "/v1/models", timeout=30) as r:
             assert [m["id"] for m in json.loads(r.read())["data"]] == ["the-embedder"]
-        status, err = _post(srv.url + "/v1/chat/completions", {"messages": []})
+        status, err = post_json(srv.url + "/v1/chat/completions", {"messages": []})
         assert status == 404 and "--chat-upstream" in err["error"]["message"]
 
 
@@ -195,9 +187,9 @@ def test_chat_passthrough_rewrites_json_schema_for_llama_cpp_python(embedder):
     plain = {"messages": [], "response_format": {"type": "json_object"}}
     assert llama_cpp_response_format(plain) is plain
     with FakeChatServer(json_object_only=True) as chat:  # refuses json_schema, as llama-cpp
-        assert _post(chat.url + "/v1/chat/completions", body)[0] == 500
+        assert post_json(chat.url + "/v1/chat/completions", body)[0] == 500
         with ASGIService(create_app(embedder, "e", chat_upstream=chat.url)) as srv:
-            status, reply = _post(srv.url + "/v1/chat/completions", body)
+            status, reply = post_json(srv.url + "/v1/chat/completions", body)
             assert status == 200, reply
             assert set(json.loads(reply["choices"][0]["message"]["content"])) == {"score"}
             assert chat.formats[-1] == "json_object"
@@ -205,7 +197,7 @@ def test_chat_passthrough_rewrites_json_schema_for_llama_cpp_python(embedder):
                 ids = [m["id"] for m in json.loads(r.read())["data"]]
             assert ids == ["e", chat.model_id]
             chat.fault = "http_500"  # the server's own error is passed on
-            assert _post(srv.url + "/v1/chat/completions", body)[0] == 500
+            assert post_json(srv.url + "/v1/chat/completions", body)[0] == 500
             log = srv.app.state.chat_calls
             assert [c["status"] for c in log] == [200, 500]
             assert log[0]["response_format"] == "json_object" and log[1]["error"]
