@@ -203,7 +203,8 @@ def check_answer(answer: str, citations: list[str], refs: list[str],
 DEMO_MODEL_NOTICE = (
     "This answer comes from the bundled demo model (SmolLM2-135M): it is often wrong and "
     "may repeat or invent things. The retrieved context and the sources it cites are the "
-    "reliable part; give a larger GGUF model (--model) for answers worth reading.")
+    "reliable part; point --model-path at a larger GGUF (or KGLOOM_LLM_URL at a model "
+    "server) for answers worth reading.")
 FAKE_MODEL_NOTICE = (
     "This answer comes from the fake test model (--fake-llm): it is placeholder text. The "
     "retrieved context and the sources it cites are the reliable part.")
