@@ -160,6 +160,12 @@ class IndexSettings:
     extraction_text: str = "named_sentences"
     type_cued_names: bool = False
 
+    @property
+    def uses_model(self) -> bool:
+        """Whether indexing with these settings calls an LLM (False for ``method=fast``):
+        the one place assets and stages ask before opening or using a model."""
+        return self.method != "fast"
+
     def __post_init__(self) -> None:
         # the schema's enum and the prompts use upper-case types, whatever the input
         object.__setattr__(self, "entity_types", tuple(t.upper() for t in self.entity_types))

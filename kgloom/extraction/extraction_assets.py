@@ -37,8 +37,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     units = read_table(pdir, schemas.TEXT_UNITS)
     docs = read_table(pdir, schemas.DOCUMENTS)
     s = index.settings()
-    fast = s.method == "fast"
-    cached = None if fast else llm.open(index.out, log=context.log)
+    fast = not s.uses_model
+    cached = llm.open_for(s, index.out, log=context.log)
     with Timer() as t:
         result = (cooccurrence_graph(units, s, progress(context, STAGE), documents=docs)
                   if fast else extract_graph(units, cached, s, progress(context, STAGE),

@@ -30,7 +30,7 @@ def resolution_options(settings: IndexSettings, llm: CachedLLM | None,
     embedding pass is left out, because its safeguard against merging two different
     names is that check (untyped OTHER names share evidence sentences)."""
     methods = frozenset(settings.resolution_methods)
-    if settings.method == "fast":
+    if not settings.uses_model:
         methods -= {"embedding"}
     verify = (llm_verifier(llm, settings, tokenizer)
               if settings.verify_merges_with_llm and llm is not None else None)

@@ -42,8 +42,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     inputs = graph_inputs_of(context, "corpus")
     em = read_table(sd, schemas.ENTITY_MENTIONS)
     rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
-    fast = s.method == "fast"  # no model: see build_entity_tables
-    cached = None if fast else llm.open(index.out, log=context.log)
+    fast = not s.uses_model  # no model: see build_entity_tables
+    cached = llm.open_for(s, index.out, log=context.log)
     # fast embeds nothing here: no embedding pass, and extractive summaries take the
     # first descriptions (its descriptions are already the text's sentences)
     use_embedding = em.height > 0 and not fast and (

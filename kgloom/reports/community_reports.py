@@ -269,7 +269,7 @@ def needs_llm_report(community: dict, settings: IndexSettings,
     ~270 tokens with the default model); the rule report quotes its sentences instead.
     All three settings 0: every community gets an LLM report. With ``method=fast`` no
     community does (the index uses no model)."""
-    if settings.method == "fast":
+    if not settings.uses_model:
         return False
     if (len(community["entity_ids"]) < settings.report_llm_min_members
             or len(community["relationship_ids"]) < settings.report_llm_min_relationships):

@@ -33,7 +33,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     claims = read_table(index.out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA)
     units = read_table(index.corpus_folder, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA,
                        columns=["id", "n_tokens"])  # not the texts
-    cached = None if s.method == "fast" else llm.open(index.out, log=context.log)
+    cached = llm.open_for(s, index.out, log=context.log)
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, REPORTS_STAGE),
         previous=previous, claims=claims,

@@ -123,6 +123,11 @@ class LLMResource(dg.ConfigurableResource):
         """
         return NO_MODEL if method == "fast" else self.verify()
 
+    def open_for(self, settings, output_dir: str | Path, log=None) -> CachedLLM | None:
+        """:meth:`open`, or None when ``settings`` (IndexSettings) use no model
+        (``settings.uses_model`` False: ``method=fast``), so nothing is loaded."""
+        return self.open(output_dir, log=log) if settings.uses_model else None
+
     def open(self, output_dir: str | Path, log=None) -> CachedLLM:
         """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite`` (or
         ``cache_path``).
