@@ -252,6 +252,24 @@ def test_threads_follow_the_load(monkeypatch):
     assert cpu.usable_cores() == 16
 
 
+def test_a_burst_does_not_count_its_own_load_against_the_next(monkeypatch):
+    """The embedder once lost a thread after its first pass: the load it made itself
+    (2.0 on 2 cores) told the next pass the machine was busy."""
+    from kgloom.llm import cpu
+
+    monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
+    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (2.0, 2.0, 2.0))
+    clock = [1000.0]
+    monkeypatch.setattr(cpu.time, "monotonic", lambda: clock[0])
+    bursts = cpu.BurstThreads()
+    assert bursts.pick() == 1  # someone else's load: one thread
+    bursts.done(2)
+    assert bursts.pick() == 2  # our own: both cores again
+    clock[0] += cpu.BurstThreads.RECENT_SECONDS + 1
+    assert bursts.pick() == 1  # a minute later that load is someone else's
+    assert cpu.BurstThreads(fixed=3).pick() == 3
+
+
 def test_template_messages_put_examples_between_system_and_user():
     t = dataclasses.replace(TEMPLATE, examples=(("Character: Fred", "{}"),))
     msgs = t.messages(name="Marley", text=TEXT)

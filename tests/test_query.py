@@ -739,3 +739,15 @@ def test_bridge_follows_its_definition(carol_index, cfg):
 def test_bridge_rejects_bad_knobs(carol_index, knob):
     with pytest.raises(ValueError, match=next(iter(knob))):
         Retriever(carol_index, config=RetrievalConfig(**knob)).bridge("Scrooge", 3)
+
+
+def test_a_rule_report_embeds_its_title_and_summary_and_an_llm_report_its_full_content():
+    """A rule report's findings quote its summary and its rating explanation is the same
+    sentence for every community, so its vector is of title + summary (a third of the
+    tokens on the 2Wiki pool); an LLM report's is of its full content, as in GraphRAG."""
+    reports = pl.DataFrame({
+        "title": ["A and B", "Town"], "summary": ["A met B.", "A town."],
+        "full_content": ["# A and B\n\nA met B.\n\n**Rating:** 2 ...", "# Town\n\nlong"],
+        "generated_by": ["rules", "llm"]})
+    text = reports.select(VECTOR_TABLES["community_reports"][1].alias("t"))["t"].to_list()
+    assert text == ["A and B\n\nA met B.", "# Town\n\nlong"]

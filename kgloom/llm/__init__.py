@@ -332,7 +332,9 @@ class LlamaCppBackend:
                          "reuse_prefix": reuse_prefix, "temperature": temperature}
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._last_threads, self._last_end = 0, 0.0
+        from kgloom.llm.cpu import BurstThreads
+
+        self._threads = BurstThreads(n_threads)
 
     def _grammar(self, schema: dict[str, Any]):
         from llama_cpp import LlamaGrammar
@@ -349,16 +351,6 @@ class LlamaCppBackend:
         """Return the number of model tokens in ``text``."""
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    def _threads(self) -> int:
-        """This call's threads: the configured number, else by the machine's load (our
-        own last call counts as our load while it ended less than a minute ago)."""
-        if self.n_threads:
-            return self.n_threads
-        from kgloom.llm.cpu import threads_for_load
-
-        recent = time.monotonic() - self._last_end < 60
-        return threads_for_load(self._last_threads if recent else 0)
-
     @retry(stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5),
            reraise=True)
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
@@ -374,7 +366,7 @@ class LlamaCppBackend:
             if not self.reuse_prefix:
                 self._llm.reset()
             ctx = self._llm._ctx.ctx  # llama.cpp perf counters: prompt vs generation time
-            threads = self._threads()
+            threads = self._threads.pick()
             llama_cpp.llama_set_n_threads(ctx, threads, threads)
             llama_cpp.llama_perf_context_reset(ctx)
             t0 = time.perf_counter()
@@ -383,7 +375,7 @@ class LlamaCppBackend:
                 temperature=self.temperature, seed=seed)
             seconds = time.perf_counter() - t0
             perf = llama_cpp.llama_perf_context(ctx)
-            self._last_threads, self._last_end = threads, time.monotonic()
+            self._threads.done(threads)
         usage = out.get("usage") or {}
         return Completion(text=out["choices"][0]["message"]["content"] or "",
                           prompt_tokens=int(usage.get("prompt_tokens", 0)),

@@ -32,8 +32,15 @@ from kgloom.publish.fast_embedder import WindowedEmbedder, default_embedder_path
 VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
     "text_units": (schemas.TEXT_UNITS, pl.col("text")),
     "entities": (schemas.ENTITIES, pl.col("title") + pl.lit(": ") + pl.col("description")),
-    "community_reports": (schemas.COMMUNITY_REPORTS, pl.col("full_content")),
+    "community_reports": (schemas.COMMUNITY_REPORTS, pl.when(
+        pl.col("generated_by") == "rules").then(
+        pl.col("title") + pl.lit("\n\n") + pl.col("summary")).otherwise(pl.col("full_content"))),
 }
+# A report built by rules (reports.rule_report) embeds its title and summary: its findings
+# quote the summary's first sentences and its rating explanation is the same sentence for
+# every community, so its full_content holds nothing more to embed. On the 6,119-passage
+# 2Wiki pool (fast method) that is 0.62 M tokens for 8,333 distinct reports instead of
+# 1.84 M for full_content (the embedder's cost is linear in tokens).
 
 LANCEDB_DIR = "lancedb"  # under the output folder
 # windows per encode call of Embedder.embed: a progress step (about 10-20 s of a 2-core
@@ -42,10 +49,14 @@ PROGRESS_WINDOWS = 512
 EMBEDDER_MANIFEST = "embedder.json"  # in LANCEDB_DIR: which embedder wrote the vectors
 
 # IVF_PQ trains k-means on the vectors (256 centroids per PQ sub-vector, ~sqrt(n)
-# partitions). It needs >= 256 rows to train at all and, below ~10,000 rows, its
-# training is poor while a flat scan takes a few milliseconds (LanceDB docs, "ANN
-# indexes": "for small datasets ... brute-force search is fast enough").
-ANN_INDEX_MIN_ROWS = 10_000
+# partitions). It needs >= 256 rows to train at all, and on the 2-core machine its build
+# took 37.6 s at 10,000 rows and 338 s at 50,000, for recall@10 0.975 and 0.889
+# (bench/results/ann.json), while the exact numpy scan of a flat table's snapshot that
+# the query side runs (Retriever._search) took 1.8 ms at 10,000 rows, 18 ms at 50,000,
+# 19 ms at 100,000 and 40 ms at 200,000 (one thread, 384 dims, p50 of 20). So tables are
+# kept flat, exact and free to build up to 100,000 rows (LanceDB docs, "ANN indexes":
+# "for small datasets ... brute-force search is fast enough").
+ANN_INDEX_MIN_ROWS = 100_000
 # Query-time IVF_PQ knobs: partitions probed, and rows re-ranked by exact distance per
 # result (LanceDB docs, "Querying an ANN index": nprobes, refine_factor).
 ANN_NPROBES = 20
@@ -96,6 +107,9 @@ class Embedder(WindowedEmbedder):
         self.tokenizer = self.model.tokenizer
         self._set_windows(int(self.model.max_seq_length), window_tokens, stride)
         self.batch_size = batch_size
+        from kgloom.llm.cpu import BurstThreads
+
+        self._bursts = BurstThreads()  # threads of each pass, by load (own passes excluded)
         self.seconds = 0.0  # in forward passes (``encode``), over this object's life
         # loading: importing sentence-transformers (transformers, torch) and the weights
         self.load_seconds = time.perf_counter() - t0
@@ -128,16 +142,16 @@ class Embedder(WindowedEmbedder):
         ``threads`` caps torch's intra-op threads for this call (restored after). A query
         of a few words runs ~10x faster on one thread than on two when the other core is
         busy (measured on the 2-core machine: 16 ms vs 166 ms), so query paths pass 1;
-        None chooses by the machine's load (:func:`kgloom.llm.cpu.threads_for_load`). The
+        None chooses by the machine's load with this embedder's own last pass counted as
+        its own (:class:`kgloom.llm.cpu.BurstThreads`). The
         seconds of the forward passes add up in :attr:`seconds` (the model time of the
         index's cost table).
         """
         import torch
 
-        from kgloom.llm.cpu import threads_for_load
-
         before = torch.get_num_threads()
-        torch.set_num_threads(threads or threads_for_load())
+        threads = threads or self._bursts.pick()
+        torch.set_num_threads(threads)
         t0 = time.perf_counter()
         try:
             parts = []
@@ -150,6 +164,7 @@ class Embedder(WindowedEmbedder):
             return np.concatenate(parts)
         finally:
             self.seconds += time.perf_counter() - t0
+            self._bursts.done(threads)
             torch.set_num_threads(before)
 
 
