@@ -50,7 +50,7 @@ class Limits:
         max_budget: context tokens of a local / direct search.
         max_body_bytes: bytes of a request body (413 beyond).
         max_nodes: nodes of a neighbourhood or subgraph answer (the nearest are kept).
-        max_entity_ids: entity ids one subgraph request may name.
+        max_entity_ids: entity (and text unit) ids one subgraph request may name.
         max_messages: messages of one chat request.
     """
 
@@ -316,23 +316,26 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
     @app.post("/api/graph/subgraph", dependencies=guarded)
     async def subgraph(request: Request) -> Response:
         body = await read_json(request)
-        if not isinstance(body, dict) or set(body) - {"entity_ids", "depth", "max_nodes"}:
-            raise ApiError(400, "the body must be an object with entity_ids (list of ids), "
-                           "depth and max_nodes (integers) only")
-        ids, depth = body.get("entity_ids"), body.get("depth", 0)
-        max_nodes = body.get("max_nodes", limits.max_nodes)
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise ApiError(400, "entity_ids must be a list of entity id strings")
-        if len(ids) > limits.max_entity_ids:
-            raise ApiError(400, f"entity_ids holds {len(ids)} ids; at most "
-                           f"{limits.max_entity_ids}")
+        fields = {"entity_ids", "text_unit_ids", "depth", "max_nodes"}
+        if not isinstance(body, dict) or set(body) - fields:
+            raise ApiError(400, "the body must be an object with entity_ids and "
+                           "text_unit_ids (lists of ids), depth and max_nodes (integers) only")
+        lists = {k: body.get(k, []) for k in ("entity_ids", "text_unit_ids")}
+        depth, max_nodes = body.get("depth", 0), body.get("max_nodes", limits.max_nodes)
+        for name, ids in lists.items():
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise ApiError(400, f"{name} must be a list of id strings")
+            if len(ids) > limits.max_entity_ids:
+                raise ApiError(400, f"{name} holds {len(ids)} ids; at most "
+                               f"{limits.max_entity_ids}")
         for name, value, cap in (("depth", depth, limits.max_depth),
                                  ("max_nodes", max_nodes, limits.max_nodes)):
             if not isinstance(value, int) or isinstance(value, bool) or not \
                     (name == "depth" and 0 <= value <= cap or name != "depth" and 1 <= value <= cap):
                 raise ApiError(400, f"{name} must be an integer in "
                                f"[{0 if name == 'depth' else 1}, {cap}], got {value!r}")
-        out = await on_index(with_build(lambda h: h.graph.subgraph(ids, depth, max_nodes)))
+        out = await on_index(with_build(lambda h: h.graph.subgraph(
+            lists["entity_ids"], depth, max_nodes, lists["text_unit_ids"])))
         return json_response(out, out["build_id"])
 
     @app.get("/api/graph/communities", dependencies=guarded)

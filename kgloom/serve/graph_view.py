@@ -110,19 +110,25 @@ class GraphView:
                 "source_title": r["source"], "target_title": r["target"],
                 "description": r["description"], "weight": r["weight"], "kind": r["kind"]}
 
-    def subgraph(self, entity_ids: list[str], depth: int = 0, max_nodes: int = 200
-                 ) -> dict[str, Any]:
-        """The entities ``entity_ids`` (unknown ids are left out) and, with ``depth`` >
-        0, every entity within ``depth`` hops (edges undirected), nearest first, with
-        the relationships among them.
+    def subgraph(self, entity_ids: list[str], depth: int = 0, max_nodes: int = 200,
+                 text_unit_ids: list[str] = ()) -> dict[str, Any]:
+        """The entities ``entity_ids`` and those the text units ``text_unit_ids``
+        mention (unknown ids are left out) and, with ``depth`` > 0, every entity within
+        ``depth`` hops (edges undirected), nearest first, with the relationships among
+        them.
 
         Returns:
             ``{"nodes": [node + "hop"], "edges": [edge], "truncated": bool,
-            "missing": [ids not in this build]}``; at most ``max_nodes`` nodes (the
-            nearest hops first, then by PageRank).
+            "missing": [entity and text unit ids not in this build]}``; at most
+            ``max_nodes`` nodes (the nearest hops first, then by PageRank).
         """
-        known = [e for e in dict.fromkeys(entity_ids) if e in self.entities]
-        missing = [e for e in dict.fromkeys(entity_ids) if e not in self.entities]
+        units = list(dict.fromkeys(text_unit_ids))
+        mentioned = [e for u in units if u in self._unit_row
+                     for e in self._units["kg_node_ids"][self._unit_row[u]] or []]
+        wanted = list(dict.fromkeys([*entity_ids, *mentioned]))
+        known = [e for e in wanted if e in self.entities]
+        missing = [e for e in wanted if e not in self.entities] + \
+            [u for u in units if u not in self._unit_row]
         hops: dict[str, int] = {e: 0 for e in known}
         if depth > 0 and self._adj is not None:
             seeds = [self._node_of[e] for e in known if e in self._node_of]
