@@ -565,6 +565,17 @@ def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factor
             browser.close()
 
 
+def test_the_serve_package_imports_no_dagster():
+    import subprocess
+    import sys
+
+    code = ("import sys, kgloom.serve.app, kgloom.serve.live_index; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
+
+
 # --- last: nothing was written into the index --------------------------------------------
 def test_nothing_was_written_into_the_index(server, book_index, index_files):
     ok(server.url, "/api/query", {"question": QUESTION, "mode": "local"})
