@@ -235,6 +235,8 @@ MODEL = typer.Option("", help="a GGUF file (default: bundled SmolLM2-135M)")
 FAKE = typer.Option(False, help="deterministic fake LLM (no model)")
 LLM_URL = typer.Option([], "--llm-url", help="an OpenAI-compatible model server, e.g. "
                        "http://gpu1:8000 (repeatable; default: env KGLOOM_LLM_URL)")
+INDEX_EMBEDDER = typer.Option("", help="the embedder that built the index (default: "
+                              "KGLOOM_EMBEDDER_PATH or the bundled one)")
 LLM_CONCURRENCY = typer.Option(None, "--llm-concurrency", help="LLM calls in flight per "
                                "stage, spread over the servers (default: env "
                                "KGLOOM_LLM_CONCURRENCY or 1)")
@@ -470,8 +472,7 @@ def query(ctx: typer.Context,
                                         "an edge"),
           graph_backend: str = typer.Option("duckdb", help="retrieval: " + " | ".join(
               GRAPH_BACKENDS) + " (duckdb: over graph-edges.parquet)"),
-          embedder_path: str = typer.Option("", help="the embedder that built the index "
-                                            "(default: KGLOOM_EMBEDDER_PATH or the bundled one)"),
+          embedder_path: str = INDEX_EMBEDDER,
           as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON"),
           dynamic: bool = typer.Option(False, "--dynamic/--static", help="global search: "
                                        "dynamic community selection (rate root reports, "
@@ -684,9 +685,7 @@ def serve_embeddings(
                                        "embedder is served"),
         host: str = typer.Option("127.0.0.1", help="address to bind (0.0.0.0 exposes it)"),
         port: int = typer.Option(8001),
-        embedder_path: str = typer.Option("", help="the embedder that built the index "
-                                          "(default: KGLOOM_EMBEDDER_PATH or the bundled "
-                                          "one)"),
+        embedder_path: str = INDEX_EMBEDDER,
         chat_upstream: str = typer.Option("", help="also pass /v1/chat/completions through "
                                           "to this chat server, json_schema replies "
                                           "rewritten for llama-cpp-python (GraphRAG DRIFT)"),
@@ -753,9 +752,7 @@ def serve(output_dir: str = typer.Option("data/output", help="the index to serve
                                                 "allowed to call the API from a browser "
                                                 "(repeatable; default none: CORS off)"),
           model_path: str = MODEL, fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
-          embedder_path: str = typer.Option("", help="the embedder that built the index "
-                                            "(default: KGLOOM_EMBEDDER_PATH or the bundled "
-                                            "one)"),
+          embedder_path: str = INDEX_EMBEDDER,
           cache_dir: str = typer.Option("", help="folder of the answers' LLM cache "
                                         "(default $XDG_CACHE_HOME/kgloom/serve; never the "
                                         "index folder)"),

@@ -18,21 +18,18 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import dagster as dg
 import pytest
 from typer.testing import CliRunner
 
 from kgloom.builds import IndexChangedError, publish_build, read_marker
 from kgloom.cli import app as cli
-from kgloom.definitions import build_resources
 from kgloom.llm import open_llm
-from kgloom.pipelines.runner import index_folder
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.serve.app import Limits, open_app
 from kgloom.serve.live_index import LiveIndex
 from kgloom.testing import ASGIService
+from tests.conftest import index_fake_book
 
-BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update"]
@@ -48,13 +45,7 @@ def _files(folder: Path) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture(scope="module")
 def book_index(tmp_path_factory) -> Path:
-    inp = tmp_path_factory.mktemp("serve_book_input")
-    shutil.copyfile(BOOK, inp / BOOK.name)
-    out = tmp_path_factory.mktemp("serve_book_output")
-    resources = build_resources(str(inp), str(out), fake_llm=True)
-    _, report = index_folder(resources, dg.DagsterInstance.ephemeral(), reports=True)
-    assert report.success
-    return out
+    return index_fake_book(tmp_path_factory, reports=True)
 
 
 @pytest.fixture(scope="module")

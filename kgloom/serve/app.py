@@ -284,24 +284,23 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
         out = await on_index(lambda h: run_query(h, q))
         return json_response(out, out["info"].get("build_id"))
 
-    def with_build(fn):
-        return lambda h: {"build_id": h.build_id, **fn(h)}
+    async def graph_answer(fn) -> Response:
+        """``{"build_id", **fn(handle)}`` of the current build, as JSON."""
+        out = await on_index(lambda h: {"build_id": h.build_id, **fn(h)})
+        return json_response(out, out["build_id"])
 
     @app.get("/api/text_units/{unit_id}", dependencies=guarded)
     async def text_unit(unit_id: str) -> Response:
-        out = await on_index(with_build(lambda h: h.graph.text_unit(unit_id)))
-        return json_response(out, out["build_id"])
+        return await graph_answer(lambda h: h.graph.text_unit(unit_id))
 
     @app.get("/api/graph/entities", dependencies=guarded)
     async def find_entities(q: str = Query(..., min_length=1, max_length=200),
                             limit: int = Query(20, ge=1, le=200)) -> Response:
-        out = await on_index(with_build(lambda h: {"entities": h.graph.find_entities(q, limit)}))
-        return json_response(out, out["build_id"])
+        return await graph_answer(lambda h: {"entities": h.graph.find_entities(q, limit)})
 
     @app.get("/api/graph/entities/{entity_id}", dependencies=guarded)
     async def entity(entity_id: str) -> Response:
-        out = await on_index(with_build(lambda h: h.graph.node(entity_id)))
-        return json_response(out, out["build_id"])
+        return await graph_answer(lambda h: h.graph.node(entity_id))
 
     @app.get("/api/graph/entities/{entity_id}/neighbourhood", dependencies=guarded)
     async def neighbourhood(entity_id: str, depth: int = Query(1, ge=0, le=limits.max_depth),
@@ -310,8 +309,7 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
             h.graph.node(entity_id)  # 404 for an unknown entity
             return h.graph.subgraph([entity_id], depth, max_nodes)
 
-        out = await on_index(with_build(run))
-        return json_response(out, out["build_id"])
+        return await graph_answer(run)
 
     @app.post("/api/graph/subgraph", dependencies=guarded)
     async def subgraph(request: Request) -> Response:
@@ -334,20 +332,17 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
                     (name == "depth" and 0 <= value <= cap or name != "depth" and 1 <= value <= cap):
                 raise ApiError(400, f"{name} must be an integer in "
                                f"[{0 if name == 'depth' else 1}, {cap}], got {value!r}")
-        out = await on_index(with_build(lambda h: h.graph.subgraph(
-            lists["entity_ids"], depth, max_nodes, lists["text_unit_ids"])))
-        return json_response(out, out["build_id"])
+        return await graph_answer(lambda h: h.graph.subgraph(
+            lists["entity_ids"], depth, max_nodes, lists["text_unit_ids"]))
 
     @app.get("/api/graph/communities", dependencies=guarded)
     async def communities() -> Response:
-        out = await on_index(with_build(lambda h: {"levels": h.graph.levels,
-                                                   "communities": h.graph.community_tree()}))
-        return json_response(out, out["build_id"])
+        return await graph_answer(lambda h: {"levels": h.graph.levels,
+                                                   "communities": h.graph.community_tree()})
 
     @app.get("/api/graph/communities/{community}", dependencies=guarded)
     async def community(community: int) -> Response:
-        out = await on_index(with_build(lambda h: h.graph.community(community)))
-        return json_response(out, out["build_id"])
+        return await graph_answer(lambda h: h.graph.community(community))
 
     # --- OpenAI-compatible ---------------------------------------------------------
     @app.get("/v1/models", dependencies=guarded)
