@@ -556,6 +556,19 @@ def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factor
             browser.close()
 
 
+def test_the_explorer_files_ship_in_the_package():
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["kgloom.serve"]
+    static = root / "kgloom" / "serve" / "static"
+    files = [p.relative_to(static.parent).as_posix() for p in static.rglob("*") if p.is_file()]
+    assert "static/vendor/cytoscape/LICENSE" in files
+    assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []
+
+
 def test_the_serve_package_imports_no_dagster():
     import subprocess
     import sys
