@@ -1,5 +1,5 @@
 """``kgloom`` command line: index, backfill, partitions, status, cache, query, import-graph,
-graphrag-settings, serve-embeddings, ui.
+graphrag-settings, serve-embeddings, serve, ui.
 
 ``kgloom index`` materializes every asset in this process against a persistent Dagster
 instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in the UI.
@@ -18,7 +18,8 @@ from pathlib import Path
 import typer
 
 from kgloom.query.modes import (DEFAULT_MODE, GRAPH_BACKENDS, OPTION_MODES, RETRIEVAL_MODES,
-                                SEARCH_MODES, check_options, ignored_options)
+                                SEARCH_MODES, check_options, ignored_options,
+                                retrieval_params)
 
 app = typer.Typer(add_completion=False, help="kgloom: a GraphRAG index built by a local LLM.")
 
@@ -234,6 +235,8 @@ MODEL = typer.Option("", help="a GGUF file (default: bundled SmolLM2-135M)")
 FAKE = typer.Option(False, help="deterministic fake LLM (no model)")
 LLM_URL = typer.Option([], "--llm-url", help="an OpenAI-compatible model server, e.g. "
                        "http://gpu1:8000 (repeatable; default: env KGLOOM_LLM_URL)")
+INDEX_EMBEDDER = typer.Option("", help="the embedder that built the index (default: "
+                              "KGLOOM_EMBEDDER_PATH or the bundled one)")
 LLM_CONCURRENCY = typer.Option(None, "--llm-concurrency", help="LLM calls in flight per "
                                "stage, spread over the servers (default: env "
                                "KGLOOM_LLM_CONCURRENCY or 1)")
@@ -469,8 +472,7 @@ def query(ctx: typer.Context,
                                         "an edge"),
           graph_backend: str = typer.Option("duckdb", help="retrieval: " + " | ".join(
               GRAPH_BACKENDS) + " (duckdb: over graph-edges.parquet)"),
-          embedder_path: str = typer.Option("", help="the embedder that built the index "
-                                            "(default: KGLOOM_EMBEDDER_PATH or the bundled one)"),
+          embedder_path: str = INDEX_EMBEDDER,
           as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON"),
           dynamic: bool = typer.Option(False, "--dynamic/--static", help="global search: "
                                        "dynamic community selection (rate root reports, "
@@ -529,13 +531,8 @@ def query(ctx: typer.Context,
     from kgloom.query.render import render_result
     from kgloom.query.retriever import Retriever
 
-    params = {"top_k": 5 if top_k is None else top_k}
-    if mode in OPTION_MODES["depth"]:
-        params["depth"] = depth
-    if mode in OPTION_MODES["lam"]:
-        params.update(lam=lam, oversample=oversample)
-    if mode in OPTION_MODES["damping"]:
-        params["damping"] = damping
+    params = retrieval_params(mode, {"top_k": top_k, "depth": depth, "lam": lam,
+                                     "oversample": oversample, "damping": damping})
     try:
         retriever = Retriever(output_dir, embedder_path or None, graph_backend=graph_backend)
         result = retriever.retrieve(question, mode=mode, **params)
@@ -688,9 +685,7 @@ def serve_embeddings(
                                        "embedder is served"),
         host: str = typer.Option("127.0.0.1", help="address to bind (0.0.0.0 exposes it)"),
         port: int = typer.Option(8001),
-        embedder_path: str = typer.Option("", help="the embedder that built the index "
-                                          "(default: KGLOOM_EMBEDDER_PATH or the bundled "
-                                          "one)"),
+        embedder_path: str = INDEX_EMBEDDER,
         chat_upstream: str = typer.Option("", help="also pass /v1/chat/completions through "
                                           "to this chat server, json_schema replies "
                                           "rewritten for llama-cpp-python (GraphRAG DRIFT)"),
@@ -724,6 +719,88 @@ def serve_embeddings(
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _serve_cache_dir(cache_dir: str, output_dir: str) -> Path:
+    """The folder of `kgloom serve`'s LLM cache: ``cache_dir``, or
+    ``$XDG_CACHE_HOME/kgloom/serve`` (``~/.cache/kgloom/serve``); never inside the index.
+
+    Raises:
+        typer.Exit: 2 when it lies inside ``output_dir`` (the server writes nothing there).
+    """
+    folder = Path(cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                  / "kgloom" / "serve").resolve()
+    if folder.is_relative_to(Path(output_dir).resolve()):
+        typer.echo(f"error: the answer cache {folder} lies inside the index folder "
+                   f"{output_dir}, which kgloom serve never writes; give --cache-dir "
+                   "elsewhere", err=True)
+        raise typer.Exit(2)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@app.command()
+def serve(output_dir: str = typer.Option("data/output", help="the index to serve (read only)"),
+          host: str = typer.Option("127.0.0.1", help="address to bind; any other than "
+                                   "127.0.0.1 / localhost / ::1 requires an API key"),
+          port: int = typer.Option(8000),
+          api_key_env: str = typer.Option("KGLOOM_API_KEY", help="the environment variable "
+                                          "holding the API key (when set, every API request "
+                                          "must send it: 'Authorization: Bearer KEY' or "
+                                          "'X-API-Key: KEY')"),
+          cors_origin: list[str] = typer.Option([], "--cors-origin", help="an origin "
+                                                "allowed to call the API from a browser "
+                                                "(repeatable; default none: CORS off)"),
+          model_path: str = MODEL, fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
+          embedder_path: str = INDEX_EMBEDDER,
+          cache_dir: str = typer.Option("", help="folder of the answers' LLM cache "
+                                        "(default $XDG_CACHE_HOME/kgloom/serve; never the "
+                                        "index folder)"),
+          max_question_chars: int = typer.Option(2000, help="longest question (characters)"),
+          max_top_k: int = typer.Option(50, help="largest top_k a request may ask"),
+          max_depth: int = typer.Option(3, help="deepest BFS / neighbourhood a request may "
+                                        "ask"),
+          max_body_bytes: int = typer.Option(65536, help="largest request body (bytes)"),
+          ) -> None:
+    """Serve the index over HTTP: a JSON API for every query mode, an OpenAI-compatible
+    chat endpoint (/v1/chat/completions, /v1/models), graph endpoints and the explorer
+    page at /. Read-only; a build published while it runs is picked up between requests
+    (docs/serve.md)."""
+    api_key = os.environ.get(api_key_env, "") or None
+    if host not in LOOPBACK_HOSTS and api_key is None:
+        typer.echo(f"error: refusing to listen on {host} without an API key: anyone who can "
+                   f"reach it could query the index. Set ${api_key_env} to a secret (clients "
+                   "send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'), or bind "
+                   "127.0.0.1", err=True)
+        raise typer.Exit(2)
+    import uvicorn
+
+    from kgloom.llm import ModelFileError
+    from kgloom.llm.http import LLMServerError
+    from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
+                                        IndexInconsistentError)
+    from kgloom.resources import build_resources
+    from kgloom.serve.app import Limits, open_app
+
+    cache = _serve_cache_dir(cache_dir, output_dir)
+    try:
+        llm = build_resources(output_dir=output_dir, model_path=model_path or None,
+                              fake_llm=fake_llm or None, llm_urls=llm_url or None,
+                              embedder_path=embedder_path or None)["llm"].open(cache)
+        web = open_app(output_dir, llm, embedder_path or None, api_key, tuple(cors_origin),
+                       Limits(max_question_chars=max_question_chars, max_top_k=max_top_k,
+                              max_depth=max_depth, max_body_bytes=max_body_bytes))
+    except (ModelFileError, LLMServerError, IndexFilesMissingError, IndexInconsistentError,
+            EmbedderMismatchError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    build = web.state.live.handle.build_id
+    typer.echo(f"serving {output_dir} (build {build}) on http://{host}:{port}/ "
+               f"(explorer at /, API at /api, OpenAI-compatible at /v1); API key "
+               f"{'required' if api_key else 'not required (loopback only)'}; CORS "
+               f"{', '.join(cors_origin) if cors_origin else 'off'}", err=True)
+    uvicorn.run(web, host=host, port=port, log_level="warning")
+
 
 
 @app.command()

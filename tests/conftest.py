@@ -21,6 +21,28 @@ def _no_defs_state_storage_from_another_test():
     with set_defs_state_storage(None):
         yield
 
+def index_fake_book(tmp_path_factory, reports: bool):
+    """The bundled book indexed with the fake LLM into a fresh folder (its own input
+    folder holds a copy of the book); ``reports``: write community reports. Returns the
+    output folder. About a minute (reports add little with the fake LLM)."""
+    import shutil
+    from pathlib import Path
+
+    import dagster as dg
+
+    from kgloom.definitions import build_resources
+    from kgloom.pipelines.runner import index_folder
+
+    book = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+    inp = tmp_path_factory.mktemp("book_input")
+    shutil.copyfile(book, inp / book.name)
+    out = tmp_path_factory.mktemp("book_output")
+    _, report = index_folder(build_resources(str(inp), str(out), fake_llm=True),
+                             dg.DagsterInstance.ephemeral(), reports=reports)
+    assert report.success
+    return out
+
+
 # =====================================================================================
 # BEGIN emit / vectors / multihop fixtures: a small knowledge graph of A Christmas Carol
 # (tables as the upstream stages hand them to emit).

@@ -7,32 +7,22 @@ book's proper names; the fake model only types them), once per module.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom.definitions import build_resources
-from kgloom.pipelines.runner import index_folder
 from kgloom.query.retriever import Retriever
 from kgloom.query.search import SearchConfig
+from tests.conftest import index_fake_book
 
-BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 MODE = SearchConfig().retrieval_mode  # the default mode of local search
 TOP_K = 5
 
 
 @pytest.fixture(scope="module")
 def book_index(tmp_path_factory) -> Path:
-    inp = tmp_path_factory.mktemp("book_input")
-    shutil.copyfile(BOOK, inp / BOOK.name)
-    out = tmp_path_factory.mktemp("book_output")
-    resources = build_resources(str(inp), str(out), fake_llm=True)
-    _, report = index_folder(resources, dg.DagsterInstance.ephemeral(), reports=False)
-    assert report.success
-    return out
+    return index_fake_book(tmp_path_factory, reports=False)
 
 
 @pytest.fixture(scope="module")

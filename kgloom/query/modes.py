@@ -86,3 +86,18 @@ def check_options(mode: str, values: Mapping[str, Any]) -> None:
             raise ValueError(f"{shown} must be {rule}, got {v[name]}")
     if "graph_backend" in v and v["graph_backend"] not in GRAPH_BACKENDS:
         raise ValueError(one_of("graph_backend", v["graph_backend"], GRAPH_BACKENDS))
+
+
+# the retrieval options' defaults (what `kgloom query` and `kgloom serve` use when not given)
+RETRIEVAL_DEFAULTS: dict[str, Any] = {"top_k": 5, "depth": 1, "lam": 1.0, "oversample": 5,
+                                      "damping": 0.5}
+
+
+def retrieval_params(mode: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``Retriever.retrieve(question, mode, **params)``: the
+    options of :data:`RETRIEVAL_DEFAULTS` that ``mode`` reads (see :data:`OPTION_MODES`),
+    from ``values`` (None or absent: the default). Values are not checked here (see
+    :func:`check_options`)."""
+    v = {k: (values.get(k) if values.get(k) is not None else d)
+         for k, d in RETRIEVAL_DEFAULTS.items()}
+    return {k: x for k, x in v.items() if k == "top_k" or mode in OPTION_MODES[k]}

@@ -1,0 +1,274 @@
+"""`kgloom serve` under load, while republishing, and the explorer's first render.
+
+Starts `kgloom serve --fake-llm` as its own process on a free loopback port over a copy of
+a book index (built with the fake LLM when --output-dir is not given), then:
+
+1. **load**: for each mode (`bridge`, `vector`) and each number of concurrent clients (1,
+   8, 32), the clients (asyncio tasks, one httpx2 connection pool, in this process) post
+   `/api/query` for `--seconds` seconds, each sending its next request when the last one
+   is answered, cycling through book questions; requests per second, p50 / p99 latency
+   (ms), errors (any non-200 or failed request).
+2. **republish**: the same cells while the index is republished every
+   `--republish-every` seconds: every parquet table of the copy rewritten (a new file
+   each, as `kgloom index` writes them) and the build published (`publish_build`: links,
+   then `build.json` last). Besides the figures: errors, builds published, builds seen,
+   and `foreign_builds`: responses naming a build that was never published (must be 0), and
+   `header_body_mismatch`: responses whose `X-Kgloom-Build` header and body disagree.
+3. **explorer**: headless Chromium (Debian's, via Playwright) opens the page `--renders`
+   times in a fresh context: milliseconds until the community list is drawn (the page is
+   usable), and from clicking Ask to the answer's graph drawn with nodes.
+
+The issue asks 60 s per cell; on a shared 2-core machine pass `--seconds 20` (the JSON
+records the seconds used). Run: `.venv/bin/python bench/bench_serve.py --seconds 20`.
+Writes bench/results/serve_load.json, stamped (bench/stamp.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.stamp import save_json, stamp  # noqa: E402
+
+QUESTIONS = ["Who was Scrooge's business partner?", "Where did Bob Cratchit live?",
+             "What did the Ghost of Christmas Past show Scrooge?", "Who is Tiny Tim?",
+             "What happened to Jacob Marley?", "Who was Fezziwig?",
+             "What did Scrooge buy for the Cratchits?", "Who is Fred?"]
+CHROMIUM = "/usr/bin/chromium"
+
+
+def build_book_index(folder: Path) -> Path:
+    """The bundled book indexed with the fake LLM (reports included) into ``folder``."""
+    import dagster as dg
+
+    from kgloom.definitions import build_resources
+    from kgloom.pipelines.runner import index_folder
+
+    inp = folder / "input"
+    inp.mkdir(parents=True)
+    shutil.copyfile(ROOT / "data" / "input" / "a-christmas-carol.txt",
+                    inp / "a-christmas-carol.txt")
+    out = folder / "output"
+    _, report = index_folder(build_resources(str(inp), str(out), fake_llm=True),
+                             dg.DagsterInstance.ephemeral(), reports=True)
+    assert report.success, "indexing the book failed"
+    return out
+
+
+def republish(folder: Path) -> str:
+    """Rewrite every parquet table of ``folder`` (new files, same rows) and publish the
+    build; return its id."""
+    from kgloom import storage
+    from kgloom.builds import publish_build
+
+    for path in sorted(folder.glob("*.parquet")):
+        storage.write_table(storage.read_parquet(path), folder, path.stem)
+    return publish_build(folder)["build_id"]
+
+
+def start_server(folder: Path, port: int, cache: Path) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("KGLOOM_API_KEY", None)
+    proc = subprocess.Popen([sys.executable, "-m", "kgloom.cli", "serve", "--output-dir",
+                             str(folder), "--port", str(port), "--fake-llm", "--cache-dir",
+                             str(cache)], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    import urllib.request
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"kgloom serve exited: {proc.stderr.read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
+                return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("kgloom serve did not answer within 180 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def load_cell(url: str, mode: str, clients: int, seconds: float) -> dict:
+    """``clients`` closed-loop clients posting ``mode`` queries for ``seconds``."""
+    import httpx2
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    builds: list[tuple[str | None, str | None]] = []
+    deadline = time.perf_counter() + seconds
+    limits = httpx2.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx2.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        async def one(i: int) -> None:
+            n = i
+            while time.perf_counter() < deadline:
+                body = {"question": QUESTIONS[n % len(QUESTIONS)], "mode": mode, "top_k": 5}
+                n += clients
+                t0 = time.perf_counter()
+                try:
+                    r = await client.post("/api/query", json=body)
+                except Exception as exc:  # noqa: BLE001 - every failure counts as an error
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                latencies.append(time.perf_counter() - t0)
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code}: {r.text[:200]}")
+                    continue
+                builds.append((r.json()["info"].get("build_id"), r.headers.get("x-kgloom-build")))
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(clients)))
+        wall = time.perf_counter() - t0
+    ms = sorted(x * 1000 for x in latencies)
+    pct = (lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 1)) if ms else (lambda q: None)
+    return {"mode": mode, "clients": clients, "seconds": round(wall, 1),
+            "requests": len(latencies), "rps": round(len(builds) / wall, 1),
+            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(ms[-1], 1) if ms else None,
+            "errors": len(errors), "error_examples": errors[:3], "_builds": builds}
+
+
+def run_cells(url: str, modes: list[str], clients: list[int], seconds: float,
+              folder: Path | None = None, every: float = 10.0) -> list[dict]:
+    """Every (mode, clients) cell; with ``folder``, republished every ``every`` s."""
+    from kgloom.builds import read_marker
+
+    cells = []
+    # every build published since the server started: a request arriving just after a
+    # publish may still be answered from the build before it (while the first request to
+    # notice opens the new one), and that build may date from the previous cell
+    published = [read_marker(folder)["build_id"]] if folder else []
+    for mode in modes:
+        for n in clients:
+            before = len(published)
+            stop = threading.Event()
+
+            def publisher() -> None:
+                while not stop.wait(every):
+                    published.append(republish(folder))
+
+            thread = threading.Thread(target=publisher, daemon=True) if folder else None
+            if thread:
+                thread.start()
+            cell = asyncio.run(load_cell(url, mode, n, seconds))
+            if thread:
+                stop.set()
+                thread.join()
+            builds = cell.pop("_builds")
+            if folder:
+                seen = {b for b, _ in builds}
+                cell.update(republish_every_s=every, builds_published=len(published) - before,
+                            builds_seen=len(seen),
+                            foreign_builds=sum(b not in published for b, _ in builds),
+                            header_body_mismatch=sum(b != h for b, h in builds))
+            print(json.dumps(cell), flush=True)
+            cells.append(cell)
+    return cells
+
+
+def explorer_render(url: str, renders: int) -> dict:
+    """Milliseconds to a usable page (community list drawn) and from Ask to the graph
+    drawn, in headless Chromium, ``renders`` times each in a fresh browser context."""
+    from playwright.sync_api import sync_playwright
+
+    page_ms, graph_ms, nodes = [], [], []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        try:
+            for i in range(renders):
+                ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+                page = ctx.new_page()
+                t0 = time.perf_counter()
+                page.goto(url + "/")
+                page.wait_for_selector("#communities summary", timeout=60_000)
+                page_ms.append((time.perf_counter() - t0) * 1000)
+                page.select_option("#mode", "local")
+                page.fill("#question", QUESTIONS[i % len(QUESTIONS)])
+                t1 = time.perf_counter()
+                page.click("#ask")
+                page.wait_for_function("window.kgloomGraph && "
+                                       "window.kgloomGraph.nodes().length > 0", timeout=60_000)
+                graph_ms.append((time.perf_counter() - t1) * 1000)
+                nodes.append(page.evaluate("window.kgloomGraph.nodes().length"))
+                ctx.close()
+        finally:
+            browser.close()
+    return {"renders": renders, "browser": "Debian chromium, headless (Playwright)",
+            "page_usable_ms": {"median": round(statistics.median(page_ms), 1),
+                               "all": [round(x, 1) for x in page_ms]},
+            "ask_to_graph_ms": {"median": round(statistics.median(graph_ms), 1),
+                                "all": [round(x, 1) for x in graph_ms]},
+            "graph_nodes": nodes, "mode": "local (fake LLM)"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--output-dir", default="", help="a book index built with the fake LLM "
+                    "(default: build one in a temporary folder)")
+    ap.add_argument("--seconds", type=float, default=60.0, help="seconds per cell")
+    ap.add_argument("--clients", default="1,8,32")
+    ap.add_argument("--modes", default="bridge,vector")
+    ap.add_argument("--republish-every", type=float, default=10.0)
+    ap.add_argument("--renders", type=int, default=5)
+    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "serve_load.json"))
+    args = ap.parse_args()
+    clients = [int(x) for x in args.clients.split(",")]
+    modes = args.modes.split(",")
+
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
+        tmp = Path(tmp)
+        source = Path(args.output_dir) if args.output_dir else build_book_index(tmp / "built")
+        folder = tmp / "index"
+        shutil.copytree(source, folder)
+        from kgloom.builds import publish_build
+
+        publish_build(folder)  # the copy's own build
+        started = stamp(ROOT)
+        proc = start_server(folder, args.port, tmp / "cache")
+        url = f"http://127.0.0.1:{args.port}"
+        try:
+            steady = run_cells(url, modes, clients, args.seconds)
+            during = run_cells(url, modes, clients, args.seconds, folder, args.republish_every)
+            explorer = explorer_render(url, args.renders)
+        finally:
+            stop_server(proc)
+    result = {
+        **started, "finished": stamp(ROOT),
+        "setup": {"index": "the bundled book, indexed with the fake LLM (reports included)",
+                  "server": "kgloom serve --fake-llm (one uvicorn process, loopback)",
+                  "clients": "closed loop: asyncio tasks over one httpx2 pool in the bench "
+                             "process (same machine, sharing its cores)",
+                  "seconds_per_cell": args.seconds,
+                  "note": "the issue asks 60 s per cell; run with --seconds "
+                          f"{args.seconds:g} because the machine is shared",
+                  "republish": "every parquet table rewritten, then publish_build (links "
+                               "and build.json last), every --republish-every seconds",
+                  "cpus": os.cpu_count()},
+        "load": steady, "load_while_republishing": during, "explorer": explorer}
+    save_json(Path(args.out), result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""The graph endpoints' view of one build: entities with their degree, PageRank and
+communities, neighbourhoods, the community hierarchy with reports, entity name search and
+text units (``kgloom serve``). Read-only after it is built; no Dagster.
+
+Built from what a :class:`kgloom.query.retriever.Retriever` and a
+:class:`kgloom.query.search.SearchIndex` of the same build already hold (text units,
+entities, relationships, the entity graph's adjacency), plus the build's
+``graph-nodes``, ``communities`` and ``community_reports`` tables. Every answer is a
+JSON-ready dict; a node is :meth:`GraphView.node` and an edge :meth:`GraphView.edge`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kgloom import schemas
+from kgloom.query import algorithms as alg
+from kgloom.query.retriever import Retriever
+from kgloom.query.search import SearchIndex
+
+
+class UnknownItemError(KeyError):
+    """An entity, community or text unit id this build does not hold (HTTP 404)."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument
+        return str(self.args[0])
+
+
+class GraphView:
+    """Read-only graph queries over one build (module doc).
+
+    Args:
+        retriever: the build's Retriever (its text units; its entity graph, when the
+            index has one, loaded).
+        index: the same build's :class:`SearchIndex` (entities, relationships,
+            communities of each entity).
+
+    Attributes:
+        has_graph: whether the index has an entity graph (a vector-only index has not).
+        levels: the community levels, ascending (empty without communities).
+    """
+
+    def __init__(self, retriever: Retriever, index: SearchIndex) -> None:
+        build = retriever.build
+        self.entities = index.entities
+        self.relationships = index.relationships
+        self.unit_number = index.unit_number
+        self._units = retriever.col
+        self._unit_row = retriever.unit_row
+        self.has_graph = retriever._graph is not None
+        self._nodes: dict[str, dict[str, Any]] = {}  # entity id -> graph-nodes row
+        if build.has(schemas.GRAPH_NODES):
+            for row in build.read(schemas.GRAPH_NODES).iter_rows(named=True):
+                self._nodes[row["entity_id"]] = row
+        self._community_cols = sorted(
+            (c for c in next(iter(self._nodes.values()), {}) if c.startswith("community_level_")),
+            key=lambda c: int(c.rsplit("_", 1)[1]))
+        self.communities: dict[int, dict[str, Any]] = {}
+        if build.has(schemas.COMMUNITIES):
+            for row in build.read(schemas.COMMUNITIES, columns=[
+                    "community", "level", "parent", "children", "title", "entity_ids",
+                    "relationship_ids", "text_unit_ids", "size"]).iter_rows(named=True):
+                self.communities[row["community"]] = row
+        self.reports: dict[int, dict[str, Any]] = {}
+        if build.has(schemas.COMMUNITY_REPORTS):
+            for row in build.read(schemas.COMMUNITY_REPORTS, columns=[
+                    "community", "title", "summary", "full_content", "rank",
+                    "rating_explanation", "findings", "generated_by"]).iter_rows(named=True):
+                self.reports[row["community"]] = row
+        self.levels = sorted({c["level"] for c in self.communities.values()})
+        g = retriever._graph
+        self._adj: alg.Adjacency | None = g["adj"] if g else None
+        self._node_of: dict[str, int] = g["node_of"] if g else {}
+        self._entity_of: list[str] = g["entity_ids"] if g else []
+        self._edge_rel: list[str] = g["relationship_ids"] if g else []
+        self._entity_by_title = {e["title"]: eid for eid, e in self.entities.items()}
+        self._search_keys = sorted(
+            ((e["title"] or "").casefold(), eid) for eid, e in self.entities.items())
+
+    # --- nodes and edges -------------------------------------------------------------
+    def node(self, entity_id: str) -> dict[str, Any]:
+        """An entity as a graph node: ``id``, ``title``, ``type``, ``description``,
+        ``degree``, ``pagerank``, ``communities`` ({level: community number}, levels as
+        strings) and ``text_unit_ids``.
+
+        Raises:
+            UnknownItemError: no such entity in this build.
+        """
+        e = self.entities.get(entity_id)
+        if e is None:
+            raise UnknownItemError(f"no entity {entity_id!r} in this build")
+        n = self._nodes.get(entity_id, {})
+        communities = {c.rsplit("_", 1)[1]: n[c] for c in self._community_cols
+                       if n.get(c) is not None and n[c] >= 0}
+        return {"id": entity_id, "title": e["title"], "type": e["type"],
+                "description": e["description"], "degree": e["degree"],
+                "pagerank": e["pagerank"], "communities": communities,
+                "text_unit_ids": list(e["text_unit_ids"] or [])}
+
+    def edge(self, relationship_id: str) -> dict[str, Any] | None:
+        """A relationship as a graph edge: ``id``, ``source`` and ``target`` (entity ids;
+        the direction the text gives), ``source_title``, ``target_title``,
+        ``description``, ``weight``, ``kind``; None when unknown."""
+        r = self.relationships.get(relationship_id)
+        if r is None:
+            return None
+        titles = self._entity_by_title  # relationships name their ends by title (GraphRAG)
+        return {"id": relationship_id, "source": titles.get(r["source"], r["source"]),
+                "target": titles.get(r["target"], r["target"]),
+                "source_title": r["source"], "target_title": r["target"],
+                "description": r["description"], "weight": r["weight"], "kind": r["kind"]}
+
+    def subgraph(self, entity_ids: list[str], depth: int = 0, max_nodes: int = 200,
+                 text_unit_ids: list[str] = ()) -> dict[str, Any]:
+        """The entities ``entity_ids`` and those the text units ``text_unit_ids``
+        mention (unknown ids are left out) and, with ``depth`` > 0, every entity within
+        ``depth`` hops (edges undirected), nearest first, with the relationships among
+        them.
+
+        Returns:
+            ``{"nodes": [node + "hop"], "edges": [edge], "truncated": bool,
+            "missing": [entity and text unit ids not in this build]}``; at most
+            ``max_nodes`` nodes (the nearest hops first, then by PageRank).
+        """
+        units = list(dict.fromkeys(text_unit_ids))
+        mentioned = [e for u in units if u in self._unit_row
+                     for e in self._units["kg_node_ids"][self._unit_row[u]] or []]
+        wanted = list(dict.fromkeys([*entity_ids, *mentioned]))
+        known = [e for e in wanted if e in self.entities]
+        missing = [e for e in wanted if e not in self.entities] + \
+            [u for u in units if u not in self._unit_row]
+        hops: dict[str, int] = {e: 0 for e in known}
+        if depth > 0 and self._adj is not None:
+            seeds = [self._node_of[e] for e in known if e in self._node_of]
+            for key, hop in alg.bfs_hops(self._adj, seeds, depth).items():
+                hops.setdefault(self._entity_of[key], hop)
+        ordered = sorted(hops, key=lambda e: (hops[e], -(self.entities[e]["pagerank"] or 0.0),
+                                              e))
+        kept = ordered[:max_nodes]
+        nodes = [{**self.node(e), "hop": hops[e]} for e in kept]
+        return {"nodes": nodes, "edges": self._edges_among(kept),
+                "truncated": len(ordered) > len(kept), "missing": missing}
+
+    def _edges_among(self, entity_ids: list[str]) -> list[dict[str, Any]]:
+        """Every relationship whose two ends are both in ``entity_ids``."""
+        if self._adj is None:
+            return []
+        keys = {self._node_of[e] for e in entity_ids if e in self._node_of}
+        rels: set[str] = set()
+        for v in keys:
+            lo, hi = self._adj.indptr[v], self._adj.indptr[v + 1]
+            for u, row in zip(self._adj.indices[lo:hi].tolist(),
+                              self._adj.edge_rows[lo:hi].tolist()):
+                if u in keys:
+                    rels.add(self._edge_rel[row])
+        return [e for e in (self.edge(r) for r in sorted(rels)) if e is not None]
+
+    # --- search ----------------------------------------------------------------------
+    def find_entities(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Entities whose title contains ``text`` (case-insensitive), titles starting
+        with it first, then by PageRank: ``[{id, title, type, degree, pagerank}]``."""
+        needle = text.casefold().strip()
+        hits = [(not title.startswith(needle), -(self.entities[eid]["pagerank"] or 0.0), title,
+                 eid) for title, eid in self._search_keys if needle and needle in title]
+        return [{k: self.entities[eid][k] for k in ("title", "type", "degree", "pagerank")}
+                | {"id": eid} for *_, eid in sorted(hits)[:limit]]
+
+    # --- communities -----------------------------------------------------------------
+    def community_tree(self) -> list[dict[str, Any]]:
+        """Every community, by level then number: ``{community, level, parent,
+        children, title (the report's, else the community's), size, has_report}``."""
+        return [self._community_row(c) for c in sorted(
+            self.communities, key=lambda c: (self.communities[c]["level"], c))]
+
+    def _community_row(self, c: int) -> dict[str, Any]:
+        row = self.communities[c]
+        report = self.reports.get(c)
+        return {"community": c, "level": row["level"], "parent": row["parent"],
+                "children": sorted(row["children"] or []),
+                "title": (report or {}).get("title") or row["title"], "size": row["size"],
+                "has_report": report is not None}
+
+    def community(self, c: int, max_members: int = 200) -> dict[str, Any]:
+        """Community ``c`` with its members (nodes, by PageRank, at most
+        ``max_members``), its children's rows, its relationship and text unit ids, and
+        its report (``title``, ``summary``, ``full_content``, ``rank``,
+        ``rating_explanation``, ``findings``, ``generated_by``; None when it has none).
+
+        Raises:
+            UnknownItemError: no such community in this build.
+        """
+        if c not in self.communities:
+            raise UnknownItemError(f"no community {c} in this build")
+        row = self.communities[c]
+        members = sorted((e for e in row["entity_ids"] or [] if e in self.entities),
+                         key=lambda e: (-(self.entities[e]["pagerank"] or 0.0), e))
+        return {**self._community_row(c),
+                "children": [self._community_row(k) for k in sorted(row["children"] or [])
+                             if k in self.communities],
+                "members": [self.node(e) for e in members[:max_members]],
+                "members_total": len(members),
+                "relationship_ids": list(row["relationship_ids"] or []),
+                "text_unit_ids": list(row["text_unit_ids"] or []),
+                "report": self.reports.get(c)}
+
+    # --- text units ------------------------------------------------------------------
+    def text_unit(self, unit_id: str) -> dict[str, Any]:
+        """Text unit ``unit_id``: ``id``, ``ref`` (``T<number>``, as search cites it),
+        ``text``, ``document_id``, ``document_title``, ``entity_ids``.
+
+        Raises:
+            UnknownItemError: no such text unit in this build.
+        """
+        row = self._unit_row.get(unit_id)
+        if row is None:
+            raise UnknownItemError(f"no text unit {unit_id!r} in this build")
+        u = self._units
+        return {"id": unit_id, "ref": f"T{self.unit_number.get(unit_id, row)}",
+                "text": u["text"][row], "document_id": u["document_id"][row],
+                "document_title": u["document_title"][row],
+                "entity_ids": list(u["kg_node_ids"][row] or [])}

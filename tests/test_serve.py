@@ -1,0 +1,586 @@
+"""``kgloom serve`` (kgloom/serve/): every endpoint on the bundled book indexed with the
+fake LLM (reports included), the OpenAI client against the chat endpoint, a 4xx for each
+bad input, the API key and CORS, switching builds while serving (also under concurrent
+requests), the explorer page in headless Chromium, and nothing written into the index.
+
+The server runs in uvicorn on a free loopback port (:class:`kgloom.testing.ASGIService`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kgloom.builds import IndexChangedError, publish_build, read_marker
+from kgloom.cli import app as cli
+from kgloom.llm import open_llm
+from kgloom.query.modes import RETRIEVAL_MODES
+from kgloom.serve.app import Limits, open_app
+from kgloom.serve.live_index import LiveIndex
+from kgloom.testing import ASGIService
+from tests.conftest import index_fake_book
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update"]
+QUESTION = "Who was Scrooge's business partner?"
+LIMITS = Limits(max_question_chars=300, max_top_k=20, max_depth=2, max_body_bytes=4096)
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` -> (size, mtime ns)."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def book_index(tmp_path_factory) -> Path:
+    return index_fake_book(tmp_path_factory, reports=True)
+
+
+@pytest.fixture(scope="module")
+def index_files(book_index) -> dict[str, tuple[int, int]]:
+    """The index's files before any server opened it."""
+    return _files(book_index)
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory):
+    return open_llm(tmp_path_factory.mktemp("serve_cache") / "answers.sqlite", fake=True)
+
+
+@pytest.fixture(scope="module")
+def server(book_index, index_files, llm):
+    svc = ASGIService(open_app(book_index, llm, limits=LIMITS)).start()
+    yield svc
+    svc.stop()
+
+
+def call(url: str, path: str, body=None, headers: dict | None = None, raw: bytes | None = None,
+         method: str | None = None):
+    """(status, parsed JSON or text, headers) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            status, text, h = r.status, r.read().decode(), r.headers
+    except urllib.error.HTTPError as exc:
+        status, text, h = exc.code, exc.read().decode(), exc.headers
+    try:
+        return status, json.loads(text), h
+    except ValueError:
+        return status, text, h
+
+
+def ok(url: str, path: str, body=None, **kw):
+    status, out, headers = call(url, path, body, **kw)
+    assert status == 200, (path, status, out)
+    return out, headers
+
+
+def cli_json(*args: str) -> dict:
+    res = CliRunner().invoke(cli, ["query", *args, "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+# --- the query API: the shapes of `kgloom query --json` ----------------------------------
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
+def test_every_retrieval_mode_answers_as_kgloom_query_json(server, book_index, mode):
+    out, headers = ok(server.url, "/api/query", {"question": QUESTION, "mode": mode,
+                                                 "top_k": 4})
+    ref = cli_json(QUESTION, "--mode", mode, "--top-k", "4", "--graph-backend", "memory",
+                   "--output-dir", str(book_index))
+    assert out.keys() == ref.keys()
+    assert out["info"].keys() == ref["info"].keys()
+    for table in ("text_units", "entities", "relationships", "linked"):
+        assert [r.keys() for r in out[table]] == [r.keys() for r in ref[table]], table
+    assert [u["id"] for u in out["text_units"]] == [u["id"] for u in ref["text_units"]]
+    assert 0 < len(out["text_units"]) <= 4
+    build = read_marker(book_index)["build_id"]
+    assert out["info"]["build_id"] == build == headers["X-Kgloom-Build"]
+    for u in out["text_units"]:  # citations: unit id, document title, entity ids
+        assert u["document_title"] == "a-christmas-carol" and u["text"]
+
+
+@pytest.fixture(scope="module")
+def cli_search(book_index, tmp_path_factory) -> dict:
+    return cli_json(QUESTION, "--mode", "local", "--fake-llm", "--output-dir", str(book_index),
+                    "--cache-path", str(tmp_path_factory.mktemp("cli") / "cache.sqlite"))
+
+
+@pytest.mark.parametrize("mode,extra", [("local", {}), ("global", {}),
+                                        ("global", {"dynamic": True}), ("auto", {}),
+                                        ("direct", {}), ("local", {"answer": False})])
+def test_every_search_answers_with_citations(server, book_index, cli_search, mode, extra):
+    out, _ = ok(server.url, "/api/query", {"question": QUESTION, "mode": mode, **extra})
+    assert out.keys() == cli_search.keys()
+    if mode == "local" and extra == {}:  # the same answer, citations and context as the CLI
+        for key in ("answer", "citations", "cited", "context", "route"):
+            assert out[key] == cli_search[key], key
+    assert out["info"]["build_id"] == read_marker(book_index)["build_id"]
+    if extra.get("answer") is False:
+        assert out["answer"] is None and out["context"]["items"]
+        return
+    assert out["answer"]
+    refs = {i["ref"] for i in out["context"]["items"]} if out["route"] != "global" else None
+    assert out["citations"] and [c["ref"] for c in out["cited"]] == out["citations"]
+    for c in out["cited"]:
+        assert c["kind"] in ("text_units", "entities", "relationships", "reports", "points")
+        assert refs is None or c["ref"] in refs
+
+
+def test_cited_sources_resolve_through_the_api(server):
+    out, _ = ok(server.url, "/api/query", {"question": QUESTION, "mode": "direct"})
+    units = [c for c in out["cited"] if c["kind"] == "text_units"]
+    assert units, out["cited"]
+    for c in units:
+        unit, _ = ok(server.url, f"/api/text_units/{c['id']}")
+        assert unit["document_title"] == "a-christmas-carol"
+        assert unit["ref"] == c["ref"] and unit["text"].split()[0] in c["text"]
+    local, _ = ok(server.url, "/api/query", {"question": QUESTION, "mode": "local"})
+    for c in local["cited"]:
+        path = {"reports": f"/api/graph/communities/{c['id']}",
+                "entities": f"/api/graph/entities/{c['id']}",
+                "text_units": f"/api/text_units/{c['id']}"}.get(c["kind"])
+        if path:
+            ok(server.url, path)
+
+
+def test_ignored_options_are_named(server):
+    out, _ = ok(server.url, "/api/query", {"question": QUESTION, "mode": "vector", "depth": 2})
+    assert out["info"]["ignored_options"] == ["depth"]
+
+
+# --- graph endpoints ---------------------------------------------------------------------
+def _scrooge(url: str) -> dict:
+    found, _ = ok(url, "/api/graph/entities?q=scrooge&limit=5")
+    titles = [e["title"] for e in found["entities"]]
+    assert "Ebenezer Scrooge" in titles, titles
+    assert all("scrooge" in t.lower() for t in titles)
+    return next(e for e in found["entities"] if e["title"] == "Ebenezer Scrooge")
+
+
+def test_entity_search_and_details(server):
+    e = _scrooge(server.url)
+    node, headers = ok(server.url, f"/api/graph/entities/{e['id']}")
+    assert node["build_id"] == headers["X-Kgloom-Build"]
+    assert node["degree"] == e["degree"] > 0 and node["pagerank"] > 0
+    assert node["communities"] and node["text_unit_ids"] and node["description"]
+
+
+def test_neighbourhood_to_depth(server):
+    e = _scrooge(server.url)
+    base = f"/api/graph/entities/{e['id']}/neighbourhood"
+    zero, _ = ok(server.url, base + "?depth=0")
+    assert [n["id"] for n in zero["nodes"]] == [e["id"]] and zero["edges"] == []
+    one, _ = ok(server.url, base + "?depth=1&max_nodes=300")
+    two, _ = ok(server.url, base + "?depth=2&max_nodes=300")
+    hops1 = {n["id"]: n["hop"] for n in one["nodes"]}
+    assert set(hops1.values()) == {0, 1}
+    assert len(one["nodes"]) > 1 and len(two["nodes"]) > len(one["nodes"])
+    for sub in (one, two):
+        ids = {n["id"] for n in sub["nodes"]}
+        assert sub["edges"] and all(x["source"] in ids and x["target"] in ids
+                                    for x in sub["edges"])
+    # every depth-1 node touches the centre by an edge
+    touching = {x["source"] for x in one["edges"] if x["target"] == e["id"]} | \
+        {x["target"] for x in one["edges"] if x["source"] == e["id"]}
+    assert {i for i, h in hops1.items() if h == 1} <= touching
+    capped, _ = ok(server.url, base + "?depth=2&max_nodes=3")
+    assert len(capped["nodes"]) == 3 and capped["truncated"]
+
+
+def test_subgraph_of_given_entities(server):
+    e = _scrooge(server.url)
+    sub, _ = ok(server.url, "/api/graph/subgraph",
+                {"entity_ids": [e["id"], "no-such-entity"], "depth": 1})
+    assert sub["missing"] == ["no-such-entity"] and len(sub["nodes"]) > 1
+
+
+def test_community_with_members_report_and_children(server):
+    tree, _ = ok(server.url, "/api/graph/communities")
+    assert tree["levels"][0] == 0 and tree["communities"]
+    parent = next(c for c in tree["communities"] if c["children"])
+    c, _ = ok(server.url, f"/api/graph/communities/{parent['community']}")
+    assert c["report"]["title"] and c["report"]["full_content"]
+    assert c["members"] and c["members_total"] >= len(c["members"])
+    assert {k["community"] for k in c["children"]} == set(parent["children"])
+    assert all(k["parent"] == parent["community"] for k in c["children"])
+    members = {m["id"] for m in c["members"]}
+    for m in c["members"]:
+        assert m["communities"][str(c["level"])] == c["community"], m
+    assert members
+
+
+# --- OpenAI-compatible chat --------------------------------------------------------------
+def test_openai_client_lists_models_and_chats(server, book_index):
+    import openai
+
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+    assert "kgloom" in [m.id for m in client.models.list().data]
+    messages = [{"role": "system", "content": "be brief"},
+                {"role": "user", "content": "something else first"},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": QUESTION}]
+    reply = client.chat.completions.create(model="kgloom-direct", messages=messages)
+    text = reply.choices[0].message.content
+    build = read_marker(book_index)["build_id"]
+    assert reply.system_fingerprint == f"kgloom-build-{build}"
+    assert "Sources:" in text and "[T" in text
+    extra = reply.model_extra["kgloom"]
+    assert extra["build_id"] == build and extra["cited"]
+    assert extra["cited"][0]["ref"] in text
+
+    stream = client.chat.completions.create(model="kgloom-direct", messages=messages,
+                                            stream=True)
+    chunks = list(stream)
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert len(chunks) > 3 and streamed == text
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].model_extra["kgloom"]["build_id"] == build
+
+
+def test_chat_global_dynamic_model(server):
+    import openai
+
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+    reply = client.chat.completions.create(
+        model="kgloom-global-dynamic",
+        messages=[{"role": "user", "content": [{"type": "text", "text": "What are the "
+                                                "main themes of the story?"}]}])
+    assert reply.model_extra["kgloom"]["route"] == "global"
+    assert reply.choices[0].message.content
+
+
+# --- bad input: a 4xx with a message, never a 5xx ----------------------------------------
+BAD_QUERIES = [
+    ({"question": ""}, 400, "question"),
+    ({"question": "x" * 301}, 400, "at most 300"),
+    ({"mode": "bridge"}, 400, "question"),
+    ({"question": "q", "mode": "nope"}, 400, "mode must be one of"),
+    ({"question": "q", "top_k": 0}, 400, "top_k"),
+    ({"question": "q", "top_k": 21}, 400, "top_k must be at most 20"),
+    ({"question": "q", "top_k": "5"}, 400, "top_k must be int"),
+    ({"question": "q", "top_k": True}, 400, "top_k must be int"),
+    ({"question": "q", "mode": "multihop", "depth": 3}, 400, "depth must be at most 2"),
+    ({"question": "q", "mode": "multihop", "depth": -1}, 400, "depth"),
+    ({"question": "q", "damping": 1.5}, 400, "damping"),
+    ({"question": "q", "mode": "local", "budget": 9000}, 400, "budget must be at most"),
+    ({"question": "q", "mode": "local", "budget": 1}, 400, "budget"),
+    ({"question": "q", "mode": "global", "level": 99}, 400, "level"),
+    ({"question": "q", "mode": "global", "dynamic": True, "answer": False}, 400, "dynamic"),
+    ({"question": "q", "colour": "red"}, 400, "unknown field"),
+    (["not", "an", "object"], 400, "JSON object"),
+]
+
+
+@pytest.mark.parametrize("body,status,message", BAD_QUERIES)
+def test_bad_queries_get_a_4xx_with_a_message(server, body, status, message):
+    got, out, _ = call(server.url, "/api/query", body)
+    assert got == status, out
+    assert message in out["error"]["message"], out
+
+
+@pytest.mark.parametrize("path,raw,status,message", [
+    ("/api/query", b"{not json", 400, "not JSON"),
+    ("/api/query", b'{"question": "' + b"x" * 5000 + b'"}', 413, "at most 4096"),
+    ("/v1/chat/completions", b"[]", 400, "JSON object"),
+    ("/api/graph/subgraph", b'{"entity_ids": "abc"}', 400, "entity_ids"),
+    ("/api/graph/subgraph", b'{"entity_ids": [], "depth": 3}', 400, "depth"),
+    ("/api/graph/subgraph", b'{"entity_ids": [], "extra": 1}', 400, "only"),
+])
+def test_bad_bodies_get_a_4xx(server, path, raw, status, message):
+    got, out, _ = call(server.url, path, raw=raw)
+    assert got == status and message in out["error"]["message"], (got, out)
+
+
+def test_a_chunked_body_over_the_limit_is_refused(server):
+    import http.client
+
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/api/query")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.putheader("Content-Type", "application/json")
+    conn.endheaders()
+    for _ in range(10):
+        conn.send(b"400\r\n" + b" " * 0x400 + b"\r\n")
+    conn.send(b"0\r\n\r\n")
+    r = conn.getresponse()
+    assert r.status == 413 and b"over 4096" in r.read()
+    conn.close()
+
+
+@pytest.mark.parametrize("path,status", [
+    ("/api/graph/entities/no-such-id", 404),
+    ("/api/graph/entities/no-such-id/neighbourhood", 404),
+    ("/api/graph/entities?q=", 400),
+    ("/api/graph/entities?q=a&limit=0", 400),
+    ("/api/graph/communities/999999", 404),
+    ("/api/graph/communities/abc", 400),
+    ("/api/text_units/no-such-unit", 404),
+    ("/api/nothing-here", 404),
+])
+def test_bad_graph_requests_get_a_4xx(server, path, status):
+    got, out, _ = call(server.url, path)
+    assert got == status and out["error"]["message"], out
+
+
+def test_neighbourhood_depth_over_the_limit(server):
+    e = _scrooge(server.url)
+    got, out, _ = call(server.url, f"/api/graph/entities/{e['id']}/neighbourhood?depth=3")
+    assert got == 400 and "depth" in out["error"]["message"]
+
+
+@pytest.mark.parametrize("body,status,message", [
+    ({"model": "kgloom", "messages": []}, 400, "messages"),
+    ({"model": "gpt-4", "messages": [{"role": "user", "content": "q"}]}, 404, "does not exist"),
+    ({"messages": [{"role": "user", "content": "q"}]}, 400, "model"),
+    ({"model": "kgloom", "messages": [{"role": "system", "content": "q"}]}, 400, "user"),
+    ({"model": "kgloom", "messages": [{"role": "user", "content": "  "}]}, 400, "content"),
+    ({"model": "kgloom", "messages": [{"role": "user", "content": "q" * 301}]}, 400, "at most"),
+    ({"model": "kgloom", "messages": [{"role": "user", "content": "q"}], "stream": "yes"},
+     400, "stream"),
+])
+def test_bad_chat_requests_get_a_4xx(server, body, status, message):
+    got, out, _ = call(server.url, "/v1/chat/completions", body)
+    assert got == status and message in out["error"]["message"], out
+
+
+# --- API key, CORS, the host guard -------------------------------------------------------
+@pytest.fixture(scope="module")
+def keyed_server(book_index, llm):
+    app = open_app(book_index, llm, api_key="s3cret",
+                   cors_origins=("http://allowed.example",))
+    svc = ASGIService(app).start()
+    yield svc
+    svc.stop()
+
+
+def test_an_api_key_is_required_when_set(keyed_server):
+    url = keyed_server.url
+    for headers in ({}, {"X-API-Key": "wrong"}, {"Authorization": "Bearer wrong"}):
+        got, out, h = call(url, "/api/health", headers=headers)
+        assert got == 401 and "API key" in out["error"]["message"]
+    ok(url, "/api/health", headers={"X-API-Key": "s3cret"})
+    ok(url, "/api/query", {"question": QUESTION}, headers={"Authorization": "Bearer s3cret"})
+    got, _, _ = call(url, "/v1/models")
+    assert got == 401
+    got, page, _ = call(url, "/")  # the page holds no data
+    assert got == 200 and "kgloom explorer" in page
+
+
+def test_cors_only_for_the_configured_origin(server, keyed_server):
+    def preflight(url: str, origin: str):
+        return call(url, "/api/query", method="OPTIONS", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type"})[2]
+
+    assert preflight(keyed_server.url, "http://allowed.example").get(
+        "access-control-allow-origin") == "http://allowed.example"
+    assert preflight(keyed_server.url, "http://evil.example").get(
+        "access-control-allow-origin") is None
+    _, _, h = call(server.url, "/api/health", headers={"Origin": "http://allowed.example"})
+    assert h.get("access-control-allow-origin") is None  # CORS off by default
+
+
+def test_serving_beyond_loopback_without_a_key_is_refused(book_index, monkeypatch):
+    monkeypatch.delenv("KGLOOM_API_KEY", raising=False)
+    res = CliRunner().invoke(cli, ["serve", "--output-dir", str(book_index), "--host",
+                                   "0.0.0.0"])
+    assert res.exit_code == 2
+    assert "refusing to listen on 0.0.0.0 without an API key" in res.output
+    assert "$KGLOOM_API_KEY" in res.output
+
+
+def test_the_answer_cache_may_not_lie_in_the_index(book_index):
+    res = CliRunner().invoke(cli, ["serve", "--output-dir", str(book_index), "--cache-dir",
+                                   str(book_index / "cache"), "--fake-llm"])
+    assert res.exit_code == 2 and "never writes" in res.output
+    assert not (book_index / "cache").exists()
+
+
+# --- switching builds --------------------------------------------------------------------
+def test_a_new_build_is_served_from_the_next_request(book_index, llm, tmp_path):
+    folder = tmp_path / "index"
+    shutil.copytree(book_index, folder)
+    first = publish_build(folder)["build_id"]  # the copy's own build
+    svc = ASGIService(open_app(folder, llm)).start()
+    try:
+        out, _ = ok(svc.url, "/api/query", {"question": QUESTION})
+        assert out["info"]["build_id"] == first
+        second = publish_build(folder)["build_id"]
+        out, headers = ok(svc.url, "/api/query", {"question": QUESTION, "mode": "vector"})
+        assert out["info"]["build_id"] == second == headers["X-Kgloom-Build"] != first
+        health, _ = ok(svc.url, "/api/health")
+        assert health["build_id"] == second and health["switches"] == 1
+        # a broken publish (a marker naming a table that is gone) keeps the old build
+        (folder / "communities.parquet").rename(tmp_path / "communities.parquet")
+        publish_build(folder)
+        (tmp_path / "communities.parquet").rename(folder / "communities.parquet")
+        marker = json.loads((folder / "build.json").read_text())
+        marker["tables"]["communities"] = {"bytes": 1, "digest": "sha256:0"}
+        (folder / "build.json").write_text(json.dumps(marker))
+        out, _ = ok(svc.url, "/api/query", {"question": QUESTION, "mode": "vector"})
+        assert out["info"]["build_id"] == second
+        health, _ = ok(svc.url, "/api/health")
+        assert health["last_open_error"]
+    finally:
+        svc.stop()
+
+
+def test_republishing_under_concurrent_requests(book_index, llm, tmp_path):
+    """4 clients query while the index is republished every 0.3 s: no error, and every
+    response names a build that was published."""
+    folder = tmp_path / "index"
+    shutil.copytree(book_index, folder)
+    published = [publish_build(folder)["build_id"]]
+    svc = ASGIService(open_app(folder, llm)).start()
+    seen: list[str] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def client(i: int) -> None:
+        modes = ("bridge", "vector")
+        n = 0
+        while not stop.is_set():
+            status, out, headers = call(svc.url, "/api/query",
+                                        {"question": QUESTION, "mode": modes[(i + n) % 2]})
+            n += 1
+            if status != 200:
+                errors.append(f"{status} {out}")
+            else:
+                seen.append(out["info"]["build_id"])
+                if headers["X-Kgloom-Build"] != out["info"]["build_id"]:
+                    errors.append("header and body name different builds")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(8):
+            time.sleep(0.3)
+            published.append(publish_build(folder)["build_id"])
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        svc.stop()
+    assert not errors, errors[:3]
+    assert seen and set(seen) <= set(published)
+    assert len(set(seen)) > 2  # it did switch, more than once
+
+
+class _Handle:
+    def __init__(self, build_id: str) -> None:
+        self.build_id = build_id
+
+
+def test_a_pruned_build_is_reopened_and_the_request_retried(tmp_path):
+    (tmp_path / "build.json").write_text("{}")
+    opened = iter(["old", "new"])
+    live = LiveIndex(tmp_path, lambda: _Handle(next(opened)))
+    calls = []
+
+    def fn(handle):
+        calls.append(handle.build_id)
+        if handle.build_id == "old":
+            raise IndexChangedError("pruned")
+        return handle.build_id
+
+    assert live.call(fn) == "new" and calls == ["old", "new"]
+
+
+# --- the explorer page in headless Chromium ----------------------------------------------
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+@pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                    reason="the playwright Python package is missing (pip install playwright)")
+def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factory):
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("KGLOOM_TEST_ARTIFACTS") or tmp_path_factory.mktemp("shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(30_000)
+        console_errors: list[str] = []
+        page.on("pageerror", lambda e: console_errors.append(str(e)))
+        try:
+            page.goto(server.url + "/")
+            expect(page.locator("#status")).to_contain_text("build ")
+            expect(page.locator("#communities summary").first).to_be_visible()
+            page.select_option("#mode", "direct")
+            page.fill("#question", QUESTION)
+            page.click("#ask")
+            source = page.locator(".source[data-kind=text_units]").first
+            expect(source).to_be_visible()
+            page.wait_for_function("window.kgloomGraph && window.kgloomGraph.nodes().length > 0")
+            nodes = page.evaluate("window.kgloomGraph.nodes().length")
+            assert nodes > 1
+            source.click()
+            expect(page.get_by_test_id("unit-text")).to_be_visible()
+            unit_text = page.get_by_test_id("unit-text").inner_text()
+            assert len(unit_text) > 200
+            # click the most central node where Cytoscape drew it
+            box = page.locator("#graph").bounding_box()
+            pos = page.evaluate("(() => { const n = window.kgloomGraph.nodes().max("
+                                "n => n.degree()).ele; const p = n.renderedPosition(); "
+                                "return [p.x, p.y, n.data('label')]; })()")
+            page.mouse.click(box["x"] + pos[0], box["y"] + pos[1])
+            expect(page.get_by_test_id("node-title")).to_have_text(pos[2])
+            expect(page.get_by_test_id("node-degree")).not_to_be_empty()
+            # the community hierarchy opens a report
+            page.locator("#communities summary").first.click()
+            expect(page.get_by_test_id("report")).not_to_be_empty()
+            page.screenshot(path=str(shots / "explorer.png"), full_page=True)
+            print(f"screenshot: {shots / 'explorer.png'}")
+            assert not console_errors, console_errors
+        except BaseException:
+            page.screenshot(path=str(shots / "explorer-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def test_the_explorer_files_ship_in_the_package():
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["kgloom.serve"]
+    static = root / "kgloom" / "serve" / "static"
+    files = [p.relative_to(static.parent).as_posix() for p in static.rglob("*") if p.is_file()]
+    assert "static/vendor/cytoscape/LICENSE" in files
+    assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []
+
+
+def test_the_serve_package_imports_no_dagster():
+    import subprocess
+    import sys
+
+    code = ("import sys, kgloom.serve.app, kgloom.serve.live_index; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
+
+
+# --- last: nothing was written into the index --------------------------------------------
+def test_nothing_was_written_into_the_index(server, book_index, index_files):
+    ok(server.url, "/api/query", {"question": QUESTION, "mode": "local"})
+    assert _files(book_index) == index_files
