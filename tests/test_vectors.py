@@ -69,6 +69,33 @@ def test_embedder_rejects_window_over_model_limit(embedder):
         Embedder(embedder.model_path, window_tokens=1000)
 
 
+@pytest.mark.slow
+def test_onnx_backend_gives_the_torch_vectors_and_falls_back_with_a_reason(embedder, tmp_path,
+                                                                           monkeypatch):
+    """The ONNX Runtime export of the model computes sentence-transformers' vectors (short
+    text, empty text, a windowed long text); a folder it cannot reproduce keeps torch and
+    says why; "onnx" asked for and impossible is an error; a bad backend name too."""
+    from kgloom.publish import onnx_runtime
+
+    monkeypatch.setenv("KGLOOM_CACHE_DIR", str(tmp_path / "cache"))
+    onnx = Embedder(embedder.model_path, backend="onnx")
+    torch_only = Embedder(embedder.model_path, backend="torch")
+    assert onnx.backend.startswith("onnxruntime: ") and str(tmp_path) in onnx.backend
+    assert torch_only.backend.startswith("torch")
+    texts = ["Scrooge's nephew Fred wishes him a merry Christmas.", "", LONG_TEXT, "Tiny Tim"]
+    cos = (onnx.embed(texts) * torch_only.embed(texts)).sum(axis=1)
+    assert cos.min() > 0.99999, cos
+    assert len(list((tmp_path / "cache" / "onnx").glob("*.onnx"))) == 1  # exported once
+
+    monkeypatch.setattr(onnx_runtime, "fast_path_reason", lambda path: "not a BERT folder")
+    auto = Embedder(embedder.model_path, backend="auto")
+    assert auto.backend == "torch: not a BERT folder" and auto._onnx is None
+    with pytest.raises(RuntimeError, match="not a BERT folder"):
+        Embedder(embedder.model_path, backend="onnx")
+    with pytest.raises(ValueError, match="backend"):
+        Embedder(embedder.model_path, backend="tensorflow")
+
+
 def _frame_and_vectors(n: int, dim: int = 8, seed: int = 0):
     rng = np.random.default_rng(seed)
     vectors = rng.normal(size=(n, dim)).astype(np.float32)
