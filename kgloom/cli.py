@@ -242,6 +242,11 @@ LLM_CONCURRENCY = typer.Option(None, "--llm-concurrency", help="LLM calls in fli
                                "KGLOOM_LLM_CONCURRENCY or 1)")
 
 
+def PORT(default: int):  # noqa: N802 - an option, as the constants above
+    """A server's ``--port`` option: a TCP port, 1-65535 (uvicorn hangs on one past it)."""
+    return typer.Option(default, min=1, max=65535, help="TCP port to listen on")
+
+
 SET = typer.Option([], "--set", help="an index setting, key=value (repeatable; any field "
                    "of kgloom.config.IndexSettings, e.g. --set chunk_size=400 --set "
                    "entity_types=PERSON,PLACE); wins over --settings")
@@ -684,7 +689,7 @@ def serve_embeddings(
         output_dir: str = typer.Option("data/output", help="the kgloom index whose "
                                        "embedder is served"),
         host: str = typer.Option("127.0.0.1", help="address to bind (0.0.0.0 exposes it)"),
-        port: int = typer.Option(8001),
+        port: int = PORT(8001),
         embedder_path: str = INDEX_EMBEDDER,
         chat_upstream: str = typer.Option("", help="also pass /v1/chat/completions through "
                                           "to this chat server, json_schema replies "
@@ -743,7 +748,7 @@ def _serve_cache_dir(cache_dir: str, output_dir: str) -> Path:
 def serve(output_dir: str = typer.Option("data/output", help="the index to serve (read only)"),
           host: str = typer.Option("127.0.0.1", help="address to bind; any other than "
                                    "127.0.0.1 / localhost / ::1 requires an API key"),
-          port: int = typer.Option(8000),
+          port: int = PORT(8000),
           api_key_env: str = typer.Option("KGLOOM_API_KEY", help="the environment variable "
                                           "holding the API key (when set, every API request "
                                           "must send it: 'Authorization: Bearer KEY' or "
