@@ -395,6 +395,26 @@ def test_a_server_fault_is_a_json_error(server, monkeypatch):
     assert out["error"]["type"] == "server_error" and "RuntimeError" in out["error"]["message"]
 
 
+def test_a_chat_answer_says_when_the_model_server_failed(book_index, tmp_path):
+    """With the model server down or answering HTTP 500, the reply said "the model's
+    reply failed its checks": there was no reply to check."""
+    from kgloom.resources import build_resources
+    from kgloom.testing import FakeChatServer
+
+    with FakeChatServer(fault="http_500") as model:
+        llm = build_resources(output_dir=str(book_index), llm_urls=[model.url])["llm"].open(
+            tmp_path / "cache")
+        svc = ASGIService(open_app(book_index, llm)).start()
+        try:
+            reply, _ = ok(svc.url, "/v1/chat/completions", {
+                "model": "kgloom-direct", "messages": [{"role": "user", "content": QUESTION}]})
+        finally:
+            svc.stop()
+    text = reply["choices"][0]["message"]["content"]
+    assert text.startswith("No answer: the model could not be asked (LLM call failed: "), text
+    assert "failed its checks" not in text
+
+
 # --- API key, CORS, the host guard -------------------------------------------------------
 @pytest.fixture(scope="module")
 def keyed_server(book_index, llm):
