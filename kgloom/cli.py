@@ -100,10 +100,10 @@ def _writer(output_dir: str, command: str):
         raise typer.Exit(130) from None
 
 
-def _warn_skipped(diff) -> None:
+def _warn_skipped(rows: list[dict]) -> None:
     """Print one warning line (stderr) per input entry left out for safety (a symlink
-    leading outside the input folder; ``InputDiff.skipped``)."""
-    for row in diff.skipped:
+    leading outside the input folder; the failures rows of ``InputDiff.skipped``)."""
+    for row in rows:
         typer.echo(f"warning: {row['item_id']}: {row['reason']} ({row['detail']})", err=True)
 
 
@@ -331,7 +331,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
                                     verbose=verbose)
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
-    _warn_skipped(diff)
+    _warn_skipped(diff.skipped)
     if not (diff.added or diff.changed or diff.unchanged):
         from kgloom.ingest.documents import SUPPORTED_SUFFIXES
 
@@ -390,7 +390,7 @@ def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     for state, keys in diff.as_dict().items():
         for k in keys:
             typer.echo(f"{state:<10} {k}")
-    _warn_skipped(diff)
+    _warn_skipped(diff.skipped)
 
 
 @app.command()
@@ -416,13 +416,15 @@ def cache(output_dir: str = typer.Option("data/output")) -> None:
 
 @app.command()
 def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
-    """What is materialized, stale or failed: input files against their partitions, each
-    asset's last materialization in the Dagster instance, the runs queued or in flight
-    (with their age, and whether their process still lives), and recent failed runs."""
+    """What is materialized, stale or failed: input files against their partitions (and a
+    warning per entry skipped for safety, as `kgloom index` gives), each asset's last
+    materialization in the Dagster instance, the runs queued or in flight (with their
+    age, and whether their process still lives), and recent failed runs."""
     from kgloom.pipelines.recovery import format_age
     from kgloom.pipelines.status import index_status
 
     st = index_status(_instance(), input_dir, output_dir)
+    _warn_skipped(st["skipped"])  # as `kgloom index` warns
     typer.echo("input files:")
     for state, keys in st["inputs"].items():
         for k in keys:
