@@ -242,6 +242,11 @@ LLM_CONCURRENCY = typer.Option(None, "--llm-concurrency", help="LLM calls in fli
                                "KGLOOM_LLM_CONCURRENCY or 1)")
 
 
+def _http_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets (``http://[::1]:8000``)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def PORT(default: int):  # noqa: N802 - an option, as the constants above
     """A server's ``--port`` option: a TCP port, 1-65535 (uvicorn hangs on one past it)."""
     return typer.Option(default, min=1, max=65535, help="TCP port to listen on")
@@ -719,7 +724,7 @@ def serve_embeddings(
         raise typer.Exit(2)
     model_id = _grs.EMBEDDING_MODEL
     typer.echo(f"serving {embedder.name} ({embedder.dim} dims) as {model_id} on "
-               f"http://{host}:{port}/v1" + (f", chat passed through to {chat_upstream}"
+               f"{_http_url(host, port)}/v1" + (f", chat passed through to {chat_upstream}"
                                              if chat_upstream else ""), err=True)
     uvicorn.run(create_app(embedder, model_id, chat_upstream or None), host=host,
                 port=port, log_level="warning")
@@ -802,7 +807,7 @@ def serve(output_dir: str = typer.Option("data/output", help="the index to serve
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     build = web.state.live.handle.build_id
-    typer.echo(f"serving {output_dir} (build {build}) on http://{host}:{port}/ "
+    typer.echo(f"serving {output_dir} (build {build}) on {_http_url(host, port)}/ "
                f"(explorer at /, API at /api, OpenAI-compatible at /v1); API key "
                f"{'required' if api_key else 'not required (loopback only)'}; CORS "
                f"{', '.join(cors_origin) if cors_origin else 'off'}", err=True)

@@ -471,6 +471,19 @@ def test_a_port_out_of_range_is_refused(book_index, command, monkeypatch):
     assert res.exit_code == 2 and "--port" in res.output, res.output
 
 
+def test_an_ipv6_address_is_printed_as_a_url(book_index, tmp_path, monkeypatch):
+    """--host ::1 printed "serving ... on http://::1:8000/", which is no URL."""
+    import uvicorn
+
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append(kw))
+    res = CliRunner().invoke(cli, ["serve", "--output-dir", str(book_index), "--host", "::1",
+                                   "--fake-llm", "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code == 0, res.output
+    assert "on http://[::1]:8000/ (explorer" in res.output
+    assert started == [{"host": "::1", "port": 8000, "log_level": "warning"}]
+
+
 def test_the_answer_cache_may_not_lie_in_the_index(book_index):
     res = CliRunner().invoke(cli, ["serve", "--output-dir", str(book_index), "--cache-dir",
                                    str(book_index / "cache"), "--fake-llm"])
