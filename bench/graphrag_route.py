@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.stamp import save_json, stamp  # noqa: E402
 # graphrag's own virtualenv, as bench/vs_graphrag/run.sh makes it
 DEFAULT_GRAPHRAG_VENV = Path("/tmp/kgloom-vs-graphrag/venv")
 # (name, --method, extra arguments)
@@ -103,13 +105,10 @@ def serve_route(output_dir: str | Path, chat_url: str, root: str | Path, **budge
 
 
 def _stamp() -> dict:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, cwd=ROOT).stdout.strip())
-    return {"commit": commit + ("+dirty" if dirty else ""),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "load_before": round(os.getloadavg()[0], 2)}
+    """bench/stamp.py's stamp under this bench's fields: commit (``+dirty`` when tracked
+    files were changed), date and the 1-minute load before the run."""
+    s = stamp(ROOT, dirty=True)
+    return {"commit": s["commit"], "date": s["date"], "load_before": s["load_average"][0]}
 
 
 def main() -> None:
@@ -158,15 +157,14 @@ def main() -> None:
                 r["chat_calls"], app.state.chat_calls[:] = list(app.state.chat_calls), []
                 result["methods"][name] = r
                 print(json.dumps(r, indent=2)[:3000], flush=True)
-                save.write_text(json.dumps(result, indent=2) + "\n")  # keep what ran
+                save_json(save, result)  # keep what ran
         calls = [c for r in result["methods"].values() for c in r["chat_calls"]]
         result["chat_calls"] = len(calls)
         result["context_overflows"] = sum("context" in (c.get("error") or "") for c in calls)
         result["max_prompt_tokens"] = max((c["prompt_tokens"] or 0 for c in calls), default=0)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    save.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {save}")
+    save_json(save, result)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """What every bench result is stamped with, and how it is saved (one place for both).
 
 ``stamp(where)`` -> ``{"commit", "date", "load_average"}``: the short commit of the git
-checkout holding ``where`` ("unknown" outside one), the UTC date (ISO 8601, seconds) and
+checkout holding ``where`` ("unknown" outside one; with ``dirty=True``, ``+dirty`` added
+when tracked files differ from it), the UTC date (ISO 8601, seconds) and
 ``os.getloadavg()`` rounded to 2 places. ``save_json(path, obj)`` writes ``obj`` as indented
 UTF-8 JSON, creating the folder, and prints where.
 """
@@ -16,11 +17,17 @@ from pathlib import Path
 from typing import Any
 
 
-def stamp(where: str | Path) -> dict[str, Any]:
-    """Commit of the checkout holding ``where``, date (UTC) and load average."""
+def stamp(where: str | Path, dirty: bool = False) -> dict[str, Any]:
+    """Commit of the checkout holding ``where`` (``+dirty`` when ``dirty`` and tracked
+    files were changed), date (UTC) and load average."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(where), *args], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
     try:
-        commit = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD")
+        if dirty and git("status", "--porcelain", "--untracked-files=no"):
+            commit += "+dirty"
     except (subprocess.CalledProcessError, FileNotFoundError):
         commit = "unknown"
     return {"commit": commit,

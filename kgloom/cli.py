@@ -100,10 +100,10 @@ def _writer(output_dir: str, command: str):
         raise typer.Exit(130) from None
 
 
-def _warn_skipped(diff) -> None:
+def _warn_skipped(rows: list[dict]) -> None:
     """Print one warning line (stderr) per input entry left out for safety (a symlink
-    leading outside the input folder; ``InputDiff.skipped``)."""
-    for row in diff.skipped:
+    leading outside the input folder; the failures rows of ``InputDiff.skipped``)."""
+    for row in rows:
         typer.echo(f"warning: {row['item_id']}: {row['reason']} ({row['detail']})", err=True)
 
 
@@ -242,6 +242,16 @@ LLM_CONCURRENCY = typer.Option(None, "--llm-concurrency", help="LLM calls in fli
                                "KGLOOM_LLM_CONCURRENCY or 1)")
 
 
+def _http_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets (``http://[::1]:8000``)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def PORT(default: int):  # noqa: N802 - an option, as the constants above
+    """A server's ``--port`` option: a TCP port, 1-65535 (uvicorn hangs on one past it)."""
+    return typer.Option(default, min=1, max=65535, help="TCP port to listen on")
+
+
 SET = typer.Option([], "--set", help="an index setting, key=value (repeatable; any field "
                    "of kgloom.config.IndexSettings, e.g. --set chunk_size=400 --set "
                    "entity_types=PERSON,PLACE); wins over --settings")
@@ -326,7 +336,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
                                     verbose=verbose)
     typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
-    _warn_skipped(diff)
+    _warn_skipped(diff.skipped)
     if not (diff.added or diff.changed or diff.unchanged):
         from kgloom.ingest.documents import SUPPORTED_SUFFIXES
 
@@ -385,7 +395,7 @@ def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     for state, keys in diff.as_dict().items():
         for k in keys:
             typer.echo(f"{state:<10} {k}")
-    _warn_skipped(diff)
+    _warn_skipped(diff.skipped)
 
 
 @app.command()
@@ -411,13 +421,15 @@ def cache(output_dir: str = typer.Option("data/output")) -> None:
 
 @app.command()
 def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
-    """What is materialized, stale or failed: input files against their partitions, each
-    asset's last materialization in the Dagster instance, the runs queued or in flight
-    (with their age, and whether their process still lives), and recent failed runs."""
+    """What is materialized, stale or failed: input files against their partitions (and a
+    warning per entry skipped for safety, as `kgloom index` gives), each asset's last
+    materialization in the Dagster instance, the runs queued or in flight (with their
+    age, and whether their process still lives), and recent failed runs."""
     from kgloom.pipelines.recovery import format_age
     from kgloom.pipelines.status import index_status
 
     st = index_status(_instance(), input_dir, output_dir)
+    _warn_skipped(st["skipped"])  # as `kgloom index` warns
     typer.echo("input files:")
     for state, keys in st["inputs"].items():
         for k in keys:
@@ -684,7 +696,7 @@ def serve_embeddings(
         output_dir: str = typer.Option("data/output", help="the kgloom index whose "
                                        "embedder is served"),
         host: str = typer.Option("127.0.0.1", help="address to bind (0.0.0.0 exposes it)"),
-        port: int = typer.Option(8001),
+        port: int = PORT(8001),
         embedder_path: str = INDEX_EMBEDDER,
         chat_upstream: str = typer.Option("", help="also pass /v1/chat/completions through "
                                           "to this chat server, json_schema replies "
@@ -712,7 +724,7 @@ def serve_embeddings(
         raise typer.Exit(2)
     model_id = _grs.EMBEDDING_MODEL
     typer.echo(f"serving {embedder.name} ({embedder.dim} dims) as {model_id} on "
-               f"http://{host}:{port}/v1" + (f", chat passed through to {chat_upstream}"
+               f"{_http_url(host, port)}/v1" + (f", chat passed through to {chat_upstream}"
                                              if chat_upstream else ""), err=True)
     uvicorn.run(create_app(embedder, model_id, chat_upstream or None), host=host,
                 port=port, log_level="warning")
@@ -743,7 +755,7 @@ def _serve_cache_dir(cache_dir: str, output_dir: str) -> Path:
 def serve(output_dir: str = typer.Option("data/output", help="the index to serve (read only)"),
           host: str = typer.Option("127.0.0.1", help="address to bind; any other than "
                                    "127.0.0.1 / localhost / ::1 requires an API key"),
-          port: int = typer.Option(8000),
+          port: int = PORT(8000),
           api_key_env: str = typer.Option("KGLOOM_API_KEY", help="the environment variable "
                                           "holding the API key (when set, every API request "
                                           "must send it: 'Authorization: Bearer KEY' or "
@@ -795,7 +807,7 @@ def serve(output_dir: str = typer.Option("data/output", help="the index to serve
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     build = web.state.live.handle.build_id
-    typer.echo(f"serving {output_dir} (build {build}) on http://{host}:{port}/ "
+    typer.echo(f"serving {output_dir} (build {build}) on {_http_url(host, port)}/ "
                f"(explorer at /, API at /api, OpenAI-compatible at /v1); API key "
                f"{'required' if api_key else 'not required (loopback only)'}; CORS "
                f"{', '.join(cors_origin) if cors_origin else 'off'}", err=True)

@@ -336,6 +336,15 @@ def test_switching_method_rebuilds_extraction_and_graph_and_reuses_the_llm_cache
 # a corpus with no names
 # --------------------------------------------------------------------------------------
 
+def test_the_no_names_warning_names_what_each_method_skips():
+    from kgloom.extraction.checks import extraction_yield
+
+    ok, _, standard = extraction_yield(4, 3, 2, "standard")
+    assert not ok and "the LLM was not asked about them" in standard
+    ok, _, fast = extraction_yield(4, 3, 2, "fast")
+    assert not ok and "no entity could come from them" in fast and "LLM" not in fast
+
+
 def test_a_corpus_with_no_names_gives_text_units_vectors_an_empty_graph_and_a_warning(
         tmp_path, monkeypatch):
     from typer.testing import CliRunner
@@ -357,6 +366,9 @@ def test_a_corpus_with_no_names_gives_text_units_vectors_an_empty_graph_and_a_wa
     assert res.exit_code == 0, res.output
     assert "WARNING: the graph is empty: 0 entities from 2 document" in res.output
     assert "entities_found" in res.output
+    # no LLM under fast: the check says what a unit without names costs here
+    assert "have no candidate name, so no entity could come from them" in res.output
+    assert "LLM was not asked" not in res.output
     summary = json.loads((out / "index-summary.json").read_text())
     assert summary["method"] == "fast"
     assert summary["rows"]["text_units"] >= 2 and summary["rows"]["entities"] == 0

@@ -261,3 +261,26 @@ def test_graphrag_defaults_overflow_the_window_and_local_prints_nothing(index, t
 def test_serve_embeddings_refuses_a_folder_that_is_no_index(tmp_path):
     res = CliRunner().invoke(app, ["serve-embeddings", "--output-dir", str(tmp_path)])
     assert res.exit_code == 2 and "text_units.lance is missing" in res.output
+
+
+def test_the_bench_is_stamped_through_bench_stamp(tmp_path, monkeypatch):
+    """bench/graphrag_route.py had its own stamp; it now takes bench/stamp.py's and keeps
+    its fields: commit (+dirty when tracked files changed), date, load_before."""
+    from bench import stamp as bench_stamp
+
+    got = route._stamp()
+    assert set(got) == {"commit", "date", "load_before"}
+    assert isinstance(got["load_before"], float) and got["date"].endswith("+00:00")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "f.txt").write_text("a")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "f.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "f"], check=True)
+    assert not bench_stamp.stamp(repo, dirty=True)["commit"].endswith("+dirty")
+    (repo / "f.txt").write_text("b")
+    assert bench_stamp.stamp(repo, dirty=True)["commit"].endswith("+dirty")
+    assert not bench_stamp.stamp(repo)["commit"].endswith("+dirty")
+    monkeypatch.setattr(route, "ROOT", repo)
+    assert route._stamp()["commit"].endswith("+dirty")

@@ -331,3 +331,10 @@ def test_a_symlink_leading_outside_is_skipped_and_reported_not_a_crash(
     failures = pl.read_parquet(out / "failures.parquet")
     row = failures.filter(pl.col("item_id") == "link.txt").row(0, named=True)
     assert "outside the input folder" in row["reason"] and "secret.txt" in row["detail"]
+
+    # `kgloom status` shows the skipped entry as indexing warned about it (it said nothing)
+    res = CliRunner().invoke(app, ["status", "--input-dir", str(corpus), "--output-dir",
+                                   str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"warning: link.txt: {row['reason']} ({row['detail']})" in res.output
+    assert SECRET not in res.output  # named, never read

@@ -158,6 +158,19 @@ def test_cited_sources_resolve_through_the_api(server):
             ok(server.url, path)
 
 
+def test_every_option_api_modes_lists_is_accepted(server):
+    """/api/modes listed the CLI's own options (graph_backend, model_path, ...), which
+    /api/query refuses as unknown fields."""
+    modes, _ = ok(server.url, "/api/modes")
+    values = {"depth": 1, "lam": 0.5, "oversample": 2, "damping": 0.5, "dynamic": False,
+              "keep_parent": False, "level": 0, "answer": False, "budget": 2000}
+    for option, readers in modes["options"].items():
+        assert option in values, f"/api/modes lists {option}, which /api/query refuses"
+        got, out, _ = call(server.url, "/api/query", {"question": QUESTION, "mode": readers[0],
+                                                      option: values[option]})
+        assert got == 200, (option, out)
+
+
 def test_ignored_options_are_named(server):
     out, _ = ok(server.url, "/api/query", {"question": QUESTION, "mode": "vector", "depth": 2})
     assert out["info"]["ignored_options"] == ["depth"]
@@ -300,6 +313,16 @@ def test_bad_queries_get_a_4xx_with_a_message(server, body, status, message):
     ("/api/graph/subgraph", b'{"entity_ids": "abc"}', 400, "entity_ids"),
     ("/api/graph/subgraph", b'{"entity_ids": [], "depth": 3}', 400, "depth"),
     ("/api/graph/subgraph", b'{"entity_ids": [], "extra": 1}', 400, "only"),
+    # JSON has no NaN or Infinity (Python's json reads them; lam=Infinity answered 200)
+    ("/api/query", b'{"question": "q", "mode": "fused", "lam": Infinity}', 400,
+     "Infinity is not a JSON number"),
+    ("/api/query", b'{"question": "q", "mode": "ppr", "damping": NaN}', 400, "NaN"),
+    # a lone surrogate parses but cannot be embedded or sent back as UTF-8 (it gave a 500)
+    ("/api/query", b'{"question": "who \\ud800 is"}', 400, "lone surrogate"),
+    ("/api/query", b'{"question": "q", "\\udc00": 1}', 400, "lone surrogate"),
+    ("/api/graph/subgraph", b'{"entity_ids": ["a\\ud800"]}', 400, "lone surrogate"),
+    ("/v1/chat/completions", b'{"model": "kgloom", "messages": [{"role": "user", '
+     b'"content": "who \\ud800"}]}', 400, "lone surrogate"),
 ])
 def test_bad_bodies_get_a_4xx(server, path, raw, status, message):
     got, out, _ = call(server.url, path, raw=raw)
@@ -359,6 +382,39 @@ def test_bad_chat_requests_get_a_4xx(server, body, status, message):
     assert got == status and message in out["error"]["message"], out
 
 
+def test_a_server_fault_is_a_json_error(server, monkeypatch):
+    """A bug in a handler is a 500 in the documented error shape, not Starlette's text."""
+    from kgloom.serve.graph_view import GraphView
+
+    def broken(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(GraphView, "community_tree", broken)
+    got, out, _ = call(server.url, "/api/graph/communities")
+    assert got == 500, out
+    assert out["error"]["type"] == "server_error" and "RuntimeError" in out["error"]["message"]
+
+
+def test_a_chat_answer_says_when_the_model_server_failed(book_index, tmp_path):
+    """With the model server down or answering HTTP 500, the reply said "the model's
+    reply failed its checks": there was no reply to check."""
+    from kgloom.resources import build_resources
+    from kgloom.testing import FakeChatServer
+
+    with FakeChatServer(fault="http_500") as model:
+        llm = build_resources(output_dir=str(book_index), llm_urls=[model.url])["llm"].open(
+            tmp_path / "cache")
+        svc = ASGIService(open_app(book_index, llm)).start()
+        try:
+            reply, _ = ok(svc.url, "/v1/chat/completions", {
+                "model": "kgloom-direct", "messages": [{"role": "user", "content": QUESTION}]})
+        finally:
+            svc.stop()
+    text = reply["choices"][0]["message"]["content"]
+    assert text.startswith("No answer: the model could not be asked (LLM call failed: "), text
+    assert "failed its checks" not in text
+
+
 # --- API key, CORS, the host guard -------------------------------------------------------
 @pytest.fixture(scope="module")
 def keyed_server(book_index, llm):
@@ -405,6 +461,29 @@ def test_serving_beyond_loopback_without_a_key_is_refused(book_index, monkeypatc
     assert "$KGLOOM_API_KEY" in res.output
 
 
+@pytest.mark.parametrize("command", ["serve", "serve-embeddings"])
+def test_a_port_out_of_range_is_refused(book_index, command, monkeypatch):
+    """--port 99999 printed "serving ... on :99999" and then hung."""
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("uvicorn started"))
+    res = CliRunner().invoke(cli, [command, "--output-dir", str(book_index), "--port", "99999"])
+    assert res.exit_code == 2 and "--port" in res.output, res.output
+
+
+def test_an_ipv6_address_is_printed_as_a_url(book_index, tmp_path, monkeypatch):
+    """--host ::1 printed "serving ... on http://::1:8000/", which is no URL."""
+    import uvicorn
+
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: started.append(kw))
+    res = CliRunner().invoke(cli, ["serve", "--output-dir", str(book_index), "--host", "::1",
+                                   "--fake-llm", "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code == 0, res.output
+    assert "on http://[::1]:8000/ (explorer" in res.output
+    assert started == [{"host": "::1", "port": 8000, "log_level": "warning"}]
+
+
 def test_the_answer_cache_may_not_lie_in_the_index(book_index):
     res = CliRunner().invoke(cli, ["serve", "--output-dir", str(book_index), "--cache-dir",
                                    str(book_index / "cache"), "--fake-llm"])
@@ -437,6 +516,24 @@ def test_a_new_build_is_served_from_the_next_request(book_index, llm, tmp_path):
         assert out["info"]["build_id"] == second
         health, _ = ok(svc.url, "/api/health")
         assert health["last_open_error"]
+    finally:
+        svc.stop()
+
+
+def test_health_names_a_new_build_without_another_request(book_index, llm, tmp_path):
+    """/api/health kept naming the old build until some other request noticed the new
+    one: a monitor polling only health never saw the switch."""
+    folder = tmp_path / "index"
+    shutil.copytree(book_index, folder)
+    first = publish_build(folder)["build_id"]
+    svc = ASGIService(open_app(folder, llm)).start()
+    try:
+        health, headers = ok(svc.url, "/api/health")
+        assert health["build_id"] == first
+        second = publish_build(folder)["build_id"]
+        health, headers = ok(svc.url, "/api/health")
+        assert health["build_id"] == second == headers["X-Kgloom-Build"] != first
+        assert health["switches"] == 1
     finally:
         svc.stop()
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 MAX_SHARE_WITHOUT_NAMES = 0.5
 
 
-def extraction_yield(units: int, units_without_names: int,
-                     entity_mentions: int) -> tuple[bool, dict, str]:
+def extraction_yield(units: int, units_without_names: int, entity_mentions: int,
+                     method: str = "standard") -> tuple[bool, dict, str]:
     """Whether a partition's extraction found anything worth a graph.
 
     Args:
         units: text units in the partition.
         units_without_names: units where no candidate name was found (no LLM call made).
         entity_mentions: entity mentions extracted from the partition.
+        method: the index method (``standard`` asks the LLM about the candidate names;
+            ``fast`` has no LLM and makes entities of the names themselves).
 
     Returns:
         (passed, metadata, description). Fails when the partition has text units but
@@ -33,9 +35,11 @@ def extraction_yield(units: int, units_without_names: int,
     if entity_mentions == 0:
         problems.append(f"0 entities from {units} text units")
     if share > MAX_SHARE_WITHOUT_NAMES:
+        consequence = ("no entity could come from them" if method == "fast" else
+                       "the LLM was not asked about them")
         problems.append(f"{units_without_names} of {units} text units ({share:.0%}) have no "
-                        "candidate name, so the LLM was not asked about them (the candidate "
-                        "finder needs capitalized names)")
+                        f"candidate name, so {consequence} (the candidate finder needs "
+                        "capitalized names)")
     if not problems:
         return True, meta, f"{entity_mentions} entity mentions from {units} text units"
     return False, meta, "; ".join(problems)

@@ -85,7 +85,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
         metadata={"failed_units": failed, "units": units.height, "rate": round(rate, 4),
                   "max_rate": FAILED_UNITS_MAX_RATE})
     ok, meta, text = extraction_yield(units.height, result.counts.get("units_without_names", 0),
-                                      result.entity_mentions.height)
+                                      result.entity_mentions.height, s.method)
     if not ok:
         context.log.warning(f"{context.partition_key}: {text}")
     yield dg.AssetCheckResult(check_name="entities_found", passed=ok, metadata=meta,

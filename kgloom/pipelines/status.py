@@ -7,7 +7,7 @@ import datetime as dt
 
 import dagster as dg
 
-from kgloom.corpus.partitions import diff_inputs, input_hashes, manifest_hashes
+from kgloom.corpus.partitions import diff_inputs, manifest_hashes, scan_inputs
 from kgloom.pipelines.input_files import live_partition_keys
 from kgloom.pipelines.recovery import in_flight_runs
 
@@ -19,8 +19,12 @@ def _utc(ts: float | None) -> str | None:
 
 def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
                  failed_runs_limit: int = 5) -> dict:
-    """Return ``{"inputs": InputDiff.as_dict(), "assets": [...], "in_flight_runs": [...],
-    "failed_runs": [...]}``.
+    """Return ``{"inputs": InputDiff.as_dict(), "skipped": [...], "assets": [...],
+    "in_flight_runs": [...], "failed_runs": [...]}``.
+
+    ``skipped`` are the input folder's entries left out for safety (symlinks leading
+    outside it), as the failures rows indexing records for them
+    (:func:`kgloom.corpus.partitions.scan_inputs`).
 
     ``in_flight_runs`` are the queued and unfinished runs with their age and whether
     their process still lives (:func:`kgloom.pipelines.recovery.in_flight_runs`).
@@ -36,9 +40,10 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
 
     graph = defs.resolve_asset_graph()
     try:
-        diff = diff_inputs(manifest_hashes(output_dir), input_hashes(input_dir))
+        current, skipped = scan_inputs(input_dir)
     except FileNotFoundError:
-        diff = diff_inputs(manifest_hashes(output_dir), {})
+        current, skipped = {}, []
+    diff = diff_inputs(manifest_hashes(output_dir), current)
     pending = bool(diff.added or diff.changed or diff.deleted)
     live = set(live_partition_keys(instance))
     failed = [r for r in instance.get_run_records(
@@ -81,5 +86,5 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
              "assets": sorted(k.to_user_string() for k in r.dagster_run.asset_selection or []),
              "partition": r.dagster_run.tags.get("dagster/partition"),
              "ended": _utc(r.end_time)} for r in failed[:failed_runs_limit]]
-    return {"inputs": diff.as_dict(), "assets": rows, "in_flight_runs": in_flight_runs(instance),
+    return {"inputs": diff.as_dict(), "skipped": skipped, "assets": rows, "in_flight_runs": in_flight_runs(instance),
             "failed_runs": runs}

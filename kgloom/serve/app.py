@@ -83,6 +83,11 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _not_json(constant: str) -> Any:
+    """``json.loads``' hook for NaN, Infinity and -Infinity, which JSON lacks: refused."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 # the query body's fields and their JSON types (bool is not an int here)
 QUERY_FIELDS: dict[str, tuple[type, ...]] = {
     "question": (str,), "mode": (str,), "top_k": (int,), "depth": (int,),
@@ -209,6 +214,11 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
                  for e in exc.errors()]
         return error(400, "; ".join(parts) or "invalid request")
 
+    @app.exception_handler(Exception)
+    async def _fault(request: Request, exc: Exception) -> Response:  # a bug, in our shape
+        return error(500, f"internal error ({type(exc).__name__}); the server log has "
+                     "the traceback", "server_error")
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
@@ -236,9 +246,15 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
                 raise ApiError(413, f"the body is over {limits.max_body_bytes} bytes")
             chunks.append(part)
         try:
-            return json.loads(b"".join(chunks) or b"null")
+            body = json.loads(b"".join(chunks) or b"null", parse_constant=_not_json)
         except ValueError as exc:
             raise ApiError(400, f"the body is not JSON: {exc}") from exc
+        try:  # "\ud800" parses, but no answer quoting it could be sent as UTF-8
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            raise ApiError(400, "the body holds a lone surrogate escape (e.g. \\ud800), "
+                           "which is not text") from exc
+        return body
 
     async def on_index(fn):
         """``fn(handle)`` in a worker thread on the current build; request faults the
@@ -266,7 +282,7 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
     # --- API -----------------------------------------------------------------------
     @app.get("/api/health", dependencies=guarded)
     async def health() -> Response:
-        h = live.handle
+        h = await run_in_threadpool(live.current)  # a new build is opened, as by any request
         return json_response({"status": "ok", "build_id": h.build_id,
                               "opened_at": h.opened_at, "switches": live.switches,
                               "last_open_error": live.last_error, "model": model_id},
@@ -275,7 +291,8 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
     @app.get("/api/modes", dependencies=guarded)
     async def modes() -> Response:
         return json_response({"retrieval": list(RETRIEVAL_MODES), "search": list(SEARCH_MODES),
-                              "options": {k: list(v) for k, v in OPTION_MODES.items()},
+                              "options": {k: list(v) for k, v in OPTION_MODES.items()
+                                          if k in QUERY_FIELDS},  # not the CLI's own
                               "limits": dataclasses.asdict(limits)})
 
     @app.post("/api/query", dependencies=guarded)

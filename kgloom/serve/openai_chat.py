@@ -110,7 +110,11 @@ def answer_text(result: dict[str, Any]) -> str:
     answer = result.get("answer")
     if answer is None:
         failed = result.get("failures") or []
-        answer = ("No answer: the model's reply failed its checks." if failed else
+        # a call that failed (server down, HTTP 500) has no reply to check
+        calls = [f for f in failed if str(f.get("reason", "")).startswith("LLM call failed")]
+        answer = (f"No answer: the model could not be asked ({calls[-1]['reason']}: "
+                  f"{calls[-1].get('detail') or 'no detail'})." if calls else
+                  "No answer: the model's reply failed its checks." if failed else
                   "No answer: nothing in the index matched the question.")
     lines = [answer]
     if result.get("cited"):
