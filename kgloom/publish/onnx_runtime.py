@@ -132,29 +132,28 @@ class OnnxEncoder:
         """float32 (len(windows), dim), unit rows: each window's last hidden states
         averaged over its tokens (special tokens included, padding not:
         sentence-transformers' mean ``Pooling``), then scaled to length 1. Windows are
-        run shortest-padding-first in batches of ``batch_size``; ``progress(done,
-        total)`` after every ``progress_every`` windows and at the end."""
+        run shortest first (little padding) in batches of ``batch_size``, in blocks of
+        ``progress_every``; ``progress(done, total)`` after each block."""
         sess = self.session(threads)
         lengths = [len(i) for i in self.tokenizer(windows, verbose=False)["input_ids"]]
         order = np.argsort(lengths, kind="stable")
         out: np.ndarray | None = None
-        done, next_report = 0, progress_every
-        for start in range(0, len(windows), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            enc = self.tokenizer([windows[i] for i in idx], padding=True, return_tensors="np",
-                                 verbose=False)
-            feed = {k: enc[k].astype(np.int64) for k in INPUTS}
-            hidden = sess.run(None, feed)[0]
-            mask = feed["attention_mask"][..., None].astype(np.float32)
-            mean = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
-            mean /= np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
-            if out is None:
-                out = np.zeros((len(windows), mean.shape[1]), dtype=np.float32)
-            out[idx] = mean
-            done += len(idx)
-            if progress and (done >= next_report or done == len(windows)):
-                progress(done, len(windows))
-                next_report += progress_every
+        for block in range(0, len(windows), progress_every):  # a progress step each
+            for start in range(block, min(block + progress_every, len(windows)),
+                               self.batch_size):
+                idx = order[start:min(start + self.batch_size, block + progress_every)]
+                enc = self.tokenizer([windows[i] for i in idx], padding=True,
+                                     return_tensors="np", verbose=False)
+                feed = {k: enc[k].astype(np.int64) for k in INPUTS}
+                hidden = sess.run(None, feed)[0]
+                mask = feed["attention_mask"][..., None].astype(np.float32)
+                mean = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
+                mean /= np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+                if out is None:
+                    out = np.zeros((len(windows), mean.shape[1]), dtype=np.float32)
+                out[idx] = mean
+            if progress:
+                progress(min(block + progress_every, len(windows)), len(windows))
         return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 

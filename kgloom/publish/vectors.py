@@ -610,11 +610,15 @@ def read_flat_snapshot(db_path: str | Path, table_name: str, rows: pl.DataFrame,
     any order) from ``<table>.flat.parquet``, as float32 (len(rows), dim) in ``rows``'
     order; None when the file is absent or does not hold exactly these rows with the
     embedding key ``content_id("embedding", embedder_key, text)`` of each (a stale or
-    half-written snapshot, another embedder): the caller then reads LanceDB."""
+    half-written snapshot, another embedder): the caller then reads LanceDB. The file is
+    read through one open handle: read by path, a replacement published between the
+    reader's opens once gave "File out of specification" (tests/test_builds.py's loop)."""
     path = flat_snapshot_path(db_path, table_name)
-    if not path.exists():
+    try:  # one open file: a publish that replaces the snapshot meanwhile (os.replace) cannot
+        with open(path, "rb") as fh:  # mix its footer with the old file's pages
+            snap = pl.read_parquet(fh)
+    except FileNotFoundError:
         return None
-    snap = pl.read_parquet(path)
     keys = rows.select("id", t=text.fill_null(""))
     if snap.height != keys.height:
         return None
