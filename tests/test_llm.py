@@ -253,20 +253,26 @@ def test_threads_follow_the_load(monkeypatch):
 
 
 def test_a_burst_does_not_count_its_own_load_against_the_next(monkeypatch):
-    """The embedder once lost a thread after its first pass: the load it made itself
-    (2.0 on 2 cores) told the next pass the machine was busy."""
+    """The embedder once ran the 2Wiki pool's vectors on one thread: the load average
+    held this process's own busy threads (the single-threaded stages before it, its own
+    passes), which it took for someone else's. Own CPU use is taken out of the load."""
     from kgloom.llm import cpu
 
     monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
     monkeypatch.setattr(cpu.os, "getloadavg", lambda: (2.0, 2.0, 2.0))
-    clock = [1000.0]
+    clock, used = [1000.0], [0.0]
     monkeypatch.setattr(cpu.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(cpu.time, "process_time", lambda: used[0])
     bursts = cpu.BurstThreads()
-    assert bursts.pick() == 1  # someone else's load: one thread
-    bursts.done(2)
-    assert bursts.pick() == 2  # our own: both cores again
-    clock[0] += cpu.BurstThreads.RECENT_SECONDS + 1
-    assert bursts.pick() == 1  # a minute later that load is someone else's
+    bursts.pick()  # the first sample
+    clock[0] += 30
+    used[0] += 30 * 2.0  # this process kept both cores busy: the load is ours
+    assert bursts.pick() == 2
+    clock[0] += 30
+    used[0] += 30 * 1.0  # now one core of it: over the minute 1.5 of the 2.0 is ours
+    assert bursts.pick() == 2  # 2 - (2.0 - 1.5) = 1.5 free cores, rounded up
+    clock[0] += 61
+    assert bursts.pick() == 1  # a minute of nothing: the load of 2.0 is someone else's
     assert cpu.BurstThreads(fixed=3).pick() == 3
 
 

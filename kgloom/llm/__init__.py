@@ -375,7 +375,6 @@ class LlamaCppBackend:
                 temperature=self.temperature, seed=seed)
             seconds = time.perf_counter() - t0
             perf = llama_cpp.llama_perf_context(ctx)
-            self._threads.done(threads)
         usage = out.get("usage") or {}
         return Completion(text=out["choices"][0]["message"]["content"] or "",
                           prompt_tokens=int(usage.get("prompt_tokens", 0)),

@@ -47,35 +47,47 @@ def threads_for_load(own_threads: int = 0) -> int:
 
 
 class BurstThreads:
-    """The threads of a process's successive compute bursts, chosen by
-    :func:`threads_for_load` with the process's own last burst counted as its own load.
+    """The threads of a process's successive compute bursts: :func:`threads_for_load`
+    with this process's own CPU use over the last minute taken out of the load.
 
-    The 1-minute load average counts this process's threads while a burst runs and
-    decays for about a minute after: without that credit, a burst that kept both cores
-    busy would see the load it made itself and give the next burst one thread (measured
-    on the 2-core machine: 300 book-length text units embedded in 11.5 s on one thread,
-    7.4 s on two, with the machine otherwise idle).
+    The 1-minute load average counts this process's own threads (a burst's workers, the
+    stage that ran before it on the main thread) and decays for about a minute. Counted
+    as someone else's load, that makes a process that has kept one core busy choose one
+    thread, and stay there: on the 2-core machine the 2Wiki pool's vectors were embedded
+    on one thread after single-threaded graph stages, and the embedder once dropped to
+    one thread after its own first pass (300 text units took 11.5 s on one thread, 7.4 s
+    on two, the machine otherwise idle). Own use is measured, not assumed: the process's
+    CPU seconds (all threads, ``time.process_time``) over the wall seconds since the
+    newest sample at least a minute old (else the oldest, when 5 s or more); before that,
+    over the process's life (``psutil``).
 
     Args:
         fixed: a configured thread count (None or 0: by load).
-
-    Use: ``n = bt.pick()`` before a burst, ``bt.done(n)`` after it.
     """
 
-    RECENT_SECONDS = 60.0  # the load average's window: a burst older than this is gone
+    WINDOW_SECONDS = 60.0  # the load average's window
 
     def __init__(self, fixed: int | None = None) -> None:
         self.fixed = fixed
-        self.last_threads, self.last_end = 0, 0.0
+        self._samples: list[tuple[float, float]] = []  # (monotonic s, process CPU s)
+
+    def own_load(self) -> float:
+        """This process's average running threads over about the last minute."""
+        now, cpu = time.monotonic(), time.process_time()
+        old = [i for i, x in enumerate(self._samples) if now - x[0] >= self.WINDOW_SECONDS]
+        self._samples = self._samples[old[-1] if old else 0:]  # one reference a minute old
+        self._samples.append((now, cpu))
+        t0, c0 = self._samples[0]
+        if now - t0 >= 5.0:
+            return max(0.0, (cpu - c0) / (now - t0))
+        import psutil
+
+        age = time.time() - psutil.Process().create_time()
+        return max(0.0, cpu / age) if age > 0 else 0.0
 
     def pick(self) -> int:
         """This burst's threads: ``fixed`` when set, else :func:`threads_for_load` with
-        the last burst's threads as own load when it ended under a minute ago."""
+        :meth:`own_load` as the process's own share of the load."""
         if self.fixed:
             return self.fixed
-        recent = time.monotonic() - self.last_end < self.RECENT_SECONDS
-        return threads_for_load(self.last_threads if recent else 0)
-
-    def done(self, threads: int) -> None:
-        """Record that a burst of ``threads`` threads just ended."""
-        self.last_threads, self.last_end = threads, time.monotonic()
+        return threads_for_load(self.own_load())
