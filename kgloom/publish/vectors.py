@@ -325,7 +325,6 @@ def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
             yield from _to_arrow(part, vectors).cast(schema).to_batches()
             done += part.height
             del part, vectors
-            release_memory()
             if progress:
                 progress(done, todo.height)
 
@@ -341,6 +340,9 @@ def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
             if rows >= WRITE_ROWS:
                 yield pending
                 pending, rows = [], 0
+                release_memory()  # per chunk, not per batch: a full collection of a big
+                # process's heap is slow (the pool's vector stage spent 166 s outside the
+                # embedder with one per 256 rows)
         if pending:
             yield pending
 
