@@ -40,6 +40,12 @@ def index_fake_book(tmp_path_factory, reports: bool):
     _, report = index_folder(build_resources(str(inp), str(out), fake_llm=True),
                              dg.DagsterInstance.ephemeral(), reports=reports)
     assert report.success
+    # The run's LLM cache connection is closed when it is collected, and closing it folds
+    # llm_cache.sqlite-wal into llm_cache.sqlite: collect now, so a test that snapshots the
+    # folder (test_serve's "nothing was written") does not see that happen later.
+    import gc
+
+    gc.collect()
     return out
 
 
