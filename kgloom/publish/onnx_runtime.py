@@ -135,18 +135,23 @@ class OnnxEncoder:
         run shortest first (little padding) in batches of ``batch_size``, in blocks of
         ``progress_every``; ``progress(done, total)`` after each block."""
         sess = self.session(threads)
-        lengths = [len(i) for i in self.tokenizer(windows, verbose=False)["input_ids"]]
-        order = np.argsort(lengths, kind="stable")
+        ids = self.tokenizer(windows, verbose=False)["input_ids"]  # tokenized once
+        order = np.argsort([len(i) for i in ids], kind="stable")
+        pad = self.tokenizer.pad_token_id or 0
         out: np.ndarray | None = None
         for block in range(0, len(windows), progress_every):  # a progress step each
             for start in range(block, min(block + progress_every, len(windows)),
                                self.batch_size):
                 idx = order[start:min(start + self.batch_size, block + progress_every)]
-                enc = self.tokenizer([windows[i] for i in idx], padding=True,
-                                     return_tensors="np", verbose=False)
-                feed = {k: enc[k].astype(np.int64) for k in INPUTS}
-                hidden = sess.run(None, feed)[0]
-                mask = feed["attention_mask"][..., None].astype(np.float32)
+                width = max(len(ids[i]) for i in idx)
+                input_ids = np.full((len(idx), width), pad, dtype=np.int64)
+                attention = np.zeros_like(input_ids)
+                for row, i in enumerate(idx):  # right padding, as the tokenizer pads
+                    input_ids[row, :len(ids[i])] = ids[i]
+                    attention[row, :len(ids[i])] = 1
+                hidden = sess.run(None, {"input_ids": input_ids, "attention_mask": attention,
+                                         "token_type_ids": np.zeros_like(input_ids)})[0]
+                mask = attention[..., None].astype(np.float32)
                 mean = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
                 mean /= np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
                 if out is None:
