@@ -73,7 +73,7 @@ def run_variant(name: str, inp: Path, out: Path, urls: list[str], concurrency: i
 
     from kgloom.definitions import build_resources
     from kgloom.llm import LLMCache
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
     from kgloom.stats import read_stage_stats
 
     resources = build_resources(str(inp), str(out), fake_llm=False, llm_urls=urls or None,

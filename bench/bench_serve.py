@@ -56,7 +56,7 @@ def build_book_index(folder: Path) -> Path:
     import dagster as dg
 
     from kgloom.definitions import build_resources
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     inp = folder / "input"
     inp.mkdir(parents=True)

@@ -106,7 +106,7 @@ def build_pool_index(corpus: Path, work: Path, settings: dict, parts: int,
     import dagster as dg
 
     from kgloom.definitions import build_resources
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     files = split_corpus(corpus, parts, work / "input")
     os.environ["DAGSTER_HOME"] = str((work / "dagster_home").resolve())

@@ -63,7 +63,7 @@ def build_index(work: Path, fake_llm: bool) -> Path:
     import dagster as dg
 
     from kgloom.definitions import build_resources
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     inp = work / "input"
     inp.mkdir(parents=True, exist_ok=True)

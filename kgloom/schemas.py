@@ -27,6 +27,10 @@ COMMUNITY_REPORTS = "community_reports"
 GRAPH_NODES = "graph-nodes"
 GRAPH_EDGES = "graph-edges"
 FAILURES = "failures"
+UNIT_STATUS = "extraction_units"  # table name: extraction status per text unit
+# status: "extracted" (maybe with no entity), "no_names" (no candidate name: no call), "failed"
+UNIT_STATUS_SCHEMA = {"text_unit_id": pl.String, "status": pl.String,
+                      "entities": pl.Int64, "relationships": pl.Int64}
 
 _STR_LIST = pl.List(pl.String)
 _INT_LIST = pl.List(pl.Int64)

@@ -15,37 +15,36 @@ import time
 from pathlib import Path
 
 from kgloom import schemas
+from kgloom.layout import STATS_SUFFIX, partition_dir, stages_dir
 from kgloom.storage import parquet_rows, table_path, write_json
 
-STAGES_DIR = "stages"  # intermediate tables and per-stage stats, under the output folder
 SUMMARY_TABLES = [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES, schemas.RELATIONSHIPS,
                   schemas.ENTITY_ALIASES, schemas.COVARIATES, schemas.COMMUNITIES,
                   schemas.COMMUNITY_REPORTS,
                   schemas.GRAPH_NODES, schemas.GRAPH_EDGES, schemas.FAILURES]
 
 
-def stages_dir(output_dir: str | Path) -> Path:
-    """Return ``<output_dir>/stages`` (created)."""
-    p = Path(output_dir) / STAGES_DIR
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
 def write_stage_stats(output_dir: str | Path, stage: str, seconds: float,
-                      llm: dict | None = None, folder: str | Path | None = None,
+                      llm: dict | None = None, partition: str | None = None,
                       embedder_seconds: float = 0.0, part_of: str | None = None,
                       **counts) -> dict:
-    """Write ``<folder>/<stage>.stats.json`` (default folder: ``<output_dir>/stages``):
+    """Write ``<folder>/<stage>.stats.json``, the folder being partition ``partition``'s
+    (:func:`kgloom.layout.partition_dir`) for a partitioned stage, else the corpus level
+    ``<output_dir>/stages``:
     ``seconds`` (wall-clock), ``llm`` (a ``StageStats.as_dict()``), ``embedder_seconds``
     (inside the embedder's forward passes), ``part_of`` (the stage whose wall time
     includes this one, e.g. ``summaries`` in ``entities``; None for a top-level stage),
-    ``finished_at`` (Unix time) and any counts; return the dict. Partitioned stages
-    pass their partition's folder."""
+    ``finished_at`` (Unix time) and any counts; return the dict.
+
+    Raises:
+        kgloom.layout.PartitionKeyError: a malformed partition key.
+    """
     stats = {"stage": stage, "seconds": round(seconds, 2), "llm": llm or {},
              "embedder_seconds": round(embedder_seconds, 3), "finished_at": round(time.time(), 3),
              **({"part_of": part_of} if part_of else {}), **counts}
     stats["cost"] = stage_cost(stats)
-    write_json(stats, Path(folder or stages_dir(output_dir)) / f"{stage}.stats.json")
+    folder = partition_dir(output_dir, partition) if partition else stages_dir(output_dir)
+    write_json(stats, folder / f"{stage}{STATS_SUFFIX}")
     return stats
 
 

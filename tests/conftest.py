@@ -31,7 +31,7 @@ def index_fake_book(tmp_path_factory, reports: bool):
     import dagster as dg
 
     from kgloom.definitions import build_resources
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     book = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
     inp = tmp_path_factory.mktemp("book_input")

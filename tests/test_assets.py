@@ -2,7 +2,7 @@
 
 A tiny fixture (``tests/data/assets/input``: two short excerpts of the bundled book and
 one empty file, so three ``input_files`` partitions and one failures row) is indexed
-once per module with the fake LLM (:func:`kgloom.pipelines.runner.index_folder`,
+once per module with the fake LLM (:func:`kgloom.cli.runner.index_folder`,
 ephemeral instance, claims on). Every file written through :mod:`kgloom.storage` during
 that run is recorded with the asset that wrote it and a copy of its content.
 
@@ -45,17 +45,17 @@ import polars as pl
 import pytest
 
 from kgloom import storage
-from kgloom.corpus.corpus_asset import corpus
-from kgloom.extraction.extraction_assets import extracted_graph
-from kgloom.graph.graph_assets import communities, entity_graph
-from kgloom.ingest.ingest_assets import documents, text_units
-from kgloom.pipelines.asset_graph import ALL_ASSETS
-from kgloom.publish.publish_assets import graph_files, index_summary, vector_index
-from kgloom.reports.report_assets import community_reports
+from kgloom.assets.corpus import corpus
+from kgloom.assets.extraction import extracted_graph
+from kgloom.assets.graph import communities, entity_graph
+from kgloom.assets.ingest import documents, text_units
+from kgloom.assets import ALL_ASSETS
+from kgloom.assets.publish import graph_files, index_summary, vector_index
+from kgloom.assets.reports import community_reports
 from kgloom.definitions import build_resources
 from kgloom.builds import BUILDS_DIR
 from kgloom.lock import HOLDER_FILE
-from kgloom.pipelines.runner import index_folder, register_partitions
+from kgloom.cli.runner import index_folder, register_partitions
 
 DATA = Path(__file__).resolve().parent / "data" / "assets"
 INPUT = DATA / "input"

@@ -385,7 +385,7 @@ def test_a_writer_that_truncates_silently_never_publishes(tmp_path, monkeypatch)
 def test_a_full_disk_in_a_stage_fails_the_run_naming_the_folder(tmp_path, monkeypatch):
     """The corpus step on a full disk: the run fails with the folder named."""
     from kgloom.definitions import build_resources
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     inp = tmp_path / "input"
     inp.mkdir()
@@ -435,8 +435,8 @@ def test_a_question_too_long_for_the_model_says_so(published, embedder, tmp_path
 def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
     from kgloom.definitions import build_resources
     from kgloom.graph.communities import community_structure
-    from kgloom.graph.graph_assets import communities
-    from kgloom.pipelines.runner import _warnings
+    from kgloom.assets.graph import communities
+    from kgloom.cli.runner import _warnings
 
     t = build_carol_tables()
     no_edges = t["relationships"].head(0)
@@ -461,7 +461,7 @@ def test_kgloom_index_publishes_builds_and_a_swapped_lancedb_table_is_refused(tm
     back in place is refused (no KeyError); a deleted table is named."""
     from kgloom.cli import app
     from kgloom.definitions import build_resources
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     inp, out = tmp_path / "input", tmp_path / "out"
     inp.mkdir()

@@ -261,7 +261,7 @@ def test_query_embedder_falls_back_for_a_folder_of_another_kind(tmp_path):
 
 # --- kgloom ui ------------------------------------------------------------------------------
 def test_ui_passes_host_port_and_folders_through(monkeypatch, tmp_path):
-    import kgloom.cli as cli
+    import kgloom.cli.main as cli
 
     calls = []
     monkeypatch.setattr(cli, "_instance", lambda recover=False: None)

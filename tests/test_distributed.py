@@ -23,7 +23,7 @@ import dagster as dg
 import pytest
 
 from kgloom.definitions import build_resources
-from kgloom.pipelines.runner import materialize_partitions, set_llm_pool_limit, sync_partitions
+from kgloom.cli.runner import materialize_partitions, set_llm_pool_limit, sync_partitions
 from kgloom.testing import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ import pytest
 from kgloom.definitions import build_resources
 from kgloom.extraction.extract import is_grounded
 from kgloom.llm import LLMCache
-from kgloom.pipelines.runner import index_folder
+from kgloom.cli.runner import index_folder
 
 PASSAGE = """Oh! but he was a tight-fisted hand at the grindstone, Scrooge! a squeezing,
 wrenching, grasping, scraping, clutching, covetous old sinner! External heat and cold had

@@ -290,7 +290,7 @@ def test_fast_index_has_a_graph_rule_reports_and_says_its_method(built_fast):
 def test_switching_method_rebuilds_extraction_and_graph_and_reuses_the_llm_cache(tmp_path):
     from kgloom.definitions import build_resources
     from kgloom.llm import cache_rows
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     inp = ta._input_copy(tmp_path)
     out = tmp_path / "out"

@@ -18,7 +18,7 @@ from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, PromptTemplate, map
     structured_call
 from kgloom.llm.fake import FakeBackend
 from kgloom.llm.http import LLMServerError, OpenAIChatBackend, parse_urls
-from kgloom.pipelines.runner import LLM_POOL, index_folder, set_llm_pool_limit
+from kgloom.cli.runner import LLM_POOL, index_folder, set_llm_pool_limit
 from kgloom.resources import LLMResource
 from kgloom.testing import FakeChatServer
 

@@ -83,7 +83,7 @@ def index(tmp_path_factory) -> Path:
     import dagster as dg
 
     from kgloom.definitions import build_resources
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     text = BOOK.read_text(encoding="utf-8")
     start = text.index("\n\n", 20000)

@@ -19,9 +19,9 @@ from kgloom.corpus.partitions import (combine_partitions, diff_inputs, input_has
                                       stored_partitions)
 from kgloom.definitions import build_resources
 from kgloom.llm import cache_rows, new_rows
-from kgloom.pipelines.input_files import INPUT_FILES
+from kgloom.pipelines.partitions import INPUT_FILES
 from kgloom.pipelines.jobs import input_folder_sensor
-from kgloom.pipelines.runner import index_folder, materialize_partitions
+from kgloom.cli.runner import index_folder, materialize_partitions
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 
@@ -229,7 +229,7 @@ def test_cli_backfill_and_status_against_an_instance_on_disk(corpus, tmp_path, m
 
 
 def test_a_graph_refresh_in_an_instance_without_partitions_destroys_nothing(corpus, tmp_path):
-    from kgloom.pipelines.runner import refresh_graph
+    from kgloom.cli.runner import refresh_graph
 
     out = tmp_path / "out"
     index_folder(resources(corpus, out), dg.DagsterInstance.ephemeral())
@@ -262,7 +262,7 @@ def _step_errors(result) -> str:
                                  "/etc/hostname.txt", ".."])
 def test_a_partition_key_leading_outside_the_input_folder_fails_before_reading(
         corpus, tmp_path, key):
-    from kgloom.ingest.ingest_assets import documents, text_units
+    from kgloom.assets.ingest import documents, text_units
 
     (tmp_path / "secret.txt").write_text(SECRET, encoding="utf-8")
     (corpus / "link.txt").symlink_to(tmp_path / "secret.txt")

@@ -16,7 +16,7 @@ import pytest
 from kgloom import schemas
 from kgloom.definitions import build_resources, defs
 from kgloom.pipelines.jobs import nightly_index_schedule
-from kgloom.pipelines.runner import index_folder
+from kgloom.cli.runner import index_folder
 from kgloom.reports import community_reports
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
@@ -347,8 +347,8 @@ def test_every_output_file_is_readable_as_the_umask_allows(indexed):
 
 
 def test_cli_summary_prints_the_cost_of_the_stages_it_ran(indexed, capsys):
-    from kgloom.cli import _finish
-    from kgloom.pipelines.runner import RunReport
+    from kgloom.cli.main import _finish
+    from kgloom.cli.runner import RunReport
 
     from kgloom.stats import build_index_summary
 

@@ -20,9 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kgloom.definitions import build_resources
-from kgloom.pipelines.input_files import INPUT_FILES
+from kgloom.pipelines.partitions import INPUT_FILES
 from kgloom.pipelines.recovery import recover_dead_runs
-from kgloom.pipelines.runner import index_folder, register_partitions
+from kgloom.cli.runner import index_folder, register_partitions
 from kgloom.reports import community_reports
 from kgloom.resources import IndexConfigResource
 
@@ -199,7 +199,7 @@ def test_runs_of_dead_processes_are_failed_and_freed_and_live_ones_kept():
     from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
     from kgloom.pipelines.launcher import PidCheckingRunLauncher
-    from kgloom.pipelines.recovery import process_tags
+    from kgloom.processes import process_tags
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     dead_tags = process_tags(sleeper.pid)
@@ -247,7 +247,7 @@ RACER = """
 import sys, time
 from pathlib import Path
 import dagster as dg
-from kgloom.pipelines.runner import register_partitions
+from kgloom.cli.runner import register_partitions
 home, rounds, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 instance = dg.DagsterInstance.from_config(home)
 print("ready", flush=True)
@@ -370,11 +370,11 @@ def test_no_change_is_a_no_op_and_a_retry_runs_from_the_failure(tmp_path, monkey
             raise RuntimeError("the report stage broke")
 
         real = community_reports.build_community_reports
-        monkeypatch.setattr("kgloom.reports.report_assets.build_community_reports", broken)
+        monkeypatch.setattr("kgloom.assets.reports.build_community_reports", broken)
         _, failed = index_folder(resources, instance)
         assert failed.graph_ok is False
         # the retry runs the failed stage and what depends on it, not the whole graph
-        monkeypatch.setattr("kgloom.reports.report_assets.build_community_reports", real)
+        monkeypatch.setattr("kgloom.assets.reports.build_community_reports", real)
         _, retry = index_folder(resources, instance)
         assert retry.success and not retry.partition_runs
         assert retry.graph_assets == ["community_reports", "index_summary", "vector_index"]

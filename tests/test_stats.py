@@ -32,9 +32,7 @@ def test_stage_cost_splits_wall_time_into_model_and_the_rest():
 def test_partitions_are_summed_and_parts_are_not_counted_twice(tmp_path):
     out = tmp_path
     for key, (wall, llm_s) in {"a.txt": (10.0, 9.0), "b.txt": (20.0, 18.0)}.items():
-        folder = out / "stages" / "partitions" / key
-        folder.mkdir(parents=True)
-        write_stage_stats(out, "extraction", wall, _llm(llm_s, 2.0, 6.0), folder=folder,
+        write_stage_stats(out, "extraction", wall, _llm(llm_s, 2.0, 6.0), partition=key,
                           llm_backend={"n_ctx": 4096}, units=3)
     write_stage_stats(out, "entities", 5.0, _llm(2.0, 0.5, 1.0), embedder_seconds=2.0)
     write_stage_stats(out, "summaries", 1.5, _llm(1.0, 0.2, 0.6), part_of="entities")

@@ -27,27 +27,17 @@ from urllib.parse import quote, unquote
 
 import polars as pl
 
-from kgloom import schemas
-from kgloom.storage import read_parquet
+from kgloom import layout, schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
-from kgloom.extraction.extract import STAGE as LAST_STAGE  # a partition is complete after it
-from kgloom.extraction.extract import UNIT_STATUS, UNIT_STATUS_SCHEMA
 from kgloom.ids import content_id, file_sha256
 from kgloom.ingest.chunking import with_text_unit_ids
-from kgloom.ingest.documents import STAGE as FIRST_STAGE
 from kgloom.ingest.documents import SUPPORTED_SUFFIXES, read_documents, scan_input_files
-from kgloom.stats import STAGES_DIR, stages_dir
-from kgloom.storage import failures_frame, write_json, write_table
-
-PARTITIONS_DIR = "partitions"
+from kgloom.layout import (CLAIMS, DOCUMENTS, EXTRACTION, PARTITION_STAGES, PARTITIONS_DIR,
+                           STAGES_DIR, PartitionKeyError, partition_dir, partitions_root,
+                           stages_dir, stored_partitions)
+from kgloom.schemas import UNIT_STATUS, UNIT_STATUS_SCHEMA
+from kgloom.storage import failures_frame, read_parquet, write_json, write_table
 MANIFEST = "manifest.json"
-
-
-class PartitionKeyError(ValueError):
-    """A partition key that does not name a file inside the input folder (e.g.
-    ``../secret.txt``, an absolute path, a hidden or unsupported file, a symlink whose
-    target lies outside): refused before anything is read or written for it."""
 
 
 def partition_key(input_dir: str | Path, path: str | Path) -> str:
@@ -66,29 +56,16 @@ def partition_key(input_dir: str | Path, path: str | Path) -> str:
 
 def check_key_shape(key: str) -> None:
     """Check the form of partition key ``key`` alone (no file system): a relative POSIX
-    path of a supported file (:data:`kgloom.ingest.documents.SUPPORTED_SUFFIXES`) with no
-    empty, ``.``, ``..`` or hidden (``.``-led) part and no NUL.
+    path (:func:`kgloom.layout.check_key_shape`) of a supported file
+    (:data:`kgloom.ingest.documents.SUPPORTED_SUFFIXES`).
 
     Raises:
         PartitionKeyError: naming the key and what is wrong with it.
     """
-    what = None
-    if not isinstance(key, str) or not key:
-        what = "it is empty"
-    elif "\0" in key:
-        what = "it holds a NUL character"
-    elif key.startswith("/") or Path(key).is_absolute():
-        what = "it is an absolute path"
-    elif any(part in ("", ".", "..") for part in key.split("/")):
-        what = "it has an empty, '.' or '..' part"
-    elif any(part.startswith(".") for part in key.split("/")):
-        what = "it names a hidden file or folder"
-    elif Path(key).suffix.lower() not in SUPPORTED_SUFFIXES:
-        what = f"it is not a supported input file ({', '.join(SUPPORTED_SUFFIXES)})"
-    if what:
-        raise PartitionKeyError(
-            f"refused partition key {key!r}: {what}; a key is a file's path relative to "
-            "the input folder (see `kgloom partitions`); nothing was read")
+    layout.check_key_shape(key)
+    if Path(key).suffix.lower() not in SUPPORTED_SUFFIXES:
+        layout.raise_key_error(
+            key, f"it is not a supported input file ({', '.join(SUPPORTED_SUFFIXES)})")
 
 
 def input_path(input_dir: str | Path, key: str) -> Path:
@@ -124,32 +101,6 @@ def valid_key(input_dir: str | Path, key: str) -> bool:
     return True
 
 
-def partitions_root(output_dir: str | Path) -> Path:
-    """Return ``<output_dir>/stages/partitions`` (created)."""
-    p = stages_dir(output_dir) / PARTITIONS_DIR
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
-def partition_dir(output_dir: str | Path, key: str) -> Path:
-    """Return (and create) the folder of partition ``key``; the key is percent-quoted
-    (``letters%2F1843.jsonl``) so every key is one folder name.
-
-    Raises:
-        PartitionKeyError: for a malformed key (:func:`check_key_shape`), e.g. ``..``,
-            which would otherwise name a folder outside ``stages/partitions``.
-    """
-    check_key_shape(key)
-    p = partitions_root(output_dir) / quote(key, safe="")
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
-def stored_partitions(output_dir: str | Path) -> list[str]:
-    """Return the keys of the partitions that have a folder under the output, sorted."""
-    return sorted(unquote(p.name) for p in partitions_root(output_dir).iterdir() if p.is_dir())
-
-
 def scan_inputs(input_dir: str | Path) -> tuple[dict[str, str], list[dict]]:
     """Return ({partition key: hex SHA-256 of the file's bytes} for every supported file,
     the entries skipped for safety as failures rows: symlinks leading outside the folder;
@@ -173,10 +124,9 @@ def input_hashes(input_dir: str | Path) -> dict[str, str]:
 
 
 # the partition-level stages in order; each writes its own marker file in the folder
-PARTITION_STAGES: tuple[str, ...] = (FIRST_STAGE, "text_units", LAST_STAGE)
-
 
 def _marker(output_dir: str | Path, key: str, stage: str) -> Path:
+    # not partition_dir: reading a refused key's leftover folder must not raise
     return (Path(output_dir) / STAGES_DIR / PARTITIONS_DIR / quote(key, safe="")
             / f"{stage}.{MANIFEST}")
 
@@ -281,7 +231,7 @@ def manifest_hashes(output_dir: str | Path,
     out: dict[str, str | None] = {}
     for key in stored_partitions(output_dir):
         m = read_manifest(output_dir, key)
-        done = LAST_STAGE in m.get("stages", [])
+        done = EXTRACTION in m.get("stages", [])
         same = settings is None or m.get("settings") == settings
         out[key] = m.get("sha256") if done and same else None
     return out
@@ -305,7 +255,7 @@ def read_partition_documents(input_dir: str | Path, key: str, cut_boilerplate: b
     path = input_path(input_dir, key)
     if not path.is_file():
         return (schemas.empty(schemas.DOCUMENTS_SCHEMA),
-                failures_frame([{"stage": FIRST_STAGE, "item_id": key,
+                failures_frame([{"stage": DOCUMENTS, "item_id": key,
                                  "reason": "input file is gone: delete its partition",
                                  "detail": str(path)}]), None)
     docs, failures = read_documents(input_dir, files=[path], cut_boilerplate=cut_boilerplate)
@@ -432,7 +382,7 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
     status = read_partitions(output_dir, keys, UNIT_STATUS, UNIT_STATUS_SCHEMA)
     fails = pl.concat([read_partitions(output_dir, keys, f"{schemas.FAILURES}.{stage}",
                                        schemas.FAILURES_SCHEMA)
-                       for stage in (FIRST_STAGE, LAST_STAGE, CLAIMS_STAGE)], how="vertical")
+                       for stage in (DOCUMENTS, EXTRACTION, CLAIMS)], how="vertical")
     owner = docs.unique("id", keep="first", maintain_order=True).select(
         "id", owner=pl.col("partition"))
     dup = docs.join(owner, on="id").filter(pl.col("partition") != pl.col("owner"))
@@ -478,7 +428,7 @@ def refused_inputs(input_dir: str | Path, live_keys: list[str]) -> list[dict]:
         try:
             input_path(input_dir, key)
         except PartitionKeyError as exc:
-            rows.append({"stage": FIRST_STAGE, "item_id": key,
+            rows.append({"stage": DOCUMENTS, "item_id": key,
                          "reason": "refused partition key: not a file inside the input folder",
                          "detail": str(exc)})
     try:
@@ -519,7 +469,7 @@ def refresh_corpus(output_dir: str | Path, live_keys: list[str],
     write_table(corpus.relationship_mentions, sd, schemas.RELATIONSHIP_MENTIONS)
     write_table(corpus.claim_mentions, sd, schemas.CLAIM_MENTIONS)
     write_table(corpus.unit_status, sd, UNIT_STATUS)
-    for stage in (FIRST_STAGE, LAST_STAGE, CLAIMS_STAGE):
+    for stage in (DOCUMENTS, EXTRACTION, CLAIMS):
         write_table(corpus.failures.filter(pl.col("stage") == stage), sd,
                     f"{schemas.FAILURES}.{stage}")
     return corpus, removed

@@ -14,13 +14,13 @@ from collections.abc import Callable
 
 import polars as pl
 
-from kgloom import schemas
+from kgloom import layout, schemas
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
 
-STAGE = "claims"
+STAGE = layout.CLAIMS
 MAX_CLAIMS_PER_UNIT = 3
 NO_OBJECT = "NONE"
 STATUSES = ("TRUE", "FALSE", "SUSPECTED")

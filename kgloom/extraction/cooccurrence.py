@@ -45,7 +45,7 @@ import regex
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.extract import (NOT_AN_ENTITY, ExtractionResult, UNIT_STATUS_SCHEMA,
+from kgloom.extraction.extract import (NOT_AN_ENTITY, ExtractionResult,
                                        _unit_cues, first_sentence_with,
                                        record_titles, sentences,
                                        unit_candidates, vote_types)
@@ -228,4 +228,4 @@ def cooccurrence_graph(text_units: pl.DataFrame, settings: IndexSettings,
     rm = (pl.DataFrame(rels, schema=schemas.RELATIONSHIP_MENTIONS_SCHEMA) if rels
           else schemas.empty(schemas.RELATIONSHIP_MENTIONS_SCHEMA))
     return ExtractionResult(em, rm, failures_frame([]),
-                            pl.DataFrame(status, schema=UNIT_STATUS_SCHEMA), dict(counts))
+                            pl.DataFrame(status, schema=schemas.UNIT_STATUS_SCHEMA), dict(counts))

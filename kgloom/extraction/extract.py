@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from kgloom import schemas
+from kgloom import layout, schemas
 from kgloom.config import IndexSettings
 from kgloom.extraction.names import (MAX_NAME_CHARS, Candidate, caps_name_ok, find_candidates,
                                      normalize_for_match, sources_for, type_cue, word_counts)
 from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
 from kgloom.storage import failures_frame
 
-STAGE = "extraction"
+STAGE = layout.EXTRACTION
 MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
 NOT_AN_ENTITY = "OTHER"
@@ -232,11 +232,6 @@ def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
     return hit[:max_chars]
 
 
-UNIT_STATUS = "extraction_units"  # table name: extraction status per text unit
-# status: "extracted" (maybe with no entity), "no_names" (no candidate name: no call), "failed"
-UNIT_STATUS_SCHEMA = {"text_unit_id": pl.String, "status": pl.String,
-                      "entities": pl.Int64, "relationships": pl.Int64}
-
 
 @dataclass
 class ExtractionResult:
@@ -245,7 +240,7 @@ class ExtractionResult:
     entity_mentions: pl.DataFrame  # ENTITY_MENTIONS_SCHEMA
     relationship_mentions: pl.DataFrame  # RELATIONSHIP_MENTIONS_SCHEMA
     failures: pl.DataFrame  # FAILURES_SCHEMA
-    units: pl.DataFrame  # UNIT_STATUS_SCHEMA: one row per text unit
+    units: pl.DataFrame  # schemas.UNIT_STATUS_SCHEMA: one row per text unit
     counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -648,4 +643,4 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
     rm = pl.DataFrame(rels, schema=schemas.RELATIONSHIP_MENTIONS_SCHEMA) if rels else \
         schemas.empty(schemas.RELATIONSHIP_MENTIONS_SCHEMA)
     return ExtractionResult(em, rm, failures_frame(fails),
-                            pl.DataFrame(status, schema=UNIT_STATUS_SCHEMA), dict(counts))
+                            pl.DataFrame(status, schema=schemas.UNIT_STATUS_SCHEMA), dict(counts))

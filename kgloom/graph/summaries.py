@@ -25,12 +25,13 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from kgloom import layout
 from kgloom.config import IndexSettings
 from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
 
-STAGE = "summaries"
+STAGE = layout.SUMMARIES
 
 SUMMARY_TEMPLATE = PromptTemplate(
     name="summarize_descriptions",
@@ -174,7 +175,7 @@ SAME_ENTITY_TEMPLATE = PromptTemplate(
             "required": ["same"], "additionalProperties": False},
     max_tokens=12,
 )
-VERIFY_STAGE = "resolution"
+VERIFY_STAGE = layout.RESOLUTION
 
 
 def llm_verifier(llm: CachedLLM, settings: IndexSettings, tokenizer: Tokenizer,

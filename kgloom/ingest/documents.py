@@ -23,13 +23,13 @@ from pathlib import Path
 
 import polars as pl
 
-from kgloom import schemas
+from kgloom import layout, schemas
 from kgloom.ids import content_id
 from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
 from kgloom.storage import failures_frame
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl", ".csv")
-STAGE = "documents"
+STAGE = layout.DOCUMENTS
 
 
 def normalize_text(text: str) -> str:

@@ -22,14 +22,14 @@ from pathlib import Path
 import dagster as dg
 
 from kgloom.corpus.partitions import graph_inputs_fingerprint
-from kgloom.pipelines.asset_graph import ALL_ASSETS
-from kgloom.pipelines.input_files import live_partition_keys
-from kgloom.pipelines.jobs import GRAPH_ASSETS, INGEST_ASSETS
-from kgloom.pipelines.wiring import GRAPH_INPUTS
+from kgloom.layout import GRAPH_ASSETS as GRAPH_ASSET_NAMES
+from kgloom.layout import PARTITIONED_ASSETS, SUMMARY_FILE
+from kgloom.pipelines.partitions import live_partition_keys
 
-_INGEST_KEYS = {dg.AssetKey(n) for n in ("documents", "text_units", "extracted_graph")}
-GRAPH_KEYS = [k for a in ALL_ASSETS for k in a.keys if k not in _INGEST_KEYS]
-SUMMARY_FILE = "index-summary.json"  # the last graph asset's output; gone means rebuild
+GRAPH_INPUTS = "graph_inputs"  # metadata key of every graph-wide asset
+INGEST_ASSETS = dg.AssetSelection.assets(*PARTITIONED_ASSETS)
+GRAPH_ASSETS = dg.AssetSelection.all() - INGEST_ASSETS
+GRAPH_KEYS = [dg.AssetKey(name) for name in GRAPH_ASSET_NAMES]
 
 
 def current_graph_inputs(resources: dict, instance: dg.DagsterInstance) -> str:
@@ -48,6 +48,16 @@ def recorded_graph_inputs(instance: dg.DagsterInstance, key: dg.AssetKey) -> str
     event = instance.get_latest_materialization_event(key)
     meta = event.asset_materialization.metadata if event and event.asset_materialization else {}
     return meta[GRAPH_INPUTS].value if GRAPH_INPUTS in meta else ""
+
+
+def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:
+    """The graph-inputs fingerprint (:func:`kgloom.corpus.partitions.graph_inputs_fingerprint`)
+    an asset is built from: the one shared by the latest materializations of its
+    graph-wide ``upstream`` assets, or "" when they differ or lack one (the asset then
+    counts as stale). The ``corpus`` asset computes it; every later graph asset inherits
+    it."""
+    values = {recorded_graph_inputs(context.instance, dg.AssetKey(name)) for name in upstream}
+    return values.pop() if len(values) == 1 else ""
 
 
 def stale_graph_assets(instance: dg.DagsterInstance, fingerprint: str,

@@ -18,11 +18,11 @@ import json
 import dagster as dg
 
 from kgloom.corpus.partitions import diff_inputs, manifest_hashes, scan_inputs
-from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
+from kgloom.pipelines.freshness import (GRAPH_ASSETS, INGEST_ASSETS, current_graph_inputs,
+                                        stale_graph_assets)
+from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 
-INGEST_ASSETS = dg.AssetSelection.assets("documents", "text_units", "extracted_graph")
-GRAPH_ASSETS = dg.AssetSelection.all() - INGEST_ASSETS
 
 ingest_job = dg.define_asset_job(
     "ingest_job", selection=INGEST_ASSETS,
@@ -50,8 +50,6 @@ def nightly_index_schedule(context: dg.ScheduleEvaluationContext, index: IndexCo
     """Request one ``graph_job`` run, unless every graph-wide asset was last built from
     the current inputs (:mod:`kgloom.pipelines.freshness`; with the code location's
     resources, as the run would use)."""
-    from kgloom.pipelines.freshness import current_graph_inputs, stale_graph_assets
-
     resources = {"index": index, "llm": llm, "embedder": embedder}
     try:
         fingerprint = current_graph_inputs(resources, context.instance)

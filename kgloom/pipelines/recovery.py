@@ -1,6 +1,6 @@
 """Runs whose process is gone: find them, mark them failed, free their pool slots.
 
-Every run records the process that executes it in its tags (:func:`process_tags`:
+Every run records the process that executes it in its tags (:func:`kgloom.processes.process_tags`:
 ``kgloom/pid``, ``kgloom/pid_started``, ``kgloom/host``): the CLI passes them for its
 in-process runs, and the ``index`` resource adds them in any other run worker (runs
 launched by the UI, the sensor or the schedule). A run still NOT_STARTED, STARTING,
@@ -18,49 +18,17 @@ cannot be checked from here).
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 import time
 from dataclasses import dataclass
 
 import dagster as dg
-import psutil
 
-PID_TAG = "kgloom/pid"
-PID_STARTED_TAG = "kgloom/pid_started"  # the process's start time, seconds since the epoch
-HOST_TAG = "kgloom/host"
-COMMAND_TAG = "kgloom/command"
+from kgloom.processes import COMMAND_TAG, HOST_TAG, PID_TAG, process_alive
 
 # runs that are not finished; QUEUED ones wait for the daemon and have no process yet
 UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, *UNFINISHED]
-
-
-def process_tags(pid: int | None = None) -> dict[str, str]:
-    """Run tags naming the process ``pid`` (default: this one) on this host."""
-    proc = psutil.Process(pid or os.getpid())
-    return {PID_TAG: str(proc.pid), PID_STARTED_TAG: f"{proc.create_time():.2f}",
-            HOST_TAG: socket.gethostname()}
-
-
-def process_alive(tags: dict[str, str]) -> bool | None:
-    """Whether the process named by run ``tags`` still runs: True, False (gone, a
-    zombie, or its pid reused by a later process), or None when it cannot be told
-    (no tags, or another host)."""
-    if PID_TAG not in tags or tags.get(HOST_TAG) != socket.gethostname():
-        return None
-    try:
-        proc = psutil.Process(int(tags[PID_TAG]))
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        started = tags.get(PID_STARTED_TAG)
-        # psutil's create_time is rounded; a reused pid starts well after the run did
-        return started is None or abs(proc.create_time() - float(started)) < 2.0
-    except (psutil.NoSuchProcess, ValueError):
-        return False
-    except psutil.AccessDenied:
-        return True
 
 
 @dataclass

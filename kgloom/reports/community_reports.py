@@ -32,7 +32,7 @@ from collections.abc import Callable
 import polars as pl
 import regex
 
-from kgloom import schemas
+from kgloom import layout, schemas
 from kgloom.config import IndexSettings
 from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, words
 from kgloom.ids import content_id
@@ -40,7 +40,7 @@ from kgloom.ingest.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
 
-STAGE = "community_reports"
+STAGE = layout.COMMUNITY_REPORTS
 
 _REPORT_USER = "Community data:\n{context}"
 # No worked example: the JSON-schema grammar alone shapes the reply. A small model

@@ -11,10 +11,10 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
 from kgloom.config import IndexSettings, settings_fields, settings_from_mapping
-from kgloom.corpus.partitions import PartitionKeyError, input_path, partition_dir
+from kgloom.corpus.partitions import input_path
+from kgloom.layout import Level, PartitionKeyError, TableStore
 from kgloom.lock import LockWaitCancelled, writer_lock
-from kgloom.pipelines.recovery import COMMAND_TAG, PID_TAG, process_tags
-from kgloom.stats import stages_dir
+from kgloom.processes import COMMAND_TAG, PID_TAG, process_tags
 
 
 class _IndexConfigBase(dg.ConfigurableResource):
@@ -27,7 +27,7 @@ class _IndexConfigBase(dg.ConfigurableResource):
     For the whole run that uses it, the resource holds the writer lock of the output
     folder (:func:`kgloom.lock.writer_lock`; a run launched while another writer works
     waits, and its log names the holder) and records the run's process in the run's tags
-    (:func:`kgloom.pipelines.recovery.process_tags`), so a run whose process dies is
+    (:func:`kgloom.processes.process_tags`), so a run whose process dies is
     found and failed by crash recovery.
     """
 
@@ -75,25 +75,32 @@ class _IndexConfigBase(dg.ConfigurableResource):
         return p
 
     @property
+    def store(self) -> TableStore:
+        """The output folder's tables by (table, level, partition)
+        (:class:`kgloom.layout.TableStore`)."""
+        return TableStore(self.out)
+
+    @property
     def corpus_folder(self) -> Path:
         """The corpus level, ``<output>/stages/`` (created): the live partitions combined
         (the ``corpus`` asset) and the graph-wide stages' failures and stats."""
-        return stages_dir(self.out)
+        return self.store.folder(Level.CORPUS)
 
-    def partition_folder(self, key: str) -> Path:
-        """The partition level, ``<output>/stages/partitions/<quoted key>/`` (created):
-        the tables of input file ``key``, written only by its partitioned assets.
+    def partition(self, key: str) -> str:
+        """Return ``key`` once it is known to name a file inside the input folder, with its
+        folder at the partition level made: every partitioned asset asks first.
 
         Raises:
             dagster.Failure: when ``key`` does not name a file inside the input folder
                 (:func:`kgloom.corpus.partitions.input_path`: ``../secret.txt``, a
-                symlink leading out, ...), before any folder is made: every partitioned
-                asset asks for its folder first, so a crafted key from the Dagster API,
-                the launchpad or a backfill fails the run with this message.
+                symlink leading out, ...), before any folder is made: a crafted key from
+                the Dagster API, the launchpad or a backfill fails the run with this
+                message.
         """
         try:
             input_path(self.input_dir, key)
-            return partition_dir(self.out, key)
+            self.store.folder(Level.PARTITION, key)
+            return key
         except PartitionKeyError as exc:
             raise dg.Failure(description=str(exc)) from None
 

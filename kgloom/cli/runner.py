@@ -2,7 +2,7 @@
 and ``kgloom backfill`` do; tests use it too). Runs are recorded in the instance, so
 they show in the UI when it is persistent (``$DAGSTER_HOME``).
 
-Every run is tagged with this process (:func:`kgloom.pipelines.recovery.process_tags`),
+Every run is tagged with this process (:func:`kgloom.processes.process_tags`),
 so a run left behind by a killed process is found and failed by crash recovery. The
 graph refresh runs only the graph-wide assets that are not up to date
 (:mod:`kgloom.pipelines.freshness`): none when nothing changed, the failed stages and
@@ -23,13 +23,13 @@ from kgloom.builds import publish_build, read_marker
 from kgloom.corpus.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
                                       remove_refused_partitions, scan_inputs,
                                       settings_fingerprint)
-from kgloom.pipelines.asset_graph import ALL_ASSETS
+from kgloom.assets import ALL_ASSETS
 from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
                                         stale_graph_assets)
-from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
+from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.jobs import graph_job, ingest_job
-from kgloom.pipelines.logs import run_config_for_logs
-from kgloom.pipelines.recovery import process_tags
+from kgloom.cli.logs import run_config_for_logs
+from kgloom.processes import process_tags
 
 REPORTS_KEY = dg.AssetKey("community_reports")
 
@@ -181,9 +181,9 @@ _JOBS: dict[tuple, tuple[dict, dict[str, dg.JobDefinition]]] = {}
 
 def named_job(name: str, resources: dict) -> dg.JobDefinition:
     """The job ``name`` (``ingest_job`` or ``graph_job``) bound to ``resources`` and the
-    loggers of :mod:`kgloom.pipelines.logs`, so a run the CLI launches carries the job's
+    loggers of :mod:`kgloom.cli.logs`, so a run the CLI launches carries the job's
     name in the instance and the UI (not ``__ephemeral_asset_job__``)."""
-    from kgloom.pipelines.logs import LOGGERS
+    from kgloom.cli.logs import LOGGERS
 
     key = tuple(sorted((k, id(v)) for k, v in resources.items()))
     if key not in _JOBS:  # the resources are kept with their jobs, so ids stay theirs
@@ -209,7 +209,7 @@ def materialize_partitions(keys: Iterable[str], resources: dict, instance: dg.Da
     others go on; an interrupted run (Ctrl-C, SIGTERM) stops the loop and sets
     ``report.interrupted``. Failed WARN asset checks go to ``report.warnings``. The runs
     are ``ingest_job`` runs; Dagster's event log goes to the instance and the log file,
-    and to the terminal only when ``verbose`` (:mod:`kgloom.pipelines.logs`)."""
+    and to the terminal only when ``verbose`` (:mod:`kgloom.cli.logs`)."""
     report = report or RunReport()
     keys = list(keys)
     for key in tqdm(keys, desc="partitions", unit="file", disable=not keys):

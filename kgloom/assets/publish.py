@@ -1,26 +1,21 @@
 """Assets: graph files (graph-nodes/edges parquet, denormalized text units, GraphML, Neo4j
 CSV), the LanceDB vector index, and index_summary (failures.parquet, index-summary.json)."""
 
-
-
 import dagster as dg
 import polars as pl
 
 from kgloom import schemas
+from kgloom.assets.metadata import Timer, cost_metadata, embedder_time, preview, progress
 from kgloom.builds import publish_build
-from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, embedder_time,
-                                     graph_inputs_of, preview, progress)
+from kgloom.layout import (GRAPH_FILES, GRAPHML_FILE, NEO4J_DIR, SUMMARY_FILE, VECTOR_INDEX,
+                           Level)
+from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
                                    edges_endpoints_exist, kg_node_ids_exist, row_counts_match,
                                    vectors_valid, write_graphml, write_neo4j_import)
 from kgloom.resources import EmbedderResource, IndexConfigResource
 from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
-from kgloom.storage import (disk_full_error, is_disk_full, read_parquet, read_table,
-                            write_json, write_table)
-
-GRAPHML_FILE = "graph.graphml"
-NEO4J_DIR = "neo4j"
-SUMMARY_FILE = "index-summary.json"
+from kgloom.storage import disk_full_error, is_disk_full, read_parquet, write_json
 
 
 @dg.asset(group_name="emit",
@@ -32,28 +27,29 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
     """graph-nodes / graph-edges parquet, text_units.parquet and documents.parquet with KG
     columns, graph.graphml and Neo4j import CSVs."""
     clock = Timer.started()
-    out, sd = index.out, index.corpus_folder
-    ents = read_table(out, schemas.ENTITIES)
-    rels = read_table(out, schemas.RELATIONSHIPS)
-    comms = read_table(out, schemas.COMMUNITIES)
+    store = index.store
+    ents = store.read(schemas.ENTITIES)
+    rels = store.read(schemas.RELATIONSHIPS)
+    comms = store.read(schemas.COMMUNITIES)
     nodes, edges = build_graph_tables(ents, rels, comms)
     units = denormalize_text_units(
-        read_table(sd, schemas.TEXT_UNITS), ents, rels, comms,
-        read_table(out, schemas.COVARIATES, schemas.COVARIATES_SCHEMA))
-    write_table(nodes, out, schemas.GRAPH_NODES)
-    write_table(edges, out, schemas.GRAPH_EDGES)
-    write_table(units, out, schemas.TEXT_UNITS)
-    docs = read_table(sd, schemas.DOCUMENTS)
-    write_table(docs, out, schemas.DOCUMENTS)
-    write_graphml(ents, rels, out / GRAPHML_FILE, comms)
-    write_neo4j_import(ents, rels, out / NEO4J_DIR, text_units=units, documents=docs,
+        store.read(schemas.TEXT_UNITS, Level.CORPUS), ents, rels, comms,
+        store.read(schemas.COVARIATES, schema=schemas.COVARIATES_SCHEMA))
+    store.write(nodes, schemas.GRAPH_NODES)
+    store.write(edges, schemas.GRAPH_EDGES)
+    store.write(units, schemas.TEXT_UNITS)
+    docs = store.read(schemas.DOCUMENTS, Level.CORPUS)
+    store.write(docs, schemas.DOCUMENTS)
+    write_graphml(ents, rels, store.file(GRAPHML_FILE), comms)
+    write_neo4j_import(ents, rels, store.file(NEO4J_DIR), text_units=units, documents=docs,
                        communities=comms)
-    write_stage_stats(out, "graph_files", clock.elapsed, nodes=nodes.height, edges=edges.height)
+    write_stage_stats(index.out, GRAPH_FILES, clock.elapsed, nodes=nodes.height,
+                      edges=edges.height)
     yield dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships", "communities"),
         "nodes": nodes.height, "edges": edges.height, "text_units": units.height,
         "units_with_entities": units.filter(pl.col("kg_node_ids").list.len() > 0).height,
-        "path": dg.MetadataValue.path(str(out)),
+        "path": dg.MetadataValue.path(str(index.out)),
         "degree_distribution": preview(
             nodes.group_by("degree").len().sort("degree"), ["degree", "len"], n=30)})
     ok, meta = edges_endpoints_exist(nodes, edges)
@@ -83,7 +79,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     out = index.out
     emb = embedder.load()
     emb_seconds_before = emb.seconds  # the loaded embedder is shared by the stages of a process
-    db_path = out / LANCEDB_DIR
+    db_path = index.store.file(LANCEDB_DIR)
     try:
         written, expected = sync_index(out, emb,
                                        progress=lambda t: progress(context, f"vectors {t}"),
@@ -92,7 +88,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
         if is_disk_full(exc):
             raise disk_full_error(db_path, None, exc) from exc
         raise
-    stats = write_stage_stats(out, "vector_index", clock.elapsed, tables=written, dim=emb.dim,
+    stats = write_stage_stats(out, VECTOR_INDEX, clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
                               **embedder_time(emb, emb_seconds_before))
     yield dg.MaterializeResult(metadata={
@@ -123,14 +119,14 @@ def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource)
     published table and stage's stats), then, last of every publish, the build marker
     build.json (:func:`kgloom.builds.publish_build`): from then on readers open this
     build."""
-    out, sd = index.out, index.corpus_folder
-    parts = sorted(sd.glob(f"{schemas.FAILURES}.*.parquet"))
+    store = index.store
+    parts = store.failure_files()
     failures = (pl.concat([read_parquet(p) for p in parts]) if parts
                 else schemas.empty(schemas.FAILURES_SCHEMA))
-    write_table(failures, out, schemas.FAILURES)
-    summary = build_index_summary(out, index.settings().method)
-    write_json(summary, out / SUMMARY_FILE)
-    marker = publish_build(out)
+    store.write(failures, schemas.FAILURES)
+    summary = build_index_summary(index.out, index.settings().method)
+    write_json(summary, store.file(SUMMARY_FILE))
+    marker = publish_build(index.out)
     context.log.info(f"published build {marker['build_id']} ({len(marker['tables'])} tables, "
                      f"LanceDB versions {({k: v['version'] for k, v in marker['lancedb'].items()})})")
     return dg.MaterializeResult(metadata={

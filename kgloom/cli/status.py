@@ -8,7 +8,7 @@ import datetime as dt
 import dagster as dg
 
 from kgloom.corpus.partitions import diff_inputs, manifest_hashes, scan_inputs
-from kgloom.pipelines.input_files import live_partition_keys
+from kgloom.pipelines.partitions import live_partition_keys
 from kgloom.pipelines.recovery import in_flight_runs
 
 

@@ -23,7 +23,7 @@ from kgloom.query.modes import (DEFAULT_MODE, GRAPH_BACKENDS, OPTION_MODES, RETR
 
 app = typer.Typer(add_completion=False, help="kgloom: a GraphRAG index built by a local LLM.")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _dagster_home() -> Path:
@@ -77,7 +77,7 @@ def _instance(resources: dict | None = None, recover: bool = False):
         for run in recover_dead_runs(instance):
             typer.echo(f"recovered {run.describe()}", err=True)
     if resources is not None:
-        from kgloom.pipelines.runner import set_llm_pool_limit
+        from kgloom.cli.runner import set_llm_pool_limit
 
         set_llm_pool_limit(instance, resources["llm"].pool_limit())
     return instance
@@ -316,7 +316,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
 
     started = time.time()  # the command's wall time includes loading the pipeline
     from kgloom.llm import cache_rows
-    from kgloom.pipelines.runner import index_folder
+    from kgloom.cli.runner import index_folder
 
     from kgloom.extraction.names import SOURCES
 
@@ -362,7 +362,7 @@ def backfill(partition: list[str] = typer.Option(
 
     started = time.time()
     from kgloom.llm import cache_rows
-    from kgloom.pipelines.runner import materialize_partitions, refresh_graph, sync_partitions
+    from kgloom.cli.runner import materialize_partitions, refresh_graph, sync_partitions
 
     resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
                            llm_concurrency, **_settings_args(set_, settings_file))
@@ -389,7 +389,7 @@ def backfill(partition: list[str] = typer.Option(
 def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     """Register one partition per input file in the Dagster instance (deleting those of
     removed files) and list them with their state against the stored index."""
-    from kgloom.pipelines.runner import sync_partitions
+    from kgloom.cli.runner import sync_partitions
 
     diff = sync_partitions(_instance(), input_dir, output_dir)
     for state, keys in diff.as_dict().items():
@@ -426,7 +426,7 @@ def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
     materialization in the Dagster instance, the runs queued or in flight (with their
     age, and whether their process still lives), and recent failed runs."""
     from kgloom.pipelines.recovery import format_age
-    from kgloom.pipelines.status import index_status
+    from kgloom.cli.status import index_status
 
     st = index_status(_instance(), input_dir, output_dir)
     _warn_skipped(st["skipped"])  # as `kgloom index` warns

@@ -8,22 +8,20 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.corpus.corpus_asset import corpus
+from kgloom.assets.corpus import corpus
+from kgloom.assets.metadata import (Timer, cost_metadata, embedder_time, endpoint_metadata,
+                                    png_md, preview, progress)
 from kgloom.extraction.claims import build_covariates
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
-from kgloom.graph.summaries import STAGE as SUMMARIES_STAGE
-from kgloom.graph.summaries import VERIFY_STAGE
 from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
 from kgloom.llm import StageStats
-from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, embedder_time,
-                                     endpoint_metadata, graph_inputs_of, png_md, preview,
-                                     progress)
+from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.plots import bar_chart_png
 from kgloom.publish.vectors import release_memory
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
-from kgloom.storage import read_table, write_table
 
 
 @dg.multi_asset(
@@ -37,11 +35,11 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     resolve claims (GraphRAG covariates; empty unless ``extract_claims``) to entity
     titles."""
     clock = Timer.started()
-    sd = index.corpus_folder
+    store = index.store
     s = index.settings()
     inputs = graph_inputs_of(context, "corpus")
-    em = read_table(sd, schemas.ENTITY_MENTIONS)
-    rm = read_table(sd, schemas.RELATIONSHIP_MENTIONS)
+    em = store.read(schemas.ENTITY_MENTIONS, Level.CORPUS)
+    rm = store.read(schemas.RELATIONSHIP_MENTIONS, Level.CORPUS)
     fast = not s.uses_model  # no model: see build_entity_tables
     cached = llm.open_for(s, index.out, log=context.log)
     # fast embeds nothing here: no embedding pass, and extractive summaries take the
@@ -57,31 +55,30 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             # each embedding pass (resolution, summaries) gets its own progress bar
             embed=(lambda texts: emb.embed(texts, progress=progress(context, "embeddings")))
             if emb else None,
-            progress=progress(context, SUMMARIES_STAGE), timings=steps)
+            progress=progress(context, SUMMARIES), timings=steps)
     release_memory()  # the resolution's embedding passes
-    out = index.out
-    write_table(ents, out, schemas.ENTITIES)
-    write_table(rels, out, schemas.RELATIONSHIPS)
-    write_table(aliases, out, schemas.ENTITY_ALIASES)
-    covariates = build_covariates(read_table(sd, schemas.CLAIM_MENTIONS), aliases, ents)
-    write_table(covariates, out, schemas.COVARIATES)
-    write_table(failures, sd, f"{schemas.FAILURES}.{SUMMARIES_STAGE}")
+    store.write(ents, schemas.ENTITIES)
+    store.write(rels, schemas.RELATIONSHIPS)
+    store.write(aliases, schemas.ENTITY_ALIASES)
+    covariates = build_covariates(store.read(schemas.CLAIM_MENTIONS, Level.CORPUS), aliases, ents)
+    store.write(covariates, schemas.COVARIATES)
+    store.write_failures(failures, SUMMARIES)
     # the LLM's sub-stages (summaries; resolution: the merge check) are parts of the
     # entities stage: their wall time is inside its wall time, their LLM time in its LLM
     # time; the embedder's time is counted once, on the entities stage
     stats = write_stage_stats(
-        out, "entities", clock.elapsed, StageStats.merged(
+        index.out, ENTITIES, clock.elapsed, StageStats.merged(
             (cached.stats if cached else {}).get(k)
-            for k in (SUMMARIES_STAGE, VERIFY_STAGE)).as_dict(),
+            for k in (SUMMARIES, RESOLUTION)).as_dict(),
         **(embedder_time(emb, emb_seconds_before) if emb else {}), entities=ents.height,
         relationships=rels.height, summary_method=s.summary_method,
         llm_backend=cached.backend_settings() if cached else {}, method=s.method,
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
-    for stage in (SUMMARIES_STAGE, VERIFY_STAGE):  # always written: no stale file survives
+    for stage in (SUMMARIES, RESOLUTION):  # always written: no stale file survives
         st = (cached.stats if cached else {}).get(stage, StageStats())
-        write_stage_stats(out, stage, steps.get(stage, st.seconds), st.as_dict(),
-                          part_of="entities")
-    st = cached.stats.get(SUMMARIES_STAGE) if cached else None
+        write_stage_stats(index.out, stage, steps.get(stage, st.seconds), st.as_dict(),
+                          part_of=ENTITIES)
+    st = cached.stats.get(SUMMARIES) if cached else None
     merged = aliases.filter(pl.col("method") != "exact").height
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
     yield dg.MaterializeResult(asset_key="entities", metadata={
@@ -114,12 +111,13 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource):
     communities are all single entities (:func:`community_structure`)."""
     clock = Timer.started()
     s = index.settings()
-    ents = read_table(index.out, schemas.ENTITIES)
-    rels = read_table(index.out, schemas.RELATIONSHIPS)
+    store = index.store
+    ents = store.read(schemas.ENTITIES)
+    rels = store.read(schemas.RELATIONSHIPS)
     comms, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed,
                                        period=dt.date.today().isoformat())
-    write_table(comms, index.out, schemas.COMMUNITIES)
-    write_stage_stats(index.out, "communities", clock.elapsed, **stats)
+    store.write(comms, schemas.COMMUNITIES)
+    write_stage_stats(index.out, COMMUNITIES, clock.elapsed, **stats)
     sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))
     yield dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships"),

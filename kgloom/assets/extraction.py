@@ -4,19 +4,18 @@ partition per input file."""
 import dagster as dg
 
 from kgloom import schemas
+from kgloom.assets.ingest import documents, text_units
+from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.corpus.partitions import mark_stage, settings_fingerprint
 from kgloom.extraction.checks import extraction_yield
-from kgloom.extraction.claims import STAGE as CLAIMS_STAGE
 from kgloom.extraction.claims import extract_claims
 from kgloom.extraction.cooccurrence import cooccurrence_graph
-from kgloom.extraction.extract import STAGE, UNIT_STATUS, extract_graph
-from kgloom.ingest.ingest_assets import documents, text_units
-from kgloom.pipelines.input_files import input_files_partitions
-from kgloom.pipelines.wiring import Timer, cost_metadata, endpoint_metadata, preview, progress
+from kgloom.extraction.extract import extract_graph
+from kgloom.layout import CLAIMS, EXTRACTION, Level
+from kgloom.pipelines.partitions import input_files_partitions
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.resources.model import NO_MODEL
 from kgloom.stats import write_stage_stats
-from kgloom.storage import read_table, write_table
 
 FAILED_UNITS_MAX_RATE = 0.05
 
@@ -33,40 +32,42 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     candidate names and their co-occurrence, no model opened
     (:mod:`kgloom.extraction.cooccurrence`)."""
     clock = Timer.started()
-    pdir = index.partition_folder(context.partition_key)
-    units = read_table(pdir, schemas.TEXT_UNITS)
-    docs = read_table(pdir, schemas.DOCUMENTS)
+    key = index.partition(context.partition_key)
+    store = index.store
+    units = store.read(schemas.TEXT_UNITS, Level.PARTITION, key)
+    docs = store.read(schemas.DOCUMENTS, Level.PARTITION, key)
     s = index.settings()
     fast = not s.uses_model
     cached = llm.open_for(s, index.out, log=context.log)
     with Timer() as t:
-        result = (cooccurrence_graph(units, s, progress(context, STAGE), documents=docs)
-                  if fast else extract_graph(units, cached, s, progress(context, STAGE),
+        result = (cooccurrence_graph(units, s, progress(context, EXTRACTION), documents=docs)
+                  if fast else extract_graph(units, cached, s, progress(context, EXTRACTION),
                                              documents=docs))
-    write_table(result.entity_mentions, pdir, schemas.ENTITY_MENTIONS)
-    write_table(result.relationship_mentions, pdir, schemas.RELATIONSHIP_MENTIONS)
-    write_table(result.failures, pdir, f"{schemas.FAILURES}.{STAGE}")
-    write_table(result.units, pdir, UNIT_STATUS)
+    store.write(result.entity_mentions, schemas.ENTITY_MENTIONS, Level.PARTITION, key)
+    store.write(result.relationship_mentions, schemas.RELATIONSHIP_MENTIONS, Level.PARTITION,
+                key)
+    store.write_failures(result.failures, EXTRACTION, key)
+    store.write(result.units, schemas.UNIT_STATUS, Level.PARTITION, key)
     # claims (optional): always written, so turning them off leaves no stale rows
     with Timer() as claims_t:
         claims, claim_failures = (
             extract_claims(units, result.entity_mentions, cached, s,
-                           progress(context, CLAIMS_STAGE))
+                           progress(context, CLAIMS))
             if s.extract_claims else
             (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA), schemas.empty(schemas.FAILURES_SCHEMA)))
-        write_table(claims, pdir, schemas.CLAIM_MENTIONS)
-        write_table(claim_failures, pdir, f"{schemas.FAILURES}.{CLAIMS_STAGE}")
-    claim_stats = cached.stats.get(CLAIMS_STAGE) if cached else None
-    write_stage_stats(index.out, CLAIMS_STAGE, claims_t.seconds,
-                      claim_stats.as_dict() if claim_stats else {}, folder=pdir,
+        store.write(claims, schemas.CLAIM_MENTIONS, Level.PARTITION, key)
+        store.write_failures(claim_failures, CLAIMS, key)
+    claim_stats = cached.stats.get(CLAIMS) if cached else None
+    write_stage_stats(index.out, CLAIMS, claims_t.seconds,
+                      claim_stats.as_dict() if claim_stats else {}, partition=key,
                       claims=claims.height)
-    llm_stats = cached.stats.get(STAGE) if cached else None
+    llm_stats = cached.stats.get(EXTRACTION) if cached else None
     # the stage's wall time: the whole asset but the claims step (its own stage)
-    stats = write_stage_stats(index.out, STAGE, clock.elapsed - claims_t.seconds,
-                              llm_stats.as_dict() if llm_stats else {}, folder=pdir,
+    stats = write_stage_stats(index.out, EXTRACTION, clock.elapsed - claims_t.seconds,
+                              llm_stats.as_dict() if llm_stats else {}, partition=key,
                               llm_backend=cached.backend_settings() if cached else {},
                               method=s.method, **result.counts)
-    mark_stage(index.out, context.partition_key, STAGE,
+    mark_stage(index.out, key, EXTRACTION,
                settings=settings_fingerprint(s, cached.model_id if cached else NO_MODEL))
     failed = result.counts.get("units_failed", 0)
     rate = failed / max(units.height, 1)

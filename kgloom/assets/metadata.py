@@ -1,4 +1,5 @@
-"""Wiring shared by the assets: progress reporting, metadata previews, timing."""
+"""What the assets share: progress reporting, metadata previews and plots, timing, the
+cost and endpoint metadata of a stage."""
 
 import sys
 import time
@@ -67,23 +68,6 @@ def png_md(png: bytes, alt: str) -> dg.MetadataValue:
     import base64
 
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
-
-
-GRAPH_INPUTS = "graph_inputs"  # metadata key of every graph-wide asset
-
-
-def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:
-    """The graph-inputs fingerprint (``kgloom.corpus.partitions.graph_inputs_fingerprint``) this
-    asset is built from: the one shared by the latest materializations of its graph-wide
-    ``upstream`` assets, or "" when they differ or lack one (the asset then counts as
-    stale). The ``corpus`` asset computes it; every later graph asset inherits it."""
-    values = set()
-    for name in upstream:
-        event = context.instance.get_latest_materialization_event(dg.AssetKey(name))
-        meta = event.asset_materialization.metadata if event and event.asset_materialization \
-            else {}
-        values.add(meta[GRAPH_INPUTS].value if GRAPH_INPUTS in meta else "")
-    return values.pop() if len(values) == 1 else ""
 
 
 def cost_metadata(stats: dict) -> dict:

@@ -1,7 +1,6 @@
 """Asset: corpus, the live partitions combined into the corpus-level tables.
 
-The three levels of the output folder (:class:`kgloom.resources.IndexConfigResource`
-maps them to folders): **partition** (``stages/partitions/<key>/``, written by
+The three levels of the output folder (:mod:`kgloom.layout` maps them to folders): **partition** (``stages/partitions/<key>/``, written by
 ``documents``, ``text_units`` and ``extracted_graph`` for one input file), **corpus**
 (``stages/``: every live partition combined, written here, read by the graph-wide
 stages) and **published** (the output folder itself: the GraphRAG tables, graph files,
@@ -11,15 +10,14 @@ LanceDB, written by the graph and emit assets).
 import dagster as dg
 import polars as pl
 
-from kgloom import schemas
-from kgloom.corpus.partitions import graph_inputs_fingerprint, refresh_corpus, stored_partitions
-from kgloom.extraction.extraction_assets import extracted_graph
-from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
-from kgloom.pipelines.wiring import GRAPH_INPUTS, Timer
+from kgloom.assets.extraction import extracted_graph
+from kgloom.assets.metadata import Timer
+from kgloom.corpus.partitions import graph_inputs_fingerprint, refresh_corpus
+from kgloom.layout import CORPUS, Level, stored_partitions
+from kgloom.pipelines.freshness import GRAPH_INPUTS
+from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
-
-STAGE = "corpus"
 
 
 @dg.asset(group_name="corpus", deps=[extracted_graph], kinds={"polars", "parquet"})
@@ -44,7 +42,7 @@ def corpus(context: dg.AssetExecutionContext, index: IndexConfigResource, llm: L
     tables, removed = refresh_corpus(index.out, keys, index.input_dir)
     if removed:
         context.log.info(f"removed the contribution of deleted partitions: {removed}")
-    write_stage_stats(index.out, STAGE, clock.elapsed, partitions=len(keys),
+    write_stage_stats(index.out, CORPUS, clock.elapsed, partitions=len(keys),
                       documents=tables.documents.height, text_units=tables.text_units.height,
                       duplicate_documents=tables.duplicates)
     by_stage = (dict(tables.failures.group_by("stage").len().iter_rows())
@@ -59,4 +57,4 @@ def corpus(context: dg.AssetExecutionContext, index: IndexConfigResource, llm: L
         "duplicate_documents": tables.duplicates,
         "failures_by_stage": dg.MetadataValue.json(by_stage),
         "units_failed": tables.unit_status.filter(pl.col("status") == "failed").height,
-        "path": dg.MetadataValue.path(str(index.corpus_folder))})
+        "path": dg.MetadataValue.path(str(index.store.folder(Level.CORPUS)))})
