@@ -39,7 +39,7 @@ BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
 ADDED = ROOT / "bench" / "data" / "added-document.txt"
 sys.path.insert(0, str(ROOT))
 
-from kgloom.corpus.partitions import partition_dir  # noqa: E402
+from kgloom.layout import partition_dir  # noqa: E402
 from kgloom.llm import cache_rows, new_rows  # noqa: E402
 
 

@@ -55,6 +55,7 @@ from typing import Any
 import polars as pl
 
 from kgloom import storage
+from kgloom.layout import LANCEDB_DIR, SUMMARY_FILE
 
 MARKER_FILE = "build.json"  # in the output folder
 BUILDS_DIR = "builds"  # <out>/builds/<build id>/: the links of each kept build
@@ -63,9 +64,8 @@ KEEP_BUILDS = 3  # builds kept in BUILDS_DIR (the newest), so a reader mid-query
 # just before reads its lazily loaded tables (the graph) within that time
 KEEP_SUPERSEDED_SECONDS = 600.0
 MARKER_FORMAT = 1
-LANCEDB_DIR = "lancedb"  # = kgloom.publish.vectors.LANCEDB_DIR (no import: no torch here)
 # side files linked with each build: path under the output folder -> name in the build
-SIDE_FILES = {"index-summary.json": "index-summary.json",
+SIDE_FILES = {SUMMARY_FILE: SUMMARY_FILE,
               f"{LANCEDB_DIR}/embedder.json": "embedder.json"}
 OPEN_RETRIES = 3  # a handle being opened retries this often when the build changes under it
 

@@ -42,6 +42,7 @@ STATS_SUFFIX = ".stats.json"
 SUMMARY_FILE = "index-summary.json"  # the last graph asset's output: gone means rebuild
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"
+LANCEDB_DIR = "lancedb"  # the LanceDB database of the vector tables
 
 
 class Level(enum.StrEnum):
@@ -133,7 +134,7 @@ class PartitionKeyError(ValueError):
 def check_key_shape(key: str) -> None:
     """Check that partition key ``key`` can name one folder inside the partition level (no
     file system): a relative POSIX path with no empty, ``.``, ``..`` or hidden (``.``-led)
-    part and no NUL. (The corpus stage's :func:`kgloom.corpus.partitions.check_key_shape`
+    part and no NUL. (:func:`kgloom.inputs.check_key_shape`
     adds that it names a supported input file.)
 
     Raises:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from kgloom import schemas
-from kgloom.layout import STATS_SUFFIX, partition_dir, stages_dir
+from kgloom.layout import PARTITIONS_DIR, STATS_SUFFIX, partition_dir, stages_dir
 from kgloom.storage import parquet_rows, table_path, write_json
 
 SUMMARY_TABLES = [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES, schemas.RELATIONSHIPS,
@@ -157,11 +157,11 @@ def read_stage_stats(output_dir: str | Path) -> dict[str, dict]:
     only the additive fields are meaningful in the sum)."""
     sd = stages_dir(output_dir)
     out: dict[str, dict] = {}
-    for p in sorted(sd.glob("*.stats.json")):
+    for p in sorted(sd.glob(f"*{STATS_SUFFIX}")):
         d = json.loads(p.read_text())
         out[d["stage"]] = d
     summed: dict[str, dict] = {}
-    for p in sorted(sd.glob("partitions/*/*.stats.json")):
+    for p in sorted(sd.glob(f"{PARTITIONS_DIR}/*/*{STATS_SUFFIX}")):
         d = json.loads(p.read_text())
         summed[d["stage"]] = _add(summed.get(d["stage"], {"stage": d["stage"]}),
                                   {**d, "partitions": 1})

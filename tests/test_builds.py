@@ -435,7 +435,7 @@ def test_a_question_too_long_for_the_model_says_so(published, embedder, tmp_path
 def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
     from kgloom.definitions import build_resources
     from kgloom.graph.communities import community_structure
-    from kgloom.assets.graph import communities
+    from kgloom.assets.graph_assets import communities
     from kgloom.cli.runner import _warnings
 
     t = build_carol_tables()

@@ -94,7 +94,8 @@ def test_documents_record_the_encoding_and_failures_name_the_guess(tmp_path):
 
 
 def test_a_partition_written_before_the_encoding_columns_still_combines(tmp_path):
-    from kgloom.corpus.partitions import combine_partitions, partition_dir
+    from kgloom.corpus.partitions import combine_partitions
+    from kgloom.layout import partition_dir
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text(ENGLISH, encoding="utf-8")

@@ -38,7 +38,7 @@ def test_code_fingerprint_covers_every_stage_folder(monkeypatch):
     hashed = {part.split(":", 1)[0] for part in seen}
     expected = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
     assert hashed == expected
-    assert {"cli.py", "llm/__init__.py", "pipelines/runner.py",
+    assert {"cli/main.py", "llm/__init__.py", "cli/runner.py", "assets/graph_assets.py",
             "reports/community_reports.py"} <= hashed
 
 
@@ -53,3 +53,87 @@ def test_fake_llm_by_configuration_does_not_import_test_servers(tmp_path):
                                         "HF_HUB_OFFLINE": "1"}, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+# --- the layers (DESIGN.md "Code layout"): imports point one way ---------------------------
+# Kernels any stage may use <- the stages' domain logic <- the Dagster packages (resources <-
+# pipelines <- assets <- definitions) <- the applications over an index <- the command line.
+# The query side reads published files and kernels only. A folder (or top-level module) may
+# import its own files and anything in a lower layer; stages and the query side import
+# kernels only, never each other.
+KERNELS = {"kgloom", "schemas", "ids", "storage", "layout", "inputs", "processes", "config",
+           "stats", "builds", "lock", "plots", "grounding", "llm", "embedding", "names",
+           "tokenizer", "testing"}
+STAGES = {"ingest", "extraction", "corpus", "graph", "reports", "publish"}
+LAYERS: list[set[str]] = [
+    KERNELS, STAGES | {"query"}, {"resources"}, {"pipelines"}, {"assets"}, {"definitions"},
+    {"serve", "graph_import", "graphrag_settings", "embeddings_server"}, {"cli"}]
+KERNELS_ONLY = STAGES | {"query"}
+
+
+def _folder(module: str) -> str:
+    """``kgloom.graph.communities`` -> ``graph``; ``kgloom`` -> ``kgloom``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _imports() -> dict[str, set[str]]:
+    """Every kgloom module -> the kgloom modules it imports (at any depth in the file:
+    lazy imports inside functions count too)."""
+    import ast
+
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
+                    node.module.split(".")[0] == "kgloom":
+                if node.module == "kgloom":  # from kgloom import schemas
+                    found |= {f"kgloom.{a.name}" for a in node.names}
+                else:
+                    found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.split(".")[0] == "kgloom"}
+        graph[module] = found
+    return graph
+
+
+def _layer(folder: str) -> int:
+    return next(i for i, names in enumerate(LAYERS) if folder in names)
+
+
+def test_every_folder_has_a_layer():
+    folders = {_folder(m) for m in _imports()}
+    missing = folders - set().union(*LAYERS)
+    assert not missing, f"give these a layer in LAYERS: {sorted(missing)}"
+
+
+def test_no_import_points_upward_or_between_stages():
+    upward = []
+    for module, targets in _imports().items():
+        src = _folder(module)
+        for target in targets:
+            dst = _folder(target)
+            if dst == src or dst == "kgloom":
+                continue
+            if (src in KERNELS_ONLY and dst not in KERNELS) or _layer(dst) > _layer(src) or \
+                    (src in KERNELS and dst not in KERNELS):
+                upward.append(f"{module} -> {target}")
+    assert upward == [], "imports against the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_cycle_between_files():
+    import graphlib
+
+    graph = _imports()
+    modules = set(graph)
+    # a package's __init__ re-exporting its own modules is not a cycle of files
+    edges = {m: {t for t in graph[m] if t in modules and not m.startswith(t + ".")
+                 and not (t.startswith(m + ".") and m != "kgloom")}
+             for m in graph}
+    try:
+        list(graphlib.TopologicalSorter(edges).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle between files: {exc.args[1]}") from None

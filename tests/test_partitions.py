@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from kgloom import schemas
-from kgloom.corpus.partitions import (combine_partitions, diff_inputs, input_hashes,
-                                      manifest_hashes, partition_dir, partitions_root,
-                                      stored_partitions)
+from kgloom.corpus.partitions import combine_partitions, diff_inputs, manifest_hashes
+from kgloom.inputs import input_hashes
+from kgloom.layout import partition_dir, partitions_root, stored_partitions
 from kgloom.definitions import build_resources
 from kgloom.llm import cache_rows, new_rows
-from kgloom.pipelines.partitions import INPUT_FILES
+from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.jobs import input_folder_sensor
 from kgloom.cli.runner import index_folder, materialize_partitions
 
@@ -262,7 +262,7 @@ def _step_errors(result) -> str:
                                  "/etc/hostname.txt", ".."])
 def test_a_partition_key_leading_outside_the_input_folder_fails_before_reading(
         corpus, tmp_path, key):
-    from kgloom.assets.ingest import documents, text_units
+    from kgloom.assets.ingest_assets import documents, text_units
 
     (tmp_path / "secret.txt").write_text(SECRET, encoding="utf-8")
     (corpus / "link.txt").symlink_to(tmp_path / "secret.txt")

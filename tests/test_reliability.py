@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kgloom.definitions import build_resources
-from kgloom.pipelines.partitions import INPUT_FILES
+from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.recovery import recover_dead_runs
 from kgloom.cli.runner import index_folder, register_partitions
 from kgloom.reports import community_reports
@@ -370,11 +370,11 @@ def test_no_change_is_a_no_op_and_a_retry_runs_from_the_failure(tmp_path, monkey
             raise RuntimeError("the report stage broke")
 
         real = community_reports.build_community_reports
-        monkeypatch.setattr("kgloom.assets.reports.build_community_reports", broken)
+        monkeypatch.setattr("kgloom.assets.report_assets.build_community_reports", broken)
         _, failed = index_folder(resources, instance)
         assert failed.graph_ok is False
         # the retry runs the failed stage and what depends on it, not the whole graph
-        monkeypatch.setattr("kgloom.assets.reports.build_community_reports", real)
+        monkeypatch.setattr("kgloom.assets.report_assets.build_community_reports", real)
         _, retry = index_folder(resources, instance)
         assert retry.success and not retry.partition_runs
         assert retry.graph_assets == ["community_reports", "index_summary", "vector_index"]

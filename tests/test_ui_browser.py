@@ -96,7 +96,7 @@ def dagster_ui(tmp_path):
     output, partition keys and log path; end the process group on teardown."""
     import dagster as dg
 
-    from kgloom.ingest.documents import list_input_files
+    from kgloom.inputs import list_input_files
 
     home, input_dir, output_dir = (tmp_path / "dagster_home", tmp_path / "input",
                                    tmp_path / "output")

@@ -1,7 +1,8 @@
-"""Every asset of the index, one module per stage, each with its asset checks: ``ingest``
-(documents, text_units), ``extraction`` (extracted_graph), ``corpus``, ``graph``
-(entities, relationships, entity_aliases, covariates; communities), ``reports``
-(community_reports), ``publish`` (graph_files, vector_index, index_summary); ``metadata``
+"""Every asset of the index, one module per stage, each with its asset checks:
+``ingest_assets`` (documents, text_units), ``extraction_assets`` (extracted_graph),
+``corpus_assets`` (corpus), ``graph_assets`` (entities, relationships, entity_aliases,
+covariates; communities), ``report_assets`` (community_reports), ``publish_assets``
+(graph_files, vector_index, index_summary); ``metadata``
 holds what they share (progress, previews, plots, timing, cost metadata).
 
 Each asset reads its tables from the ``index`` resource's table store
@@ -12,12 +13,12 @@ The LLM cache (``llm_cache.sqlite``) is a shared SQLite database every LLM stage
 writes. ``ALL_ASSETS`` is the list definitions, jobs and the runner load, in pipeline order.
 """
 
-from kgloom.assets.corpus import corpus
-from kgloom.assets.extraction import extracted_graph
-from kgloom.assets.graph import communities, entity_graph
-from kgloom.assets.ingest import documents, text_units
-from kgloom.assets.publish import graph_files, index_summary, vector_index
-from kgloom.assets.reports import community_reports
+from kgloom.assets.corpus_assets import corpus
+from kgloom.assets.extraction_assets import extracted_graph
+from kgloom.assets.graph_assets import communities, entity_graph
+from kgloom.assets.ingest_assets import documents, text_units
+from kgloom.assets.publish_assets import graph_files, index_summary, vector_index
+from kgloom.assets.report_assets import community_reports
 
 ALL_ASSETS = [documents, text_units, extracted_graph, corpus, entity_graph, communities,
               community_reports, graph_files, vector_index, index_summary]

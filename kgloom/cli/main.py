@@ -338,7 +338,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
                f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
     _warn_skipped(diff.skipped)
     if not (diff.added or diff.changed or diff.unchanged):
-        from kgloom.ingest.documents import SUPPORTED_SUFFIXES
+        from kgloom.inputs import SUPPORTED_SUFFIXES
 
         typer.echo(f"warning: {input_dir} has no supported input file "
                    f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)

@@ -19,108 +19,33 @@ when its partition was last materialized (``manifest.json``) or with a sensor cu
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import polars as pl
 
-from kgloom import layout, schemas
+from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.ids import content_id, file_sha256
-from kgloom.ingest.chunking import with_text_unit_ids
-from kgloom.ingest.documents import SUPPORTED_SUFFIXES, read_documents, scan_input_files
-from kgloom.layout import (CLAIMS, DOCUMENTS, EXTRACTION, PARTITION_STAGES, PARTITIONS_DIR,
-                           STAGES_DIR, PartitionKeyError, partition_dir, partitions_root,
-                           stages_dir, stored_partitions)
+from kgloom.inputs import input_path, refused_inputs, valid_key
+from kgloom.layout import (
+    CLAIMS,
+    DOCUMENTS,
+    EXTRACTION,
+    PARTITION_STAGES,
+    PARTITIONS_DIR,
+    STAGES_DIR,
+    partition_dir,
+    partitions_root,
+    stages_dir,
+    stored_partitions,
+)
 from kgloom.schemas import UNIT_STATUS, UNIT_STATUS_SCHEMA
 from kgloom.storage import failures_frame, read_parquet, write_json, write_table
+
 MANIFEST = "manifest.json"
-
-
-def partition_key(input_dir: str | Path, path: str | Path) -> str:
-    """Return the partition key of input file ``path``: its POSIX path relative to
-    ``input_dir`` (e.g. ``letters/1843.jsonl``), as written (a symlink keeps its own
-    name; paths are made absolute, not resolved).
-
-    Raises:
-        PartitionKeyError: when ``path`` is not under ``input_dir``.
-    """
-    try:
-        return Path(os.path.abspath(path)).relative_to(os.path.abspath(input_dir)).as_posix()
-    except ValueError:
-        raise PartitionKeyError(f"{path} is not inside the input folder {input_dir}") from None
-
-
-def check_key_shape(key: str) -> None:
-    """Check the form of partition key ``key`` alone (no file system): a relative POSIX
-    path (:func:`kgloom.layout.check_key_shape`) of a supported file
-    (:data:`kgloom.ingest.documents.SUPPORTED_SUFFIXES`).
-
-    Raises:
-        PartitionKeyError: naming the key and what is wrong with it.
-    """
-    layout.check_key_shape(key)
-    if Path(key).suffix.lower() not in SUPPORTED_SUFFIXES:
-        layout.raise_key_error(
-            key, f"it is not a supported input file ({', '.join(SUPPORTED_SUFFIXES)})")
-
-
-def input_path(input_dir: str | Path, key: str) -> Path:
-    """Return the input file of partition ``key``, checked to stay in ``input_dir``:
-    the key's form (:func:`check_key_shape`), then the path resolved (symlinks followed)
-    must lie inside the resolved input folder, and be a file when it exists. A key whose
-    file is gone passes (its partition is then deleted; see
-    :func:`read_partition_documents`). This is the one place a key becomes a path, so
-    every door a key enters by (CLI, sensor, Dagster API, launchpad, backfill) is checked.
-
-    Raises:
-        PartitionKeyError: when the key is malformed or leads outside ``input_dir``.
-    """
-    check_key_shape(key)
-    path = Path(input_dir) / Path(*key.split("/"))
-    if not path.resolve().is_relative_to(Path(input_dir).resolve()):
-        raise PartitionKeyError(
-            f"refused partition key {key!r}: it resolves to {path.resolve()}, outside the "
-            f"input folder {Path(input_dir).resolve()} (a symlink leading out?); nothing "
-            "was read")
-    if path.exists() and not path.is_file():
-        raise PartitionKeyError(f"refused partition key {key!r}: {path} is not a file; "
-                                "nothing was read")
-    return path
-
-
-def valid_key(input_dir: str | Path, key: str) -> bool:
-    """True when ``key`` passes :func:`input_path` (its file may be gone)."""
-    try:
-        input_path(input_dir, key)
-    except PartitionKeyError:
-        return False
-    return True
-
-
-def scan_inputs(input_dir: str | Path) -> tuple[dict[str, str], list[dict]]:
-    """Return ({partition key: hex SHA-256 of the file's bytes} for every supported file,
-    the entries skipped for safety as failures rows: symlinks leading outside the folder;
-    see :func:`kgloom.ingest.documents.scan_input_files`).
-
-    Raises:
-        FileNotFoundError: when ``input_dir`` does not exist.
-    """
-    files, skipped = scan_input_files(input_dir)
-    return {partition_key(input_dir, p): file_sha256(str(p)) for p in files}, skipped
-
-
-def input_hashes(input_dir: str | Path) -> dict[str, str]:
-    """Return {partition key: hex SHA-256 of the file's bytes} for every supported file
-    (:func:`scan_inputs` without the skipped entries).
-
-    Raises:
-        FileNotFoundError: when ``input_dir`` does not exist.
-    """
-    return scan_inputs(input_dir)[0]
 
 
 # the partition-level stages in order; each writes its own marker file in the folder
@@ -235,31 +160,6 @@ def manifest_hashes(output_dir: str | Path,
         same = settings is None or m.get("settings") == settings
         out[key] = m.get("sha256") if done and same else None
     return out
-
-
-def read_partition_documents(input_dir: str | Path, key: str, cut_boilerplate: bool = True
-                             ) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
-    """Read the documents of partition ``key``'s input file (``cut_boilerplate``: see
-    :func:`kgloom.ingest.documents.read_documents`).
-
-    Returns:
-        (documents, failures, sha256): as :func:`kgloom.ingest.documents.read_documents`, plus
-        the file's hex SHA-256. A missing file gives no documents, one failures row
-        ("input file is gone") and sha256 None: the partition should be deleted, which
-        the sensor and ``kgloom index`` do.
-
-    Raises:
-        PartitionKeyError: when ``key`` does not name a file inside ``input_dir``
-            (:func:`input_path`), before anything is read.
-    """
-    path = input_path(input_dir, key)
-    if not path.is_file():
-        return (schemas.empty(schemas.DOCUMENTS_SCHEMA),
-                failures_frame([{"stage": DOCUMENTS, "item_id": key,
-                                 "reason": "input file is gone: delete its partition",
-                                 "detail": str(path)}]), None)
-    docs, failures = read_documents(input_dir, files=[path], cut_boilerplate=cut_boilerplate)
-    return docs, failures, file_sha256(str(path))
 
 
 @dataclass
@@ -419,25 +319,6 @@ def combine_partitions(output_dir: str | Path, keys: list[str]) -> CorpusTables:
         duplicates=dup.height)
 
 
-def refused_inputs(input_dir: str | Path, live_keys: list[str]) -> list[dict]:
-    """Failures rows (stage ``documents``) for what the corpus leaves out for safety: each
-    live key that :func:`input_path` refuses, and each symlink of ``input_dir`` leading
-    outside it (:func:`scan_inputs`; none when the folder is missing)."""
-    rows = []
-    for key in sorted(live_keys):
-        try:
-            input_path(input_dir, key)
-        except PartitionKeyError as exc:
-            rows.append({"stage": DOCUMENTS, "item_id": key,
-                         "reason": "refused partition key: not a file inside the input folder",
-                         "detail": str(exc)})
-    try:
-        rows += scan_inputs(input_dir)[1]
-    except FileNotFoundError:
-        pass
-    return rows
-
-
 def refresh_corpus(output_dir: str | Path, live_keys: list[str],
                    input_dir: str | Path) -> tuple[CorpusTables, list[str]]:
     """Bring the corpus-wide stage tables in line with the live partitions.
@@ -473,3 +354,19 @@ def refresh_corpus(output_dir: str | Path, live_keys: list[str],
         write_table(corpus.failures.filter(pl.col("stage") == stage), sd,
                     f"{schemas.FAILURES}.{stage}")
     return corpus, removed
+
+
+def with_text_unit_ids(documents: pl.DataFrame, text_units: pl.DataFrame) -> pl.DataFrame:
+    """``documents`` with ``text_unit_ids`` (List[String]) filled: the ids of each
+    document's text units in ``chunk_index`` order ([] for a document with none).
+
+    Args:
+        documents: frame with ``id``.
+        text_units: frame with ``id``, ``document_id``, ``chunk_index``.
+    """
+    ids = (text_units.sort("document_id", "chunk_index").group_by("document_id", maintain_order=True)
+           .agg(pl.col("id").alias("unit_ids")))
+    return (documents.drop("text_unit_ids", strict=False)
+            .join(ids, left_on="id", right_on="document_id", how="left", maintain_order="left")
+            .with_columns(text_unit_ids=pl.col("unit_ids").fill_null(
+                pl.lit([], dtype=pl.List(pl.String)))).drop("unit_ids"))

@@ -27,7 +27,7 @@ import polars as pl
 
 from kgloom import layout
 from kgloom.config import IndexSettings
-from kgloom.ingest.tokenizer import Tokenizer
+from kgloom.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
 

@@ -1,2 +1,2 @@
-"""Ingest stage: input files -> documents (decoding, cleaning) -> token-bounded text units,
-one Dagster partition per input file (``ingest_assets``: ``documents``, ``text_units``)."""
+"""Ingest stage (domain only, no Dagster): an input file -> documents (decoding, cleaning)
+-> token-bounded text units. Its assets: :mod:`kgloom.assets.ingest_assets`."""

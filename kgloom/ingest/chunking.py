@@ -2,7 +2,7 @@
 
 A text unit is at most ``chunk_size`` tokens; consecutive units share about
 ``chunk_overlap`` tokens (GraphRAG's token chunker, ``chunking.type: tokens``; kgloom
-defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.ingest.tokenizer` and keep
+defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.tokenizer` and keep
 the document's own characters (``text == doc_text[start_char:end_char]``). Unlike a plain
 token window, a unit never ends or starts inside a word (a name cut at a unit's edge,
 ``Sc`` of ``Scrooge``, would become an entity of its own): each end moves back to the
@@ -17,7 +17,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.ids import content_id
-from kgloom.ingest.tokenizer import Tokenizer
+from kgloom.tokenizer import Tokenizer
 
 _SENTENCE_END = set(".!?…。！？")
 _CLAUSE_END = set(",;:、，；：)]）」』”’\"'»")
@@ -101,17 +101,3 @@ def split_text_units(documents: pl.DataFrame, tokenizer: Tokenizer, chunk_size: 
     return pl.DataFrame(rows, schema=schemas.CHUNKS_SCHEMA)
 
 
-def with_text_unit_ids(documents: pl.DataFrame, text_units: pl.DataFrame) -> pl.DataFrame:
-    """``documents`` with ``text_unit_ids`` (List[String]) filled: the ids of each
-    document's text units in ``chunk_index`` order ([] for a document with none).
-
-    Args:
-        documents: frame with ``id``.
-        text_units: frame with ``id``, ``document_id``, ``chunk_index``.
-    """
-    ids = (text_units.sort("document_id", "chunk_index").group_by("document_id", maintain_order=True)
-           .agg(pl.col("id").alias("unit_ids")))
-    return (documents.drop("text_unit_ids", strict=False)
-            .join(ids, left_on="id", right_on="document_id", how="left", maintain_order="left")
-            .with_columns(text_unit_ids=pl.col("unit_ids").fill_null(
-                pl.lit([], dtype=pl.List(pl.String)))).drop("unit_ids"))

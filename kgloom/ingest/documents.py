@@ -24,11 +24,11 @@ from pathlib import Path
 import polars as pl
 
 from kgloom import layout, schemas
-from kgloom.ids import content_id
+from kgloom.ids import content_id, file_sha256
 from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
+from kgloom.inputs import input_path, scan_input_files
 from kgloom.storage import failures_frame
 
-SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl", ".csv")
 STAGE = layout.DOCUMENTS
 
 
@@ -80,69 +80,6 @@ def strip_boilerplate(text: str) -> tuple[str, str | None]:
         return text, None
     return kept, json.dumps({"marker": "project_gutenberg", "header_chars": a,
                              "footer_chars": len(text) - b})
-
-
-def scan_input_files(input_dir: str | Path) -> tuple[list[Path], list[dict]]:
-    """Return the supported files under ``input_dir`` (recursive, sorted by path) and the
-    entries skipped for safety, as failures rows.
-
-    Hidden files and folders (name starting with ".") and unsupported suffixes are left
-    out silently. A symbolic link is followed only when what it points to resolves to a
-    file inside ``input_dir``; a link to anything outside (or to nothing) is skipped with
-    a failures row naming the link (stage ``documents``, ``item_id`` its path relative to
-    ``input_dir``, ``detail`` its target), so one odd entry never stops the corpus.
-    Symlinked folders are not descended into (``Path.rglob`` does not follow them); a
-    supported-looking one is reported the same way.
-
-    Returns:
-        (files: paths under ``input_dir`` as written there, never resolved, so a link
-        inside keeps its own name; skipped: dicts of ``FAILURES_SCHEMA`` fields).
-
-    Raises:
-        FileNotFoundError: when ``input_dir`` does not exist.
-    """
-    root = Path(input_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"input folder {root} does not exist")
-    real_root = root.resolve()
-    files: list[Path] = []
-    skipped: list[dict] = []
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        linked = any((root / Path(*rel.parts[:i])).is_symlink()
-                     for i in range(1, len(rel.parts) + 1))
-        if not linked:
-            if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES:
-                files.append(p)
-            continue
-        if p.suffix.lower() not in SUPPORTED_SUFFIXES and not p.is_dir():
-            continue
-        target = p.resolve()
-        if not target.is_relative_to(real_root):
-            reason = "symlink to a path outside the input folder: skipped"
-        elif p.is_dir():
-            reason = "symlink to a folder: not followed"
-        elif not p.is_file():
-            reason = "broken symlink (its target does not exist): skipped"
-        else:
-            files.append(p)
-            continue
-        skipped.append({"stage": STAGE, "item_id": rel.as_posix(), "reason": reason,
-                        "detail": f"-> {target}"})
-    return files, skipped
-
-
-def list_input_files(input_dir: str | Path) -> list[Path]:
-    """Return the supported files under ``input_dir`` (recursive), sorted by path: the
-    files of :func:`scan_input_files` (hidden entries and links leading outside the
-    folder left out).
-
-    Raises:
-        FileNotFoundError: when ``input_dir`` does not exist.
-    """
-    return scan_input_files(input_dir)[0]
 
 
 def _records(path: Path, raw: str) -> tuple[list[tuple[str, str, str | None]],
@@ -320,3 +257,28 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
     frame = frame.sort("source", "title").with_row_index("human_readable_id").with_columns(
         pl.col("human_readable_id").cast(pl.Int64))
     return schemas.conform(frame, schemas.DOCUMENTS_SCHEMA), failures_frame(failures)
+
+
+def read_partition_documents(input_dir: str | Path, key: str, cut_boilerplate: bool = True
+                             ) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
+    """Read the documents of partition ``key``'s input file (``cut_boilerplate``: see
+    :func:`kgloom.ingest.documents.read_documents`).
+
+    Returns:
+        (documents, failures, sha256): as :func:`kgloom.ingest.documents.read_documents`, plus
+        the file's hex SHA-256. A missing file gives no documents, one failures row
+        ("input file is gone") and sha256 None: the partition should be deleted, which
+        the sensor and ``kgloom index`` do.
+
+    Raises:
+        PartitionKeyError: when ``key`` does not name a file inside ``input_dir``
+            (:func:`input_path`), before anything is read.
+    """
+    path = input_path(input_dir, key)
+    if not path.is_file():
+        return (schemas.empty(schemas.DOCUMENTS_SCHEMA),
+                failures_frame([{"stage": STAGE, "item_id": key,
+                                 "reason": "input file is gone: delete its partition",
+                                 "detail": str(path)}]), None)
+    docs, failures = read_documents(input_dir, files=[path], cut_boilerplate=cut_boilerplate)
+    return docs, failures, file_sha256(str(path))

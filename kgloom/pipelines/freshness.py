@@ -24,7 +24,7 @@ import dagster as dg
 from kgloom.corpus.partitions import graph_inputs_fingerprint
 from kgloom.layout import GRAPH_ASSETS as GRAPH_ASSET_NAMES
 from kgloom.layout import PARTITIONED_ASSETS, SUMMARY_FILE
-from kgloom.pipelines.partitions import live_partition_keys
+from kgloom.pipelines.input_files import live_partition_keys
 
 GRAPH_INPUTS = "graph_inputs"  # metadata key of every graph-wide asset
 INGEST_ASSETS = dg.AssetSelection.assets(*PARTITIONED_ASSETS)

@@ -1,2 +1,2 @@
-"""Reports stage: a community report per community, by rules or the LLM, deepest level
-first (``report_assets``: ``community_reports``)."""
+"""Reports stage (domain only, no Dagster): a community report per community, by rules or
+the LLM, deepest level first. Its asset: :mod:`kgloom.assets.report_assets`."""

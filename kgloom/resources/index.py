@@ -11,7 +11,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
 from kgloom.config import IndexSettings, settings_fields, settings_from_mapping
-from kgloom.corpus.partitions import input_path
+from kgloom.inputs import input_path
 from kgloom.layout import Level, PartitionKeyError, TableStore
 from kgloom.lock import LockWaitCancelled, writer_lock
 from kgloom.processes import COMMAND_TAG, PID_TAG, process_tags
@@ -92,7 +92,7 @@ class _IndexConfigBase(dg.ConfigurableResource):
 
         Raises:
             dagster.Failure: when ``key`` does not name a file inside the input folder
-                (:func:`kgloom.corpus.partitions.input_path`: ``../secret.txt``, a
+                (:func:`kgloom.inputs.input_path`: ``../secret.txt``, a
                 symlink leading out, ...), before any folder is made: a crafted key from
                 the Dagster API, the launchpad or a backfill fails the run with this
                 message.

@@ -4,11 +4,12 @@ import dagster as dg
 
 from kgloom import schemas
 from kgloom.assets.metadata import Timer, preview
-from kgloom.corpus.partitions import mark_stage, read_partition_documents
+from kgloom.corpus.partitions import mark_stage
+from kgloom.ingest.documents import read_partition_documents
 from kgloom.ingest.chunking import split_text_units
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.layout import DOCUMENTS, TEXT_UNITS, Level
-from kgloom.pipelines.partitions import input_files_partitions
+from kgloom.pipelines.input_files import input_files_partitions
 from kgloom.resources import IndexConfigResource
 from kgloom.stats import write_stage_stats
 

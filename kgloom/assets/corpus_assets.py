@@ -10,12 +10,12 @@ LanceDB, written by the graph and emit assets).
 import dagster as dg
 import polars as pl
 
-from kgloom.assets.extraction import extracted_graph
+from kgloom.assets.extraction_assets import extracted_graph
 from kgloom.assets.metadata import Timer
 from kgloom.corpus.partitions import graph_inputs_fingerprint, refresh_corpus
 from kgloom.layout import CORPUS, Level, stored_partitions
 from kgloom.pipelines.freshness import GRAPH_INPUTS
-from kgloom.pipelines.partitions import INPUT_FILES, live_partition_keys
+from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 

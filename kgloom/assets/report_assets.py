@@ -3,9 +3,9 @@
 import dagster as dg
 
 from kgloom import schemas
-from kgloom.assets.graph import communities
+from kgloom.assets.graph_assets import communities
 from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.layout import COMMUNITY_REPORTS, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.reports.community_reports import REJECTED, build_community_reports

@@ -8,13 +8,13 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets.corpus import corpus
+from kgloom.assets.corpus_assets import corpus
 from kgloom.assets.metadata import (Timer, cost_metadata, embedder_time, endpoint_metadata,
                                     png_md, preview, progress)
 from kgloom.extraction.claims import build_covariates
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
 from kgloom.llm import StageStats
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
