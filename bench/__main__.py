@@ -24,7 +24,7 @@ def listing() -> str:
 
 def main(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip() + "\n\nbenches ('model': loads the real model, slow):\n"
+        print(str(__doc__).strip() + "\n\nbenches ('model': loads the real model, slow):\n"
               + listing())
         return
     if argv[0] == "--list":

@@ -24,10 +24,10 @@ shared machine spread over the configurations instead of falling on some. Figure
 configuration: median seconds per call, prompt-eval and decode tokens/s (llama.cpp's own
 perf counters: ``n_p_eval`` / ``t_p_eval``, completion tokens / ``t_eval``), the ratio of
 its median seconds per call to the current defaults' (``n_batch`` 512, ``n_ubatch`` 512,
-no flash attention, grammar-first sampling, at the same thread count) in each round, and whether its replies are
-byte-identical to the defaults' (greedy decoding: they should be). The 1-minute load
-average is recorded before and after each round. Rounds stop early when the next one
-would pass ``--budget-s``.
+no flash attention, grammar-first sampling, at the same thread count) in each round, and
+whether its replies are byte-identical to the defaults' (greedy decoding: they should
+be). The 1-minute load average is recorded before and after each round. Rounds stop
+early when the next one would pass ``--budget-s``.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ def parse_configs(spec: str) -> list[dict]:
             if len(gf) > 1:
                 raise ValueError(item)
         except ValueError:
-            raise SystemExit(f"--configs: {item!r} is not threads,n_batch,n_ubatch,fa[,gf]")
+            raise SystemExit(
+                f"--configs: {item!r} is not threads,n_batch,n_ubatch,fa[,gf]") from None
         out.append({"n_threads": t, "n_batch": b, "n_ubatch": u, "flash_attn": bool(fa),
                     "grammar_first": bool(gf[0]) if gf else True})
     return out
@@ -123,6 +124,22 @@ def extraction_calls(units: list[int]) -> list[tuple[str, list[dict], dict, int,
     return calls
 
 
+def configurations(args) -> list[dict]:
+    """The configurations to run: ``args.configs`` (:func:`parse_configs`) when given,
+    else the grid of ``args.batches`` x ``args.ubatches`` x ``args.threads``.
+
+    Raises:
+        SystemExit: when they leave out the defaults (:data:`DEFAULT`).
+    """
+    ints = lambda spec: [int(x) for x in spec.split(",")]  # noqa: E731
+    cfgs = (parse_configs(args.configs) if args.configs else
+            grid(ints(args.batches), ints(args.ubatches), ints(args.threads)))
+    if not any(all(c[k] == v for k, v in DEFAULT.items()) for c in cfgs):
+        raise SystemExit("the configurations must include the defaults "
+                         "(n_batch 512, n_ubatch 512, no flash attention, grammar-first)")
+    return cfgs
+
+
 def run(args) -> dict:
     """Run the grid in rounds; return the figures (see the module doc)."""
     import llama_cpp
@@ -130,13 +147,7 @@ def run(args) -> dict:
     from kgloom.llm import LlamaCppBackend, default_gguf_path
 
     path = args.model_path or str(default_gguf_path())
-    threads = [int(x) for x in args.threads.split(",")]
-    cfgs = (parse_configs(args.configs) if args.configs else
-            grid([int(x) for x in args.batches.split(",")],
-                 [int(x) for x in args.ubatches.split(",")], threads))
-    if not any(all(c[k] == v for k, v in DEFAULT.items()) for c in cfgs):
-        raise SystemExit("the configurations must include the defaults "
-                         "(n_batch 512, n_ubatch 512, no flash attention, grammar-first)")
+    cfgs = configurations(args)
     calls = extraction_calls([int(x) for x in args.units.split(",")])
     res: dict = {"cores": os.cpu_count(), "llama_cpp_python": llama_cpp.__version__,
                  "model": Path(path).name, "units": [c[0] for c in calls],

@@ -18,7 +18,8 @@ file's bytes depend only on the pool, so a rerun changes nothing. The index is o
 seconds of the whole command and per stage (index-summary.json), its CPU seconds (user +
 system: on a shared machine the load-independent figure), peak resident memory of the
 indexing process (``ru_maxrss``), and the machine's load before and after (the machine is
-shared: read the seconds with the load beside them). They are saved as soon as the index is built, then after each mode.
+shared: read the seconds with the load beside them). They are saved as soon as the index
+is built, then after each mode.
 
 BM25: ``bm25s`` (Lù 2024, a maintained BM25 library; Lucene's BM25 variant, k1 1.5,
 b 0.75), English stop words and the Snowball stemmer (PyStemmer) when installed, over

@@ -122,7 +122,8 @@ def with_table(readme: str, body: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench table", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench table",
+                                 description=str(__doc__).splitlines()[0])
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when bench/README.md's table is not the generated one")
     args = ap.parse_args(argv)

@@ -67,7 +67,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(HERE))
 
 import bench_speed  # noqa: E402
-from bench.harness import SLICE_CHARS, SLICE_START, book_slice, export_ref, write_input  # noqa: E402
+from bench.harness import (  # noqa: E402
+    SLICE_CHARS,
+    SLICE_START,
+    book_slice,
+    export_ref,
+    write_input,
+)
 from bench.stamp import load_average, save_result  # noqa: E402
 from eval_gold import norm, score  # noqa: E402
 from gateway import Gateway, read_log  # noqa: E402
