@@ -22,7 +22,7 @@ index: setup
 test: setup
 	$(PY) -m pytest -q -rs --durations=10 || [ $$? -eq 5 ]
 
-# the quick benches over an existing index (run `make index` first); see README for the others
+# the quick benches over an existing index (run `make index` first); bench/README.md lists the others
 bench: setup
 	$(PY) bench/eval_gold.py
 	$(PY) bench/bench_graph.py

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,8 +24,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from kgloom.publish.vectors import (ANN_INDEX_MIN_ROWS, search_vectors, vector_index_type,
-                                    write_lancedb)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.stamp import save_result  # noqa: E402
+from kgloom.publish.vectors import (ANN_INDEX_MIN_ROWS, search_vectors,  # noqa: E402
+                                    vector_index_type, write_lancedb)
 
 ROOT = Path(__file__).resolve().parent.parent
 DIM = 384
@@ -87,9 +91,7 @@ def main() -> None:
         rows.append(measure(n))
         print(json.dumps(rows[-1]), flush=True)
     out = {"dim": DIM, "threshold_rows": ANN_INDEX_MIN_ROWS, "sizes": rows}
-    args.save.parent.mkdir(parents=True, exist_ok=True)
-    args.save.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"saved {args.save}")
+    save_result(args.save, out, args)
 
 
 if __name__ == "__main__":

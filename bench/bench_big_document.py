@@ -12,9 +12,10 @@ London, the Ghost). The bundled book alone (one copy) is the baseline, indexed i
 same bench run: figures are reported as ratios to it (memory, and seconds per million
 characters, which is 1.0 when the cost grows linearly with the text).
 
-Each index is one ``kgloom index --fake-llm`` subprocess with a fresh output folder and
-a fresh DAGSTER_HOME. Peak RSS is sampled every 0.2 s over the process and its children
-(psutil) and cross-checked with ``getrusage(RUSAGE_CHILDREN).ru_maxrss``. A second run
+Each index is one ``kgloom index --fake-llm`` subprocess (:func:`bench.harness.build_index`)
+with a fresh output folder and a fresh DAGSTER_HOME. Peak RSS is sampled every 0.2 s over
+the process and its children (psutil) and cross-checked with
+``getrusage(RUSAGE_CHILDREN).ru_maxrss``. A second run
 with nothing changed checks that it is a no-op (0 LLM calls, no LanceDB version added).
 """
 
@@ -22,21 +23,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import resource
 import shutil
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-import psutil
-
 ROOT = Path(__file__).resolve().parent.parent
-BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
+sys.path.insert(0, str(ROOT))
+
+from bench.harness import BOOK, build_index  # noqa: E402
+from bench.stamp import save_result  # noqa: E402
 
 # the book's recurring characters; each copy gets its own name for each of them
 CHARACTERS = ["Scrooge", "Ebenezer", "Marley", "Jacob", "Cratchit", "Bob", "Fezziwig",
@@ -81,34 +79,6 @@ def big_text(n_bytes: int) -> tuple[str, int]:
     return "\n\n".join(parts), copy
 
 
-class PeakRSS:
-    """Samples the summed RSS of a process and its children every ``interval`` s."""
-
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
-        self.proc, self.interval, self.peak = psutil.Process(pid), interval, 0
-        self.timeline: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.t0 = time.perf_counter()
-        self.t0_epoch = time.time()  # to line the samples up with the event log's times
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.proc] + self.proc.children(recursive=True)
-                rss = sum(p.memory_info().rss for p in procs)
-            except psutil.Error:
-                rss = 0
-            self.peak = max(self.peak, rss)
-            self.timeline.append((round(time.perf_counter() - self.t0, 1), rss))
-            self._stop.wait(self.interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 _STEP_EVENT = re.compile(r"^(\S+ \S+),(\d+) .* - (\S+) - (STEP_START|STEP_SUCCESS|STEP_FAILURE) - ")
 
 
@@ -148,27 +118,16 @@ def lancedb_versions(out: Path) -> dict[str, int]:
 
 
 def run_index(work: Path, log_name: str) -> dict:
-    """Run ``kgloom index --fake-llm`` on ``work/input``; return wall s, peak RSS, stages."""
+    """Run ``kgloom index --fake-llm`` on ``work/input`` (:func:`bench.harness.build_index`,
+    RSS sampled); return wall s, peak RSS, stages."""
     out = work / "output"
-    cmd = [sys.executable, "-m", "kgloom.cli", "index", "--fake-llm",
-           "--input-dir", str(work / "input"), "--output-dir", str(out)]
-    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"), "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": str(ROOT)}
-    log = work / f"{log_name}.log"
-    t0 = time.perf_counter()
-    with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
-        sampler = PeakRSS(proc.pid)
-        rc = proc.wait()
-        sampler.stop()
-    wall = time.perf_counter() - t0
-    if rc != 0:
-        raise SystemExit(f"kgloom index failed ({rc}); see {log}")
+    run = build_index(work / "input", out, dagster_home=work / "dagster_home",
+                      log=work / f"{log_name}.log", fake_llm=True, sample_rss=True)
     summary = json.loads((out / "index-summary.json").read_text())
-    printed = log.read_text()
-    calls = json.loads(printed[printed.index("{"):printed.index("\n}") + 2])["llm_calls_this_run"]
-    return {"wall_s": round(wall, 1), "peak_rss_mb": round(sampler.peak / 2**20, 1),
-            "llm_calls_this_run": calls,
+    sampler = run.rss
+    assert sampler is not None
+    return {"wall_s": run.wall_seconds, "peak_rss_mb": round(sampler.peak / 2**20, 1),
+            "llm_calls_this_run": run.summary["llm_calls_this_run"],
             "seconds_per_stage": summary["seconds_per_stage"], "rows": summary["rows"],
             "peak_rss_mb_by_step": peak_rss_by_step(
                 work / "dagster_home" / "logs" / "kgloom.log", sampler.t0_epoch,
@@ -229,8 +188,7 @@ def main() -> None:
         if k in brief:
             brief[k] = {x: y for x, y in brief[k].items() if x != "rss_timeline_mb"}
     print(json.dumps(brief, indent=2))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.save).write_text(json.dumps(results, indent=2) + "\n")
+    save_result(args.save, results, args)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.stamp import save_result  # noqa: E402
+
 from kgloom.extraction.names import find_candidates, normalize_for_match, word_counts  # noqa: E402
 
 SUITE = ROOT / "bench" / "data" / "multilingual"
@@ -124,8 +126,7 @@ def main() -> None:
     result = {"multilingual": multilingual(), "two_wiki": two_wiki(), "book": book()}
     result["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(result, indent=1, ensure_ascii=False))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.save).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    save_result(args.save, result, args, indent=1)
 
 
 if __name__ == "__main__":

@@ -33,16 +33,15 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.stamp import load_average as load  # noqa: E402
+from bench.stamp import save_result, when  # noqa: E402
+
 QUESTION = "How is Scrooge related to Fezziwig?"
-
-
-def load() -> list[float]:
-    """The 1, 5 and 15-minute load averages, rounded."""
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def one_run(index: str, mode: str, question: str, env: dict) -> float:
@@ -83,11 +82,10 @@ def main() -> None:
             runs[c].append({"run": i + 1, "seconds": round(seconds, 3),
                             "load_before": before})
             print(f"{c} run {i + 1}: {seconds:.2f} s (load {before[0]})", flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()
+    now = when()
     result = {
         "bench": "kgloom query cold start (whole process)",
-        "commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": now["commit"], "date": now["date"],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "shared": "yes: other jobs ran; see each run's load"},
         "index": args.output_dir, "mode": args.mode, "question": args.question,
@@ -99,8 +97,7 @@ def main() -> None:
                         "runs": rs} for c, rs in runs.items()},
         "load_after": load(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    save_result(args.out, result, args)
     print(json.dumps({c: v["median_seconds"] for c, v in result["configs"].items()}))
 
 

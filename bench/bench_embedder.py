@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from stamp import save_json, stamp  # noqa: E402
+from bench.stamp import load_average, save_result, when  # noqa: E402
 
 CORPUS = ROOT / "bench" / "data" / "2wiki-dev" / "corpus.jsonl"
 
@@ -56,7 +56,7 @@ def main() -> None:
         loads[backend] = Embedder(backend=backend)
         loads[backend].load_total_s = round(time.perf_counter() - t0, 2)
     result = {"benchmark": "embedder backends: sentence-transformers (torch) vs ONNX Runtime, "
-                           "same all-MiniLM-L6-v2 weights", **stamp(ROOT), "cores": os.cpu_count(),
+                           "same all-MiniLM-L6-v2 weights", **when(), "cores": os.cpu_count(),
               "onnx_backend": loads["onnx"].backend, "threads": args.threads or "by load",
               "load_seconds": {k: v.load_total_s for k, v in loads.items()}, "sets": {}}
     for name, texts in text_sets(CORPUS).items():
@@ -74,9 +74,9 @@ def main() -> None:
                 len(i) for i in loads["torch"].tokenizer(texts, verbose=False)["input_ids"]),
             "seconds": secs, "torch_over_onnx_median": round(statistics.median(ratios), 2),
             "torch_over_onnx_each_round": [round(r, 2) for r in ratios],
-            "min_cosine": float(cos.min()), "load_after": [round(x, 2) for x in os.getloadavg()]}
+            "min_cosine": float(cos.min()), "load_after": load_average()}
         print(name, result["sets"][name], flush=True)
-    save_json(args.save, result)
+    save_result(args.save, result, args)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -30,6 +31,9 @@ from kgloom.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_gguf_path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.stamp import save_result  # noqa: E402
 BOUND_KEYS = ("maxItems", "maxLength")
 
 
@@ -107,8 +111,7 @@ def main() -> None:
     result["gleaning_1_extra_seconds_per_unit"] = round(
         result["kgloom_gleaning_1"]["seconds"] / sample.height, 2)
     print(json.dumps(result, indent=2))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
+    save_result(args.save, result, args)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import io
 import json
 import random
 import re
+import sys
 import time
 import unicodedata
 from pathlib import Path
@@ -24,6 +25,9 @@ from kgloom.graph.communities import hierarchical_leiden
 from kgloom.query.multihop import bfs
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.stamp import save_result  # noqa: E402
 
 
 def loose_key(title: str) -> str:
@@ -120,8 +124,7 @@ def main() -> None:
         "duckdb_seconds": round(duck_s, 3),
     }
     print(json.dumps(result, indent=2, default=str))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.save).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    save_result(args.save, result, args, default=str)
 
 
 if __name__ == "__main__":

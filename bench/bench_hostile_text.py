@@ -22,10 +22,7 @@ with that commit's code on PYTHONPATH). Stamped with commit, date and load avera
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.stamp import load_average, save_result, when  # noqa: E402
 
 from kgloom.extraction.names import find_candidates, word_counts  # noqa: E402
 
@@ -115,7 +114,7 @@ def acronyms() -> dict:
 
 def candidate_recall() -> dict:
     sys.path.insert(0, str(ROOT / "bench"))
-    from bench_candidates import book, two_wiki
+    from bench.bench_candidates import book, two_wiki
 
     wiki, bk = two_wiki(), book()
     return {"two_wiki_title_among_candidates": wiki["title_among_candidates"],
@@ -129,22 +128,18 @@ def main() -> None:
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "hostile_text.json"))
     ap.add_argument("--before", default="", help="figures of another commit to embed")
     args = ap.parse_args()
-    load = round(os.getloadavg()[0], 2)
+    start = when()
     t0 = time.perf_counter()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()
-    result = {"commit": commit or "(not a git checkout)",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "load_average_1min_start": load,
+    result = {"commit": start["commit"], "date": start["date"],
+              "load_average_1min_start": start["load_average"][0],
               "injection": injection(), "acronyms": acronyms(),
               "candidate_recall": candidate_recall()}
     result["seconds"] = round(time.perf_counter() - t0, 1)
-    result["load_average_1min_end"] = round(os.getloadavg()[0], 2)
+    result["load_average_1min_end"] = load_average()[0]
     if args.before:
         result["before"] = json.loads(Path(args.before).read_text())
     print(json.dumps(result, indent=1, ensure_ascii=False))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.save).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    save_result(args.save, result, args, indent=1)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ document, delete it. Prints and saves the figures as JSON.
 Usage: python bench/bench_incremental.py [--work-dir /tmp/kgloom-bench-inc] [--fake-llm]
                                          [--save bench/results/incremental.json] [--resume]
 
-Each step runs ``kgloom index`` as a subprocess (real model unless --fake-llm) against a
+Each step runs ``kgloom index`` as a subprocess (:func:`bench.harness.build_index`; real
+model unless --fake-llm) against a
 fresh output folder and a fresh DAGSTER_HOME, so the first run is a real first run (empty
 LLM cache) and the no-change run is compared with it in the same bench run, as a ratio.
 LLM calls are counted per stage as new rows in the LLM cache (every call that reaches
@@ -25,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,31 +34,25 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
-BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
-ADDED = ROOT / "bench" / "data" / "added-document.txt"
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import BOOK, build_index, write_input  # noqa: E402
+from bench.stamp import commit, save_result  # noqa: E402
 from kgloom.layout import partition_dir  # noqa: E402
 from kgloom.llm import cache_rows, new_rows  # noqa: E402
 
+ADDED = ROOT / "bench" / "data" / "added-document.txt"
+
 
 def run_index(work: Path, fake: bool) -> dict:
-    """Run ``kgloom index`` once; return wall seconds and LLM calls per stage."""
+    """Run ``kgloom index`` once (:func:`bench.harness.build_index`); return wall seconds
+    and LLM calls per stage."""
     out = work / "output"
     before = cache_rows(out)
-    cmd = [sys.executable, "-m", "kgloom.cli", "index", "--input-dir", str(work / "input"),
-           "--output-dir", str(out)] + (["--fake-llm"] if fake else [])
-    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"), "HF_HUB_OFFLINE": "1"}
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    (work / "logs").mkdir(exist_ok=True)
-    log = work / "logs" / f"run-{int(time.time())}.log"
-    log.write_text(res.stdout + res.stderr)
-    if res.returncode != 0:
-        raise SystemExit(f"kgloom index failed ({res.returncode}); see {log}")
+    run = build_index(work / "input", out, dagster_home=work / "dagster_home",
+                      log=work / "logs" / f"run-{int(time.time())}.log", fake_llm=fake)
     calls = new_rows(before, cache_rows(out))
-    return {"wall_seconds": round(wall, 1), "llm_calls": calls,
+    return {"wall_seconds": run.wall_seconds, "llm_calls": calls,
             "llm_calls_total": sum(calls.values())}
 
 
@@ -101,15 +94,13 @@ def main() -> None:
         res = json.loads(Path(args.save).read_text())
     else:
         shutil.rmtree(work, ignore_errors=True)
-        (work / "input").mkdir(parents=True)
-        shutil.copy(BOOK, work / "input" / BOOK.name)
+        write_input("book", work / "input")
         res = {"model": "fake" if args.fake_llm else "bundled SmolLM2-135M-Instruct",
                "corpus": BOOK.name, "added_document": ADDED.name}
         print("first run (empty cache) ...", flush=True)
         res["first_run"] = run_index(work, args.fake_llm)
         print(json.dumps(res["first_run"]), flush=True)
-    res["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                   capture_output=True, text=True).stdout.strip()
+    res["commit"] = commit()
     res["first_run"].setdefault("commit", res["commit"])
     (work / "input" / ADDED.name).unlink(missing_ok=True)
     print("no-change run ...", flush=True)
@@ -173,9 +164,7 @@ def main() -> None:
         "no_change_wall_share_of_first_run": res["no_change_wall_share"],
     }
     print(json.dumps(res["figures"], indent=2))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.save).write_text(json.dumps(res, indent=2) + "\n")
-    print(f"saved {args.save}")
+    save_result(args.save, res, args)
 
 
 if __name__ == "__main__":

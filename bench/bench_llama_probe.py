@@ -1,10 +1,13 @@
-"""llama.cpp settings of the LLM resource chosen by measurement: a grid of ``n_batch``,
-``n_ubatch``, ``flash_attn`` and ``n_threads``, each running the same real extraction
-calls through the pipeline's own backend (:class:`kgloom.llm.LlamaCppBackend`), in
-rounds; prints and saves medians as JSON.
+"""The llama.cpp probe: settings of the LLM resource chosen by measurement. A grid of
+``n_batch``, ``n_ubatch``, ``flash_attn`` and ``n_threads`` (and, with ``--configs``,
+grammar-first sampling against llama-cpp-python's sampler chain), each running the same
+real extraction calls through the pipeline's own backend
+(:class:`kgloom.llm.LlamaCppBackend`), in rounds; prints and saves medians as JSON.
+The one probe of llama.cpp: ``bench_speed.py probe`` runs it on its own configurations.
 
 Usage:
     python bench/bench_llama_probe.py [--rounds 3] [--budget-s 1200] [--units 5,40,70]
+                                      [--configs "1,512,512,0;1,512,512,0,0"]
                                       [--save bench/results/llama_probe.json]
 
 The calls: the extraction prompts and bounded reply schemas of
@@ -21,10 +24,10 @@ shared machine spread over the configurations instead of falling on some. Figure
 configuration: median seconds per call, prompt-eval and decode tokens/s (llama.cpp's own
 perf counters: ``n_p_eval`` / ``t_p_eval``, completion tokens / ``t_eval``), the ratio of
 its median seconds per call to the current defaults' (``n_batch`` 512, ``n_ubatch`` 512,
-no flash attention, at the same thread count) in each round, and whether its replies are
-byte-identical to the defaults' (greedy decoding: they should be). The 1-minute load
-average is recorded before and after each round. Rounds stop early when the next one
-would pass ``--budget-s``.
+no flash attention, grammar-first sampling, at the same thread count) in each round, and
+whether its replies are byte-identical to the defaults' (greedy decoding: they should
+be). The 1-minute load average is recorded before and after each round. Rounds stop
+early when the next one would pass ``--budget-s``.
 """
 
 from __future__ import annotations
@@ -43,44 +46,55 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.stamp import load_average, save_result  # noqa: E402
+
 BOOK_DIR = ROOT / "data" / "input"
-DEFAULT = {"n_batch": 512, "n_ubatch": 512, "flash_attn": False}
+DEFAULT = {"n_batch": 512, "n_ubatch": 512, "flash_attn": False, "grammar_first": True}
+UNITS = "5,40,70"  # text unit indexes of the book
 
 
 def load() -> float:
     """The machine's 1-minute load average."""
-    return round(os.getloadavg()[0], 2)
+    return load_average()[0]
 
 
 def grid(batches: list[int], ubatches: list[int], threads: list[int]) -> list[dict]:
     """Every configuration of the grid with ``n_ubatch`` <= ``n_batch`` (llama.cpp caps
     the physical batch at the logical one), each with and without flash attention."""
-    return [{"n_threads": t, "n_batch": b, "n_ubatch": u, "flash_attn": fa}
+    return [{"n_threads": t, "n_batch": b, "n_ubatch": u, "flash_attn": fa,
+             "grammar_first": True}
             for t, b, u, fa in itertools.product(threads, batches, ubatches, (False, True))
             if u <= b]
 
 
 def parse_configs(spec: str) -> list[dict]:
-    """Configurations from ``threads,n_batch,n_ubatch,flash_attn(0/1)`` items separated
-    by ``;`` (a subset of the grid when time is short).
+    """Configurations from ``threads,n_batch,n_ubatch,flash_attn(0/1)[,grammar_first(0/1,
+    default 1)]`` items separated by ``;`` (a subset of the grid when time is short;
+    grammar_first 0: llama-cpp-python's own sampler chain).
 
     Raises:
-        SystemExit: on an item that is not four integers.
+        SystemExit: on an item that is not four or five integers.
     """
     out = []
     for item in filter(None, (x.strip() for x in spec.split(";"))):
         try:
-            t, b, u, fa = (int(x) for x in item.split(","))
+            t, b, u, fa, *gf = (int(x) for x in item.split(","))
+            if len(gf) > 1:
+                raise ValueError(item)
         except ValueError:
-            raise SystemExit(f"--configs: {item!r} is not threads,n_batch,n_ubatch,fa")
-        out.append({"n_threads": t, "n_batch": b, "n_ubatch": u, "flash_attn": bool(fa)})
+            raise SystemExit(
+                f"--configs: {item!r} is not threads,n_batch,n_ubatch,fa[,gf]") from None
+        out.append({"n_threads": t, "n_batch": b, "n_ubatch": u, "flash_attn": bool(fa),
+                    "grammar_first": bool(gf[0]) if gf else True})
     return out
 
 
 def name(cfg: dict) -> str:
-    """A configuration's short label, e.g. ``t1 b512 u128 fa``."""
+    """A configuration's short label, e.g. ``t1 b512 u128 fa`` (``chain``: the sampler
+    chain instead of grammar-first sampling)."""
     return (f"t{cfg['n_threads']} b{cfg['n_batch']} u{cfg['n_ubatch']}"
-            + (" fa" if cfg["flash_attn"] else ""))
+            + (" fa" if cfg["flash_attn"] else "")
+            + ("" if cfg.get("grammar_first", True) else " chain"))
 
 
 def extraction_calls(units: list[int]) -> list[tuple[str, list[dict], dict, int, int]]:
@@ -110,6 +124,22 @@ def extraction_calls(units: list[int]) -> list[tuple[str, list[dict], dict, int,
     return calls
 
 
+def configurations(args) -> list[dict]:
+    """The configurations to run: ``args.configs`` (:func:`parse_configs`) when given,
+    else the grid of ``args.batches`` x ``args.ubatches`` x ``args.threads``.
+
+    Raises:
+        SystemExit: when they leave out the defaults (:data:`DEFAULT`).
+    """
+    ints = lambda spec: [int(x) for x in spec.split(",")]  # noqa: E731
+    cfgs = (parse_configs(args.configs) if args.configs else
+            grid(ints(args.batches), ints(args.ubatches), ints(args.threads)))
+    if not any(all(c[k] == v for k, v in DEFAULT.items()) for c in cfgs):
+        raise SystemExit("the configurations must include the defaults "
+                         "(n_batch 512, n_ubatch 512, no flash attention, grammar-first)")
+    return cfgs
+
+
 def run(args) -> dict:
     """Run the grid in rounds; return the figures (see the module doc)."""
     import llama_cpp
@@ -117,13 +147,7 @@ def run(args) -> dict:
     from kgloom.llm import LlamaCppBackend, default_gguf_path
 
     path = args.model_path or str(default_gguf_path())
-    threads = [int(x) for x in args.threads.split(",")]
-    cfgs = (parse_configs(args.configs) if args.configs else
-            grid([int(x) for x in args.batches.split(",")],
-                 [int(x) for x in args.ubatches.split(",")], threads))
-    if not any(all(c[k] == v for k, v in DEFAULT.items()) for c in cfgs):
-        raise SystemExit("the configurations must include the defaults "
-                         "(n_batch 512, n_ubatch 512, no flash attention)")
+    cfgs = configurations(args)
     calls = extraction_calls([int(x) for x in args.units.split(",")])
     res: dict = {"cores": os.cpu_count(), "llama_cpp_python": llama_cpp.__version__,
                  "model": Path(path).name, "units": [c[0] for c in calls],
@@ -160,8 +184,8 @@ def run(args) -> dict:
         res["rounds"].append(rnd)
         print(json.dumps(rnd), flush=True)
         # the figures so far after every round, so a stopped run leaves them
-        save(Path(args.save), {**res, "calls": rows, "complete": False,
-                               "figures": figures(rows, replies, cfgs)})
+        save_result(args.save, {**res, "calls": rows, "complete": False,
+                                 "figures": figures(rows, replies, cfgs)}, args)
     res["load_after"] = load()
     res["calls"] = rows
     res["figures"] = figures(rows, replies, cfgs)
@@ -169,14 +193,6 @@ def run(args) -> dict:
     res["distinct_replies_per_unit"] = {
         u: len(set().union(*(r[u] for r in replies.values()))) for u in res["units"]}
     return res
-
-
-def save(path: Path, res: dict) -> None:
-    """Write ``res`` as JSON to ``path`` atomically (a temporary file, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(res, indent=2) + "\n")
-    tmp.replace(path)
 
 
 def figures(rows: list[dict], replies: dict, cfgs: list[dict]) -> dict:
@@ -225,12 +241,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=1200.0)
-    ap.add_argument("--units", default="5,40,70", help="text unit indexes of the book")
+    ap.add_argument("--units", default=UNITS, help="text unit indexes of the book")
     ap.add_argument("--batches", default="128,256,512")
     ap.add_argument("--ubatches", default="128,512")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--configs", default="",
-                    help="instead of the grid: threads,n_batch,n_ubatch,fa;... (fa 0/1)")
+                    help="instead of the grid: threads,n_batch,n_ubatch,fa[,gf];... (fa, gf "
+                         "0/1; gf 0: the sampler chain instead of grammar-first)")
     ap.add_argument("--model-path", default="")
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "llama_probe.json"))
     args = ap.parse_args()
@@ -241,8 +258,7 @@ def main() -> None:
         print(f"{k:<18} {f['seconds_per_call']:>7} {f['ratio_to_default']:>6} "
               f"{f['prompt_tok_per_s']:>10} {f['decode_tok_per_s']:>10} "
               f"{f['same_replies_as_default']}")
-    save(Path(args.save), {**res, "complete": True})
-    print(f"saved {args.save}")
+    save_result(args.save, {**res, "complete": True}, args)
 
 
 if __name__ == "__main__":

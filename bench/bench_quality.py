@@ -42,8 +42,8 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
+from bench.stamp import save_result  # noqa: E402
 from kgloom import schemas  # noqa: E402
 from kgloom.config import IndexSettings, settings_from_mapping  # noqa: E402
 from kgloom.extraction.extract import extract_graph  # noqa: E402
@@ -144,7 +144,7 @@ def type_accuracy(entities: pl.DataFrame, aliases: pl.DataFrame,
 
 
 def run_book(args, settings) -> dict:
-    from eval_gold import score
+    from bench.eval_gold import score
 
     out = Path(args.output_dir)
     llm = _llm(out, args.model_path, args.fake_llm, settings)
@@ -204,7 +204,7 @@ def run_2wiki(args, settings) -> dict:
 def run_multilingual(args, settings) -> dict:
     from dataclasses import replace
 
-    from bench_candidates import score_names, suite_languages
+    from bench.bench_candidates import score_names, suite_languages
 
     out = Path(args.output_dir)
     llm = _llm(out, args.model_path, args.fake_llm)
@@ -258,8 +258,7 @@ def main() -> None:
     text = json.dumps(res, indent=1, ensure_ascii=False, default=str)
     print(text)
     save = Path(args.save or ROOT / "bench" / "results" / f"quality-{args.corpus}.json")
-    save.parent.mkdir(parents=True, exist_ok=True)
-    save.write_text(text + "\n")
+    save_result(save, res, args, indent=1, default=str)
 
 
 if __name__ == "__main__":

@@ -44,21 +44,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.harness import SLICE_CHARS, book_slice, build_index  # noqa: E402
+from bench.stamp import load_average as load  # noqa: E402
+from bench.stamp import save_result  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
-BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
-SLICE_START, SLICE_CHARS = "Marley was dead", 24_000
-
-
-def load() -> list[float]:
-    """The 1, 5 and 15 minute load averages (runnable processes; 2 cores here)."""
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def book_slice() -> str:
-    """24,000 characters of the bundled book from "Marley was dead"."""
-    text = BOOK.read_text(encoding="utf-8")
-    i = text.index(SLICE_START)
-    return text[i:i + SLICE_CHARS]
 
 
 def parquet_bytes(out: Path) -> dict[str, bytes]:
@@ -68,31 +59,27 @@ def parquet_bytes(out: Path) -> dict[str, bytes]:
 
 
 def run_variant(name: str, inp: Path, out: Path, urls: list[str], concurrency: int) -> dict:
-    """Index ``inp`` into ``out`` from an empty cache; return the figures of the run."""
-    import dagster as dg
-
-    from kgloom.definitions import build_resources
+    """Index ``inp`` into ``out`` from an empty cache (one ``kgloom index --force``
+    process with its own Dagster instance, :func:`bench.harness.build_index`); return the
+    figures of the run."""
     from kgloom.llm import LLMCache
-    from kgloom.cli.runner import index_folder
     from kgloom.stats import read_stage_stats
 
-    resources = build_resources(str(inp), str(out), fake_llm=False, llm_urls=urls or None,
-                                llm_concurrency=concurrency)
-    before = load()
-    t0 = time.perf_counter()
-    _, report = index_folder(resources, dg.DagsterInstance.ephemeral(), force=True)
-    wall = time.perf_counter() - t0
+    run = build_index(inp, out, dagster_home=out.with_name(out.name + "-dagster_home"),
+                      log=out.with_name(out.name + ".log"), check=False, force=True,
+                      llm_urls=urls, llm_concurrency=concurrency)
     cache = LLMCache(out / "llm_cache.sqlite")
     per_stage = {r["stage"]: r for r in cache.summary()}
     stages = read_stage_stats(out)
     summary = json.loads((out / "index-summary.json").read_text())
     return {"variant": name, "urls": len(urls), "llm_concurrency": concurrency,
-            "success": report.success, "wall_seconds": round(wall, 1),
+            "success": run.success, "wall_seconds": run.wall_seconds,
             "llm_calls": sum(r["rows"] for r in per_stage.values()),
             "llm_per_stage": per_stage,
             "stage_seconds": {k: v.get("seconds") for k, v in sorted(stages.items())},
             "text_units": summary["rows"].get("text_units"),
-            "rows": summary["rows"], "load_before": before, "load_after": load()}
+            "rows": summary["rows"], "load_before": run.load_before,
+            "load_after": run.load_after}
 
 
 def part_servers(args) -> dict:
@@ -111,7 +98,7 @@ def part_servers(args) -> dict:
     def save(r: dict) -> None:
         results["variants"].append(r)
         print(json.dumps({k: v for k, v in r.items() if k != "llm_per_stage"}), flush=True)
-        path.write_text(json.dumps(results, indent=2))
+        save_result(path, results, args)
 
     wanted = args.variants.split(",")
     if "a" in wanted:
@@ -138,7 +125,7 @@ def part_servers(args) -> dict:
     if a:
         results["speedup_vs_a"] = {r["variant"]: round(a["wall_seconds"] / r["wall_seconds"], 3)
                                    for r in results["variants"]}
-    path.write_text(json.dumps(results, indent=2))
+    save_result(path, results, args)
     print(json.dumps({k: results.get(k) for k in ("identical_to_a", "speedup_vs_a")}, indent=2))
     return results
 
@@ -272,14 +259,14 @@ def part_leiden(args) -> dict:
             row = {"method": method, "target_edges": n, **row, "load_before": before,
                    "load_after": load()}
             print(json.dumps(row), flush=True)
-            res = _merge_leiden_row(path, row)
+            res = _merge_leiden_row(path, row, args)
     return res
 
 
-def _merge_leiden_row(path: Path, row: dict) -> dict:
+def _merge_leiden_row(path: Path, row: dict, args) -> dict:
     """Write ``row`` into scale_leiden.json (replacing the same method and target size),
-    with the per-size ratios to the baselines and the linear fit; returns the file's
-    content."""
+    with the per-size ratios to the baselines and the linear fit, stamped with ``args``;
+    returns the file's content but its stamp."""
     old = json.loads(path.read_text()) if path.exists() else {}
     rows = [r for r in old.get("sizes", []) + old.get("baselines", [])
             if "method" in r and (r["method"], r["target_edges"])
@@ -311,7 +298,7 @@ def _merge_leiden_row(path: Path, row: dict) -> dict:
            "sizes": [r for r in rows if r["method"] == "kgloom"],
            "baselines": [r for r in rows if r["method"] != "kgloom"],
            "kgloom_vs_baselines": vs, "linear_fit": fit}
-    path.write_text(json.dumps(res, indent=2))
+    save_result(path, res, args)
     return res
 
 
@@ -451,7 +438,7 @@ def part_model(args) -> dict:
            "hierarchical_leiden, linear from the largest finished size",
            "leiden_peak_rss_gib_linear_fit": round(leiden_gib, 1) if leiden_gib else None,
            "gpus": gpus}
-    (RESULTS / "scale_model.json").write_text(json.dumps(res, indent=2))
+    save_result(RESULTS / "scale_model.json", res, args)
     print(json.dumps(res, indent=2))
     return res
 

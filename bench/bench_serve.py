@@ -42,7 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.stamp import save_json, stamp  # noqa: E402
+from bench.harness import build_index, write_input  # noqa: E402
+from bench.stamp import save_result, when  # noqa: E402
 
 QUESTIONS = ["Who was Scrooge's business partner?", "Where did Bob Cratchit live?",
              "What did the Ghost of Christmas Past show Scrooge?", "Who is Tiny Tim?",
@@ -52,21 +53,10 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def build_book_index(folder: Path) -> Path:
-    """The bundled book indexed with the fake LLM (reports included) into ``folder``."""
-    import dagster as dg
-
-    from kgloom.definitions import build_resources
-    from kgloom.cli.runner import index_folder
-
-    inp = folder / "input"
-    inp.mkdir(parents=True)
-    shutil.copyfile(ROOT / "data" / "input" / "a-christmas-carol.txt",
-                    inp / "a-christmas-carol.txt")
-    out = folder / "output"
-    _, report = index_folder(build_resources(str(inp), str(out), fake_llm=True),
-                             dg.DagsterInstance.ephemeral(), reports=True)
-    assert report.success, "indexing the book failed"
-    return out
+    """The bundled book indexed with the fake LLM (reports included) into ``folder``
+    (:func:`bench.harness.build_index`)."""
+    write_input("book", folder / "input")
+    return build_index(folder / "input", folder / "output", fake_llm=True).output_dir
 
 
 def republish(folder: Path) -> str:
@@ -245,7 +235,7 @@ def main() -> None:
         from kgloom.builds import publish_build
 
         publish_build(folder)  # the copy's own build
-        started = stamp(ROOT)
+        started = when()
         proc = start_server(folder, args.port, tmp / "cache")
         url = f"http://127.0.0.1:{args.port}"
         try:
@@ -255,7 +245,7 @@ def main() -> None:
         finally:
             stop_server(proc)
     result = {
-        **started, "finished": stamp(ROOT),
+        **started, "finished": when(),
         "setup": {"index": "the bundled book, indexed with the fake LLM (reports included)",
                   "server": "kgloom serve --fake-llm (one uvicorn process, loopback)",
                   "clients": "closed loop: asyncio tasks over one httpx2 pool in the bench "
@@ -267,7 +257,7 @@ def main() -> None:
                                "and build.json last), every --republish-every seconds",
                   "cpus": os.cpu_count()},
         "load": steady, "load_while_republishing": during, "explorer": explorer}
-    save_json(Path(args.out), result)
+    save_result(Path(args.out), result, args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ Usage:
     python bench/bench_speed.py book --rescore  (figures again from a saved run's folders)
     (all take --work-dir, --save, --model-path, --fake-llm)
 
-Each variant runs ``kgloom index`` as a subprocess with its own source tree on
+Each variant runs ``kgloom index`` as a subprocess (:func:`bench.harness.build_index`)
+with its own source tree on
 ``PYTHONPATH`` (``git archive`` of a commit unpacked under ``--work-dir``; ``baseline``:
 ``--baseline-ref``, ``new``: ``--new-ref``, default ``HEAD``, so editing the tree during
 a run changes nothing), a fresh DAGSTER_HOME and a fresh output folder, so nothing is
@@ -27,24 +28,20 @@ seconds); the share of the wall time inside the models; community reports writte
 the LLM and by rules, communities of 3+ members without an LLM report; replies that did
 not parse in the end (failures rows) and replies retried once after a parse error; and
 on the book the gold entity and pair recall (``bench/eval_gold.py``).
-``probe`` measures, on the installed model and with nothing cached: prompt and decode
-tokens/s per llama.cpp thread setting, batch size and flash attention (variants
-alternated, medians), and grammar-first sampling against llama-cpp-python's chain on
-the same prompts (time outside llama.cpp's timers, identical replies).
+``probe`` runs the one llama.cpp probe (bench/bench_llama_probe.py) on the installed
+model with nothing cached, over :data:`PROBE_CONFIGS`: seconds per extraction call,
+prompt and decode tokens/s per thread count, batch size and flash attention, and
+grammar-first sampling against llama-cpp-python's sampler chain (configurations
+alternated in ``--reps`` rounds, medians; identical replies checked).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
-import tarfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,49 +49,18 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
+from bench.harness import build_index, export_ref, write_input  # noqa: E402
+from bench.stamp import load_average, save_result  # noqa: E402
 from kgloom.llm import cache_rows, new_rows  # noqa: E402
 
-BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
-WIKI = ROOT / "bench" / "data" / "2wiki-dev" / "corpus.jsonl"
 GOLD = ROOT / "bench" / "data" / "christmas-carol-gold.json"
-SLICE_START, SLICE_CHARS = "Marley was dead", 24_000
 PARSE_FAILURE = "not JSON|breaks the schema"
 
 
 def load() -> float:
     """The machine's 1-minute load average."""
-    return round(os.getloadavg()[0], 2)
-
-
-def make_input(corpus: str, folder: Path, limit: int) -> None:
-    """Write the corpus's input files into ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if corpus == "book":
-        shutil.copy(BOOK, folder / BOOK.name)
-    elif corpus == "slice":
-        text = BOOK.read_text(encoding="utf-8")
-        start = text.index(SLICE_START)
-        (folder / "marley-slice.txt").write_text(text[start:start + SLICE_CHARS],
-                                                 encoding="utf-8")
-    else:
-        lines = WIKI.read_text(encoding="utf-8").splitlines()
-        lines = lines[:limit] if limit else lines
-        (folder / "2wiki-dev.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def export_ref(ref: str, dest: Path) -> str:
-    """Unpack ``git archive <ref>`` of this repository into ``dest``; return the commit."""
-    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.strip()
-    tar = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT, check=True,
-                         capture_output=True).stdout
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
-        tf.extractall(dest, filter="data")
-    return commit
+    return load_average()[0]
 
 
 def stage_costs(out: Path) -> dict:
@@ -149,25 +115,14 @@ def report_figures(out: Path) -> dict:
 
 def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
     """One ``kgloom index`` from an empty output folder with ``src`` on PYTHONPATH."""
-    inp, out, home = work / "input", work / name / "output", work / name / "dagster_home"
+    inp, out = work / "input", work / name / "output"
     shutil.rmtree(work / name, ignore_errors=True)
     out.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "kgloom.cli", "index", "--input-dir", str(inp),
-           "--output-dir", str(out)]
-    cmd += ["--fake-llm"] if args.fake_llm else []
-    cmd += ["--model-path", args.model_path] if args.model_path else []
-    env = {**os.environ, "PYTHONPATH": str(src), "DAGSTER_HOME": str(home),
-           "HF_HUB_OFFLINE": "1"}
-    before = load()
-    print(f"[{name}] kgloom index ({corpus}), load {before} ...", flush=True)
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=env, cwd=src, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    (work / name / "log.txt").write_text(res.stdout + res.stderr)
-    if res.returncode != 0:
-        raise SystemExit(f"{name}: kgloom index failed ({res.returncode}); see "
-                         f"{work / name / 'log.txt'}")
-    fig = variant_figures(out, corpus, wall, before, load())
+    print(f"[{name}] kgloom index ({corpus}), load {load()} ...", flush=True)
+    run = build_index(inp, out, src=src, log=work / name / "log.txt",
+                      fake_llm=args.fake_llm, model_path=args.model_path)
+    wall, before = run.wall_seconds, run.load_before[0]
+    fig = variant_figures(out, corpus, wall, before, run.load_after[0])
     print(f"[{name}] {json.dumps({k: fig[k] for k in ('wall_seconds', 'llm_calls_total', 'model_share_of_wall', 'load_before', 'load_after')})}",
           flush=True)
     return fig
@@ -207,7 +162,7 @@ def variant_figures(out: Path, corpus: str, wall: float, load_before: float,
            "llm_backend": summary.get("llm_backend"),
            "failures": failures.height, "reports": report_figures(out), "cost": cost}
     if corpus == "book":
-        from eval_gold import score
+        from bench.eval_gold import score
 
         fig["gold"] = {k: v for k, v in score(out, json.loads(GOLD.read_text())).items()
                        if k in ("entity_recall", "pair_recall", "missed_entities",
@@ -276,7 +231,7 @@ def compare(corpus: str, args, variants: list[str] | None = None,
     variants = variants or args.variants
     work = Path(args.work_dir) / corpus
     shutil.rmtree(work / "input", ignore_errors=True)
-    make_input(corpus, work / "input", args.limit)
+    write_input(corpus, work / "input", args.limit)
     res: dict = {"corpus": corpus, "limit": args.limit or None,
                  "model": "fake" if args.fake_llm else args.model_path or
                  "bundled SmolLM2-135M-Instruct", "cores": os.cpu_count(),
@@ -298,103 +253,23 @@ def compare(corpus: str, args, variants: list[str] | None = None,
     return res
 
 
-def probe(args) -> dict:
-    """llama.cpp settings and grammar sampling measured on this machine, now."""
-    import llama_cpp
+def probe(args, save: Path) -> dict:
+    """llama.cpp settings and grammar-first sampling measured on this machine, now: the
+    one llama.cpp probe (bench/bench_llama_probe.py) on :data:`PROBE_CONFIGS`, ``--reps``
+    rounds."""
+    from bench import bench_llama_probe as lp
 
-    from kgloom.config import IndexSettings
-    from kgloom.extraction import extract
-    from kgloom.ingest.chunking import split_text_units
-    from kgloom.ingest.documents import read_documents
-    from kgloom.tokenizer import default_tokenizer
-    from kgloom.llm import LlamaCppBackend, default_gguf_path, reply_token_bound
-    from kgloom.reports.community_reports import REPORT_TEMPLATE
+    ns = argparse.Namespace(rounds=args.reps, budget_s=float("inf"), units=lp.UNITS,
+                            configs=PROBE_CONFIGS, model_path=args.model_path,
+                            batches="", ubatches="", threads="", save=str(save))
+    return lp.run(ns)
 
-    path = args.model_path or str(default_gguf_path())
-    text = BOOK.read_text(encoding="utf-8")
-    start = text.index(SLICE_START)
-    res: dict = {"cores": os.cpu_count(), "load_before": load(),
-                 "llama_cpp_python": llama_cpp.__version__}
 
-    def tok_per_s(settings: dict, reps: int) -> dict:
-        """Median prompt (1,000 tokens) and decode (32 tokens) tokens/s per variant,
-        variants alternated ``reps`` times."""
-        llms = {k: llama_cpp.Llama(model_path=path, n_ctx=4096, verbose=False, **v)
-                for k, v in settings.items()}
-        toks = next(iter(llms.values())).tokenize(text[start:start + 8000].encode(),
-                                                  add_bos=False)[:1000]
-        got: dict = {k: {"prompt": [], "decode": []} for k in settings}
-        for _ in range(reps):
-            for k, llm in llms.items():
-                llm.reset()
-                t0 = time.perf_counter()
-                llm.eval(toks)
-                t1 = time.perf_counter()
-                for t in toks[:32]:
-                    llm.eval([t])
-                t2 = time.perf_counter()
-                got[k]["prompt"].append(len(toks) / (t1 - t0))
-                got[k]["decode"].append(32 / (t2 - t1))
-        return {k: {"prompt_tok_per_s": round(statistics.median(v["prompt"]), 1),
-                    "decode_tok_per_s": round(statistics.median(v["decode"]), 1)}
-                for k, v in got.items()}
-
-    print("threads ...", flush=True)
-    res["threads"] = tok_per_s({
-        "decode 1, prompt 1": {"n_threads": 1, "n_threads_batch": 1},
-        "decode 1, prompt 2 (llama-cpp-python's default here)":
-            {"n_threads": 1, "n_threads_batch": 2},
-        "decode 2, prompt 2": {"n_threads": 2, "n_threads_batch": 2}}, args.reps)
-    res["load_after_threads"] = load()
-    print(json.dumps(res["threads"]), flush=True)
-    print("batch sizes, flash attention ...", flush=True)
-    one = {"n_threads": 1, "n_threads_batch": 1}
-    res["batch"] = tok_per_s({
-        "n_batch 512, n_ubatch 512": {**one, "n_batch": 512, "n_ubatch": 512},
-        "n_batch 512, flash_attn": {**one, "n_batch": 512, "n_ubatch": 512, "flash_attn": True},
-        "n_batch 2048, n_ubatch 2048": {**one, "n_batch": 2048, "n_ubatch": 2048},
-        "n_batch 128, n_ubatch 128": {**one, "n_batch": 128, "n_ubatch": 128}}, args.reps)
-    res["load_after_batch"] = load()
-    print(json.dumps(res["batch"]), flush=True)
-
-    print("grammar-first sampling ...", flush=True)
-    docs, _ = read_documents(ROOT / "data" / "input")
-    units = split_text_units(docs, default_tokenizer())
-    vocab = extract.word_counts(units["text"].to_list())
-    s = IndexSettings()
-    tmpl = extract.extraction_template(False)
-    calls = []
-    for i in (5, 40):
-        t = units["text"][i]
-        names = extract.candidate_names(t, vocabulary=vocab)
-        schema = extract.extraction_schema(names, s)
-        calls.append(("extraction", tmpl.messages(types=", ".join(s.entity_types),
-                                                  names=", ".join(names), text=t), schema))
-    context = ("Entities:\n- Scrooge (PERSON): Scrooge was his sole executor.\n"
-               "- Marley (PERSON): Marley was dead: to begin with.\n- Fred (PERSON): his "
-               "nephew Fred came.\nRelationships:\n- Scrooge -> Marley: Scrooge and he were "
-               "partners for I don't know how many years.\n- Scrooge -> Fred: Fred wished "
-               "Scrooge a merry Christmas.")
-    calls.append(("report", REPORT_TEMPLATE.messages(context=context), REPORT_TEMPLATE.schema))
-    backends = {gf: LlamaCppBackend(path, n_threads=1, grammar_first=gf) for gf in (False, True)}
-    rows = []
-    for kind, msgs, schema in calls:
-        replies = {}
-        for gf in (False, True):
-            c = backends[gf].complete(msgs, schema, reply_token_bound(schema), 1)
-            replies[gf] = c.text
-            rows.append({"call": kind, "grammar_first": gf, "seconds": round(c.seconds, 2),
-                         "prompt_seconds": round(c.prompt_seconds, 2),
-                         "decode_seconds": round(c.generation_seconds, 2),
-                         "outside_seconds": round(c.seconds - c.prompt_seconds
-                                                  - c.generation_seconds, 2),
-                         "completion_tokens": c.completion_tokens, "load": load()})
-        rows[-1]["same_reply"] = replies[False] == replies[True]
-    res["grammar_first"] = rows
-    res["load_after"] = load()
-    for r in rows:
-        print(json.dumps(r), flush=True)
-    return res
+# the probe's configurations (threads,n_batch,n_ubatch,flash_attn,grammar_first): thread
+# counts, batch sizes and flash attention beside the defaults, and llama-cpp-python's
+# sampler chain against grammar-first sampling
+PROBE_CONFIGS = "1,512,512,0,1;2,512,512,0,1;1,512,512,1,1;1,2048,2048,0,1;1,128,128,0,1;" \
+                "1,512,512,0,0"
 
 
 def main() -> None:
@@ -422,12 +297,11 @@ def main() -> None:
         raise SystemExit("--variants: baseline and/or new")
     suffix = f"-{args.limit}" if args.limit else ""
     save = Path(args.save or ROOT / "bench" / "results" / f"speed-{args.corpus}{suffix}.json")
-    save.parent.mkdir(parents=True, exist_ok=True)
 
     def partial(res: dict) -> None:
         summarize(res)
-        save.write_text(json.dumps({**res, "complete": False}, indent=2) + "\n")
-        print(f"partial figures saved to {save}", flush=True)
+        save_result(save, {**res, "complete": False}, args)
+        print("(partial figures)", flush=True)
 
     def after(name: str, res: dict) -> None:
         # a partial JSON after every variant, so a long run leaves its figures so far;
@@ -440,12 +314,11 @@ def main() -> None:
     if args.rescore:
         res = rescore(args)
     elif args.corpus == "probe":
-        res = probe(args)
+        res = probe(args, save)
     else:
         res = compare(args.corpus, args, after=after)
     print(json.dumps(res.get("figures", res), indent=2))
-    save.write_text(json.dumps(res, indent=2) + "\n")
-    print(f"saved {save}")
+    save_result(save, res, args)
 
 
 if __name__ == "__main__":

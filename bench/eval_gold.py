@@ -78,8 +78,9 @@ def main() -> None:
     args = ap.parse_args()
     result = score(Path(args.output_dir), json.loads(Path(args.gold).read_text()))
     print(json.dumps(result, indent=2))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.save).write_text(json.dumps(result, indent=2) + "\n")
+    from bench.stamp import save_result
+
+    save_result(args.save, result, args)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
-from stamp import save_json, stamp  # noqa: E402
+sys.path.insert(0, str(ROOT.parent))
+from bench.stamp import save_result, when  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ISSUE_QUESTIONS = [("How is Scrooge related to Fezziwig?", "Fezziwig"),
@@ -96,7 +96,7 @@ def question_figures(retriever, index: Path, questions: Path, mode: str, top_k: 
 
 
 def wiki_figures(work: Path, mode: str, top_k: int) -> dict:
-    import eval_qa
+    from bench import eval_qa
 
     from kgloom.query.retriever import Retriever
 
@@ -113,12 +113,11 @@ def wiki_figures(work: Path, mode: str, top_k: int) -> dict:
             "linked_share": row["linked_share"]}
 
 
-def _stamp() -> dict:
-    """The bench stamp of the imported kgloom's checkout (it may be another tree's)."""
+def _kgloom_from() -> Path:
+    """The checkout of the imported kgloom (it may be another tree's)."""
     import kgloom
 
-    where = Path(kgloom.__file__).resolve().parent.parent
-    return {"kgloom_from": str(where), **stamp(where)}
+    return Path(kgloom.__file__).resolve().parent.parent
 
 
 def main() -> None:
@@ -140,7 +139,8 @@ def main() -> None:
     from kgloom.query.retriever import Retriever
 
     retriever = Retriever(args.index, graph_backend="memory")
-    out = {"benchmark": "named entities in the top k", "label": args.label, **_stamp(),
+    out = {"benchmark": "named entities in the top k", "label": args.label,
+           "kgloom_from": str(_kgloom_from()), **when(_kgloom_from()),
            **({"commit": args.commit} if args.commit else {}),
            "index": str(args.index), "mode": args.mode, "top_k": args.top_k,
            "index_model": json.loads((args.index / "index-summary.json").read_text()).get(
@@ -159,7 +159,7 @@ def main() -> None:
         out["wiki"] = wiki_figures(args.wiki_work, args.mode, args.top_k)
         print(f"2wiki: R@2 {out['wiki']['recall@2']} R@5 {out['wiki']['recall@5']}")
     if args.save:
-        save_json(args.save, out)
+        save_result(args.save, out, args, where=_kgloom_from())
 
 
 if __name__ == "__main__":

@@ -13,12 +13,13 @@ Index: the pool is split into ``--parts`` JSONL files (default 8) under
 ``<work>/input``, because each input file is one partition (one Dagster run): a run
 stopped by Ctrl-C, ``kill -9`` or a reboot keeps the partitions it finished and the
 next run extracts only the others (with ``standard``, hours of model time); a split
-file's bytes depend only on the pool, so a rerun changes nothing. Figures recorded:
-wall seconds of the whole ``index_folder`` call and per stage (index-summary.json),
-its CPU seconds (user + system: on a shared machine the load-independent figure),
-peak resident memory of this process (``ru_maxrss``; the pipeline runs in process), and
-the machine's load before and after (the machine is shared: read the seconds with the
-load beside them). They are saved as soon as the index is built, then after each mode.
+file's bytes depend only on the pool, so a rerun changes nothing. The index is one
+``kgloom index`` process (:func:`bench.harness.build_index`). Figures recorded: wall
+seconds of the whole command and per stage (index-summary.json), its CPU seconds (user +
+system: on a shared machine the load-independent figure), peak resident memory of the
+indexing process (``ru_maxrss``), and the machine's load before and after (the machine is
+shared: read the seconds with the load beside them). They are saved as soon as the index
+is built, then after each mode.
 
 BM25: ``bm25s`` (Lù 2024, a maintained BM25 library; Lucene's BM25 variant, k1 1.5,
 b 0.75), English stop words and the Snowball stemmer (PyStemmer) when installed, over
@@ -36,7 +37,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -44,31 +44,20 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from eval_qa import MODES, evaluate, label, load_questions, score_rankings  # noqa: E402
+from bench.eval_qa import MODES, evaluate, label, load_questions, score_rankings  # noqa: E402
+from bench.harness import build_index  # noqa: E402
+from bench.stamp import commit, load_average, save_result  # noqa: E402
 
 POOL = ROOT / "bench" / "data" / "2wiki-pool" / "corpus.jsonl"
 QUESTIONS = ROOT / "bench" / "data" / "2wiki-dev" / "questions.jsonl"
 
 
-def machine_load() -> list[float]:
-    """The 1, 5 and 15 minute load averages."""
-    return [round(x, 2) for x in os.getloadavg()]
-
-
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, MiB (Linux ``ru_maxrss`` is KiB)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def cpu_seconds() -> float:
-    """CPU seconds (user + system) of this process and its finished children so far: on a
-    shared machine, the wall time's load-independent companion."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def split_corpus(corpus: Path, parts: int, dest: Path) -> list[Path]:
@@ -99,33 +88,20 @@ def split_corpus(corpus: Path, parts: int, dest: Path) -> list[Path]:
     return out
 
 
-def build_pool_index(corpus: Path, work: Path, settings: dict, parts: int,
+def build_pool_index(corpus: Path, work: Path, settings: list[str], parts: int,
                      fake_llm: bool = False) -> tuple[Path, dict]:
     """Index ``corpus`` split into ``parts`` files under ``work`` (incremental: finished
-    partitions are kept); return (the output folder, the build figures)."""
-    import dagster as dg
-
-    from kgloom.definitions import build_resources
-    from kgloom.cli.runner import index_folder
-
+    partitions are kept) with the ``key=value`` index ``settings``, through
+    :func:`bench.harness.build_index`; return (the output folder, the build figures)."""
     files = split_corpus(corpus, parts, work / "input")
-    os.environ["DAGSTER_HOME"] = str((work / "dagster_home").resolve())
-    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     out = work / "output"
-    resources = build_resources(str(work / "input"), str(out), fake_llm=fake_llm, **settings)
-    load_before = machine_load()
-    start, cpu_start = time.perf_counter(), cpu_seconds()
-    _, report = index_folder(resources, dg.DagsterInstance.get(),
-                             tags={"kgloom/command": "bench-eval-pool"})
-    wall = time.perf_counter() - start
-    if not report.success:
-        sys.exit("indexing failed: see the Dagster log")
+    run = build_index(work / "input", out, dagster_home=work / "dagster_home",
+                      fake_llm=fake_llm, settings=settings)
     summary = json.loads((out / "index-summary.json").read_text())
-    figures = {"input_files": len(files), "partitions_run": len(report.partition_runs),
-               "wall_seconds": round(wall, 1),
-               "cpu_seconds": round(cpu_seconds() - cpu_start, 1),
-               "peak_rss_mb": peak_rss_mb(),
-               "load_before": load_before, "load_after": machine_load(),
+    figures = {"input_files": len(files), "partitions_run": run.summary["partition_runs"],
+               "wall_seconds": run.wall_seconds, "cpu_seconds": run.cpu_seconds,
+               "peak_rss_mb": run.peak_rss_mb,
+               "load_before": run.load_before, "load_after": run.load_after,
                "method": summary.get("method"), "rows": summary["rows"],
                "seconds_per_stage": summary["seconds_per_stage"],
                "llm_calls": summary["llm_calls"],
@@ -135,8 +111,8 @@ def build_pool_index(corpus: Path, work: Path, settings: dict, parts: int,
                "extraction_counts": {k: v for k, v in summary["stages"].get(
                    "extraction", {}).items() if isinstance(v, (int, float))
                    and k not in ("seconds", "finished_at", "embedder_seconds")}}
-    print(f"index built in {wall:.0f} s (peak RSS {figures['peak_rss_mb']} MiB, load "
-          f"{load_before} -> {figures['load_after']}): {out}", flush=True)
+    print(f"index built in {run.wall_seconds:.0f} s (peak RSS {run.peak_rss_mb} MiB, load "
+          f"{run.load_before} -> {run.load_after}): {out}", flush=True)
     return out, figures
 
 
@@ -192,14 +168,6 @@ def evaluate_bm25(bm25: BM25Baseline, questions: list[dict], top_k: int = 5) -> 
             **score_rankings(questions, rankings, secs)}
 
 
-def commit() -> str:
-    """This checkout's commit; env ``BENCH_COMMIT`` for a copy without .git (a run from
-    a ``git archive`` snapshot, so later edits of the work tree cannot leak into it)."""
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                          capture_output=True, text=True).stdout.strip() or \
-        os.environ.get("BENCH_COMMIT", "")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=POOL)
@@ -233,15 +201,14 @@ def main() -> None:
                     "cores": os.cpu_count(), "settings": settings, "top_k": args.top_k}
 
     def save_now() -> None:
-        save.parent.mkdir(parents=True, exist_ok=True)
-        save.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        save_result(save, result, args)
 
     if args.index:
         index = args.index
         result["index"] = {"reused": str(index)}
     else:
-        index, result["index"] = build_pool_index(args.corpus, args.work, settings, args.parts,
-                                                  args.fake_llm)
+        index, result["index"] = build_pool_index(args.corpus, args.work, args.set,
+                                                  args.parts, args.fake_llm)
     save_now()
     from kgloom.query.retriever import Retriever
 
@@ -253,7 +220,7 @@ def main() -> None:
             continue
         row = evaluate(retriever, questions, mode, params, args.top_k)
         row.pop("per_question")
-        row["load_after"] = machine_load()
+        row["load_after"] = load_average()
         result["modes"].append(row)
         print(f"{label(mode, params)}: R@2 {row['recall@2']} R@5 {row['recall@5']} "
               f"AR@5 {row['all_recall@5']} p50 {row['latency_p50_s']} s", flush=True)
@@ -275,9 +242,8 @@ def main() -> None:
                                      "recall@5_gain_over_vector":
                                          round(best["recall@5"] - vec["recall@5"], 1)}
     result["peak_rss_mb_end"] = peak_rss_mb()
-    result["load_end"] = machine_load()
+    result["load_end"] = load_average()
     save_now()
-    print(f"saved {save}")
 
 
 if __name__ == "__main__":

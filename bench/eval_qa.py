@@ -44,6 +44,7 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 DATA = ROOT / "bench" / "data" / "2wiki-dev"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -59,24 +60,17 @@ def load_questions(path: Path = DATA / "questions.jsonl") -> list[dict]:
 
 
 def build_index(work: Path, fake_llm: bool) -> Path:
-    """Index the corpus into ``work/output`` (incremental: a finished index is kept)."""
-    import dagster as dg
-
-    from kgloom.definitions import build_resources
-    from kgloom.cli.runner import index_folder
+    """Index the corpus into ``work/output`` without community reports (retrieval does
+    not read them) through :func:`bench.harness.build_index`; incremental: a finished
+    index is kept."""
+    from bench.harness import build_index as kgloom_index
 
     inp = work / "input"
     inp.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(DATA / "corpus.jsonl", inp / "corpus.jsonl")
-    os.environ["DAGSTER_HOME"] = str((work / "dagster_home").resolve())
-    Path(os.environ["DAGSTER_HOME"]).mkdir(exist_ok=True)
-    resources = build_resources(str(inp), str(work / "output"), fake_llm=fake_llm)
-    start = time.perf_counter()
-    _, report = index_folder(resources, dg.DagsterInstance.get(), reports=False,
-                             tags={"kgloom/command": "bench-eval-qa"})
-    if not report.success:
-        sys.exit("indexing failed: see the Dagster log above")
-    print(f"index ready in {time.perf_counter() - start:.0f} s: {work / 'output'}")
+    run = kgloom_index(inp, work / "output", dagster_home=work / "dagster_home",
+                       fake_llm=fake_llm, reports=False)
+    print(f"index ready in {run.wall_seconds:.0f} s: {work / 'output'}")
     return work / "output"
 
 
@@ -301,9 +295,9 @@ def main() -> None:
         for row in result["embedder_comparison"]["rows"]:
             print(f"{row['embedder']}: {label(row['mode'], row['params'])} "
                   f"R@2 {row['recall@2']} R@5 {row['recall@5']}")
-    args.save.parent.mkdir(parents=True, exist_ok=True)
-    args.save.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    print(f"saved {args.save}")
+    from bench.stamp import save_result
+
+    save_result(args.save, result, args)
 
 
 if __name__ == "__main__":

@@ -45,8 +45,8 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-from stamp import save_json, stamp  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from bench.stamp import save_result, when  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # The worked example of the report prompt up to issue 28 (kgloom commit 71f1f13), kept
@@ -256,7 +256,7 @@ def main() -> None:
     for comm, how, obj, ctx, members in published:
         names = ungrounded_names(report_text(obj), ctx, tuple(members))
         after.append({"community": comm, "published_as": how, "ungrounded_names": names})
-    out = {"benchmark": "community reports naming what their context lacks", **stamp(ROOT),
+    out = {"benchmark": "community reports naming what their context lacks", **when(),
            "index": str(idx), "example": args.example, "report_max_input_tokens": budget,
            "reports": reports.height, "llm_reports": n,
            "contexts_verified_against_llm_cache": count("context_verified"),
@@ -307,7 +307,7 @@ def main() -> None:
               f"({g['repeat_the_example']} repeat the example), {g['looping']} loop, "
               f"{g['failed']} failed; {g['seconds']} s")
     if args.save:
-        save_json(args.save, out)
+        save_result(args.save, out, args)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ DATA = ROOT / "bench" / "data"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(ROOT))
 
+from bench.stamp import save_result  # noqa: E402
+
 TOP_POINTS = 5  # the static answer's top-rated reports: those of its best key points
 
 
@@ -386,9 +388,7 @@ def main() -> None:
                 print(f"global search, {name} ...", flush=True)
                 def save_partial(figures: dict, key: str = f"global_{name}") -> None:
                     if args.save:  # a long run keeps what it measured if cut short
-                        from kgloom.storage import write_json
-
-                        write_json({**results, key: figures}, args.save)
+                        save_result(args.save, {**results, key: figures}, args, default=str)
 
                 results[f"global_{name}"] = eval_global(
                     searchers[name], take(load_jsonl(DATA / "search" / file)), args.level,
@@ -403,10 +403,7 @@ def main() -> None:
         print(json.dumps({k: v for k, v in results["local_2wiki"].items() if k != "rows"}))
     results["seconds"] = round(time.perf_counter() - start, 1)
     if args.save:
-        from kgloom.storage import write_json
-
-        write_json(results, args.save)
-        print(f"saved {args.save}")
+        save_result(args.save, results, args, default=str)
 
 
 if __name__ == "__main__":

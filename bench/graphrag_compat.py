@@ -42,6 +42,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.stamp import save_result  # noqa: E402  (standard library only)
+
 SETTINGS_DIR = ROOT / "compat" / "graphrag"
 TABLES = ("entities", "relationships", "communities", "community_reports", "text_units")
 LOCAL_CONTEXT_TABLES = ("reports", "entities", "relationships", "sources")
@@ -53,7 +57,6 @@ def main() -> None:
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "graphrag_compat.json"))
     args = ap.parse_args()
     save = Path(args.save)
-    save.parent.mkdir(parents=True, exist_ok=True)
     try:
         import numpy as np
         import pandas as pd
@@ -72,7 +75,7 @@ def main() -> None:
     except ImportError as exc:
         result = {"skipped": f"graphrag not importable: {exc}"}
         print(json.dumps(result))
-        save.write_text(json.dumps(result, indent=2) + "\n")
+        save_result(save, result, args)
         return
 
     class WhitespaceTokenizer(Tokenizer):
@@ -199,7 +202,7 @@ def main() -> None:
     result["problems"] = problems
     result["ok"] = not problems
     print(json.dumps(result, indent=2, default=str))
-    save.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    save_result(save, result, args, default=str)
     if problems:
         sys.exit(1)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.stamp import save_json, stamp  # noqa: E402
+from bench.stamp import load_average, save_result, when  # noqa: E402
 # graphrag's own virtualenv, as bench/vs_graphrag/run.sh makes it
 DEFAULT_GRAPHRAG_VENV = Path("/tmp/kgloom-vs-graphrag/venv")
 # (name, --method, extra arguments)
@@ -105,9 +105,9 @@ def serve_route(output_dir: str | Path, chat_url: str, root: str | Path, **budge
 
 
 def _stamp() -> dict:
-    """bench/stamp.py's stamp under this bench's fields: commit (``+dirty`` when tracked
-    files were changed), date and the 1-minute load before the run."""
-    s = stamp(ROOT, dirty=True)
+    """This bench's own top-level fields: commit (``+dirty`` when tracked files were
+    changed), date and the 1-minute load before the run."""
+    s = when(ROOT, dirty=True)
     return {"commit": s["commit"], "date": s["date"], "load_before": s["load_average"][0]}
 
 
@@ -153,18 +153,18 @@ def main() -> None:
                 print(f"graphrag query --method {method} {' '.join(extra)} ...", flush=True)
                 r = run_query(python, settings.parent, method, args.question, extra,
                               args.timeout)
-                r["load_after"] = round(os.getloadavg()[0], 2)
+                r["load_after"] = load_average()[0]
                 r["chat_calls"], app.state.chat_calls[:] = list(app.state.chat_calls), []
                 result["methods"][name] = r
                 print(json.dumps(r, indent=2)[:3000], flush=True)
-                save_json(save, result)  # keep what ran
+                save_result(save, result, args, dirty=True)  # keep what ran
         calls = [c for r in result["methods"].values() for c in r["chat_calls"]]
         result["chat_calls"] = len(calls)
         result["context_overflows"] = sum("context" in (c.get("error") or "") for c in calls)
         result["max_prompt_tokens"] = max((c["prompt_tokens"] or 0 for c in calls), default=0)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    save_json(save, result)
+    save_result(save, result, args, dirty=True)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,11 @@ WORK = typer.Option(ROOT / "bench" / "retrieval" / "work", help="large files (ig
 RESULTS = typer.Option(ROOT / "bench" / "results" / "retrieval", help="committed results")
 
 
-def _save_json(obj: dict, path: Path) -> None:
-    from kgloom.storage import write_json
+def _save_json(obj: dict, path: Path, settings: dict) -> None:
+    """Write ``obj`` to ``path``, stamped with the command's ``settings`` (bench/stamp.py)."""
+    from bench.stamp import save_result
 
-    write_json(obj, path)
-    typer.echo(f"wrote {path}")
+    save_result(path, obj, settings, default=str)
 
 
 @app.command()
@@ -92,6 +92,7 @@ def setup(work: Path = WORK, results: Path = RESULTS,
     """Generate the graph (or take --nodes/--edges), import it with `kgloom
     import-graph` into WORK/index, describe it (degree distribution, clustering) and
     write the manifest."""
+    settings = dict(locals())  # the options, for the results' stamp
     from bench.retrieval import setup_graph as sg
 
     if (nodes is None) != (edges is None):
@@ -109,7 +110,7 @@ def setup(work: Path = WORK, results: Path = RESULTS,
     sg.degree_plot(stats, results / "degree_distribution.png")
     manifest = sg.write_manifest(work / "index", results / "manifest.csv", queries, manifest_seed)
     _save_json({"graph": gen, "import": {k: v for k, v in summary.items() if k != "source"},
-                "stats": stats, "manifest": manifest}, results / "graph.json")
+                "stats": stats, "manifest": manifest}, results / "graph.json", settings)
     typer.echo(json.dumps(stats, indent=2))
 
 
@@ -127,6 +128,7 @@ def run(work: Path = WORK, results: Path = RESULTS,
         name: str = typer.Option("", help="file name under runs/ (default: the kind)")) -> None:
     """Time the fused retrieve and the two-step baseline (per-query rows to
     RESULTS/runs/NAME.csv.gz, parameters and machine load to RESULTS/runs/NAME.json)."""
+    settings = dict(locals())  # the options, for the results' stamp
     import time
 
     from bench.retrieval import runner
@@ -160,7 +162,7 @@ def run(work: Path = WORK, results: Path = RESULTS,
                 "load_before": before, "load_after": runner.machine_load(),
                 "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS",
                                                        "POLARS_MAX_THREADS")}},
-               results / "runs" / f"{name}.json")
+               results / "runs" / f"{name}.json", settings)
 
 
 @app.command()
@@ -170,8 +172,9 @@ def results(results: Path = RESULTS) -> None:
     overlap_scatter, lambda_frontier PNG)."""
     from bench.retrieval.results import build_results, markdown
 
+    settings = {"results": results}
     out = build_results(results)
-    _save_json(out, results / "results.json")
+    _save_json(out, results / "results.json", settings)
     (results / "results.md").write_text(markdown(out), encoding="utf-8")
     typer.echo(f"wrote {results / 'results.md'}")
     typer.echo(json.dumps(out["targets"], indent=2))

@@ -48,8 +48,10 @@ SWEEP_TOP_K = (3, 5, 10)
 
 
 def machine_load() -> dict:
-    """Cores, load averages (os.getloadavg) and available memory (GiB, /proc/meminfo)."""
-    one, five, fifteen = os.getloadavg()
+    """Cores, load averages (bench/stamp.py) and available memory (GiB, /proc/meminfo)."""
+    from bench.stamp import load_average
+
+    one, five, fifteen = load_average()
     avail = 0.0
     try:
         for line in open("/proc/meminfo", encoding="ascii"):
@@ -57,8 +59,8 @@ def machine_load() -> dict:
                 avail = int(line.split()[1]) / 2**20
     except OSError:
         pass
-    return {"cores": os.cpu_count(), "load_1m": round(one, 2), "load_5m": round(five, 2),
-            "load_15m": round(fifteen, 2), "mem_available_gib": round(avail, 2)}
+    return {"cores": os.cpu_count(), "load_1m": one, "load_5m": five,
+            "load_15m": fifteen, "mem_available_gib": round(avail, 2)}
 
 
 def entropy_bits(labels: np.ndarray) -> float:

@@ -7,7 +7,7 @@ Usage (from the repository root, with kgloom's virtualenv; ``run.sh`` does all o
         [--threads 1] [--only kgloom|graphrag|kgloom_again] [--no-repeat] [--chars 24000] \
         [--timeout S] [--work-dir DIR] [--save PATH] [--rescore]
 
-The slice is ``bench_speed.py``'s (``--chars`` characters of the bundled book from
+The slice is bench/harness.py's (``--chars`` characters of the bundled book from
 "Marley was dead"; 24,000 by default). The runs go one after the other, never at once,
 under this process's niceness: kgloom, GraphRAG, kgloom again (``--no-repeat``: not),
 so that a change of the machine's load between them shows; the machine's 1-minute load
@@ -67,6 +67,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(HERE))
 
 import bench_speed  # noqa: E402
+from bench.harness import (  # noqa: E402
+    SLICE_CHARS,
+    SLICE_START,
+    book_slice,
+    export_ref,
+    write_input,
+)
+from bench.stamp import load_average, save_result  # noqa: E402
 from eval_gold import norm, score  # noqa: E402
 from gateway import Gateway, read_log  # noqa: E402
 
@@ -115,22 +123,6 @@ def write_tiktoken_cache(graphrag_python: str, cache_dir: Path) -> dict:
         (cache_dir / key).write_bytes(blob)
         written[name] = key
     return written
-
-
-def slice_text(chars: int) -> str:
-    """The slice: ``chars`` characters of the book from bench_speed's start phrase."""
-    text = bench_speed.BOOK.read_text(encoding="utf-8")
-    start = text.index(bench_speed.SLICE_START)
-    return text[start:start + chars]
-
-
-def make_slice(folder: Path, chars: int) -> None:
-    """Write the slice into ``folder`` as bench_speed does (its file name and text)."""
-    if chars == bench_speed.SLICE_CHARS:
-        bench_speed.make_input("slice", folder, 0)
-    else:  # a shorter smoke-test slice
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "marley-slice.txt").write_text(slice_text(chars), encoding="utf-8")
 
 
 def slice_gold(gold: dict, text: str) -> dict:
@@ -183,7 +175,7 @@ def run_kgloom(work: Path, args, text: str, name: str) -> dict:
     """kgloom's side: bench_speed's variant run of HEAD's tree on the slice, into
     ``work/name``."""
     src = work / "kgloom-src"
-    commit = bench_speed.export_ref("HEAD", src)
+    commit = export_ref("HEAD", src)
     os.environ["KGLOOM_N_THREADS"] = str(args.threads)
     ns = argparse.Namespace(fake_llm=False, model_path="")
     fig = bench_speed.run_variant(name, src, work, "slice", ns)
@@ -304,7 +296,7 @@ def run_graphrag(work: Path, args, text: str) -> dict:
     subprocess.run([cli, "init", "--root", str(root), "--model", CHAT_MODEL,
                     "--embedding", EMBED_MODEL, "--force"], env=env, check=True,
                    capture_output=True)
-    make_slice(root / "input", args.chars)
+    write_input("slice", root / "input", chars=args.chars)
     embedder = Embedder()
     gguf = str(default_gguf_path())
     server = LlamaCppServer(gguf, CHAT_MODEL, n_threads=args.threads, n_ctx=8192,
@@ -315,7 +307,7 @@ def run_graphrag(work: Path, args, text: str) -> dict:
     try:
         res["settings_changed"] = graphrag_settings(root, gw.url + "/v1")
         res["server"] = {"llama_cpp_server_threads": args.threads, "n_ctx": 8192, "gguf": gguf}
-        before = bench_speed.load()
+        before = load_average()[0]
         print(f"[graphrag] graphrag index, load {before} ...", flush=True)
         t0 = time.perf_counter()
         try:
@@ -327,7 +319,7 @@ def run_graphrag(work: Path, args, text: str) -> dict:
             logs = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
                            for x in (exc.stdout, exc.stderr))
         wall = time.perf_counter() - t0
-        after = bench_speed.load()
+        after = load_average()[0]
     finally:
         gw.stop()
         server.stop()
@@ -406,7 +398,7 @@ def rescore(args) -> dict:
     and loads as measured then): for figures added to this script after the run."""
     res = json.loads(Path(args.save).read_text())
     work = Path(args.work_dir)
-    text = slice_text(res["slice"]["chars"])
+    text = book_slice(res["slice"]["chars"])
     for name in (s for s in SIDES if s != "graphrag" and s in res):
         k = res[name]
         fig = bench_speed.variant_figures(work / name / "output", "slice",
@@ -433,7 +425,7 @@ def main() -> None:
                     help="run one side; merged into an existing --save of the same slice")
     ap.add_argument("--no-repeat", action="store_true",
                     help="skip kgloom's second run after GraphRAG")
-    ap.add_argument("--chars", type=int, default=bench_speed.SLICE_CHARS,
+    ap.add_argument("--chars", type=int, default=SLICE_CHARS,
                     help="slice length (24,000: the benchmark; less: a smoke test)")
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds graphrag index may run")
@@ -444,16 +436,16 @@ def main() -> None:
     args = ap.parse_args()
     if args.rescore:
         res = rescore(args)
-        Path(args.save).write_text(json.dumps(res, indent=2) + "\n")
+        save_result(args.save, res, args)
         print(json.dumps(res["summary"], indent=2))
         return
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    text = slice_text(args.chars)
-    make_slice(work / "input", args.chars)
-    res: dict = {"slice": {"start": bench_speed.SLICE_START, "chars": len(text)},
+    text = book_slice(args.chars)
+    write_input("slice", work / "input", chars=args.chars)
+    res: dict = {"slice": {"start": SLICE_START, "chars": len(text)},
                  "threads": args.threads, "niceness": os.nice(0), "cores": os.cpu_count(),
-                 "load_start": bench_speed.load(), "order": []}
+                 "load_start": load_average()[0], "order": []}
     save = Path(args.save)
     save.parent.mkdir(parents=True, exist_ok=True)
     if args.only and save.exists():
@@ -467,12 +459,11 @@ def main() -> None:
             res[side] = run_graphrag(work, args, text) if side == "graphrag" else \
                 run_kgloom(work, args, text, side)
             res["summary"] = summarize(res)
-            save.write_text(json.dumps(res, indent=2) + "\n")
-    res["load_end"] = bench_speed.load()
+            save_result(save, res, args)
+    res["load_end"] = load_average()[0]
     res["summary"] = summarize(res)
-    save.write_text(json.dumps(res, indent=2) + "\n")
+    save_result(save, res, args)
     print(json.dumps(res["summary"], indent=2))
-    print(f"saved {save}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,163 @@
+"""kgloom's benches: one registry of what each bench is, runs and writes.
+
+:data:`BENCHES` names every bench (``python -m bench <name>``, bench/__main__.py): its
+script, one line on what it measures, whether it loads the real model (slow: tens of
+minutes to hours on 2 cores), the result files it writes under bench/results/ (glob
+patterns) and the figures bench/table.py puts in bench/README.md's results table
+(label, dotted path into the result JSON; an integer picks a list item, -1 the last).
+
+Shared code: bench/harness.py builds an index (``kgloom index`` in its own process) and
+writes the standard corpora; bench/stamp.py stamps and saves every result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Bench:
+    """One bench: ``script`` (a file under bench/, or a module run with ``-m``),
+    ``about`` (one line), ``real_model`` (loads the GGUF or the real embedder at full
+    scale), ``results`` (glob patterns under bench/results/) and ``headline`` ((label,
+    dotted path) pairs for the results table)."""
+
+    script: str
+    about: str
+    real_model: bool
+    results: tuple[str, ...]
+    headline: tuple[tuple[str, str], ...] = ()
+
+
+BENCHES: dict[str, Bench] = {
+    "speed": Bench(
+        "bench_speed.py", "whole-index speed: a git ref's defaults against this tree's "
+        "(book, slice, 2wiki; `probe` runs the llama.cpp probe)", True, ("speed-*.json",),
+        (("s/unit", "figures.wall_seconds_per_text_unit"),
+         ("model share", "figures.model_share_of_wall"),
+         ("new/baseline wall", "ratios_new_over_baseline.wall_seconds"),
+         ("gold entity recall", "figures.gold_entity_recall"))),
+    "llama_probe": Bench(
+        "bench_llama_probe.py", "the llama.cpp probe: threads, batch sizes, flash "
+        "attention, grammar-first sampling on real extraction calls", True,
+        ("llama_probe*.json",),
+        (("default s/call", "figures.t1 b512 u512.seconds_per_call"),
+         ("default prompt tok/s", "figures.t1 b512 u512.prompt_tok_per_s"),
+         ("default decode tok/s", "figures.t1 b512 u512.decode_tok_per_s"))),
+    "incremental": Bench(
+        "bench_incremental.py", "incremental indexing: first run, no-change run, add one "
+        "document, delete it (LLM calls per step)", True, ("incremental*.json",),
+        (("add: LLM calls", "figures.add_llm_calls"),
+         ("no change: LLM calls", "figures.no_change_llm_calls"),
+         ("no change: wall share", "figures.no_change_wall_share_of_first_run"))),
+    "big_document": Bench(
+        "bench_big_document.py", "one huge document (fake LLM): peak memory and wall "
+        "time against the book alone", False, ("big_document*.json",),
+        (("MB of text", "mb"), ("peak RSS MB", "big_document.peak_rss_mb"),
+         ("RSS ratio", "ratios_to_baseline.peak_rss"),
+         ("s/Mchar ratio", "ratios_to_baseline.seconds_per_million_chars"))),
+    "scale": Bench(
+        "bench_scale.py", "scaling: model servers vs in-process, Leiden on 10^5-10^7 "
+        "edges, a cost model of 10^6 documents", True, ("scale_*.json",),
+        (("2 servers speedup", "speedup_vs_a.c_two_servers_concurrency_2"),
+         ("Leiden CPU s/edge", "linear_fit.cpu_seconds_per_edge"),
+         ("1 H100: dominant stage", "gpus.H100.per_k.0.dominant"))),
+    "extraction": Bench(
+        "bench_extraction.py", "extraction throughput: prefix reuse and bounded schemas "
+        "against neither, and one gleaning round", True, ("extraction*.json",),
+        (("speedup", "speedup"),)),
+    "quality": Bench(
+        "bench_quality.py", "extraction quality with the real model: book gold set, "
+        "2Wiki titles, multilingual suite", True, ("quality-*.json",),
+        (("entity recall", "entity_recall"), ("pair recall", "pair_recall"),
+         ("type accuracy", "type_accuracy"),
+         ("2Wiki title found", "title_is_entity_title_or_alias"))),
+    "candidates": Bench(
+        "bench_candidates.py", "candidate names without a model: multilingual suite, "
+        "2Wiki titles, the book's gold entities", False, ("candidates*.json",),
+        (("2Wiki title among candidates", "two_wiki.title_among_candidates"),
+         ("book gold recall", "book.gold_recall_candidates"))),
+    "hostile_text": Bench(
+        "bench_hostile_text.py", "hostile text stays text: a prompt-injection document "
+        "and acronym recall, no model", False, ("hostile_text*.json",),
+        (("injection precision", "injection.candidate_precision"),
+         ("acronym recall", "acronyms.recall"))),
+    "gold": Bench(
+        "eval_gold.py", "score an index against the book's hand-made gold set", False,
+        ("gold*.json",),
+        (("entity recall", "entity_recall"), ("pair recall", "pair_recall"))),
+    "graph": Bench(
+        "bench_graph.py", "graph quality of an index: duplicates, modularity, "
+        "determinism, report coverage, DuckDB vs networkx", False, ("graph.json",),
+        (("entities", "entities"), ("relationships", "relationships"),
+         ("report coverage", "report_coverage"),
+         ("same communities twice", "communities_byte_identical_two_runs"))),
+    "qa": Bench(
+        "eval_qa.py", "multi-hop QA retrieval on the 2Wiki dev slice: every mode beside "
+        "vector search (recall@k)", True, ("eval_qa*.json",),
+        (("best graph mode", "best_graph_mode.mode"), ("R@5", "best_graph_mode.recall@5"),
+         ("R@5 gain over vector", "best_graph_mode.recall@5_gain_over_vector"))),
+    "pool": Bench(
+        "eval_pool.py", "retrieval on the 6,119-passage 2Wiki pool: every mode, vector "
+        "and BM25", True, ("eval_pool_*.json", "eval_slice_*.json"),
+        (("best graph mode", "best_graph_mode.mode"), ("R@5", "best_graph_mode.recall@5"),
+         ("R@5 gain over vector", "best_graph_mode.recall@5_gain_over_vector"))),
+    "named": Bench(
+        "eval_named.py", "does a question's named entity reach the top k of a retrieval "
+        "mode", False, ("eval_named*.json",),
+        (("entities found", "entities.share"),
+         ("question entities found", "book_questions.share"),
+         ("entities found (real model, after)", "summary.book_real_after.entities_found"))),
+    "search": Bench(
+        "eval_search.py", "search: routing accuracy, dynamic vs static global search, "
+        "local search vs vector RAG", True, ("eval_search_*.json",),
+        (("routing accuracy (rules)", "routing.rules_oracle_linking.accuracy_when_decided"),
+         ("dynamic/static tokens (book)", "global_book.dynamic_over_static_tokens"),
+         ("local F1", "local_2wiki.local.f1"), ("direct F1", "local_2wiki.direct.f1"))),
+    "reports": Bench(
+        "eval_reports.py", "community reports naming what their context lacks, before "
+        "and after the check", False, ("eval_reports*.json",),
+        (("LLM reports rejected", "before.llm_reports_rejected"),
+         ("published naming outside", "after.published_reports_naming_outside_context"))),
+    "embedder": Bench(
+        "bench_embedder.py", "the embedder's backends: sentence-transformers (torch) "
+        "against ONNX Runtime", False, ("embedder_backends*.json",),
+        (("torch/onnx (passages)", "sets.passages.torch_over_onnx_median"),
+         ("min cosine", "sets.passages.min_cosine"))),
+    "ann": Bench(
+        "bench_ann.py", "when an IVF_PQ index pays: flat scan vs IVF_PQ on LanceDB tables "
+        "of growing size", False, ("ann*.json",),
+        (("rows (largest)", "sizes.-1.rows"), ("IVF_PQ/flat p50", "sizes.-1.ivf_over_flat"),
+         ("IVF_PQ recall@10", "sizes.-1.ivf_pq_recall@10"))),
+    "cli_cold_start": Bench(
+        "bench_cli_cold_start.py", "cold start of `kgloom query`: whole CLI processes, "
+        "median of N", False, ("cli_cold_start*.json",),
+        (("fast median s", "configs.fast.median_seconds"),
+         ("lancedb median s", "configs.lancedb.median_seconds"))),
+    "serve": Bench(
+        "bench_serve.py", "`kgloom serve` under load, while republishing, and the "
+        "explorer's first render", False, ("serve_load*.json",),
+        (("rps (1 client)", "load.0.rps"), ("p99 ms (1 client)", "load.0.p99_ms"),
+         ("explorer usable ms", "explorer.page_usable_ms.median"))),
+    "graphrag_compat": Bench(
+        "graphrag_compat.py", "Microsoft GraphRAG's query engine over a kgloom output "
+        "folder (graphrag's own virtualenv)", False, ("graphrag_compat*.json",),
+        (("ok", "ok"),)),
+    "graphrag_route": Bench(
+        "graphrag_route.py", "GraphRAG's own `graphrag query`, all five methods, on a "
+        "kgloom index (docs/graphrag.md)", True, ("graphrag_route*.json",),
+        (("chat calls", "chat_calls"), ("context overflows", "context_overflows"))),
+    "vs_graphrag": Bench(
+        "vs_graphrag/compare.py", "indexing side by side: Microsoft GraphRAG 3.3.0 and "
+        "kgloom on the same slice and model (run.sh)", True, ("vs_graphrag*.json",),
+        (("kgloom wall s", "summary.table.wall_seconds.kgloom"),
+         ("GraphRAG wall s", "summary.table.wall_seconds.graphrag"))),
+    "retrieval": Bench(
+        "bench.retrieval", "the fused-retrieve study on a graph of ogbn-arxiv's size "
+        "(doctor, setup, run, results)", False, ("retrieval/results.json",),
+        (("cells fused p50 <= baseline (files)", "targets.fused_p50_le_baseline_files.met_in"),
+         ("of", "targets.fused_p50_le_baseline_files.cells"))),
+}
