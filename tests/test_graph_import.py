@@ -106,7 +106,7 @@ def test_reimport_replaces_and_csv_vectors_parse(imported, tmp_path):
                                       & pl.col("target").is_in(n["id"].head(10).implode())),
                  target)
     assert storage.read_table(target, schemas.ENTITIES).height == 10
-    vec = Retriever(target, graph_backend="memory").entity_vectors()
+    vec = Retriever(target, graph_backend="memory").index.graph.entity_vectors
     want = np.asarray(nodes["vector"].head(10).to_list(), dtype=np.float32)
     assert np.allclose(vec, want / np.linalg.norm(want, axis=1, keepdims=True), atol=1e-6)
 
