@@ -68,7 +68,7 @@ def test_import_writes_an_index_the_retriever_opens(imported):
     assert all(degree[v] == g.degree(v) for v in g)
 
     r = Retriever(out, graph_backend="memory")
-    assert r.embedder.dim == 8 and r.units.height == 0
+    assert r.embedder.dim == 8 and r.index.units.count == 0
     qv = np.asarray(nodes["vector"][11].to_list(), dtype=np.float32)
     res = r.fused_by_vector(qv, top_k=3, depth=2, lam=1.0)
     assert res.info["seeds"][0] == "v011"  # its own vector: the nearest entity
