@@ -388,15 +388,16 @@ def _check_embedding_keys(unit_table: Any, emb: Any) -> None:
 
 
 def _load_units(build: Build, db_path: Path, tables: _Tables, embedder: Any) -> TextUnits:
-    cols = list(UNIT_COLUMNS)
+    cols: list[str] = list(UNIT_COLUMNS)
     parquet = build.live_path(schemas.TEXT_UNITS)
     has_parquet = build.has(schemas.TEXT_UNITS)
     flat = None
+    units: pl.DataFrame | None = None
     if has_parquet:  # the snapshot holds exactly this build's rows' vectors, or is unused
         units = build.read(schemas.TEXT_UNITS, columns=cols)
         flat = read_flat_snapshot(db_path, "text_units", units,
                                   VECTOR_TABLES["text_units"][1], embedder.key)
-    if flat is not None:
+    if flat is not None and units is not None:
         vectors, ann = flat, "flat"
     else:
         unit_table = tables.get("text_units")
@@ -411,8 +412,9 @@ def _load_units(build: Build, db_path: Path, tables: _Tables, embedder: Any) -> 
         vectors = (vec.flatten().to_numpy(zero_copy_only=False)
                    .reshape(len(vec), dim).astype(np.float32)) if len(vec) else \
             np.zeros((0, dim), dtype=np.float32)
-        units = pl.from_arrow(arrow.drop(["vector"]))
-        assert isinstance(units, pl.DataFrame)
+        read = pl.from_arrow(arrow.drop(["vector"]))
+        assert isinstance(read, pl.DataFrame)
+        units = read
     if has_parquet and flat is None:
         ids = build.read(schemas.TEXT_UNITS, columns=["id"])["id"]
         if ids.len() != units.height or set(ids.to_list()) != set(units["id"].to_list()):

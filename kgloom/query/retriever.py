@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from kgloom.builds import (IndexChangedError, IndexFilesMissingError,  # noqa: F401 (the
-                           IndexInconsistentError)  # errors a Retriever raises, for callers)
+# the errors a Retriever raises, for its callers (__all__)
+from kgloom.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
 from kgloom.publish.vectors import Embedder
-from kgloom.query.index import EmbedderMismatchError, QueryIndex  # noqa: F401 (as above)
+from kgloom.query.index import EmbedderMismatchError, QueryIndex
 from kgloom.query.linking import LinkedEntity
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.query.retrieval import (bridge, fused, hybrid, multihop, one_hop, ppr, retrieve,

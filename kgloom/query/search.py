@@ -177,8 +177,8 @@ class Searcher:
         if ran == "global":
             if tables.tree is None:
                 info["fallback"] = f"global search impossible: {tables.no_reports_reason}"
-                ran, reason = "local", f"{reason}; fell back to local: " \
-                                       f"{tables.no_reports_reason}"
+                ran = "local"
+                reason = f"{reason}; fell back to local: {tables.no_reports_reason}"
             else:
                 result = GlobalSearch(self.index, self.config, self.model,
                                       self._report_vectors).search(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,9 @@ class RetrievalSettings:
             raise ValueError(one_of("graph_backend", self.graph_backend, GRAPH_BACKENDS))
         if self.bfs_threads is not None and self.bfs_threads < 1:
             raise ValueError(f"bfs_threads must be >= 1, got {self.bfs_threads}")
+
+
+DEFAULT_SETTINGS = RetrievalSettings()  # the default of every mode's ``settings``
 
 
 def check_positive(name: str, value: float, strict: bool = True) -> None:
@@ -341,7 +345,7 @@ class Call:
         g = self.index.graph
         activation = np.zeros(g.adj.n_nodes)
         bounds = np.searchsorted(reached.hops, np.arange(int(reached.hops.max(initial=0)) + 2))
-        for h, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        for h, (lo, hi) in enumerate(pairwise(bounds)):
             nodes = reached.node[lo:hi]
             if h == 0:
                 activation[nodes] = [seed_score.get(v, 0.0) for v in nodes.tolist()]
@@ -401,8 +405,8 @@ def link_question(index: QueryIndex, config: RetrievalConfig, question: str,
                 links.append(LinkedEntity(ids[0], g.titles[g.node_of[ids[0]]], "ann",
                                           span, float(sims[0])))
     if config.ann_link_question_k > 0:
-        qv = index.embed([question])[0] if qv is None else qv
-        ids, sims = search("entities", qv, config.ann_link_question_k)
+        vec = index.embed([question])[0] if qv is None else qv
+        ids, sims = search("entities", vec, config.ann_link_question_k)
         for eid, sim in zip(ids, sims):
             if eid not in known and sim >= config.ann_link_min_similarity:
                 known.add(eid)

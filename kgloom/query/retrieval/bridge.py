@@ -9,13 +9,13 @@ import polars as pl
 
 from kgloom.query.index import QueryIndex
 from kgloom.query.linking import LinkedEntity
-from kgloom.query.retrieval.base import Call, RetrievalSettings, check_positive
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
 from kgloom.query.retrieval.config import DEFAULT_TOP_K
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
-             settings: RetrievalSettings = RetrievalSettings()) -> RetrievalResult:
+             settings: RetrievalSettings = DEFAULT_SETTINGS) -> RetrievalResult:
     """Vector hits, then the text units about the entities they (and the question)
     mention.
 
@@ -149,10 +149,6 @@ def named_units(index: QueryIndex, links: list[LinkedEntity], order: list[int], 
         if not mine:
             continue
         others = set(named) - {e}
-
-        def key(r: int) -> tuple:
-            return (-len(others.intersection(kg[r] or [])), -float(aff[r, n]),
-                    -float(sims[r]), r)
-
-        held.setdefault(min(mine, key=key), n)
+        held.setdefault(min(mine, key=lambda r, n=n, others=others: (
+            -len(others.intersection(kg[r] or [])), -float(aff[r, n]), -float(sims[r]), r)), n)
     return held

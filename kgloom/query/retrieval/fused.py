@@ -8,14 +8,14 @@ import numpy as np
 from kgloom.publish.vectors import ANN_REFINE_FACTOR
 from kgloom.query import algorithms as alg
 from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import Call, RetrievalSettings, check_positive
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
 from kgloom.query.retrieval.config import (DEFAULT_DEPTH, DEFAULT_LAMBDA, DEFAULT_OVERSAMPLE,
                                            DEFAULT_TOP_K)
 from kgloom.query.retrieval.result import RetrievalResult
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
-             settings: RetrievalSettings = RetrievalSettings(), depth: int = DEFAULT_DEPTH,
+             settings: RetrievalSettings = DEFAULT_SETTINGS, depth: int = DEFAULT_DEPTH,
              lam: float = DEFAULT_LAMBDA, oversample: int = DEFAULT_OVERSAMPLE
              ) -> RetrievalResult:
     """The fused retrieve in one call: ANN over entity vectors for
@@ -37,7 +37,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
 
 
 def retrieve_by_vector(index: QueryIndex, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
-                       settings: RetrievalSettings = RetrievalSettings(),
+                       settings: RetrievalSettings = DEFAULT_SETTINGS,
                        depth: int = DEFAULT_DEPTH, lam: float = DEFAULT_LAMBDA,
                        oversample: int = DEFAULT_OVERSAMPLE) -> RetrievalResult:
     """:func:`retrieve` for a query vector instead of a question (see

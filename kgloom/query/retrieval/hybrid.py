@@ -6,7 +6,7 @@ import numpy as np
 
 from kgloom.query import algorithms as alg
 from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import Call, RetrievalSettings
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings
 from kgloom.query.retrieval.config import DEFAULT_DAMPING, DEFAULT_TOP_K
 from kgloom.query.retrieval.multihop import NO_LINK
 from kgloom.query.retrieval.ppr import ppr_scores, ranked_graph_units
@@ -14,7 +14,7 @@ from kgloom.query.retrieval.result import RetrievalResult
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
-             settings: RetrievalSettings = RetrievalSettings(),
+             settings: RetrievalSettings = DEFAULT_SETTINGS,
              damping: float = DEFAULT_DAMPING) -> RetrievalResult:
     """Reciprocal-rank fusion (k = ``config.rrf_k``) of the ``config.hybrid_pool``
     best units of ``vector`` and of ``ppr``, weighted by ``config.hybrid_weights``

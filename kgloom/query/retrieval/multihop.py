@@ -5,7 +5,7 @@ units ranked by hop depth, edge weight and similarity."""
 from __future__ import annotations
 
 from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import Call, RetrievalSettings
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings
 from kgloom.query.retrieval.config import DEFAULT_DEPTH, DEFAULT_TOP_K
 from kgloom.query.retrieval.result import RetrievalResult
 
@@ -13,7 +13,7 @@ NO_LINK = "no entity of the question was found in the index"
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
-             settings: RetrievalSettings = RetrievalSettings(),
+             settings: RetrievalSettings = DEFAULT_SETTINGS,
              depth: int = DEFAULT_DEPTH) -> RetrievalResult:
     """BFS to ``depth`` hops from the question's linked entities (DuckDB over
     graph-edges.parquet, or in memory), then the reached entities' text units ranked

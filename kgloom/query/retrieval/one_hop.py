@@ -7,14 +7,14 @@ from __future__ import annotations
 import polars as pl
 
 from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import Call, RetrievalSettings, check_positive
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
 from kgloom.query.retrieval.config import DEFAULT_TOP_K
 from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, RELATIONSHIP_RESULT_SCHEMA,
                                            RetrievalResult)
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
-             settings: RetrievalSettings = RetrievalSettings(),
+             settings: RetrievalSettings = DEFAULT_SETTINGS,
              oversample: int | None = None) -> RetrievalResult:
     """Vector hits expanded through the text units' denormalized graph columns only.
 

@@ -11,14 +11,14 @@ import polars as pl
 from kgloom.query import algorithms as alg
 from kgloom.query.index import QueryIndex
 from kgloom.query.linking import LinkedEntity
-from kgloom.query.retrieval.base import Call, RetrievalSettings
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings
 from kgloom.query.retrieval.config import DEFAULT_DAMPING, DEFAULT_TOP_K
 from kgloom.query.retrieval.multihop import NO_LINK
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
-             settings: RetrievalSettings = RetrievalSettings(),
+             settings: RetrievalSettings = DEFAULT_SETTINGS,
              damping: float = DEFAULT_DAMPING) -> RetrievalResult:
     """Personalized PageRank from the linked entities (reset weight = link score x
     specificity), over the weighted entity graph; a unit scores the sum of its

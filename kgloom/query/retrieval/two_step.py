@@ -13,14 +13,14 @@ import polars as pl
 from kgloom import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import Call, RetrievalSettings, check_query_args
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_query_args
 from kgloom.query.retrieval.config import DEFAULT_DEPTH, DEFAULT_TOP_K
 from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, UNIT_RESULT_SCHEMA,
                                            RetrievalResult)
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
-             settings: RetrievalSettings = RetrievalSettings(),
+             settings: RetrievalSettings = DEFAULT_SETTINGS,
              depth: int = DEFAULT_DEPTH) -> RetrievalResult:
     """:func:`retrieve_by_vector` for the embedded question (embedded once). Same rows
     as ``fused(..., lam=0)``; ``info["seconds"]`` spans both calls.
@@ -39,7 +39,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
 
 
 def retrieve_by_vector(index: QueryIndex, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
-                       settings: RetrievalSettings = RetrievalSettings(),
+                       settings: RetrievalSettings = DEFAULT_SETTINGS,
                        depth: int = DEFAULT_DEPTH) -> RetrievalResult:
     """The two public calls :func:`entities_by_vector` and :func:`expand_by_vector`, the
     second given the first one's entity ids and scores, as the study this baseline
@@ -61,7 +61,7 @@ def retrieve_by_vector(index: QueryIndex, vector: np.ndarray, top_k: int = DEFAU
 
 
 def entities_by_vector(index: QueryIndex, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
-                       settings: RetrievalSettings = RetrievalSettings()) -> RetrievalResult:
+                       settings: RetrievalSettings = DEFAULT_SETTINGS) -> RetrievalResult:
     """The ``top_k`` entities nearest to a query vector (cosine; exact scan on the
     memory backend, the LanceDB ``entities`` table otherwise): the first call of the
     two-call baseline, and a plain entity search.
@@ -86,7 +86,7 @@ def entities_by_vector(index: QueryIndex, vector: np.ndarray, top_k: int = DEFAU
 
 def expand_by_vector(index: QueryIndex, vector: np.ndarray, seeds: list[str],
                      top_k: int = DEFAULT_TOP_K,
-                     settings: RetrievalSettings = RetrievalSettings(),
+                     settings: RetrievalSettings = DEFAULT_SETTINGS,
                      depth: int = DEFAULT_DEPTH, seed_scores: list[float] | None = None,
                      entity_via: str = "bfs") -> RetrievalResult:
     """BFS to ``depth`` hops from the given entities, then the reached entities' text

@@ -173,8 +173,9 @@ class GlobalSearch(BaseSearch):
                                 None, [], Context([], 0, 0, ""), info=info)
         reports = [tree.reports[c] for c in selection.selected]
         batches = map_batches(reports, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
-        info["map"] = {"batches": len(batches), "reports": len(reports),
-                       "max_batch_tokens": max(b.tokens for b in batches)}
+        map_info: dict[str, Any] = {"batches": len(batches), "reports": len(reports),
+                                    "max_batch_tokens": max(b.tokens for b in batches)}
+        info["map"] = map_info
         report_sources = _report_sources(reports)
         if not answer:
             items = [ContextItem(rep.ref, "reports", str(rep.community),
@@ -196,9 +197,9 @@ class GlobalSearch(BaseSearch):
             points += extra
             batches = batches + more
             report_sources.update(_report_sources(broader))
-            info["map"]["fallback"] = {"reports": len(broader), "batches": len(more),
-                                       "points": len(extra),
-                                       "above_zero": len(rank_points(extra))}
+            map_info["fallback"] = {"reports": len(broader), "batches": len(more),
+                                    "points": len(extra),
+                                    "above_zero": len(rank_points(extra))}
         context = reduce_context(points, cfg.reduce_budget, self.counter)
         info["reduce"] = {"points": len(points), "kept": len(context.items),
                           "tokens": context.tokens}
