@@ -195,7 +195,7 @@ class SearchConfig:
     Attributes:
         budget: tokens of a local or direct context.
         shares: local context shares per section, in packing order (GraphRAG's local
-            search defaults; see :mod:`kgloom.query.context`).
+            search defaults; see :mod:`kgloom.query.context_builder.context`).
         retrieval_mode: the Retriever mode that ranks local search's text units.
         top_k: text units asked of the retrieval (local and direct).
         max_neighbors: neighbour entities considered around the seeds.
