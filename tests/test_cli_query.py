@@ -44,12 +44,16 @@ def run_cli_fresh(args: list[str], extra_env: dict | None = None) -> dict:
 
 # --- the one registry of modes ------------------------------------------------------------
 def test_the_registry_holds_every_mode_once_and_the_libraries_use_it():
+    import importlib
+
     from kgloom.query import retriever, search
 
     assert len(modes.MODES) == len(set(modes.MODES)) == 12
     assert set(modes.MODES) == set(modes.RETRIEVAL_MODES) | set(modes.SEARCH_MODES)
     assert search.SEARCH_MODES is modes.SEARCH_MODES
     assert set(retriever.MODES) | {"two_step"} == set(modes.RETRIEVAL_MODES)
+    for mode in modes.RETRIEVAL_MODES:  # one module per retrieval mode, one entry point
+        assert callable(importlib.import_module(f"kgloom.query.retrieval.{mode}").retrieve)
     assert modes.DEFAULT_MODE in modes.RETRIEVAL_MODES
     for option, users in modes.OPTION_MODES.items():
         assert users and set(users) <= set(modes.MODES), option
