@@ -156,14 +156,14 @@ def eval_routing(questions: list[dict], searchers: dict, use_model: bool) -> dic
         s = searchers.get(q["corpus"])
         if s is None:
             continue
-        titles = s._link_titles(q["question"])
+        titles = s.link_titles(q["question"])
         r = route_by_rules(q["question"], titles)
         linked.append((q["route"], r.route if r else None))
         row = {"id": q["id"], "label": q["route"], "rules": r.route if r else None,
                "linked": titles[:5]}
         if use_model:
             from kgloom.query.routing import route_question
-            from kgloom.query.search import CallLog
+            from kgloom.query.structured_search.base import CallLog
 
             got, _ = route_question(q["question"], titles, CallLog(s.llm), s.config.seed)
             auto.append(float(got.route == q["route"]))
@@ -301,8 +301,8 @@ def global_figures(rows: list[dict], level: int, keep_parent: bool) -> dict:
 # --- local -----------------------------------------------------------------------------------
 def eval_local(searcher, questions: list[dict], budget: int | None) -> dict:
     """Local search and direct (plain vector RAG) answers per 2Wiki question."""
-    col = searcher.retriever.col
-    title_of = dict(zip(col["id"], col["document_title"]))
+    units = searcher.index.units
+    title_of = dict(zip(units.ids, units.document_titles))
     rows = []
     for q in questions:
         row = {"id": q["id"], "answer": q["answer"]}
@@ -370,7 +370,7 @@ def main() -> None:
     llm = "fake (kgloom.llm.fake.FakeBackend): counts show the algorithm, answers mean nothing" \
         if args.fake_llm else f"model {args.model or 'bundled SmolLM2-135M-Instruct'}"
     results: dict = {"llm": llm, "limit": args.limit or None, "note": args.note,
-                     "indexes": {k: str(v.retriever.output_dir) for k, v in searchers.items()}}
+                     "indexes": {k: str(v.index.output_dir) for k, v in searchers.items()}}
 
     def take(rows: list[dict]) -> list[dict]:
         return rows[:args.limit] if args.limit else rows

@@ -243,7 +243,7 @@ def test_a_handle_opening_while_the_build_changes_opens_the_new_one(
     monkeypatch.setattr(builds.Build, "read", republish_on_first_read)
     r = Retriever(out, embedder)
     assert r.build.build_id == read_marker(out)["build_id"]
-    assert any("revised edition" in t for t in r.col["text"])
+    assert any("revised edition" in t for t in r.index.units.texts)
 
 
 @pytest.mark.slow

@@ -44,12 +44,16 @@ def run_cli_fresh(args: list[str], extra_env: dict | None = None) -> dict:
 
 # --- the one registry of modes ------------------------------------------------------------
 def test_the_registry_holds_every_mode_once_and_the_libraries_use_it():
+    import importlib
+
     from kgloom.query import retriever, search
 
     assert len(modes.MODES) == len(set(modes.MODES)) == 12
     assert set(modes.MODES) == set(modes.RETRIEVAL_MODES) | set(modes.SEARCH_MODES)
     assert search.SEARCH_MODES is modes.SEARCH_MODES
     assert set(retriever.MODES) | {"two_step"} == set(modes.RETRIEVAL_MODES)
+    for mode in modes.RETRIEVAL_MODES:  # one module per retrieval mode, one entry point
+        assert callable(importlib.import_module(f"kgloom.query.retrieval.{mode}").retrieve)
     assert modes.DEFAULT_MODE in modes.RETRIEVAL_MODES
     for option, users in modes.OPTION_MODES.items():
         assert users and set(users) <= set(modes.MODES), option
@@ -186,7 +190,7 @@ def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_sa
                 "kgloom.query.search"} & set(res["loaded"])
     got = json.loads(res["out"][res["out"].index("{"):])
     reference = Retriever(lancedb_only_copy, embedder)
-    assert reference._flat == {}  # the reference really reads LanceDB
+    assert not reference.index.units.from_snapshot  # the reference really reads LanceDB
     want = reference.retrieve(question, mode=mode, top_k=5).text_units
     assert [u["id"] for u in got["text_units"]] == want["id"].to_list()
     assert np.allclose([u["similarity"] for u in got["text_units"]],
@@ -211,7 +215,7 @@ def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
     expr = VECTOR_TABLES["text_units"][1]
     good = read_flat_snapshot(db, "text_units", units, expr, embedder.key)
     assert good is not None and good.shape == (units.height, 384)
-    assert np.allclose(good, Retriever(copy, embedder).unit_vectors)
+    assert np.allclose(good, Retriever(copy, embedder).index.units.vectors)
     assert read_flat_snapshot(db, "text_units", units, expr, "another|256|192") is None
     assert read_flat_snapshot(db, "text_units", units.head(2), expr, embedder.key) is None
     path = flat_snapshot_path(db, "text_units")
@@ -221,7 +225,7 @@ def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
                       ).write_parquet(path)
     assert read_flat_snapshot(db, "text_units", units, expr, embedder.key) is None
     r = Retriever(copy, embedder)  # falls back to LanceDB, same vectors
-    assert "text_units" not in r._flat and np.allclose(r.unit_vectors, good)
+    assert not r.index.units.from_snapshot and np.allclose(r.index.units.vectors, good)
 
 
 # --- the numpy query embedder ---------------------------------------------------------------

@@ -68,7 +68,7 @@ def test_import_writes_an_index_the_retriever_opens(imported):
     assert all(degree[v] == g.degree(v) for v in g)
 
     r = Retriever(out, graph_backend="memory")
-    assert r.embedder.dim == 8 and r.units.height == 0
+    assert r.embedder.dim == 8 and r.index.units.count == 0
     qv = np.asarray(nodes["vector"][11].to_list(), dtype=np.float32)
     res = r.fused_by_vector(qv, top_k=3, depth=2, lam=1.0)
     assert res.info["seeds"][0] == "v011"  # its own vector: the nearest entity
@@ -106,7 +106,7 @@ def test_reimport_replaces_and_csv_vectors_parse(imported, tmp_path):
                                       & pl.col("target").is_in(n["id"].head(10).implode())),
                  target)
     assert storage.read_table(target, schemas.ENTITIES).height == 10
-    vec = Retriever(target, graph_backend="memory").entity_vectors()
+    vec = Retriever(target, graph_backend="memory").index.graph.entity_vectors
     want = np.asarray(nodes["vector"].head(10).to_list(), dtype=np.float32)
     assert np.allclose(vec, want / np.linalg.norm(want, axis=1, keepdims=True), atol=1e-6)
 

@@ -22,9 +22,9 @@ from kgloom.publish.vectors import (LANCEDB_DIR, VECTOR_TABLES, sync_lancedb,
                                     write_embedder_manifest, write_lancedb)
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
+from kgloom.query.retrieval.result import UNIT_RESULT_SCHEMA
 from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
-                                    IndexInconsistentError, RetrievalConfig, Retriever,
-                                    UNIT_RESULT_SCHEMA)
+                                    IndexInconsistentError, RetrievalConfig, Retriever)
 
 GRAPH_FILES = ["graph-nodes.parquet", "graph-edges.parquet", "entities.parquet",
                "relationships.parquet", "entity_aliases.parquet"]
@@ -488,8 +488,8 @@ def test_ann_index_is_used_and_recorded_above_threshold(tmp_path, carol_index, e
 
     for q in vecs[rng.choice(grown.height, 8, replace=False)]:
         for k in (1, 3, 10):
-            plain = search_vectors(r._unit_table, q, k, "ivf_pq")
-            wide = search_vectors(r._unit_table, q, 5 * k, "ivf_pq",
+            plain = search_vectors(r.index.table("text_units"), q, k, "ivf_pq")
+            wide = search_vectors(r.index.table("text_units"), q, 5 * k, "ivf_pq",
                                   refine_rows=ANN_REFINE_FACTOR * k)
             assert wide[0][:k] == plain[0]
             assert np.allclose(wide[1][:k], plain[1])
@@ -525,7 +525,7 @@ def test_cli_query_prints_table_and_json(carol_index):
 def test_two_step_is_two_public_calls_and_expand_checks_its_seeds(carol_index, retriever):
     """The baseline is entities_by_vector then expand_by_vector, as a client would call
     them; expand rejects unknown ids and mismatched scores; diagnostics can be off."""
-    from kgloom.query.retriever import QUERY_EMBED_THREADS
+    from kgloom.query.index import QUERY_EMBED_THREADS
 
     q = "the ghost showed the old man his past at a Christmas ball"
     qv = retriever.embedder.embed([q], threads=QUERY_EMBED_THREADS)[0]
@@ -560,7 +560,7 @@ def test_two_step_is_two_public_calls_and_expand_checks_its_seeds(carol_index, r
 
 
 def test_fused_by_vector_equals_fused_for_the_same_vector(carol_index, retriever):
-    from kgloom.query.retriever import QUERY_EMBED_THREADS
+    from kgloom.query.index import QUERY_EMBED_THREADS
 
     mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
     q = "the ghost showed the old man his past at a Christmas ball"
@@ -592,13 +592,13 @@ def test_fused_by_vector_equals_fused_for_the_same_vector(carol_index, retriever
 
 def test_memory_handle_entity_search_matches_lancedb_flat_scan(carol_index, retriever):
     mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
-    g = retriever.graph
     for q in ("Tiny Tim's father", "a ball in a warehouse", "Marley's ghost"):
         qv = retriever.embedder.embed([q])[0]
-        ids, sims = retriever._search("entities", qv, 5)
-        got = mem._memory_entity_candidates(qv, 5)
-        assert [n for n, _ in got] == [g["node_of"][i] for i in ids]
-        assert np.allclose([s for _, s in got], sims, atol=1e-5)
+        ids, sims = retriever.index.search("entities", qv, 5)
+        got = mem.entities_by_vector(qv, 5)
+        assert got.info["ann"]["entities"] == "memory"
+        assert got.entities["entity_id"].to_list() == ids
+        assert np.allclose(got.entities["score"].to_list(), sims, atol=1e-5)
     res = mem.fused("Marley's ghost", top_k=2, depth=0)
     assert res.info["ann"]["entities"] == "memory"
 
@@ -653,11 +653,11 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     """The bridge ranking recomputed from its definition with plain loops over the
     index's vectors (entity vectors, unit vectors, kg_node_ids)."""
     qv = r.embedder.embed([question])[0].astype(np.float64)
-    units = r.unit_vectors.astype(np.float64)
+    units = r.index.units.vectors.astype(np.float64)
     sims = units @ qv
-    ev = r.entity_vectors().astype(np.float64)
-    node_of = r.graph["node_of"]
-    kg = r.col["kg_node_ids"]
+    ev = r.index.graph.entity_vectors.astype(np.float64)
+    node_of = r.index.graph.node_of
+    kg = r.index.units.kg_node_ids
     order = sorted(range(len(sims)), key=lambda i: (-sims[i], i))
     best: dict[int, float] = {}
     sources = [(h, max(sims[h], 0), kg[h] or []) for h in order[:cfg.bridge_hits]]
@@ -702,7 +702,7 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
                 break
             out.remove(free[-1])
         out.append(u)
-    return [r.col["id"][i] for i in out]
+    return [r.index.units.ids[i] for i in out]
 
 
 @pytest.mark.parametrize("cfg", [
@@ -724,8 +724,8 @@ def test_bridge_follows_its_definition(carol_index, cfg):
     bridged = res.text_units.filter(pl.col("via") == "bridge")
     assert bridged.height > 0
     hits = set(r.vector(question, top_k=cfg.bridge_hits).text_units["id"])
-    mentioned_by_hits = {e for i, row_id in enumerate(r.col["id"]) if row_id in hits
-                         for e in r.col["kg_node_ids"][i] or []}
+    mentioned_by_hits = {e for i, row_id in enumerate(r.index.units.ids) if row_id in hits
+                         for e in r.index.units.kg_node_ids[i] or []}
     if cfg.bridge_link_weight > 0:
         mentioned_by_hits |= set(res.linked["entity_id"])
     for row in bridged.iter_rows(named=True):

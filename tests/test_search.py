@@ -20,11 +20,13 @@ from test_query import write_carol_index
 from kgloom import schemas, storage
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
-from kgloom.query import global_search as gs
-from kgloom.query.context import (ContextItem, Section, TokenCounter, pack_context, refs_in,
-                                  token_counter)
+from kgloom.query.context_builder import community_context as cc
+from kgloom.query.context_builder.context import (ContextItem, Section, TokenCounter,
+                                                  pack_context, refs_in, token_counter)
 from kgloom.query.routing import route_by_rules, route_question
-from kgloom.query.search import SearchConfig, Searcher, answer_schema
+from kgloom.query.search import SearchConfig, Searcher
+from kgloom.query.structured_search.base import answer_schema
+from kgloom.query.structured_search.global_search import search as gs
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -73,7 +75,7 @@ def _reports(communities: pl.DataFrame, same_key: dict[int, int] | None = None,
 
 
 def _rating(schema: dict) -> bool:
-    """A rating batch's schema: its properties are report refs (gs.rate_schema)."""
+    """A rating batch's schema: its properties are report refs (cc.rate_schema)."""
     return all(re.fullmatch(r"C\d+", k) for k in schema["properties"])
 
 
@@ -94,13 +96,13 @@ RATING = {0: 3, 1: 0, 2: 2, 3: 4, 4: 0, 5: 5, 7: 0, 8: 2, 9: 5, 10: 1, 12: 0}
 
 
 @pytest.fixture(scope="module")
-def tree() -> gs.CommunityTree:
+def tree() -> cc.CommunityTree:
     comms = _hierarchy(EDGES, LEVEL)
-    return gs.CommunityTree(_reports(comms, same_key={6: 2}, without=(11,)), comms)
+    return cc.CommunityTree(_reports(comms, same_key={6: 2}, without=(11,)), comms)
 
 
 def _rater(ratings: dict[int, int | None], tmp_path: Path, batch: int = 8, budget: int = 650,
-           question: str = "q?") -> tuple[gs.BatchRater, list[list[int]]]:
+           question: str = "q?") -> tuple[cc.BatchRater, list[list[int]]]:
     """A BatchRater over a scripted model that rates community c ``ratings[c]``; a batch
     holding a None rating gets a reply that breaks the schema (so it fails twice). Also
     returns the communities of each call, in call order (a failed batch twice)."""
@@ -114,7 +116,7 @@ def _rater(ratings: dict[int, int | None], tmp_path: Path, batch: int = 8, budge
         return {r: ratings[int(r[1:])] for r in refs}
 
     llm = _llm(ScriptedBackend(reply), tmp_path, f"rate-{batch}-{budget}")
-    return gs.BatchRater(llm, question, token_counter(None), 0, budget, batch, 80), calls
+    return cc.BatchRater(llm, question, token_counter(None), 0, budget, batch, 80), calls
 
 
 def _flat(calls: list[list[int]]) -> list[int]:
@@ -125,7 +127,7 @@ def _flat(calls: list[list[int]]) -> list[int]:
 def test_dynamic_selection_descends_into_relevant_and_prunes_irrelevant(tree, tmp_path):
     events: list[dict] = []
     rate, calls = _rater(RATING, tmp_path)
-    sel = gs.select_dynamic(tree, rate, threshold=1, progress=events.append)
+    sel = cc.select_dynamic(tree, rate, threshold=1, progress=events.append)
     # roots, then children of relevant 0 and 2 (6 repeats 2's report: walked through to 10;
     # 11 has no report: walked through to 12), then children of relevant 3: one batch each
     assert calls == [[0, 1, 2], [3, 4, 10, 12], [7, 8]]
@@ -145,10 +147,10 @@ def test_dynamic_selection_descends_into_relevant_and_prunes_irrelevant(tree, tm
 @pytest.mark.parametrize("batch", [1, 2, 3, 4, 8])
 def test_batched_rating_selects_and_prunes_as_one_report_per_call(tree, tmp_path, batch):
     rate, calls = _rater(RATING, tmp_path, batch=batch)
-    sel = gs.select_dynamic(tree, rate, threshold=1)
+    sel = cc.select_dynamic(tree, rate, threshold=1)
     (tmp_path / "one").mkdir()
     one, one_calls = _rater(RATING, tmp_path / "one", batch=1)  # a cache of its own
-    ref = gs.select_dynamic(tree, one, threshold=1)
+    ref = cc.select_dynamic(tree, one, threshold=1)
     assert _flat(one_calls) == [0, 1, 2, 3, 4, 10, 12, 7, 8]  # the walk of one per call
     assert _flat(calls) == _flat(one_calls)
     assert (sel.selected, sel.ratings, sel.pruned_subtrees, sel.pruned_reports) == \
@@ -161,7 +163,7 @@ def test_batched_rating_selects_and_prunes_as_one_report_per_call(tree, tmp_path
 
 def test_dynamic_selection_stops_at_max_level_and_keeps_relevant_parents(tree, tmp_path):
     rate, calls = _rater(RATING, tmp_path)
-    sel = gs.select_dynamic(tree, rate, threshold=1, max_level=1)
+    sel = cc.select_dynamic(tree, rate, threshold=1, max_level=1)
     assert calls == [[0, 1, 2], [3, 4]]
     assert sel.selected == [3, 2]  # 2 has no rated child within level 1: kept
     assert sel.pruned_reports == 1  # 5; level-2 reports are out of scope
@@ -169,13 +171,13 @@ def test_dynamic_selection_stops_at_max_level_and_keeps_relevant_parents(tree, t
 
 def test_dynamic_selection_lists_replaced_parents_or_keeps_them(tree, tmp_path):
     rate, _ = _rater(RATING, tmp_path)
-    sel = gs.select_dynamic(tree, rate, threshold=1)
+    sel = cc.select_dynamic(tree, rate, threshold=1)
     # 0 -> 3 -> 8 and 2 -> 10: the parents left the selection, best rating first
     assert sel.selected == [8, 10] and sel.replaced == [3, 0, 2]
     assert sel.summary()["replaced"] == [3, 0, 2]
     (tmp_path / "keep").mkdir()
     rate, calls = _rater(RATING, tmp_path / "keep")
-    kept = gs.select_dynamic(tree, rate, threshold=1, keep_parent=True)
+    kept = cc.select_dynamic(tree, rate, threshold=1, keep_parent=True)
     # the same walk and ratings; every relevant community stays (rating, then rank)
     assert _flat(calls) == [0, 1, 2, 3, 4, 10, 12, 7, 8]
     assert kept.selected == [3, 0, 8, 2, 10] and kept.replaced == []
@@ -185,7 +187,7 @@ def test_dynamic_selection_lists_replaced_parents_or_keeps_them(tree, tmp_path):
 def test_dynamic_selection_rates_next_level_when_no_root_is_relevant(tree, tmp_path):
     ratings = {**RATING, 0: 0, 2: 0, 1: None}  # the roots' batch fails (1 breaks it)
     rate, calls = _rater(ratings, tmp_path)
-    sel = gs.select_dynamic(tree, rate, threshold=1)
+    sel = cc.select_dynamic(tree, rate, threshold=1)
     assert calls[:2] == [[0, 1, 2], [0, 1, 2]]  # retried once, then a failure row
     assert sel.level_fallbacks == [1]
     # level 1 by rank (community number, descending); 6 repeats 2's report: not re-rated
@@ -199,7 +201,7 @@ def test_dynamic_selection_rates_next_level_when_no_root_is_relevant(tree, tmp_p
 def test_a_failing_rating_batch_is_one_failure_row_and_its_reports_not_relevant(tree,
                                                                                  tmp_path):
     rate, calls = _rater({**RATING, 1: None}, tmp_path, batch=2)
-    sel = gs.select_dynamic(tree, rate, threshold=1)
+    sel = cc.select_dynamic(tree, rate, threshold=1)
     # roots in batches [0, 1] (fails: 0 counts as not relevant, its subtree pruned) and [2]
     assert calls == [[0, 1], [0, 1], [2], [10, 12]]
     assert sel.failures == [{"stage": "search_rate", "item_id": "C0,C1",
@@ -214,7 +216,7 @@ def test_a_failing_rating_batch_is_one_failure_row_and_its_reports_not_relevant(
 def test_rate_schema_has_exactly_the_batch_refs():
     import jsonschema
 
-    schema = gs.rate_schema(["C5", "C12", "C0"])
+    schema = cc.rate_schema(["C5", "C12", "C0"])
     assert list(schema["properties"]) == ["C5", "C12", "C0"]
     assert schema["required"] == ["C5", "C12", "C0"]
     assert schema["additionalProperties"] is False
@@ -227,16 +229,16 @@ def test_rate_schema_has_exactly_the_batch_refs():
     # the grammar the model samples under holds the refs and nothing else
     from kgloom.llm.grammar import json_grammar
 
-    gbnf = json_grammar(gs.rate_schema(["C5", "C7"]))
+    gbnf = json_grammar(cc.rate_schema(["C5", "C7"]))
     assert '\\"C5\\"' in gbnf and '\\"C7\\"' in gbnf and "C9" not in gbnf
 
 
 def test_rating_batches_stay_within_budget_and_batch_size():
     counter = token_counter(None)
-    reports = [gs.Report(c, 0, f"Report {c}", "a fairly long summary sentence " * (c % 5 + 1),
+    reports = [cc.Report(c, 0, f"Report {c}", "a fairly long summary sentence " * (c % 5 + 1),
                          "full " * 200, float(c), f"k{c}") for c in range(20)]
     for budget, batch, cap in ((650, 8, 80), (100, 3, 40), (60, 8, 80), (25, 8, 80)):
-        rate = gs.BatchRater(None, "q?", counter, 0, budget, batch, cap)
+        rate = cc.BatchRater(None, "q?", counter, 0, budget, batch, cap)
         batches = rate.batches(reports)
         assert [r for b in batches for r in b.refs] == [f"C{c}" for c in range(20)]
         for b in batches:
@@ -250,32 +252,32 @@ def test_rating_batches_stay_within_budget_and_batch_size():
                 first = rate.batches([r for r in reports if r.ref == nxt.refs[0]])[0]
                 assert len(b.refs) == batch or counter(b.text + "\n" + first.text) > budget
     with pytest.raises(ValueError, match="rate budget of 2 tokens cannot hold one report"):
-        gs.BatchRater(None, "q?", counter, 0, 2, 8, 80).batches(reports)
+        cc.BatchRater(None, "q?", counter, 0, 2, 8, 80).batches(reports)
     with pytest.raises(ValueError, match="rate budget must be a positive"):
-        gs.BatchRater(None, "q?", counter, 0, 0, 8, 80).batches(reports)
+        cc.BatchRater(None, "q?", counter, 0, 0, 8, 80).batches(reports)
     with pytest.raises(ValueError, match="reports per batch"):
-        gs.BatchRater(None, "q?", counter, 0, 100, 0, 80).batches(reports)
+        cc.BatchRater(None, "q?", counter, 0, 100, 0, 80).batches(reports)
 
 
 def test_static_selection_and_unknown_level(tree):
-    assert gs.select_static(tree, 1).selected == [6, 5, 4, 3]  # by rank; 11 has no report
+    assert cc.select_static(tree, 1).selected == [6, 5, 4, 3]  # by rank; 11 has no report
     with pytest.raises(ValueError, match="level 7 is not a level"):
-        gs.select_static(tree, 7)
+        cc.select_static(tree, 7)
 
 
 def test_report_of_a_community_that_no_longer_exists_is_ignored():
     comms = _hierarchy({0: [1]}, {0: 0, 1: 1})
     reports = pl.concat([_reports(comms), _reports(_hierarchy({}, {42: 0}))])
-    t = gs.CommunityTree(reports, comms)
+    t = cc.CommunityTree(reports, comms)
     assert t.stale == [42] and sorted(t.reports) == [0, 1]
 
 
 # --- map / reduce --------------------------------------------------------------------------
 def test_map_batches_within_budget_and_reduce_orders_points(tmp_path):
     counter = token_counter(None)
-    reports = [gs.Report(c, 0, f"Report {c}", "s", "word " * 60, float(c), f"k{c}")
+    reports = [cc.Report(c, 0, f"Report {c}", "s", "word " * 60, float(c), f"k{c}")
                for c in range(6)]
-    batches = gs.map_batches(reports, 120, counter, 100)
+    batches = cc.map_batches(reports, 120, counter, 100)
     assert len(batches) >= 3
     assert [r for b in batches for r in b.refs] == [f"C{c}" for c in range(6)]
     assert all(b.tokens <= 120 and b.tokens == counter(b.text) for b in batches)
@@ -304,8 +306,8 @@ def test_map_batches_within_budget_and_reduce_orders_points(tmp_path):
 
 def test_map_failure_becomes_a_row_and_other_batches_go_on(tmp_path):
     counter = token_counter(None)
-    reports = [gs.Report(c, 0, f"R{c}", "", "text " * 50, 0.0, f"k{c}") for c in range(4)]
-    batches = gs.map_batches(reports, 80, counter, 70)
+    reports = [cc.Report(c, 0, f"R{c}", "", "text " * 50, 0.0, f"k{c}") for c in range(4)]
+    batches = cc.map_batches(reports, 80, counter, 70)
 
     def reply(messages, schema):
         refs = schema["properties"]["points"]["items"]["properties"]["reports"]["items"]["enum"]
@@ -502,7 +504,7 @@ def test_invented_inline_citations_are_removed_and_counted(search_index, tmp_pat
 
 
 def test_check_answer_keeps_what_the_context_holds():
-    from kgloom.query.search import check_answer
+    from kgloom.query.structured_search.base import check_answer
 
     ctx = "[C1] Scrooge and Marley: the old firm\n[T2] (from A Christmas Carol) [Illustration]"
     got = check_answer('See the report "Scrooge and Marley" [C1; T2] and [Illustration].',
@@ -534,7 +536,8 @@ def test_a_looping_answer_is_cut_and_flagged(search_index, tmp_path, embedder):
 def test_answers_of_the_demo_or_fake_model_say_so(searcher, search_index, tmp_path, embedder):
     from kgloom.llm import SMOLLM2_SHA256
     from kgloom.query.render import render_search
-    from kgloom.query.search import DEMO_MODEL_NOTICE, FAKE_MODEL_NOTICE, model_notice
+    from kgloom.query.structured_search.base import (DEMO_MODEL_NOTICE, FAKE_MODEL_NOTICE,
+                                                     model_notice)
 
     res = searcher.search("Who is Tiny Tim's father?", mode="local")  # the fake model
     assert res.answer and res.notice == FAKE_MODEL_NOTICE
@@ -572,7 +575,7 @@ def test_dynamic_selection_rates_only_the_shortlist_at_each_step(tree, tmp_path)
         return [max(queue)]
 
     rate, calls = _rater(RATING, tmp_path)
-    sel = gs.select_dynamic(tree, rate, threshold=1, shortlist=shortlist)
+    sel = cc.select_dynamic(tree, rate, threshold=1, shortlist=shortlist)
     # roots 0 1 2 -> 2 (relevant) -> its effective children 10, 12 -> 12 (not relevant)
     assert asked == [[0, 1, 2], [10, 12]]
     assert calls == [[2], [12]]

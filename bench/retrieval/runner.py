@@ -138,9 +138,7 @@ def _open(study: Study, handle: str, bfs_threads: int | None = None,
     r = Retriever(study.index, graph_backend=HANDLES[handle], bfs_threads=bfs_threads,
                   config=RetrievalConfig(seed_diagnostics=seed_diagnostics,
                                          fused_first_hop=handle != "files_reread"))
-    r.graph  # load the graph now, not inside a timed call
-    if handle == "memory":
-        r.entity_vectors()
+    r.index.graph  # noqa: B018 - load the graph (and its entity vectors) now, not timed
     return r
 
 
@@ -174,10 +172,10 @@ def _overlaps(r, got: dict[str, tuple]) -> None:
     from the two-step seeds of the same case (the plain ANN top_k)."""
     from kgloom.query.algorithms import mean_pairwise_jaccard
 
-    g = r.graph
+    g = r.index.graph
     for res, *_ in got.values():
         res.info["seed_overlap"] = mean_pairwise_jaccard(
-            [g["node_of"][e] for e in res.info.get("seeds", [])], g["adj"])
+            [g.node_of[e] for e in res.info.get("seeds", [])], g.adj)
     got["fused"][0].info["baseline_seed_overlap"] = got["two_step"][0].info["seed_overlap"]
 
 
@@ -279,12 +277,12 @@ def run_threads(study: Study, limit: int | None, warmup: int, lam: float,
         bar.close()
     # the kernel alone: seeds = the fused seeds of the top_k-10 cases, every level split
     r = _open(study, "memory")
-    adj = r.graph["adj"]
+    adj = r.index.graph.adj
     saved = alg.PARALLEL_MIN_FRONTIER
     alg.PARALLEL_MIN_FRONTIER = 1
     try:
         for c in [c for c in cases if c.top_k == 10]:
-            seeds = [r.graph["node_of"][s] for s in r.fused_by_vector(
+            seeds = [r.index.graph.node_of[s] for s in r.fused_by_vector(
                 study.queries[c.query], top_k=10, depth=0, lam=lam,
                 oversample=oversample).info["seeds"]]
             for depth in (2, 3):

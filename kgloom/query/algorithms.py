@@ -2,7 +2,7 @@
 
 The :class:`Adjacency` is a compressed sparse row (CSR) view of the undirected entity
 graph (node keys 0..n-1 as in graph-nodes.parquet). The functions here are what the
-retrieval modes of :mod:`kgloom.query.retriever` are built from, and each is small
+retrieval modes of :mod:`kgloom.query.retrieval` are built from, and each is small
 enough to check by hand in a test:
 
 - :func:`bfs` — multi-source breadth-first search with hop depth, first-reaching seed

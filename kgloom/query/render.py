@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 if TYPE_CHECKING:  # a retrieval-only CLI run does not import the search code
-    from kgloom.query.retriever import RetrievalResult
+    from kgloom.query.retrieval.result import RetrievalResult
     from kgloom.query.search import SearchResult
 
 FIRST_WORDS = 12

@@ -1,9 +1,10 @@
 """Query routing for ``mode=auto``: direct (plain vector RAG), local (entity-centric,
 multi-hop) or global (thematic, corpus-wide).
 
-Rules first, on the question's words and its linked entities (:meth:`Retriever.link`);
-a question no rule settles goes to one grammar-bounded classifier call (the reply is an
-enum of the three routes and a short reason). The split follows the routing advice of
+Rules first, on the question's words and its linked entities
+(:func:`kgloom.query.retrieval.base.link_question`); a question no rule settles goes to
+one grammar-bounded classifier call (the reply is an enum of the three routes and a short
+reason). The split follows the routing advice of
 "RAG vs. GraphRAG: A Systematic Evaluation" (Han et al., arXiv 2502.11371): fact lookups
 to plain RAG, multi-hop and relational questions to the graph, corpus-wide sensemaking
 to community summaries (Edge et al., arXiv 2404.16130).

@@ -2,9 +2,9 @@
 communities, neighbourhoods, the community hierarchy with reports, entity name search and
 text units (``kgloom serve``). Read-only after it is built; no Dagster.
 
-Built from what a :class:`kgloom.query.retriever.Retriever` and a
-:class:`kgloom.query.search.SearchIndex` of the same build already hold (text units,
-entities, relationships, the entity graph's adjacency), plus the build's
+Built from what a :class:`kgloom.query.index.QueryIndex` already holds (text units, its
+search tables: entities, relationships, communities of each entity, and the entity
+graph's adjacency), plus the build's
 ``graph-nodes``, ``communities`` and ``community_reports`` tables. Every answer is a
 JSON-ready dict; a node is :meth:`GraphView.node` and an edge :meth:`GraphView.edge`.
 """
@@ -15,8 +15,7 @@ from typing import Any
 
 from kgloom import schemas
 from kgloom.query import algorithms as alg
-from kgloom.query.retriever import Retriever
-from kgloom.query.search import SearchIndex
+from kgloom.query.index import QueryIndex
 
 
 class UnknownItemError(KeyError):
@@ -30,24 +29,22 @@ class GraphView:
     """Read-only graph queries over one build (module doc).
 
     Args:
-        retriever: the build's Retriever (its text units; its entity graph, when the
-            index has one, loaded).
-        index: the same build's :class:`SearchIndex` (entities, relationships,
-            communities of each entity).
+        index: the build's :class:`QueryIndex`, its search tables and (when the index
+            has one) its entity graph loaded.
 
     Attributes:
         has_graph: whether the index has an entity graph (a vector-only index has not).
         levels: the community levels, ascending (empty without communities).
     """
 
-    def __init__(self, retriever: Retriever, index: SearchIndex) -> None:
-        build = retriever.build
-        self.entities = index.entities
-        self.relationships = index.relationships
-        self.unit_number = index.unit_number
-        self._units = retriever.col
-        self._unit_row = retriever.unit_row
-        self.has_graph = retriever._graph is not None
+    def __init__(self, index: QueryIndex) -> None:
+        build, tables = index.build, index.tables
+        self.entities = tables.entities
+        self.relationships = tables.relationships
+        self.unit_number = tables.unit_number
+        self._units = index.units
+        g = index.loaded_graph
+        self.has_graph = g is not None
         self._nodes: dict[str, dict[str, Any]] = {}  # entity id -> graph-nodes row
         if build.has(schemas.GRAPH_NODES):
             for row in build.read(schemas.GRAPH_NODES).iter_rows(named=True):
@@ -68,11 +65,10 @@ class GraphView:
                     "rating_explanation", "findings", "generated_by"]).iter_rows(named=True):
                 self.reports[row["community"]] = row
         self.levels = sorted({c["level"] for c in self.communities.values()})
-        g = retriever._graph
-        self._adj: alg.Adjacency | None = g["adj"] if g else None
-        self._node_of: dict[str, int] = g["node_of"] if g else {}
-        self._entity_of: list[str] = g["entity_ids"] if g else []
-        self._edge_rel: list[str] = g["relationship_ids"] if g else []
+        self._adj: alg.Adjacency | None = g.adj if g else None
+        self._node_of: dict[str, int] = g.node_of if g else {}
+        self._entity_of: list[str] = g.entity_ids if g else []
+        self._edge_rel: list[str] = g.relationship_ids if g else []
         self._entity_by_title = {e["title"]: eid for eid, e in self.entities.items()}
         self._search_keys = sorted(
             ((e["title"] or "").casefold(), eid) for eid, e in self.entities.items())
@@ -123,12 +119,13 @@ class GraphView:
             ``max_nodes`` nodes (the nearest hops first, then by PageRank).
         """
         units = list(dict.fromkeys(text_unit_ids))
-        mentioned = [e for u in units if u in self._unit_row
-                     for e in self._units["kg_node_ids"][self._unit_row[u]] or []]
+        row_of = self._units.row_of
+        mentioned = [e for u in units if u in row_of
+                     for e in self._units.kg_node_ids[row_of[u]] or []]
         wanted = list(dict.fromkeys([*entity_ids, *mentioned]))
         known = [e for e in wanted if e in self.entities]
         missing = [e for e in wanted if e not in self.entities] + \
-            [u for u in units if u not in self._unit_row]
+            [u for u in units if u not in row_of]
         hops: dict[str, int] = {e: 0 for e in known}
         if depth > 0 and self._adj is not None:
             seeds = [self._node_of[e] for e in known if e in self._node_of]
@@ -211,11 +208,11 @@ class GraphView:
         Raises:
             UnknownItemError: no such text unit in this build.
         """
-        row = self._unit_row.get(unit_id)
+        u = self._units
+        row = u.row_of.get(unit_id)
         if row is None:
             raise UnknownItemError(f"no text unit {unit_id!r} in this build")
-        u = self._units
         return {"id": unit_id, "ref": f"T{self.unit_number.get(unit_id, row)}",
-                "text": u["text"][row], "document_id": u["document_id"][row],
-                "document_title": u["document_title"][row],
-                "entity_ids": list(u["kg_node_ids"][row] or [])}
+                "text": u.texts[row], "document_id": u.document_ids[row],
+                "document_title": u.document_titles[row],
+                "entity_ids": list(u.kg_node_ids[row] or [])}

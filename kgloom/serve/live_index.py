@@ -2,11 +2,12 @@
 when ``kgloom index`` publishes another (``kgloom serve``; docs/serve.md). No Dagster.
 
 An :class:`IndexHandle` holds everything one published build needs in memory, opened
-once: a :class:`kgloom.query.retriever.Retriever` for the retrieval modes, a
-:class:`kgloom.query.search.Searcher` (with its own Retriever) for search, and a
-:class:`kgloom.serve.graph_view.GraphView` for the graph endpoints, all checked to be of
-the same build. A Retriever or Searcher serves one call at a time, so each has a lock;
-the graph view is read-only after opening and needs none.
+once: one :class:`kgloom.query.index.QueryIndex` shared by a
+:class:`kgloom.query.retriever.Retriever` for the retrieval modes, a
+:class:`kgloom.query.search.Searcher` for search, and a
+:class:`kgloom.serve.graph_view.GraphView` for the graph endpoints. The index is
+read-only once loaded; a Retriever or Searcher serves one call at a time (its settings
+may be swapped for one call), so each has a lock; the graph view needs none.
 
 :class:`LiveIndex` is what requests ask: before each request it compares the output
 folder's ``build.json`` (the marker :func:`kgloom.builds.publish_build` writes last,
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgloom.builds import MARKER_FILE, OPEN_RETRIES, IndexChangedError, IndexInconsistentError
+from kgloom.query.index import QueryIndex
 from kgloom.query.retriever import IndexFilesMissingError, Retriever
 from kgloom.query.search import SearchConfig, Searcher
 from kgloom.serve.graph_view import GraphView
@@ -46,7 +48,7 @@ class IndexHandle:
     Attributes:
         build_id: the build's id (None for a folder without ``build.json``).
         retriever: the retrieval modes' handle (graph backend ``memory``).
-        searcher: search's handle (its ``retriever`` is another one of the same build).
+        searcher: search's handle (over the same index).
         graph: the graph endpoints' read-only view.
         retrieve_lock / search_lock: one call at a time per handle.
         opened_at: ``time.time()`` when it was opened.
@@ -80,15 +82,12 @@ class IndexHandle:
         """
         for attempt in range(OPEN_RETRIES):
             try:
-                retriever = Retriever(output_dir, embedder, graph_backend="memory")
-                searcher = Searcher(output_dir, llm=llm, config=search_config,
-                                    embedder=retriever.embedder, graph_backend="memory")
-                if retriever.build.build_id != searcher.retriever.build.build_id:
-                    raise IndexChangedError("republished while opening")
-                for r in (retriever, searcher.retriever):
-                    _load_graph(r)  # now, not in the first graph request
-                view = GraphView(retriever, searcher.index)
-                return cls(retriever.build.build_id, retriever, searcher, view)
+                index = QueryIndex.open(output_dir, embedder)
+                retriever = Retriever(index, graph_backend="memory")
+                searcher = Searcher(index, llm=llm, config=search_config,
+                                    graph_backend="memory")
+                _load_graph(index)  # now, not in the first graph request
+                return cls(index.build.build_id, retriever, searcher, GraphView(index))
             except IndexChangedError:
                 if attempt == OPEN_RETRIES - 1:
                     raise
@@ -111,11 +110,11 @@ class IndexHandle:
                 self.searcher.config = base
 
 
-def _load_graph(retriever: Retriever) -> None:
-    """Load the entity graph of ``retriever`` now (a vector-only index has none)."""
+def _load_graph(index: QueryIndex) -> None:
+    """Load the entity graph of ``index`` now (a vector-only index has none)."""
     try:
-        retriever.graph  # noqa: B018 - the property loads it
-        retriever.entity_titles()
+        index.graph  # noqa: B018 - the property loads it
+        index.entity_titles()
     except IndexFilesMissingError:
         pass
 

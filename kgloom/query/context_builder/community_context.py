@@ -1,5 +1,6 @@
-"""Global search over community reports: static or dynamic community selection, then
-map (each batch of reports -> rated key points) and reduce (ranked points -> one context).
+"""The global search's context: the community hierarchy with its reports
+(:class:`CommunityTree`), static or dynamic community selection, and reports packed into
+rating and map batches within a token budget.
 
 - **Static**: every report of one level of the community hierarchy.
 - **Dynamic community selection** (Microsoft's "dynamic global search", GraphRAG
@@ -14,24 +15,15 @@ map (each batch of reports -> rated key points) and reduce (ranked points -> one
   change, to cut prompt tokens, is to rate *several reports per grammar-bounded call*,
   each shown as one short ``[C5] title: summary`` line (:class:`BatchRater`): the reply
   is an object with exactly one 0-5 rating per report of the batch.
-- **Map**: the selected reports, best first, are packed into batches of ``map_budget``
-  tokens; one call per batch returns up to 3 key points, each with an importance score
-  (0-10) and the ids of the reports it came from (an enum of the batch's report ids, so
-  a point cannot cite a report it was not shown). When dynamic selection's reports give
-  no point above 0, the relevant communities their children replaced are mapped next
-  (broader reports, best rating first): the deepest relevant reports are narrow, and a
-  thematic question may need the summary above them (kgloom's own fallback; measured in
-  bench/eval_search.py).
-- **Reduce**: points with score > 0, by score (ties: batch, then position in the
-  batch), packed into ``reduce_budget`` tokens as the answer's context.
 
 The hierarchy comes from communities.parquet (``children``) with each community's report
 from community_reports.parquet. A community repeated unchanged one level deeper has the
 same report (``report_key``; kgloom writes it once) and is walked through, not rated
 twice; a community with no report (a failed or deleted one) is walked through to its
-children and listed in ``missing``. Rating and map replies that fail twice become
-failure rows (GraphRAG's failures schema), never exceptions: the reports of a failed
-rating batch count as not relevant, a failed map batch gives no points.
+children and listed in ``missing``. Rating replies that fail twice become failure rows
+(GraphRAG's failures schema), never exceptions: the reports of a failed rating batch
+count as not relevant. The map and reduce steps are
+:mod:`kgloom.query.structured_search.global_search.search`.
 """
 
 from __future__ import annotations
@@ -43,13 +35,10 @@ from typing import Any
 import polars as pl
 
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
-from kgloom.query.context import (Context, ContextItem, Section, TokenCounter, check_budget,
-                                  pack_context, verbalize_report)
+from kgloom.query.context_builder.context import TokenCounter, check_budget, verbalize_report
 
 RATING_SCALE = 5  # GraphRAG's rate_relevancy scale is 0-5 with threshold 1
 DEFAULT_THRESHOLD = 1
-POINT_SCALE = 10
-MAX_POINTS = 3
 
 RATE_TEMPLATE = PromptTemplate(
     name="search_rate",
@@ -62,19 +51,6 @@ RATE_TEMPLATE = PromptTemplate(
     max_tokens=16,
 )
 
-MAP_TEMPLATE = PromptTemplate(
-    name="search_map",
-    system=("You pick the facts in reports that help to answer a question. "
-            "Answer with JSON only."),
-    user=("Question: {question}\n\nReports:\n{reports}\n\n"
-          "List up to 3 key points from these reports that help to answer the question. "
-          "Score each from 0 (no help) to 10 (essential) and give the ids of the reports "
-          "it comes from. If nothing helps, give one point with score 0."),
-    schema={},  # per call: the report ids of the batch are an enum (map_schema)
-    max_tokens=400,
-)
-
-
 def rate_schema(report_refs: Sequence[str]) -> dict[str, Any]:
     """The rating reply schema for one batch: an object whose properties are exactly
     ``report_refs`` (in their order, all required, no other), each an integer 0-5 written
@@ -83,21 +59,6 @@ def rate_schema(report_refs: Sequence[str]) -> dict[str, Any]:
     rating = {"type": "integer", "enum": list(range(RATING_SCALE + 1))}
     return {"type": "object", "properties": {r: rating for r in report_refs},
             "required": list(report_refs), "additionalProperties": False}
-
-
-def map_schema(report_refs: Sequence[str]) -> dict[str, Any]:
-    """The map reply schema for one batch: 1-3 points, each a description (<= 200
-    characters), a score 0-10 and 1-3 report ids from ``report_refs``."""
-    return {"type": "object", "properties": {"points": {
-        "type": "array", "minItems": 1, "maxItems": MAX_POINTS,
-        "items": {"type": "object", "properties": {
-            "description": {"type": "string", "minLength": 1, "maxLength": 200},
-            "score": {"type": "integer", "enum": list(range(POINT_SCALE + 1))},
-            "reports": {"type": "array", "minItems": 1,
-                        "maxItems": min(3, len(report_refs)),
-                        "items": {"type": "string", "enum": list(report_refs)}}},
-            "required": ["description", "score", "reports"]}}},
-        "required": ["points"]}
 
 
 @dataclass(frozen=True)
@@ -377,7 +338,7 @@ class BatchRater:
         return {r: int(obj[r]) for r in batch.refs}, None
 
 
-Progress = Callable[[dict[str, Any]], None]
+Progress = Callable[[dict[str, Any]], None]  # an event of the search's progress
 
 
 def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAULT_THRESHOLD,
@@ -500,18 +461,6 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
     return sel
 
 
-@dataclass(frozen=True)
-class KeyPoint:
-    """One map-step point: text, importance 0-10, the report refs it came from, and
-    where it was produced (batch index, position in the reply)."""
-
-    description: str
-    score: int
-    reports: tuple[str, ...]
-    batch: int
-    position: int
-
-
 def map_batches(reports: Sequence[Report], budget: int, counter: TokenCounter,
                 report_max_tokens: int) -> list[ReportBatch]:
     """Pack ``reports`` (in order) into map batches of at most ``budget`` tokens; each
@@ -523,45 +472,3 @@ def map_batches(reports: Sequence[Report], budget: int, counter: TokenCounter,
             report line (names the map budget).
     """
     return report_batches(reports, budget, counter, report_max_tokens)
-
-
-def run_map(question: str, batches: Sequence[ReportBatch], llm: CachedLLM, seed: int,
-            progress: Progress | None = None, first_batch: int = 0
-            ) -> tuple[list[KeyPoint], list[dict]]:
-    """One map call per batch (stage ``search_map``); returns (points in batch order,
-    failure rows). A failed batch adds a failure row and no point. ``first_batch``
-    numbers the batches (``KeyPoint.batch``) after those of an earlier map."""
-    points: list[KeyPoint] = []
-    failures: list[dict] = []
-    for i, batch in enumerate(batches, first_batch):
-        obj, failure = structured_call(llm, MAP_TEMPLATE, "search_map", ",".join(batch.refs),
-                                       seed, schema=map_schema(batch.refs), question=question,
-                                       reports=batch.text)
-        if obj is None:
-            failures.append(failure)
-        else:
-            for j, p in enumerate(obj["points"]):
-                points.append(KeyPoint(" ".join(p["description"].split()), int(p["score"]),
-                                       tuple(dict.fromkeys(p["reports"])), i, j))
-        if progress:
-            progress({"phase": "map", "done": i + 1, "total": first_batch + len(batches),
-                      "points": len(points)})
-    return points, failures
-
-
-def rank_points(points: Sequence[KeyPoint]) -> list[KeyPoint]:
-    """Points with score > 0, highest score first; ties keep map order (batch, then
-    position), so the best-rated reports' points lead."""
-    return sorted((p for p in points if p.score > 0),
-                  key=lambda p: (-p.score, p.batch, p.position))
-
-
-def reduce_context(points: Sequence[KeyPoint], budget: int, counter: TokenCounter) -> Context:
-    """The reduce step's context: :func:`rank_points` as ``[P1] (importance 8; from [C5])
-    text`` lines within ``budget`` tokens (a repeated point text is kept once)."""
-    items = [ContextItem(f"P{i}", "points", p.description.lower(),
-                         f"[P{i}] (importance {p.score}; from "
-                         f"{' '.join(f'[{r}]' for r in p.reports)}) {p.description}",
-                         float(p.score))
-             for i, p in enumerate(rank_points(points), 1)]
-    return pack_context([Section("points", items, 1.0)], budget, counter, "reduce budget")

@@ -1,0 +1,3 @@
+"""What search contexts are built from: verbalized, cited lines packed into a token
+budget (:mod:`.context`), the tables search reads (:mod:`.tables`), the local context
+(:mod:`.local_context`) and the global one (:mod:`.community_context`)."""

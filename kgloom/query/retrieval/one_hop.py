@@ -1,0 +1,98 @@
+"""``one_hop``: vector hits expanded through the text units' own graph columns
+(``kg_node_ids`` / ``neighbor_entity_ids`` / ``neighbor_triples``), then re-ranked; no
+graph file is read."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from kgloom.query.index import QueryIndex
+from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
+from kgloom.query.retrieval.config import DEFAULT_TOP_K
+from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, RELATIONSHIP_RESULT_SCHEMA,
+                                           RetrievalResult)
+
+
+def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
+             settings: RetrievalSettings = DEFAULT_SETTINGS,
+             oversample: int | None = None) -> RetrievalResult:
+    """Vector hits expanded through the text units' denormalized graph columns only.
+
+    The ``oversample x top_k`` nearest units are the hits (``oversample`` None:
+    ``config.one_hop_oversample``). Every entity a hit mentions (``kg_node_ids``) is
+    activated with the hit's similarity, every 1-hop neighbour (``neighbor_entity_ids``)
+    with ``config.neighbor_decay`` times it. A unit then scores ``similarity +
+    config.one_hop_weight x sum over its entities of activation x specificity``,
+    where an entity's activation comes from the strongest *other* hit and
+    specificity is 1 / (units mentioning it) — so a unit is lifted by entities it
+    shares with other hits, most by rare ones. Candidates are the hits and every unit
+    mentioning an activated entity. No graph file is read.
+
+    Returns entities = the activated entities that lifted a returned unit,
+    relationships = the ``neighbor_triples`` of the hits (relationship_id null).
+
+    Raises:
+        ValueError: an empty question, top_k <= 0 or oversample <= 0.
+    """
+    call = Call.begin(index, settings, question, top_k)
+    cfg, u = settings.config, index.units
+    oversample = cfg.one_hop_oversample if oversample is None else oversample
+    check_positive("oversample", oversample)
+    hits, hit_sims = call.vector_order(oversample * top_k)
+    sims = index.similarities(call.qv)
+    kg, nbr, mentions = u.kg_node_ids, u.neighbor_entity_ids, u.mentions
+    # entity -> up to two (activation, hit row) pairs, best first (to skip self)
+    act: dict[str, list[tuple[float, int]]] = {}
+
+    def bump(e: str, value: float, row: int) -> None:
+        best = [p for p in act.get(e, []) if p[1] != row]
+        mine = max([value] + [p[0] for p in act.get(e, []) if p[1] == row])
+        act[e] = sorted(best + [(mine, row)], reverse=True)[:2]
+
+    for row, s in zip(hits, hit_sims.tolist()):
+        for e in kg[row] or []:
+            bump(e, s, row)
+        for e in nbr[row] or []:
+            bump(e, s * cfg.neighbor_decay, row)
+    candidates = set(hits)
+    for e in act:
+        candidates.update(mentions.get(e, []))
+    scores, lifted, via, seed_of = {}, {}, {}, {}
+    for row in candidates:
+        bonus, parts = 0.0, []
+        for e in kg[row] or []:
+            for value, src in act.get(e, []):
+                if src != row:
+                    spec = 1.0 / max(len(mentions.get(e, [])), 1)
+                    bonus += value * spec
+                    parts.append((value * spec, e, src))
+                    break
+        scores[row] = float(sims[row]) + cfg.one_hop_weight * bonus
+        parts.sort(reverse=True)
+        lifted[row] = [e for _, e, _ in parts]
+        via[row] = "vector" if row in hits and not parts else "one_hop"
+        if parts:
+            seed_of[row] = parts[0][2]
+    order = sorted(candidates, key=lambda r: (-scores[r], r))[:top_k]
+    hop = {r: (0 if r in hits else 1) for r in order}
+    units = call.unit_rows(order, scores, sims, via, hop, lifted)
+    titles = index.entity_titles()
+    ent_rows = []
+    for r in order:
+        for e in lifted[r]:
+            ent_rows.append({"entity_id": e, "title": titles.get(e), "hop_depth": hop[r],
+                             "score": scores[r], "seed_entity_id": None,
+                             "via": f"unit:{u.ids[seed_of[r]]}"})
+    triples = []
+    for row in hits:
+        for t in u.neighbor_triples[row] or []:
+            parts_ = [p.strip() for p in t.split("|")]
+            if len(parts_) == 3:
+                triples.append({"relationship_id": None, "source": parts_[0],
+                                "relation": parts_[1], "target": parts_[2],
+                                "weight": None, "hop_depth": 1})
+    ents = pl.DataFrame(ent_rows, schema=ENTITY_RESULT_SCHEMA).unique(
+        "entity_id", keep="first", maintain_order=True) if ent_rows else None
+    rels = pl.DataFrame(triples, schema=RELATIONSHIP_RESULT_SCHEMA).unique(
+        maintain_order=True) if triples else None
+    return call.finish("one_hop", units, ents, rels, top_k=top_k, oversample=oversample)

@@ -1,0 +1,1 @@
+"""Basic search (the ``direct`` mode): plain vector RAG."""

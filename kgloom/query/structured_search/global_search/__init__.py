@@ -1,0 +1,1 @@
+"""Global search: map-reduce over the community reports of a selection."""

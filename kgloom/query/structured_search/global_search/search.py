@@ -1,0 +1,246 @@
+"""Global search over community reports: a community selection
+(:mod:`kgloom.query.context_builder.community_context`: static or dynamic), then map
+(each batch of reports -> rated key points) and reduce (ranked points -> one context),
+then the answer.
+
+- **Map**: the selected reports, best first, are packed into batches of ``map_budget``
+  tokens; one call per batch returns up to 3 key points, each with an importance score
+  (0-10) and the ids of the reports it came from (an enum of the batch's report ids, so
+  a point cannot cite a report it was not shown). When dynamic selection's reports give
+  no point above 0, the relevant communities their children replaced are mapped next
+  (broader reports, best rating first): the deepest relevant reports are narrow, and a
+  thematic question may need the summary above them (kgloom's own fallback; measured in
+  bench/eval_search.py).
+- **Reduce**: points with score > 0, by score (ties: batch, then position in the
+  batch), packed into ``reduce_budget`` tokens as the answer's context.
+
+Map replies that fail twice become failure rows (GraphRAG's failures schema), never
+exceptions: a failed map batch gives no points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.query.context_builder.community_context import (BatchRater, CommunityTree,
+                                                            Progress, Report, ReportBatch,
+                                                            map_batches, select_dynamic,
+                                                            select_static)
+from kgloom.query.context_builder.context import (Context, ContextItem, Section, TokenCounter,
+                                                  pack_context, refs_in, verbalize_report)
+from kgloom.query.context_builder.local_context import context_sources
+from kgloom.query.index import QueryIndex
+from kgloom.query.structured_search.base import (BaseSearch, CallLog, SearchConfig,
+                                                 SearchModel, SearchResult)
+
+POINT_SCALE = 10
+MAX_POINTS = 3
+
+MAP_TEMPLATE = PromptTemplate(
+    name="search_map",
+    system=("You pick the facts in reports that help to answer a question. "
+            "Answer with JSON only."),
+    user=("Question: {question}\n\nReports:\n{reports}\n\n"
+          "List up to 3 key points from these reports that help to answer the question. "
+          "Score each from 0 (no help) to 10 (essential) and give the ids of the reports "
+          "it comes from. If nothing helps, give one point with score 0."),
+    schema={},  # per call: the report ids of the batch are an enum (map_schema)
+    max_tokens=400,
+)
+
+
+def map_schema(report_refs: Sequence[str]) -> dict[str, Any]:
+    """The map reply schema for one batch: 1-3 points, each a description (<= 200
+    characters), a score 0-10 and 1-3 report ids from ``report_refs``."""
+    return {"type": "object", "properties": {"points": {
+        "type": "array", "minItems": 1, "maxItems": MAX_POINTS,
+        "items": {"type": "object", "properties": {
+            "description": {"type": "string", "minLength": 1, "maxLength": 200},
+            "score": {"type": "integer", "enum": list(range(POINT_SCALE + 1))},
+            "reports": {"type": "array", "minItems": 1,
+                        "maxItems": min(3, len(report_refs)),
+                        "items": {"type": "string", "enum": list(report_refs)}}},
+            "required": ["description", "score", "reports"]}}},
+        "required": ["points"]}
+
+
+@dataclass(frozen=True)
+class KeyPoint:
+    """One map-step point: text, importance 0-10, the report refs it came from, and
+    where it was produced (batch index, position in the reply)."""
+
+    description: str
+    score: int
+    reports: tuple[str, ...]
+    batch: int
+    position: int
+
+
+def run_map(question: str, batches: Sequence[ReportBatch], llm: CachedLLM, seed: int,
+            progress: Progress | None = None, first_batch: int = 0
+            ) -> tuple[list[KeyPoint], list[dict]]:
+    """One map call per batch (stage ``search_map``); returns (points in batch order,
+    failure rows). A failed batch adds a failure row and no point. ``first_batch``
+    numbers the batches (``KeyPoint.batch``) after those of an earlier map."""
+    points: list[KeyPoint] = []
+    failures: list[dict] = []
+    for i, batch in enumerate(batches, first_batch):
+        obj, failure = structured_call(llm, MAP_TEMPLATE, "search_map", ",".join(batch.refs),
+                                       seed, schema=map_schema(batch.refs), question=question,
+                                       reports=batch.text)
+        if obj is None:
+            failures.append(failure)
+        else:
+            for j, p in enumerate(obj["points"]):
+                points.append(KeyPoint(" ".join(p["description"].split()), int(p["score"]),
+                                       tuple(dict.fromkeys(p["reports"])), i, j))
+        if progress:
+            progress({"phase": "map", "done": i + 1, "total": first_batch + len(batches),
+                      "points": len(points)})
+    return points, failures
+
+
+def rank_points(points: Sequence[KeyPoint]) -> list[KeyPoint]:
+    """Points with score > 0, highest score first; ties keep map order (batch, then
+    position), so the best-rated reports' points lead."""
+    return sorted((p for p in points if p.score > 0),
+                  key=lambda p: (-p.score, p.batch, p.position))
+
+
+def reduce_context(points: Sequence[KeyPoint], budget: int, counter: TokenCounter) -> Context:
+    """The reduce step's context: :func:`rank_points` as ``[P1] (importance 8; from [C5])
+    text`` lines within ``budget`` tokens (a repeated point text is kept once)."""
+    items = [ContextItem(f"P{i}", "points", p.description.lower(),
+                         f"[P{i}] (importance {p.score}; from "
+                         f"{' '.join(f'[{r}]' for r in p.reports)}) {p.description}",
+                         float(p.score))
+             for i, p in enumerate(rank_points(points), 1)]
+    return pack_context([Section("points", items, 1.0)], budget, counter, "reduce budget")
+
+
+class GlobalSearch(BaseSearch):
+    """Global search over one index (GraphRAG's ``GlobalSearch``; module doc).
+
+    Attributes (besides :class:`BaseSearch`'s):
+        report_vectors: report key -> its "title: summary" vector, embedded once and
+            shared across calls (the dynamic selection's shortlist).
+    """
+
+    def __init__(self, index: QueryIndex, config: SearchConfig, model: SearchModel,
+                 report_vectors: dict[str, np.ndarray]) -> None:
+        super().__init__(index, config, model)
+        self.report_vectors = report_vectors
+
+    def search(self, question: str, mode: str, reason: str, dynamic: bool,
+               level: int | None, answer: bool, log: CallLog | None, info: dict[str, Any],
+               failures: list[dict], progress: Progress | None) -> SearchResult:
+        """Global search; returns a result whose route is ``local`` (with its reason)
+        when no report is selected, for the caller to run.
+
+        Raises:
+            ValueError: a level the hierarchy lacks, a budget too small for one report,
+                or a context that does not fit the model's window with its prompt.
+        """
+        cfg, tree = self.config, self.index.tables.tree
+        assert tree is not None
+        info["hierarchy"] = {"levels": tree.levels, "reports": len(tree),
+                             "missing_reports": tree.missing, "stale_reports": tree.stale}
+        if dynamic:
+            assert log is not None
+
+            rate = BatchRater(log, question, self.counter, cfg.seed, cfg.rate_budget,
+                              cfg.rate_batch, cfg.rate_max_tokens)
+            selection = select_dynamic(
+                tree, rate, cfg.threshold, level, progress,
+                shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None,
+                keep_parent=cfg.keep_parent)
+        else:
+            chosen = level if level is not None else (
+                cfg.default_level if cfg.default_level in tree.levels else tree.levels[-1])
+            selection = select_static(tree, chosen)
+            info["level"] = chosen
+        failures += selection.failures
+        info["selection"] = selection.summary()
+        if not selection.selected:
+            why = "no community report was rated relevant to the question"
+            info["fallback"] = f"global search found nothing: {why}"
+            return SearchResult(question, mode, "local", f"{reason}; fell back to local: {why}",
+                                None, [], Context([], 0, 0, ""), info=info)
+        reports = [tree.reports[c] for c in selection.selected]
+        batches = map_batches(reports, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
+        map_info: dict[str, Any] = {"batches": len(batches), "reports": len(reports),
+                                    "max_batch_tokens": max(b.tokens for b in batches)}
+        info["map"] = map_info
+        report_sources = _report_sources(reports)
+        if not answer:
+            items = [ContextItem(rep.ref, "reports", str(rep.community),
+                                 verbalize_report(rep.ref, rep.title, rep.full_content),
+                                 rep.rank) for rep in reports]
+            context = Context(items, cfg.map_budget, max(b.tokens for b in batches),
+                              self.counter.name, {"reports": {"kept": len(items)}})
+            return SearchResult(question, mode, "global", reason, None, [], context,
+                                report_sources, batches, info, failures)
+        assert log is not None
+        points, map_failures = run_map(question, batches, log, cfg.seed, progress)
+        failures += map_failures
+        if dynamic and cfg.map_fallback and selection.replaced and not rank_points(points):
+            broader = [tree.reports[c] for c in selection.replaced]
+            more = map_batches(broader, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
+            extra, map_failures = run_map(question, more, log, cfg.seed, progress,
+                                          first_batch=len(batches))
+            failures += map_failures
+            points += extra
+            batches = batches + more
+            report_sources.update(_report_sources(broader))
+            map_info["fallback"] = {"reports": len(broader), "batches": len(more),
+                                    "points": len(extra),
+                                    "above_zero": len(rank_points(extra))}
+        context = reduce_context(points, cfg.reduce_budget, self.counter)
+        info["reduce"] = {"points": len(points), "kept": len(context.items),
+                          "tokens": context.tokens}
+        if progress:
+            progress({"phase": "reduce", "points": len(points), "kept": len(context.items)})
+        citable = [ref for ref in refs_in(context.text) if ref.startswith("C")]
+        sources = {**report_sources, **context_sources(context)}
+        if not context.items:
+            info["note"] = "no key point scored above 0: nothing to answer from"
+            text, cites = None, []
+        else:
+            text, cites = self.answer(question, context, citable, log, failures, info)
+        return SearchResult(question, mode, "global", reason, text, cites, context, sources,
+                            batches, info, failures)
+
+    def _shortlist(self, question: str, tree: CommunityTree
+                   ) -> Callable[[list[int]], list[int]]:
+        """The shortlist of dynamic selection (``config.rate_shortlist``): the
+        communities whose report "title: summary" is nearest to ``question`` by cosine
+        of the index's embedder (report vectors embedded once per Searcher), in their
+        given order; ties by community number."""
+        q = self.index.embed([question])[0]
+        rvec = self.report_vectors
+
+        def shortlist(communities: list[int]) -> list[int]:
+            k = self.config.rate_shortlist
+            if len(communities) <= k:
+                return communities
+            todo = [c for c in communities if tree.reports[c].report_key not in rvec]
+            if todo:
+                vecs = self.index.embed([f"{tree.reports[c].title}: "
+                                         f"{tree.reports[c].summary}" for c in todo])
+                rvec.update({tree.reports[c].report_key: v for c, v in zip(todo, vecs)})
+            score = {c: float(rvec[tree.reports[c].report_key] @ q) for c in communities}
+            best = set(sorted(communities, key=lambda c: (-score[c], c))[:k])
+            return [c for c in communities if c in best]
+
+        return shortlist
+
+
+def _report_sources(reports: list[Report]) -> dict[str, dict[str, str]]:
+    """ref -> {kind, id, text (title: summary)} of each report, for citations."""
+    return {rep.ref: {"kind": "reports", "id": str(rep.community),
+                      "text": f"{rep.title}: {rep.summary}"} for rep in reports}

@@ -1,0 +1,1 @@
+"""Local search: answers from the local context of the question's entities."""
