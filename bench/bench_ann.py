@@ -4,7 +4,7 @@ For each table size n, a deterministic set of unit vectors (384 dims, as all-Min
 clustered around 50 random centres so that neighbours are meaningful) is written twice
 with kgloom.publish.vectors.write_lancedb: once flat, once with the IVF_PQ index kgloom builds at
 ANN_INDEX_MIN_ROWS. Queries are 100 perturbed rows; each table answers them through
-kgloom.publish.vectors.search_vectors (the retriever's path). Reported per size: p50 query
+kgloom.embedding.store.search_vectors (the retriever's path). Reported per size: p50 query
 latency of each, their ratio (measured in the same run), recall@10 of IVF_PQ against the
 exact flat answer, and the index build time.
 
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from kgloom.publish.vectors import (ANN_INDEX_MIN_ROWS, search_vectors, vector_index_type,
-                                    write_lancedb)
+from kgloom.embedding.store import search_vectors, vector_index_type
+from kgloom.publish.vectors import ANN_INDEX_MIN_ROWS, write_lancedb
 
 ROOT = Path(__file__).resolve().parent.parent
 DIM = 384

@@ -63,7 +63,7 @@ KEEP_BUILDS = 3  # builds kept in BUILDS_DIR (the newest), so a reader mid-query
 # just before reads its lazily loaded tables (the graph) within that time
 KEEP_SUPERSEDED_SECONDS = 600.0
 MARKER_FORMAT = 1
-LANCEDB_DIR = "lancedb"  # = kgloom.publish.vectors.LANCEDB_DIR (no import: no torch here)
+LANCEDB_DIR = "lancedb"  # = kgloom.embedding.store.LANCEDB_DIR (no import: no torch here)
 # side files linked with each build: path under the output folder -> name in the build
 SIDE_FILES = {"index-summary.json": "index-summary.json",
               f"{LANCEDB_DIR}/embedder.json": "embedder.json"}

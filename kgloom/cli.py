@@ -710,7 +710,7 @@ def serve_embeddings(
     from kgloom.embeddings_server import create_app
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError, Retriever)
-    from kgloom.publish.vectors import ExternalVectors
+    from kgloom.embedding.store import ExternalVectors
 
     try:
         embedder = Retriever(output_dir, embedder_path or None).embedder

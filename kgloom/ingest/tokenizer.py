@@ -24,7 +24,7 @@ _SPACE = re.compile(r"\s")
 
 
 def _default_tokenizer_path() -> Path:
-    from kgloom.publish.vectors import default_embedder_path  # the one place that finds the model
+    from kgloom.embedding import default_embedder_path  # the one place that finds the model
 
     return Path(default_embedder_path()) / "tokenizer.json"
 

@@ -77,7 +77,8 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.publish.vectors import LANCEDB_DIR, sync_index
+    from kgloom.embedding.store import LANCEDB_DIR
+    from kgloom.publish.vectors import sync_index
 
     clock = Timer.started()
     out = index.out

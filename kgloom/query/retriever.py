@@ -49,11 +49,13 @@ import polars as pl
 from kgloom import schemas
 from kgloom.builds import (OPEN_RETRIES, Build, IndexChangedError,  # noqa: F401 (re-exported)
                            IndexFilesMissingError, IndexInconsistentError)
-from kgloom.publish.fast_embedder import WindowedEmbedder, query_embedder
-from kgloom.publish.vectors import (ANN_REFINE_FACTOR, EMBEDDER_MANIFEST, EMBEDDING_KEY,
-                                    EXTERNAL_VECTORS_KEY, LANCEDB_DIR, VECTOR_TABLES, Embedder,
+from kgloom.embedding.embedder import Embedder
+from kgloom.embedding.fast import query_embedder
+from kgloom.embedding.store import (ANN_REFINE_FACTOR, EMBEDDER_MANIFEST, EMBEDDING_KEY,
+                                    EXTERNAL_VECTORS_KEY, LANCEDB_DIR, VECTOR_TABLES,
                                     ExternalVectors, flat_snapshot_path, read_flat_snapshot,
                                     search_vectors, vector_index_type)
+from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LINKED_SCHEMA, LinkedEntity, NameLinker, linked_frame
 from kgloom.query.modes import GRAPH_BACKENDS, RETRIEVAL_MODES, check_mode, one_of
@@ -217,10 +219,10 @@ class Retriever:
 
     Args:
         output_dir: the folder ``kgloom index`` wrote (holds ``lancedb/`` and parquet).
-        embedder: an :class:`kgloom.publish.vectors.Embedder` (or any
-            :class:`~kgloom.publish.fast_embedder.WindowedEmbedder`), a model folder, or
+        embedder: an :class:`kgloom.embedding.embedder.Embedder` (or any
+            :class:`~kgloom.embedding.windows.WindowedEmbedder`), a model folder, or
             None for ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2 (a folder is
-            loaded by :func:`kgloom.publish.fast_embedder.query_embedder`: numpy when it
+            loaded by :func:`kgloom.embedding.fast.query_embedder`: numpy when it
             can, no torch). It must be the embedder that built the index.
         graph_backend: ``duckdb`` (BFS by DuckDB's recursive CTE straight over
             graph-edges.parquet, per call; entity ANN by LanceDB) or ``memory`` (the
@@ -653,7 +655,7 @@ class Retriever:
         """Nearest rows of ``table`` (text_units or entities) by cosine: an exact numpy scan
         of a flat table's snapshot vectors (what LanceDB's flat search computes), else
         LanceDB's search; records the search kind (flat / ivf_pq) in this call's
-        ``info["ann"]`` (``refine_rows``: see :func:`kgloom.publish.vectors.search_vectors`)."""
+        ``info["ann"]`` (``refine_rows``: see :func:`kgloom.embedding.store.search_vectors`)."""
         self._searched[table] = self.ann[table]
         graph = self.graph if table == "entities" else None  # loads the entity vectors
         if table in self._flat:
@@ -936,7 +938,7 @@ class Retriever:
                            ) -> list[tuple[int, float]]:
         """The ``k`` entities nearest to ``qv`` as (node key, cosine), nearest first:
         exact scan on the memory handle, LanceDB otherwise (``refine_rows``: IVF_PQ's
-        re-rank pool, see :func:`kgloom.publish.vectors.search_vectors`)."""
+        re-rank pool, see :func:`kgloom.embedding.store.search_vectors`)."""
         g = self.graph
         if self.graph_backend == "memory":
             return self._memory_entity_candidates(qv, k)
