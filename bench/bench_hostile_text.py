@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kgloom.extraction.names import find_candidates, word_counts  # noqa: E402
+from kgloom.names.candidates import find_candidates, word_counts  # noqa: E402
 
 SUITE = ROOT / "bench" / "data" / "multilingual"
 

@@ -307,6 +307,7 @@ def probe(args) -> dict:
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
     from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.names.candidates import candidate_names, word_counts
     from kgloom.llm import LlamaCppBackend, default_gguf_path, reply_token_bound
     from kgloom.reports.community_reports import REPORT_TEMPLATE
 
@@ -360,13 +361,13 @@ def probe(args) -> dict:
     print("grammar-first sampling ...", flush=True)
     docs, _ = read_documents(ROOT / "data" / "input")
     units = split_text_units(docs, default_tokenizer())
-    vocab = extract.word_counts(units["text"].to_list())
+    vocab = word_counts(units["text"].to_list())
     s = IndexSettings()
     tmpl = extract.extraction_template(False)
     calls = []
     for i in (5, 40):
         t = units["text"][i]
-        names = extract.candidate_names(t, vocabulary=vocab)
+        names = candidate_names(t, vocabulary=vocab)
         schema = extract.extraction_schema(names, s)
         calls.append(("extraction", tmpl.messages(types=", ".join(s.entity_types),
                                                   names=", ".join(names), text=t), schema))

@@ -4,7 +4,7 @@ Why it cannot break with small models:
 - The reply is decoded under a JSON schema (llama.cpp grammar) with ``maxItems`` and
   ``maxLength`` bounds, so it always parses and always closes.
 - Entity names are *grounded by construction*: the proper-name spans of the unit's own
-  text (:func:`candidate_names`) are the schema's property names, and the model gives
+  text (:func:`kgloom.names.candidates.candidate_names`) are the schema's property names, and the model gives
   each a type or ``OTHER``; relationship ``source``/``target`` are enums of them. The
   model decides and types entities but cannot invent or misspell one. Each stored name
   is still re-checked against the text.
@@ -33,13 +33,14 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.names import (MAX_NAME_CHARS, Candidate, caps_name_ok, find_candidates,
-                                     normalize_for_match, sources_for, type_cue, word_counts)
+from kgloom.extraction.type_cues import type_cue
 from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
+from kgloom.names.candidates import (MAX_CANDIDATES, MAX_NAME_CHARS, Candidate, caps_name_ok,
+                                     find_candidates, is_grounded, sources_for, word_counts)
+from kgloom.names.normalize import normalize_for_match, normalize_title
 from kgloom.storage import failures_frame
 
 STAGE = "extraction"
-MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
 NOT_AN_ENTITY = "OTHER"
 EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
@@ -47,28 +48,6 @@ EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-men
 # a sentence ends at . ! ? (and closing quotes) before a space, except after an honorific
 _SENTENCE_END = re.compile(
     r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]['\"’”]*\s|[。！？]")
-
-
-def is_grounded(name: str, text: str) -> bool:
-    """True when ``name`` occurs in ``text`` after Unicode (NFKC) and case normalization."""
-    n = normalize_for_match(name)
-    return bool(n) and n in normalize_for_match(text)
-
-
-def candidate_names(text: str, limit: int = MAX_CANDIDATES,
-                    vocabulary: Counter | None = None, candidate_source: str = "auto",
-                    ) -> list[str]:
-    """Return the candidate names of ``text`` an entity may be named by.
-
-    The names of :func:`kgloom.extraction.names.find_candidates` (see that module for the rules per
-    script), with ``vocabulary`` the corpus statistics of :func:`word_counts` (None: the
-    text alone).
-
-    Returns:
-        at most ``limit`` distinct names, each grounded in ``text``, most frequent first,
-        then by first position.
-    """
-    return [c.name for c in find_candidates(text, candidate_source, vocabulary, limit)]
 
 
 def extraction_schema(names: list[str], settings: IndexSettings,
@@ -261,7 +240,7 @@ def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> s
 
 def _unit_cues(names: list[str], text: str, hints: dict[str, str],
                types: tuple[str, ...]) -> dict[str, str]:
-    """{name (whitespace runs collapsed): the type :func:`kgloom.extraction.names.type_cue`
+    """{name (whitespace runs collapsed): the type :func:`kgloom.extraction.type_cues.type_cue`
     gives it in ``text``, "" when none or not one of ``types``}. ``hints``: name -> the
     type a part-of-speech tagger gave it (jieba, janome). Computed once per unit."""
     out: dict[str, str] = {}
@@ -370,7 +349,7 @@ def open_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     """Open extraction: the model proposes names under :func:`open_schema`; a name is
     kept only when it occurs verbatim in ``text`` (whitespace runs aside) and, when it is
     all-caps, with evidence that it is a name
-    (:func:`kgloom.extraction.names.caps_name_ok`: not PWNED, SYSTEM or DROP TABLE).
+    (:func:`kgloom.names.candidates.caps_name_ok`: not PWNED, SYSTEM or DROP TABLE).
 
     Returns:
         (candidates in reply order, None) or ([], failure row) when the reply breaks
@@ -542,13 +521,11 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
 def vote_types(mentions: list[dict], counts: Counter) -> None:
     """Give every mention of a name one type, decided over all its mentions (in place).
 
-    Mentions are grouped by :func:`kgloom.graph.resolution.normalize_title`. When any mention
-    of a group had a type cue (``cue``: :func:`kgloom.extraction.names.type_cue`), the most common
+    Mentions are grouped by :func:`kgloom.names.normalize.normalize_title`. When any mention
+    of a group had a type cue (``cue``: :func:`kgloom.extraction.type_cues.type_cue`), the most common
     cue type wins; otherwise the most common model type (ties: alphabetical). The
     ``cue`` key is removed. Resolution votes again across the names it merges.
     """
-    from kgloom.graph.resolution import normalize_title
-
     groups: dict[str, list[dict]] = {}
     for m in mentions:
         groups.setdefault(normalize_title(m["title"]) or m["title"], []).append(m)

@@ -45,7 +45,7 @@ import numpy as np
 
 from kgloom import schemas
 from kgloom.builds import OPEN_RETRIES, Build, IndexChangedError
-from kgloom.extraction.extract import is_grounded
+from kgloom.names.candidates import is_grounded
 from kgloom.grounding import cut_repetition, ungrounded_names
 from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, Completion, PromptTemplate, StageStats,
                         open_llm, structured_call)
