@@ -34,7 +34,8 @@ import polars as pl
 from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.extraction.type_cues import type_cue
-from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
+from kgloom.llm import (CachedLLM, PromptTemplate, prompt_room, reply_token_bound,
+                        structured_call)
 from kgloom.names.candidates import (MAX_CANDIDATES, MAX_NAME_CHARS, Candidate, caps_name_ok,
                                      find_candidates, is_grounded, sources_for, word_counts)
 from kgloom.names.normalize import normalize_for_match, normalize_title
@@ -414,25 +415,6 @@ def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     return out[:limit], failures
 
 
-CHAT_OVERHEAD_TOKENS = 8  # per message: role markers of a chat template (SmolLM2: 5)
-
-
-def prompt_room(llm: CachedLLM, template: PromptTemplate, max_reply_tokens: int,
-                **inputs: str) -> int | None:
-    """Model tokens left in the context window once the prompt of ``template`` with
-    ``inputs`` and a reply of ``max_reply_tokens`` are in it (negative: it does not fit),
-    counted with the model's own tokenizer; None when the backend cannot count (the fake
-    model, a cache-only run)."""
-    backend = llm.backend
-    count = getattr(backend, "count_tokens", None)
-    n_ctx = getattr(backend, "n_ctx", None)
-    if count is None or not n_ctx:
-        return None
-    msgs = template.messages(**inputs)
-    used = sum(count(m["content"]) + CHAT_OVERHEAD_TOKENS for m in msgs)
-    return n_ctx - used - max_reply_tokens
-
-
 def _cut(text: str, share: float) -> str:
     """The first ``share`` of ``text``, ended at the last sentence end or whitespace."""
     head = text[:max(1, int(len(text) * share))]
@@ -450,7 +432,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     ``FAILURES_SCHEMA``. ``title``: the record's title (see ``title_candidates``), shown
     to the model above the text and a candidate name. A unit with no candidate name makes
     no typing call and yields nothing. When the prompt and the longest reply the schema
-    allows do not fit the model's context window (:func:`prompt_room`; text in scripts
+    allows do not fit the model's context window (:func:`kgloom.llm.prompt_room`; text in scripts
     such as Chinese takes about twice as many model tokens as chunking tokens), the text
     shown is cut to its first three quarters at a sentence end, as often as needed, and
     the candidates are taken from what is shown (counted in

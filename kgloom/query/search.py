@@ -924,7 +924,7 @@ class Searcher:
         Raises:
             ValueError: naming the question's tokens and the model's window.
         """
-        from kgloom.extraction.extract import prompt_room
+        from kgloom.llm import prompt_room
         from kgloom.llm import reply_token_bound
 
         schema = answer_schema(["T0"], self.config.answer_max_chars)
@@ -942,7 +942,7 @@ class Searcher:
 
     def _check_fit(self, template: PromptTemplate, schema: dict, tokens: int, budget: int,
                    **inputs: str) -> None:
-        from kgloom.extraction.extract import prompt_room
+        from kgloom.llm import prompt_room
         from kgloom.llm import reply_token_bound
 
         room = prompt_room(self.llm, template, reply_token_bound(schema) or template.max_tokens,
