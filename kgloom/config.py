@@ -186,8 +186,6 @@ class IndexSettings:
         for name in ("cooccurrence_window", "cooccurrence_max_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        from kgloom.extraction.records import parse_record_edges
-
         parse_record_edges(self.record_edges)  # field:RELATION[:TYPE] items
         if self.chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {self.chunk_size}")
@@ -316,3 +314,20 @@ def load_settings_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of setting names to values")
     return data
+
+
+def parse_record_edges(specs: tuple[str, ...] | list[str]) -> dict[str, tuple[str, str]]:
+    """The setting ``record_edges`` (see :class:`IndexSettings`; used by
+    :mod:`kgloom.extraction.records`): ``["authors:AUTHORED_BY:PERSON", "tags:TAGGED"]``
+    as ``{field: (RELATION, TYPE)}`` (TYPE upper case, "" when not given).
+
+    Raises:
+        ValueError: for an item without a field or a relation.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    for spec in specs:
+        parts = [p.strip() for p in spec.split(":")]
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+            raise ValueError(f"record_edges wants field:RELATION[:TYPE] items, got {spec!r}")
+        out[parts[0]] = (parts[1], parts[2].upper() if len(parts) == 3 else "")
+    return out

@@ -21,27 +21,11 @@ from collections import Counter
 
 import polars as pl
 
-from kgloom.config import IndexSettings
+from kgloom.config import IndexSettings, parse_record_edges
 from kgloom.extraction.extract import (EXTRACTED_STRENGTH, NOT_AN_ENTITY, first_sentence_with,
                                        record_title)
 from kgloom.extraction.type_cues import type_cue
 from kgloom.names.candidates import MAX_NAME_CHARS
-
-
-def parse_record_edges(specs: tuple[str, ...] | list[str]) -> dict[str, tuple[str, str]]:
-    """``["authors:AUTHORED_BY:PERSON", "tags:TAGGED"]`` as ``{field: (RELATION, TYPE)}``
-    (TYPE upper case, "" when not given).
-
-    Raises:
-        ValueError: for an item without a field or a relation.
-    """
-    out: dict[str, tuple[str, str]] = {}
-    for spec in specs:
-        parts = [p.strip() for p in spec.split(":")]
-        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-            raise ValueError(f"record_edges wants field:RELATION[:TYPE] items, got {spec!r}")
-        out[parts[0]] = (parts[1], parts[2].upper() if len(parts) == 3 else "")
-    return out
 
 
 def _values(raw) -> list[str]:
