@@ -96,7 +96,7 @@ def two_wiki() -> dict:
 def book() -> dict:
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
-    from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.tokenizer import default_tokenizer
 
     docs, _ = read_documents(BOOK)
     units = split_text_units(docs, default_tokenizer())

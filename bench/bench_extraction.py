@@ -26,7 +26,7 @@ from kgloom.config import IndexSettings
 from kgloom.extraction import extract
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_gguf_path
 from kgloom.names.candidates import word_counts
 

@@ -90,7 +90,7 @@ def extraction_calls(units: list[int]) -> list[tuple[str, list[dict], dict, int,
     from kgloom.extraction import extract
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
-    from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.tokenizer import default_tokenizer
     from kgloom.names.candidates import candidate_names, word_counts
     from kgloom.llm import reply_token_bound
 

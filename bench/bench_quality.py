@@ -53,7 +53,7 @@ from kgloom.extraction.cooccurrence import cooccurrence_graph  # noqa: E402
 from kgloom.graph.entities import resolution_options  # noqa: E402
 from kgloom.ingest.chunking import split_text_units  # noqa: E402
 from kgloom.ingest.documents import read_documents  # noqa: E402
-from kgloom.ingest.tokenizer import default_tokenizer  # noqa: E402
+from kgloom.tokenizer import default_tokenizer  # noqa: E402
 from kgloom.storage import write_table  # noqa: E402
 
 BOOK = ROOT / "data" / "input"

@@ -306,7 +306,7 @@ def probe(args) -> dict:
     from kgloom.extraction import extract
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
-    from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.tokenizer import default_tokenizer
     from kgloom.names.candidates import candidate_names, word_counts
     from kgloom.llm import LlamaCppBackend, default_gguf_path, reply_token_bound
     from kgloom.reports.community_reports import REPORT_TEMPLATE

@@ -132,7 +132,7 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
     import time
 
     from kgloom.config import IndexSettings
-    from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.tokenizer import default_tokenizer
     from kgloom.llm import open_llm, structured_call
     from kgloom.reports.community_reports import (REPORT_TEMPLATE, STAGE,
                                                   build_report_context, check_report,
@@ -197,7 +197,7 @@ def main() -> None:
     from kgloom.config import IndexSettings
     from kgloom.grounding import ungrounded_names
     from kgloom.ids import content_id
-    from kgloom.ingest.tokenizer import default_tokenizer
+    from kgloom.tokenizer import default_tokenizer
     from kgloom.reports.community_reports import (build_report_context, check_report,
                                                   example_text, member_claims, report_text,
                                                   rule_report)

@@ -10,7 +10,7 @@ import pytest
 from kgloom import schemas
 from kgloom.ids import content_id
 from kgloom.ingest.chunking import split_text_units, unit_windows, with_text_unit_ids
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 
 # A Christmas Carol, Stave One (Project Gutenberg text, lightly trimmed).
 STAVE_ONE = """Marley was dead, to begin with. There is no doubt whatever about that. The
@@ -152,7 +152,7 @@ def test_tokenizer_truncate_keeps_a_prefix_within_budget():
 
 
 def test_a_long_text_is_tokenized_in_pieces_with_the_same_tokens(monkeypatch):
-    from kgloom.ingest import tokenizer as tokenizer_module
+    import kgloom.tokenizer as tokenizer_module
 
     tok = default_tokenizer()
     book = (Path(__file__).resolve().parent.parent / "data" / "input" /

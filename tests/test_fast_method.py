@@ -22,7 +22,7 @@ from kgloom.extraction.cooccurrence import (UNIT_STRENGTH, cooccurrence_graph,
                                             cooccurrence_unit, sentence_pairs)
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.resources.model import LLMResource
 from tests import test_assets as ta
 

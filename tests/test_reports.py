@@ -9,7 +9,7 @@ import pytest
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.reports.community_reports import (REPORT_TEMPLATE, build_report_context,

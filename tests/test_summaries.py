@@ -11,7 +11,7 @@ import pytest
 
 from kgloom.config import IndexSettings
 from kgloom.graph.summaries import summarize_descriptions
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
 

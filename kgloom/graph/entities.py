@@ -18,7 +18,7 @@ from kgloom.config import IndexSettings
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.graph.resolution import resolve_entities
 from kgloom.graph.summaries import llm_verifier, summarize_descriptions
-from kgloom.ingest.tokenizer import Tokenizer
+from kgloom.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM
 
 

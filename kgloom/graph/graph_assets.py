@@ -14,7 +14,7 @@ from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
 from kgloom.graph.summaries import STAGE as SUMMARIES_STAGE
 from kgloom.graph.summaries import VERIFY_STAGE
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.llm import StageStats
 from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, embedder_time,
                                      endpoint_metadata, graph_inputs_of, png_md, preview,

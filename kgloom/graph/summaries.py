@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from kgloom.config import IndexSettings
-from kgloom.ingest.tokenizer import Tokenizer
+from kgloom.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
 

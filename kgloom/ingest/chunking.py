@@ -2,7 +2,7 @@
 
 A text unit is at most ``chunk_size`` tokens; consecutive units share about
 ``chunk_overlap`` tokens (GraphRAG's token chunker, ``chunking.type: tokens``; kgloom
-defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.ingest.tokenizer` and keep
+defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.tokenizer` and keep
 the document's own characters (``text == doc_text[start_char:end_char]``). Unlike a plain
 token window, a unit never ends or starts inside a word (a name cut at a unit's edge,
 ``Sc`` of ``Scrooge``, would become an entity of its own): each end moves back to the
@@ -17,7 +17,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.ids import content_id
-from kgloom.ingest.tokenizer import Tokenizer
+from kgloom.tokenizer import Tokenizer
 
 _SENTENCE_END = set(".!?…。！？")
 _CLAUSE_END = set(",;:、，；：)]）」』”’\"'»")

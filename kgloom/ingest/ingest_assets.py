@@ -6,7 +6,7 @@ from kgloom import schemas
 from kgloom.corpus.partitions import mark_stage, read_partition_documents
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import STAGE as DOCUMENTS_STAGE
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.pipelines.input_files import input_files_partitions
 from kgloom.pipelines.wiring import Timer, preview
 from kgloom.resources import IndexConfigResource

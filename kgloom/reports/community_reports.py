@@ -36,7 +36,7 @@ from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, words
 from kgloom.ids import content_id
-from kgloom.ingest.tokenizer import Tokenizer
+from kgloom.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
 
@@ -178,7 +178,7 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
         entities / relationships: the full tables (with degree / combined_degree).
         child_reports: reports (dicts with title, summary, size) of its sub-communities.
-        budget: max tokens of :mod:`kgloom.ingest.tokenizer`.
+        budget: max tokens of :mod:`kgloom.tokenizer`.
         claims: the members' claims (see :func:`member_claims`), listed after the
             relationships under "Claims:"; None adds nothing (the context is then
             exactly members and relationships).

@@ -4,7 +4,7 @@ import dagster as dg
 
 from kgloom import schemas
 from kgloom.graph.graph_assets import communities
-from kgloom.ingest.tokenizer import default_tokenizer
+from kgloom.tokenizer import default_tokenizer
 from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, endpoint_metadata,
                                      graph_inputs_of, preview, progress)
 from kgloom.reports.community_reports import REJECTED
