@@ -105,8 +105,9 @@ class ExternalVectorsError(ValueError):
 
 
 class ExternalVectors:
-    """Stands in for the :class:`Embedder` of an index whose vectors came from outside
-    kgloom (``kgloom import-graph``): it knows their dimension but cannot embed text.
+    """Stands in for the :class:`~kgloom.embedding.embedder.Embedder` of an index whose
+    vectors came from outside kgloom (``kgloom import-graph``): it knows their dimension
+    but cannot embed text.
 
     Args:
         dim: the vectors' dimension.
@@ -152,7 +153,8 @@ FLAT_SNAPSHOT_SUFFIX = ".flat.parquet"  # lancedb/<table>.flat.parquet
 
 
 def flat_snapshot_path(db_path: str | Path, table_name: str) -> Path:
-    """``<db_path>/<table_name>.flat.parquet`` (see :func:`write_flat_snapshot`)."""
+    """``<db_path>/<table_name>.flat.parquet`` (written by
+    :func:`kgloom.publish.vectors.write_flat_snapshot`)."""
     return Path(db_path) / f"{table_name}{FLAT_SNAPSHOT_SUFFIX}"
 
 

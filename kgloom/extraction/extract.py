@@ -4,10 +4,10 @@ Why it cannot break with small models:
 - The reply is decoded under a JSON schema (llama.cpp grammar) with ``maxItems`` and
   ``maxLength`` bounds, so it always parses and always closes.
 - Entity names are *grounded by construction*: the proper-name spans of the unit's own
-  text (:func:`kgloom.names.candidates.candidate_names`) are the schema's property names, and the model gives
-  each a type or ``OTHER``; relationship ``source``/``target`` are enums of them. The
-  model decides and types entities but cannot invent or misspell one. Each stored name
-  is still re-checked against the text.
+  text (:func:`kgloom.names.candidates.candidate_names`) are the schema's property names,
+  and the model gives each a type or ``OTHER``; relationship ``source``/``target`` are
+  enums of them. The model decides and types entities but cannot invent or misspell
+  one. Each stored name is still re-checked against the text.
 - Relationships may only join entities of the same reply; when the model returns
   entities but no usable relationship, co-mention edges (``kind = co_mention``, lower
   strength) join the unit's main entities, and an entity the model left without any

@@ -408,7 +408,8 @@ def resolve_entities(
     """
     unknown = set(methods) - RESOLUTION_METHODS
     if unknown:
-        raise ValueError(f"unknown resolution methods {sorted(unknown)}; use {sorted(RESOLUTION_METHODS)}")
+        raise ValueError(f"unknown resolution methods {sorted(unknown)}; "
+                         f"use {sorted(RESOLUTION_METHODS)}")
     ents = schemas.conform(entity_mentions, schemas.ENTITY_MENTIONS_SCHEMA)
     rels = schemas.conform(relationship_mentions, schemas.RELATIONSHIP_MENTIONS_SCHEMA)
 

@@ -18,7 +18,7 @@ class PromptTemplate:
 
     Its ``hash`` covers every fixed part and the schema, so editing any of them changes
     the cache key of exactly the calls that use this template. ``max_tokens`` is used
-    only for an unbounded schema; a bounded one gets :func:`reply_token_bound`.
+    only for an unbounded schema; a bounded one gets :func:`kgloom.llm.grammar.reply_token_bound`.
     """
 
     name: str

@@ -319,8 +319,8 @@ def write_flat_snapshot(db_path: str | Path, table_name: str) -> Path | None:
     numpy (what LanceDB does for a flat table) without importing ``lancedb``, whose
     import took 2.4-3.4 s of a cold ``kgloom query`` on the 2-core machine (lancedb 0.40
     builds the pydantic models of ``lance_namespace``'s REST client at import). The
-    reader (:func:`read_flat_snapshot`) trusts it only when every row's embedding key
-    matches the published parquet's text under the query embedder.
+    reader (:func:`kgloom.embedding.store.read_flat_snapshot`) trusts it only when every
+    row's embedding key matches the published parquet's text under the query embedder.
     """
     import lancedb
 
