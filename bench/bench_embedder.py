@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--save", type=Path, default=ROOT / "bench" / "results" /
                     "embedder_backends.json")
     args = ap.parse_args()
-    from kgloom.embedding.embedder import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     loads = {}
     for backend in ("torch", "onnx"):

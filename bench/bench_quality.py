@@ -88,7 +88,7 @@ def build(input_dir: Path, out: Path, settings: IndexSettings, llm, files=None,
           label: str = "extraction") -> dict:
     """Documents -> units -> mentions -> resolved entities for ``input_dir``; tables
     written under ``out``; returns the frames and counters."""
-    from kgloom.embedding.embedder import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     docs, _ = read_documents(input_dir, files=files, cut_boilerplate=settings.cut_boilerplate)
     units = split_text_units(docs, default_tokenizer(), settings.chunk_size,

@@ -218,7 +218,7 @@ def sweep(retriever, questions: list[dict], top_k: int = 5) -> dict:
 def reembed(index: Path, embedder_path: str, work: Path) -> Path:
     """Copy ``index``'s parquet tables to ``work/output-<model>`` and rebuild its LanceDB
     text_units and entities tables with another embedder."""
-    from kgloom.embedding.embedder import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
     from kgloom.embedding.store import LANCEDB_DIR, VECTOR_TABLES, write_embedder_manifest
     from kgloom.publish.vectors import sync_lancedb
     from kgloom.storage import read_table

@@ -127,7 +127,7 @@ def test_ignored_options_follow_the_registry():
 # --- the retrieval table and a cold query with no torch ------------------------------------
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory):
-    from kgloom.embedding.embedder import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
     from tests.test_query import write_carol_index
 
     from kgloom.embedding.store import LANCEDB_DIR

@@ -64,7 +64,7 @@ def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
 
 @pytest.fixture(scope="module")
 def carol_index(tmp_path_factory) -> Path:
-    from kgloom.embedding.embedder import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     return write_carol_index(tmp_path_factory.mktemp("carol_index"), Embedder())
 

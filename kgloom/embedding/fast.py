@@ -2,8 +2,8 @@
 
 Importing sentence-transformers loads transformers and torch: seconds at every cold
 ``kgloom query`` for a question of a few tokens. :class:`FastEmbedder` computes the same
-vectors as :class:`kgloom.embedding.embedder.Embedder` for a sentence-transformers folder of
-the all-MiniLM-L6-v2 kind (a BERT encoder, mean pooling, unit length) with the
+vectors as :class:`kgloom.embedding.sentence_embedder.Embedder` for a sentence-transformers
+folder of the all-MiniLM-L6-v2 kind (a BERT encoder, mean pooling, unit length) with the
 ``tokenizers`` library and numpy alone, reading the folder's ``model.safetensors``
 (``safetensors.numpy``); :func:`query_embedder` picks it when the folder is of that kind
 and falls back to the sentence-transformers :class:`Embedder` otherwise. No Dagster, no
@@ -94,11 +94,11 @@ class FastEmbedder(WindowedEmbedder):
     (sentence-transformers ``Pooling`` / ``Normalize``). Each window is encoded on its
     own (no padding). Windowing, pooling of windows, :attr:`name` and :attr:`key` are
     :class:`WindowedEmbedder`'s, so an index built with the sentence-transformers
-    :class:`~kgloom.embedding.embedder.Embedder` is queried with the same key.
+    :class:`~kgloom.embedding.sentence_embedder.Embedder` is queried with the same key.
 
     Args:
         model_path: a folder :func:`fast_path_reason` accepts; default the bundled one.
-        window_tokens, stride: as :class:`~kgloom.embedding.embedder.Embedder`.
+        window_tokens, stride: as :class:`~kgloom.embedding.sentence_embedder.Embedder`.
 
     Raises:
         ValueError: a folder of another kind (the reason named), a bad window or stride.
@@ -114,7 +114,7 @@ class FastEmbedder(WindowedEmbedder):
         folder = Path(self.model_path)
         reason = fast_path_reason(folder)
         if reason:
-            raise ValueError(f"{folder}: {reason}; use kgloom.embedding.embedder.Embedder")
+            raise ValueError(f"{folder}: {reason}; use kgloom.embedding.sentence_embedder.Embedder")
         config = _read_json(folder / "config.json")
         st_config = _read_json(folder / "sentence_bert_config.json") or {}
         self.heads = int(config["num_attention_heads"])
@@ -205,11 +205,11 @@ def query_embedder(model_path: str | Path | None = None) -> WindowedEmbedder:
     """The embedder a query process should load for ``model_path`` (None: the bundled
     all-MiniLM-L6-v2): :class:`FastEmbedder` when the folder is of its kind (same
     vectors, no torch import), else the sentence-transformers
-    :class:`~kgloom.embedding.embedder.Embedder`. ``KGLOOM_TORCH_EMBEDDER=1`` forces the
+    :class:`~kgloom.embedding.sentence_embedder.Embedder`. ``KGLOOM_TORCH_EMBEDDER=1`` forces the
     latter."""
     path = str(model_path or default_embedder_path())
     if os.environ.get("KGLOOM_TORCH_EMBEDDER") != "1" and fast_path_reason(path) is None:
         return FastEmbedder(path)
-    from kgloom.embedding.embedder import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     return Embedder(path)

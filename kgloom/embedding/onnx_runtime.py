@@ -1,6 +1,6 @@
 """The embedder's forward pass on ONNX Runtime: the same model, the same vectors, faster.
 
-:class:`kgloom.embedding.embedder.Embedder` encodes windows with sentence-transformers
+:class:`kgloom.embedding.sentence_embedder.Embedder` encodes windows with sentence-transformers
 (torch). For a folder of the all-MiniLM-L6-v2 kind (BERT, mean pooling, unit length:
 :func:`kgloom.embedding.fast.fast_path_reason`) this module exports the
 transformer once to ONNX (``torch.onnx.export``, opset 17) into a cache folder, keyed by

@@ -105,7 +105,7 @@ class ExternalVectorsError(ValueError):
 
 
 class ExternalVectors:
-    """Stands in for the :class:`~kgloom.embedding.embedder.Embedder` of an index whose
+    """Stands in for the :class:`~kgloom.embedding.sentence_embedder.Embedder` of an index whose
     vectors came from outside kgloom (``kgloom import-graph``): it knows their dimension
     but cannot embed text.
 

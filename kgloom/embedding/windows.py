@@ -22,7 +22,7 @@ class WindowedEmbedder:
     A subclass sets :attr:`model_path` and calls :meth:`_set_windows`, and implements
     :meth:`_tokenize` (a text's token offsets and word ids, no special tokens),
     :meth:`_token_counts`, :meth:`_encode` (unit-length vectors of windows) and
-    :attr:`dim`. See :class:`kgloom.embedding.embedder.Embedder` for the windowing rule.
+    :attr:`dim`. See :class:`kgloom.embedding.sentence_embedder.Embedder` for the windowing rule.
     """
 
     model_path: str
@@ -105,7 +105,7 @@ class WindowedEmbedder:
         Each text's windows (:meth:`windows_for`) are encoded; its vector is the mean of
         its window vectors weighted by each window's token count, re-normalized.
         ``threads`` and ``progress`` are passed to the subclass's encoder (see
-        :meth:`kgloom.embedding.embedder.Embedder.embed`).
+        :meth:`kgloom.embedding.sentence_embedder.Embedder.embed`).
 
         Raises:
             RuntimeError: if a window would still exceed the model's input length (a

@@ -504,8 +504,8 @@ def vote_types(mentions: list[dict], counts: Counter) -> None:
     """Give every mention of a name one type, decided over all its mentions (in place).
 
     Mentions are grouped by :func:`kgloom.names.normalize.normalize_title`. When any mention
-    of a group had a type cue (``cue``: :func:`kgloom.extraction.type_cues.type_cue`), the most common
-    cue type wins; otherwise the most common model type (ties: alphabetical). The
+    of a group had a type cue (``cue``: :func:`kgloom.extraction.type_cues.type_cue`), the
+    most common cue type wins; otherwise the most common model type (ties: alphabetical). The
     ``cue`` key is removed. Resolution votes again across the names it merges.
     """
     groups: dict[str, list[dict]] = {}

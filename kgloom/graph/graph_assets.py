@@ -20,7 +20,7 @@ from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, embedde
                                      endpoint_metadata, graph_inputs_of, png_md, preview,
                                      progress)
 from kgloom.plots import bar_chart_png
-from kgloom.embedding.embedder import release_memory
+from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 from kgloom.storage import read_table, write_table

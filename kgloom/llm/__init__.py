@@ -20,7 +20,7 @@ One module per concern; this ``__init__`` only re-exports their public names, so
 - :mod:`kgloom.llm.cache`: :class:`LLMCache`, the SQLite table (``llm_cache.sqlite`` next
   to the outputs) keyed by (model digest, prompt template hash, input hash, decoding
   parameters).
-- :mod:`kgloom.llm.stats`: :class:`StageStats`, per-stage call statistics.
+- :mod:`kgloom.llm.stage_stats`: :class:`StageStats`, per-stage call statistics.
 - :mod:`kgloom.llm.client`: :class:`CachedLLM` (a backend behind the cache;
   :meth:`CachedLLM.map` sends a stage's independent calls ``concurrency`` at a time)
   and :func:`open_llm`, the one way to open a model.
@@ -40,7 +40,7 @@ from kgloom.llm.llamacpp import LlamaCppBackend
 from kgloom.llm.model_files import (SMOLLM2_FILE, SMOLLM2_SHA256, ModelFileError,
                                     default_gguf_path, verify_model_file)
 from kgloom.llm.prompts import PromptTemplate, prompt_room
-from kgloom.llm.stats import StageStats
+from kgloom.llm.stage_stats import StageStats
 from kgloom.llm.structured import structured_call
 
 __all__ = [

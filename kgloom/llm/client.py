@@ -19,7 +19,7 @@ from kgloom.llm.cache import LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.llm.llamacpp import LlamaCppBackend
 from kgloom.llm.model_files import SMOLLM2_SHA256, default_gguf_path, verify_model_file
-from kgloom.llm.stats import StageStats
+from kgloom.llm.stage_stats import StageStats
 
 T = TypeVar("T")
 R = TypeVar("R")

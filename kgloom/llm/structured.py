@@ -15,7 +15,7 @@ from kgloom.ids import content_id
 from kgloom.llm.client import CachedLLM
 from kgloom.llm.grammar import reply_token_bound
 from kgloom.llm.prompts import PromptTemplate
-from kgloom.llm.stats import StageStats
+from kgloom.llm.stage_stats import StageStats
 
 
 def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_id: str,

@@ -1,5 +1,5 @@
 """The LanceDB writer: idempotent tables that mirror the published parquet, each row with
-its vector (embedded by :class:`kgloom.embedding.embedder.Embedder` only when its text
+its vector (embedded by :class:`kgloom.embedding.sentence_embedder.Embedder` only when its text
 changed), and the flat snapshots a cold query scans. The layout it writes, and the read
 side, are :mod:`kgloom.embedding.store`. No Dagster here.
 """
@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from kgloom import schemas
-from kgloom.embedding.embedder import Embedder, release_memory
+from kgloom.embedding.sentence_embedder import Embedder, release_memory
 from kgloom.embedding.store import (EMBEDDING_KEY, LANCEDB_DIR, VECTOR_TABLES,
                                     embedder_manifest, flat_snapshot_path,
                                     read_embedder_manifest, vector_index_type,

@@ -49,7 +49,7 @@ import polars as pl
 from kgloom import schemas
 from kgloom.builds import (OPEN_RETRIES, Build, IndexChangedError,  # noqa: F401 (re-exported)
                            IndexFilesMissingError, IndexInconsistentError)
-from kgloom.embedding.embedder import Embedder
+from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.embedding.fast import query_embedder
 from kgloom.embedding.store import (ANN_REFINE_FACTOR, EMBEDDER_MANIFEST, EMBEDDING_KEY,
                                     EXTERNAL_VECTORS_KEY, LANCEDB_DIR, VECTOR_TABLES,
@@ -219,7 +219,7 @@ class Retriever:
 
     Args:
         output_dir: the folder ``kgloom index`` wrote (holds ``lancedb/`` and parquet).
-        embedder: an :class:`kgloom.embedding.embedder.Embedder` (or any
+        embedder: an :class:`kgloom.embedding.sentence_embedder.Embedder` (or any
             :class:`~kgloom.embedding.windows.WindowedEmbedder`), a model folder, or
             None for ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2 (a folder is
             loaded by :func:`kgloom.embedding.fast.query_embedder`: numpy when it

@@ -49,7 +49,7 @@ from kgloom.names.candidates import is_grounded
 from kgloom.grounding import cut_repetition, ungrounded_names
 from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, Completion, PromptTemplate, StageStats,
                         open_llm, structured_call)
-from kgloom.embedding.embedder import Embedder
+from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query import global_search as gs
 from kgloom.query.context import (LOCAL_SHARES, Context, ContextItem, Section, TokenCounter,
                                   check_budget, pack_context, refs_in, token_counter,
