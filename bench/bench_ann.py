@@ -4,7 +4,7 @@ For each table size n, a deterministic set of unit vectors (384 dims, as all-Min
 clustered around 50 random centres so that neighbours are meaningful) is written twice
 with kgloom.publish.vectors.write_lancedb: once flat, once with the IVF_PQ index kgloom builds at
 ANN_INDEX_MIN_ROWS. Queries are 100 perturbed rows; each table answers them through
-kgloom.publish.vectors.search_vectors (the retriever's path). Reported per size: p50 query
+kgloom.embedding.store.search_vectors (the retriever's path). Reported per size: p50 query
 latency of each, their ratio (measured in the same run), recall@10 of IVF_PQ against the
 exact flat answer, and the index build time.
 
@@ -27,8 +27,8 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.stamp import save_result  # noqa: E402
-from kgloom.publish.vectors import (ANN_INDEX_MIN_ROWS, search_vectors,  # noqa: E402
-                                    vector_index_type, write_lancedb)
+from kgloom.embedding.store import search_vectors, vector_index_type  # noqa: E402
+from kgloom.publish.vectors import ANN_INDEX_MIN_ROWS, write_lancedb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DIM = 384

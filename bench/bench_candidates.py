@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stamp import save_result  # noqa: E402
 
-from kgloom.extraction.names import find_candidates, normalize_for_match, word_counts  # noqa: E402
+from kgloom.names.candidates import find_candidates, word_counts  # noqa: E402
+from kgloom.names.normalize import normalize_for_match  # noqa: E402
 
 SUITE = ROOT / "bench" / "data" / "multilingual"
 WIKI = ROOT / "bench" / "data" / "2wiki-dev" / "corpus.jsonl"

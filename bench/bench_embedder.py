@@ -1,5 +1,5 @@
 """The embedder's two backends on the same texts: sentence-transformers (torch) against
-the ONNX Runtime export of the same model (kgloom/publish/onnx_runtime.py).
+the ONNX Runtime export of the same model (kgloom/embedding/onnx_runtime.py).
 
 Texts: the 354 passages of the 2Wiki development slice (bench/data/2wiki-dev/corpus.jsonl;
 median ~60 tokens, like text units of short documents) and, as short texts like entity
@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--save", type=Path, default=ROOT / "bench" / "results" /
                     "embedder_backends.json")
     args = ap.parse_args()
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     loads = {}
     for backend in ("torch", "onnx"):

@@ -29,6 +29,7 @@ from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
 from kgloom.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_gguf_path
+from kgloom.names.candidates import word_counts
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -56,7 +57,7 @@ def main() -> None:
     units = split_text_units(docs, default_tokenizer())
     step = max(units.height // args.units, 1)
     sample = units[::step].head(args.units)
-    vocab = extract.word_counts(units["text"].to_list())
+    vocab = word_counts(units["text"].to_list())
     settings = IndexSettings()
     bounded_schema = extract.extraction_schema
     tmp = Path(tempfile.mkdtemp())

@@ -20,7 +20,7 @@ import networkx as nx
 import polars as pl
 
 from kgloom.config import IndexSettings
-from kgloom.extraction.extract import is_grounded
+from kgloom.names.candidates import is_grounded
 from kgloom.graph.communities import hierarchical_leiden
 from kgloom.query.multihop import bfs
 

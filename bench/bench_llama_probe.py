@@ -105,17 +105,18 @@ def extraction_calls(units: list[int]) -> list[tuple[str, list[dict], dict, int,
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
     from kgloom.tokenizer import default_tokenizer
+    from kgloom.names.candidates import candidate_names, word_counts
     from kgloom.llm import reply_token_bound
 
     docs, _ = read_documents(BOOK_DIR)
     tu = split_text_units(docs, default_tokenizer())
-    vocab = extract.word_counts(tu["text"].to_list())
+    vocab = word_counts(tu["text"].to_list())
     s = IndexSettings()
     tmpl = extract.extraction_template(s.llm_descriptions)
     calls = []
     for i in units:
         text = tu["text"][i]
-        names = extract.candidate_names(text, vocabulary=vocab,
+        names = candidate_names(text, vocabulary=vocab,
                                         candidate_source=s.candidate_source)
         schema = extract.extraction_schema(names, s)
         msgs = tmpl.messages(types=", ".join(s.entity_types), names=", ".join(names),

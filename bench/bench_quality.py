@@ -47,8 +47,8 @@ from bench.stamp import save_result  # noqa: E402
 from kgloom import schemas  # noqa: E402
 from kgloom.config import IndexSettings, settings_from_mapping  # noqa: E402
 from kgloom.extraction.extract import extract_graph  # noqa: E402
-from kgloom.extraction.names import normalize_for_match  # noqa: E402
 from kgloom.graph.resolution import resolve_entities  # noqa: E402
+from kgloom.names.normalize import normalize_for_match  # noqa: E402
 from kgloom.extraction.cooccurrence import cooccurrence_graph  # noqa: E402
 from kgloom.graph.entities import resolution_options  # noqa: E402
 from kgloom.ingest.chunking import split_text_units  # noqa: E402
@@ -88,7 +88,7 @@ def build(input_dir: Path, out: Path, settings: IndexSettings, llm, files=None,
           label: str = "extraction") -> dict:
     """Documents -> units -> mentions -> resolved entities for ``input_dir``; tables
     written under ``out``; returns the frames and counters."""
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     docs, _ = read_documents(input_dir, files=files, cut_boilerplate=settings.cut_boilerplate)
     units = split_text_units(docs, default_tokenizer(), settings.chunk_size,

@@ -326,7 +326,7 @@ def embedding_rate(texts: list[str]) -> dict:
     """Text units embedded per CPU second by kgloom's embedder (all-MiniLM-L6-v2 on one
     CPU thread, windows of 256 tokens), after the model is loaded: three timed passes,
     the fastest. CPU time, since the wall time of a shared machine says little."""
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     emb = Embedder()
     emb.embed(texts[:2], threads=1)  # warm up

@@ -106,7 +106,7 @@ class IndexSettings:
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
-            (``kgloom.extraction.names``): ``auto`` (per script of each text unit: capitalized
+            (``kgloom.names.candidates``): ``auto`` (per script of each text unit: capitalized
             names for cased scripts, a part-of-speech segmenter for Chinese and
             Japanese, corpus n-grams for other caseless scripts), ``proper_names``,
             ``segmenter``, ``ngram``, or ``open`` (the model proposes names, kept when
@@ -117,7 +117,7 @@ class IndexSettings:
             ``kgloom.extraction.extract.named_sentences``) or ``full`` (the whole unit).
             Descriptions, evidence and type cues always come from the whole unit.
         type_cued_names: ask the model the type of every candidate; off (the default),
-            a name whose type a cue decides (``kgloom.extraction.names.type_cue``, which
+            a name whose type a cue decides (``kgloom.extraction.type_cues.type_cue``, which
             overrules the model's type anyway) is left out of the reply's ``entities``.
         title_candidates: a record's own title (the ``title`` field of a JSONL/CSV
             record, without a trailing parenthesis) is a candidate name of the record's
@@ -186,15 +186,13 @@ class IndexSettings:
         for name in ("cooccurrence_window", "cooccurrence_max_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        from kgloom.extraction.records import parse_record_edges
-
         parse_record_edges(self.record_edges)  # field:RELATION[:TYPE] items
         if self.chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {self.chunk_size}")
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError(
                 f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
-        from kgloom.extraction.names import SOURCES
+        from kgloom.names.candidates import SOURCES
 
         if self.candidate_source not in SOURCES:
             raise ValueError(f"candidate_source must be one of {SOURCES}, "
@@ -215,12 +213,12 @@ class IndexSettings:
         if not self.entity_types or not all(t.strip() for t in self.entity_types):
             raise ValueError(f"entity_types must name at least one type, got "
                              f"{list(self.entity_types)}")
-        from kgloom.graph.resolution import ALL_METHODS
+        from kgloom.names.normalize import RESOLUTION_METHODS
 
-        unknown = sorted(set(self.resolution_methods) - ALL_METHODS)
+        unknown = sorted(set(self.resolution_methods) - RESOLUTION_METHODS)
         if unknown:
             raise ValueError(f"unknown resolution_methods {unknown}; known: "
-                             f"{sorted(ALL_METHODS)}")
+                             f"{sorted(RESOLUTION_METHODS)}")
         for name in ("max_relationships_per_unit", "summary_min_descriptions",
                      "summary_max_input_tokens", "report_max_input_tokens"):
             if getattr(self, name) < 1:
@@ -316,3 +314,20 @@ def load_settings_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a mapping of setting names to values")
     return data
+
+
+def parse_record_edges(specs: tuple[str, ...] | list[str]) -> dict[str, tuple[str, str]]:
+    """The setting ``record_edges`` (see :class:`IndexSettings`; used by
+    :mod:`kgloom.extraction.records`): ``["authors:AUTHORED_BY:PERSON", "tags:TAGGED"]``
+    as ``{field: (RELATION, TYPE)}`` (TYPE upper case, "" when not given).
+
+    Raises:
+        ValueError: for an item without a field or a relation.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    for spec in specs:
+        parts = [p.strip() for p in spec.split(":")]
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+            raise ValueError(f"record_edges wants field:RELATION[:TYPE] items, got {spec!r}")
+        out[parts[0]] = (parts[1], parts[2].upper() if len(parts) == 3 else "")
+    return out

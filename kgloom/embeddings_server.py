@@ -3,8 +3,8 @@ GraphRAG's query engine (``kgloom serve-embeddings``; docs/graphrag.md). No Dags
 
 GraphRAG embeds each question with its configured embedding model and compares it with the
 index's stored vectors, so that model must be the one that embedded the index: this server
-answers ``POST /v1/embeddings`` with :class:`kgloom.publish.vectors.Embedder` (opened and
-checked against the index's ``lancedb/embedder.json`` by
+answers ``POST /v1/embeddings`` with :class:`kgloom.embedding.sentence_embedder.Embedder`
+(opened and checked against the index's ``lancedb/embedder.json`` by
 :class:`kgloom.query.retriever.Retriever`, the same model, windows and unit-length
 normalisation as the index). ``GET /v1/models`` lists it. Read-only: nothing is written.
 
@@ -99,7 +99,7 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
 
     Args:
         embedder: has ``embed(texts, threads=...) -> (n, dim) float32`` and ``tokenizer``
-            (a :class:`kgloom.publish.vectors.Embedder`).
+            (a :class:`kgloom.embedding.sentence_embedder.Embedder`).
         model_id: the embedding model id listed by ``/v1/models`` and echoed in replies.
         chat_upstream: base URL of a chat server (e.g. ``http://127.0.0.1:8000``) whose
             ``/v1/chat/completions`` is passed through (see module doc); None: 404.

@@ -43,8 +43,9 @@ from kgloom.builds import publish_build
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.ids import content_id
 from kgloom.publish import tables
-from kgloom.publish.vectors import (EXTERNAL_VECTORS_KEY, LANCEDB_DIR, write_external_manifest,
-                                    write_lancedb)
+from kgloom.embedding.store import EXTERNAL_VECTORS_KEY, write_external_manifest
+from kgloom.layout import LANCEDB_DIR
+from kgloom.publish.vectors import write_lancedb
 
 IMPORT_SUMMARY = "graph-import.json"  # in the output folder: what was imported, and how
 RELATIONSHIP_KIND = "imported"  # relationships.kind of an imported edge

@@ -35,7 +35,7 @@ from typing import Any
 
 GRAPHRAG_VERSION = "3.3.0"  # the settings schema written here (graphrag.config.models)
 
-# GraphRAG embedding name -> kgloom LanceDB table (kgloom.publish.vectors.VECTOR_TABLES)
+# GraphRAG embedding name -> kgloom LanceDB table (kgloom.embedding.store.VECTOR_TABLES)
 VECTOR_STORE_TABLES = {"entity_description": "entities", "text_unit_text": "text_units",
                        "community_full_content": "community_reports"}
 # The parquet tables `graphrag query` reads (graphrag.cli.query; covariates is optional).
@@ -145,8 +145,8 @@ def index_vector_size(output_dir: str | Path) -> tuple[int, str]:
             the command that writes it), or vectors no kgloom embedder made (an imported
             graph cannot embed GraphRAG's queries).
     """
-    from kgloom.publish.vectors import (EXTERNAL_VECTORS_KEY, LANCEDB_DIR,
-                                        read_embedder_manifest)
+    from kgloom.embedding.store import EXTERNAL_VECTORS_KEY, read_embedder_manifest
+    from kgloom.layout import LANCEDB_DIR
 
     out = Path(output_dir)
     missing = [f"{t}.parquet" for t in QUERY_TABLES if not (out / f"{t}.parquet").exists()]
@@ -190,7 +190,7 @@ def graphrag_settings(output_dir: str | Path, root_dir: str | Path,
     Raises:
         GraphRAGSettingsError: see :func:`index_vector_size`.
     """
-    from kgloom.publish.vectors import LANCEDB_DIR
+    from kgloom.layout import LANCEDB_DIR
 
     out, root = Path(output_dir), Path(root_dir)
     dim, _ = index_vector_size(out)

@@ -4,8 +4,8 @@ Extraction grounds names by construction (the schema's names are the text's own)
 community report or a search answer is free text, so it is checked after the fact:
 
 - :func:`ungrounded_names`: the proper names of a text (the extraction's own candidate
-  finder, :func:`kgloom.extraction.extract.candidate_names`) that its context does not
-  hold: not as a whole (:func:`kgloom.extraction.extract.is_grounded`: case and Unicode
+  finder, :func:`kgloom.names.candidates.candidate_names`) that its context does not
+  hold: not as a whole (:func:`kgloom.names.candidates.is_grounded`: case and Unicode
   normalized), not word by word (every word of the name other than function words
   and honorifics is a word of the context, so "Mr. Scrooge" is grounded by "SCROOGE"),
   and not by one of its words being a capitalized word of the context ("Scrooge's
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import regex
 
-from kgloom.extraction.extract import candidate_names, is_grounded
-from kgloom.extraction.names import STOPWORDS, normalize_for_match, word_counts
+from kgloom.names.candidates import STOPWORDS, candidate_names, is_grounded, word_counts
+from kgloom.names.normalize import normalize_for_match
 
 # the words of a text for the word-level checks: letters, marks and digits (any script)
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*")
@@ -68,7 +68,7 @@ def ungrounded_names(text: str, context: str, known: tuple[str, ...] | list[str]
 
     ``text`` is read paragraph by paragraph (blank-line separated); a heading paragraph
     (:func:`is_heading`) is skipped, since title case capitalizes common words. Names are
-    found as extraction finds them (:func:`kgloom.extraction.extract.candidate_names`,
+    found as extraction finds them (:func:`kgloom.names.candidates.candidate_names`,
     with the statistics of ``context`` and ``text``: a capitalized word seen only opening
     a sentence is no name, so a sentence-initial name the text never repeats is missed).
     A name is grounded when the context

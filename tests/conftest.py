@@ -165,7 +165,7 @@ def build_carol_tables() -> dict[str, pl.DataFrame]:
 @pytest.fixture(scope="session")
 def embedder():
     """The bundled all-MiniLM-L6-v2 embedder, loaded once per test session."""
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     return Embedder()
 

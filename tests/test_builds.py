@@ -29,7 +29,8 @@ from kgloom.builds import (IndexChangedError, IndexFilesMissingError, IndexIncon
                            publish_build, read_marker)
 from kgloom.ids import content_id
 from kgloom.publish import tables
-from kgloom.publish.vectors import LANCEDB_DIR, sync_index
+from kgloom.layout import LANCEDB_DIR
+from kgloom.publish.vectors import sync_index
 from kgloom.query.retriever import Retriever
 from kgloom.query.search import Searcher
 
@@ -252,7 +253,7 @@ def test_queries_in_a_loop_while_the_index_republishes_see_one_build_each(
     """Issue 29's case: readers loop for over a minute while the publish step (tables,
     LanceDB sync, marker) runs again and again, alternating the two variants. Every
     answer names a build and equals the answer of that build's variant; no crash."""
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     out = _copy(published, tmp_path / "out")
     expected = {}

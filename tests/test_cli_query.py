@@ -131,10 +131,11 @@ def test_ignored_options_follow_the_registry():
 # --- the retrieval table and a cold query with no torch ------------------------------------
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory):
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
     from tests.test_query import write_carol_index
 
-    from kgloom.publish.vectors import LANCEDB_DIR, write_flat_snapshot
+    from kgloom.layout import LANCEDB_DIR
+    from kgloom.publish.vectors import write_flat_snapshot
 
     embedder = Embedder()
     out = write_carol_index(tmp_path_factory.mktemp("cli_index"), embedder)
@@ -203,8 +204,8 @@ def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_sa
 def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
     import polars as pl
 
-    from kgloom.publish.vectors import (LANCEDB_DIR, VECTOR_TABLES, flat_snapshot_path,
-                                        read_flat_snapshot)
+    from kgloom.layout import LANCEDB_DIR
+    from kgloom.embedding.store import VECTOR_TABLES, flat_snapshot_path, read_flat_snapshot
     from kgloom.query.retriever import Retriever
 
     out, embedder = small_index
@@ -230,7 +231,7 @@ def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
 
 # --- the numpy query embedder ---------------------------------------------------------------
 def test_fast_embedder_vectors_agree_with_sentence_transformers(embedder):
-    from kgloom.publish.fast_embedder import FastEmbedder, query_embedder
+    from kgloom.embedding.fast import FastEmbedder, query_embedder
 
     fast = query_embedder()
     assert isinstance(fast, FastEmbedder)
@@ -248,8 +249,8 @@ def test_fast_embedder_vectors_agree_with_sentence_transformers(embedder):
 
 
 def test_query_embedder_falls_back_for_a_folder_of_another_kind(tmp_path):
-    from kgloom.publish.fast_embedder import (FastEmbedder, default_embedder_path,
-                                              fast_path_reason)
+    from kgloom.embedding import default_embedder_path
+    from kgloom.embedding.fast import FastEmbedder, fast_path_reason
 
     folder = tmp_path / "model"
     shutil.copytree(default_embedder_path(), folder)

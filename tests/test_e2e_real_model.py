@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from kgloom.definitions import build_resources
-from kgloom.extraction.extract import is_grounded
+from kgloom.names.candidates import is_grounded
 from kgloom.llm import LLMCache
 from kgloom.cli.runner import index_folder
 

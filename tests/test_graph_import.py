@@ -13,7 +13,7 @@ import pytest
 
 from kgloom import schemas, storage
 from kgloom.graph_import import IMPORT_SUMMARY, GraphImportError, import_graph, read_graph_tables
-from kgloom.publish.vectors import ExternalVectorsError
+from kgloom.embedding.store import ExternalVectorsError
 from kgloom.query.retriever import Retriever
 
 

@@ -30,7 +30,8 @@ from bench import graphrag_route as route
 from kgloom import graphrag_settings as grs
 from kgloom.cli import app
 from kgloom.embeddings_server import create_app, llama_cpp_response_format
-from kgloom.publish.vectors import LANCEDB_DIR, read_embedder_manifest
+from kgloom.layout import LANCEDB_DIR
+from kgloom.embedding.store import read_embedder_manifest
 from kgloom.testing import ASGIService, FakeChatServer, post_json
 
 sys.path.insert(0, str(Path(__file__).parent))

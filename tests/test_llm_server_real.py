@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from kgloom.config import IndexSettings
-from kgloom.extraction.extract import candidate_names, extraction_schema, extraction_template
+from kgloom.extraction.extract import extraction_schema, extraction_template
 from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_gguf_path, reply_token_bound
 from kgloom.llm.http import OpenAIChatBackend
+from kgloom.names.candidates import candidate_names
 from kgloom.testing import LlamaCppServer
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"

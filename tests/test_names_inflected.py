@@ -4,8 +4,9 @@ that English text is left as it was."""
 
 from __future__ import annotations
 
-from kgloom.extraction.morphology import is_form_of, name_type, proper_type
-from kgloom.extraction.names import find_candidates, type_cue, word_counts
+from kgloom.extraction.type_cues import type_cue
+from kgloom.names.candidates import find_candidates, word_counts
+from kgloom.names.morphology import is_form_of, name_type, proper_type
 
 
 def names(text: str) -> list[str]:

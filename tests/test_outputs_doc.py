@@ -115,7 +115,8 @@ def test_published_parquet_files_have_the_documented_columns(index):
 def test_lancedb_tables_mirror_their_parquet_plus_the_documented_columns(index):
     import lancedb
 
-    from kgloom.publish.vectors import LANCEDB_DIR, VECTOR_TABLES
+    from kgloom.layout import LANCEDB_DIR
+    from kgloom.embedding.store import VECTOR_TABLES
 
     db = lancedb.connect(str(index / LANCEDB_DIR))
     for table, (parquet, _) in VECTOR_TABLES.items():

@@ -18,8 +18,9 @@ from conftest import build_carol_tables, carol_entity_id as eid, carol_unit_id a
 from kgloom import schemas, storage
 from kgloom.ids import content_id
 from kgloom.publish import tables
-from kgloom.publish.vectors import (LANCEDB_DIR, VECTOR_TABLES, sync_lancedb,
-                                    write_embedder_manifest, write_lancedb)
+from kgloom.layout import LANCEDB_DIR
+from kgloom.embedding.store import VECTOR_TABLES, write_embedder_manifest
+from kgloom.publish.vectors import sync_lancedb, write_lancedb
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
 from kgloom.query.retrieval.result import UNIT_RESULT_SCHEMA
@@ -64,7 +65,7 @@ def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
 
 @pytest.fixture(scope="module")
 def carol_index(tmp_path_factory) -> Path:
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     return write_carol_index(tmp_path_factory.mktemp("carol_index"), Embedder())
 
@@ -484,7 +485,7 @@ def test_ann_index_is_used_and_recorded_above_threshold(tmp_path, carol_index, e
     assert res.text_units["id"][0] == uid("u3")
     # oversampled with the baseline's re-rank pool (as fused asks): the first k rows are
     # the plain search's, same ids and same exact cosines
-    from kgloom.publish.vectors import ANN_REFINE_FACTOR, search_vectors
+    from kgloom.embedding.store import ANN_REFINE_FACTOR, search_vectors
 
     for q in vecs[rng.choice(grown.height, 8, replace=False)]:
         for k in (1, 3, 10):

@@ -7,8 +7,9 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.graph.resolution import normalize_title, resolve_entities
+from kgloom.graph.resolution import resolve_entities
 from kgloom.ids import content_id
+from kgloom.names.normalize import normalize_title
 
 P = "PERSON"
 

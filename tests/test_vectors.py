@@ -1,4 +1,5 @@
-"""kgloom.publish.vectors: windowed embeddings (no truncation) and idempotent LanceDB tables."""
+"""kgloom.embedding and kgloom.publish.vectors: windowed embeddings (no truncation) and
+idempotent LanceDB tables."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import polars as pl
 import pytest
 
 from kgloom.publish import tables
-from kgloom.publish.vectors import Embedder, write_lancedb
+from kgloom.embedding.sentence_embedder import Embedder
+from kgloom.publish.vectors import write_lancedb
 
 # Stave One's opening, repeated: well over the 256-token window of all-MiniLM-L6-v2.
 LONG_TEXT = " ".join([
@@ -75,7 +77,7 @@ def test_onnx_backend_gives_the_torch_vectors_and_falls_back_with_a_reason(embed
     """The ONNX Runtime export of the model computes sentence-transformers' vectors (short
     text, empty text, a windowed long text); a folder it cannot reproduce keeps torch and
     says why; "onnx" asked for and impossible is an error; a bad backend name too."""
-    from kgloom.publish import onnx_runtime
+    from kgloom.embedding import onnx_runtime
 
     monkeypatch.setenv("KGLOOM_CACHE_DIR", str(tmp_path / "cache"))
     onnx = Embedder(embedder.model_path, backend="onnx")
@@ -164,7 +166,8 @@ def test_write_lancedb_builds_ann_index_over_threshold(tmp_path):
 
 
 def test_only_changed_rows_are_embedded_and_written_in_batches(tmp_path, embedder):
-    from kgloom.publish.vectors import EMBEDDING_KEY, sync_lancedb
+    from kgloom.embedding.store import EMBEDDING_KEY
+    from kgloom.publish.vectors import sync_lancedb
 
     texts = ["Scrooge counted his money.", "Bob Cratchit warmed his hands at the candle.",
              "Tiny Tim said God bless us, every one.", "Marley's ghost rattled its chain.",
@@ -222,11 +225,11 @@ def test_rows_with_the_same_text_are_embedded_once(tmp_path, embedder, monkeypat
 
 
 def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, monkeypatch):
-    import kgloom.publish.vectors as vectors
+    import kgloom.embedding.sentence_embedder as sentence_embedder
 
     texts = [f"Scrooge counted coin number {i}." for i in range(7)]
     whole = embedder.embed(texts)
-    monkeypatch.setattr(vectors, "PROGRESS_WINDOWS", 3)
+    monkeypatch.setattr(sentence_embedder, "PROGRESS_WINDOWS", 3)
     calls: list[tuple[int, int]] = []
     blocks = embedder.embed(texts, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(3, 7), (6, 7), (7, 7)]
@@ -236,7 +239,7 @@ def test_embed_reports_progress_per_block_and_gives_the_same_vectors(embedder, m
 def test_the_embedder_load_is_counted_once(embedder):
     """The process-wide embedder's load (imports and weights) is model time of the one
     stage that claims it first; later claims get 0."""
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     fresh = Embedder(embedder.model_path)
     assert fresh.load_seconds > 0 and fresh.seconds == 0.0  # no forward pass yet

@@ -277,7 +277,7 @@ def graphrag_figures(root: Path, log: list[dict], wall: float) -> dict:
 def run_graphrag(work: Path, args, text: str) -> dict:
     """GraphRAG's side: init, settings for the local endpoints, ``graphrag index``."""
     from kgloom.llm import default_gguf_path
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
     from kgloom.testing import LlamaCppServer
 
     venv = Path(args.graphrag_venv)

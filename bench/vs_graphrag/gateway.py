@@ -34,8 +34,9 @@ class Gateway(HTTPService):
             (the request's, or None), ``reply`` (str, the first choice's content) and
             ``error`` (str, when the upstream request failed); one row per embeddings
             call: ``kind`` "embeddings", ``inputs`` (int), ``seconds``.
-        embed: ``texts -> list of float vectors`` (e.g. ``kgloom.publish.vectors.Embedder``
-            ``.embed`` turned into lists); None answers embeddings with 404.
+        embed: ``texts -> list of float vectors`` (e.g.
+            ``kgloom.embedding.sentence_embedder.Embedder.embed`` turned into lists); None
+            answers embeddings with 404.
         chat_timeout_s: seconds one upstream chat request may take.
 
     Attributes (after :meth:`start`): ``url`` (``http://127.0.0.1:PORT``).

@@ -19,7 +19,7 @@ from kgloom.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
 from kgloom.llm import StageStats
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.plots import bar_chart_png
-from kgloom.publish.vectors import release_memory
+from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 

@@ -94,7 +94,7 @@ def endpoint_metadata(cached) -> dict:
 def embedder_time(emb, seconds_before: float) -> dict[str, float]:
     """A stage's embedder time for :func:`kgloom.stats.write_stage_stats`:
     ``embedder_seconds`` = forward passes since ``seconds_before`` (the shared embedder's
-    :attr:`~kgloom.publish.vectors.Embedder.seconds` when the stage began) plus the
+    :attr:`~kgloom.embedding.sentence_embedder.Embedder.seconds` when the stage began) plus the
     embedder's load when this stage is the first to claim it, and
     ``embedder_load_seconds`` = that load (0 on later stages)."""
     load = emb.claim_load_seconds()

@@ -73,7 +73,8 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.publish.vectors import LANCEDB_DIR, sync_index
+    from kgloom.layout import LANCEDB_DIR
+    from kgloom.publish.vectors import sync_index
 
     clock = Timer.started()
     out = index.out

@@ -318,7 +318,7 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     from kgloom.llm import cache_rows
     from kgloom.cli.runner import index_folder
 
-    from kgloom.extraction.names import SOURCES
+    from kgloom.names.candidates import SOURCES
 
     if candidate_source is not None and candidate_source not in SOURCES:
         typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
@@ -710,7 +710,7 @@ def serve_embeddings(
     from kgloom.embeddings_server import create_app
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError, Retriever)
-    from kgloom.publish.vectors import ExternalVectors
+    from kgloom.embedding.store import ExternalVectors
 
     try:
         embedder = Retriever(output_dir, embedder_path or None).embedder

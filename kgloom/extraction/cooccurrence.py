@@ -9,7 +9,7 @@ script) and writes the same two mention tables as :func:`kgloom.extraction.extra
 so every later stage, table and query mode works unchanged:
 
 - **entities**: every candidate name of a unit (no cap of ``MAX_CANDIDATES``: there is no
-  prompt to fit), typed by its cue (:func:`kgloom.extraction.names.type_cue`), ``OTHER``
+  prompt to fit), typed by its cue (:func:`kgloom.extraction.type_cues.type_cue`), ``OTHER``
   when no cue decides; types are then voted over the partition as in ``standard``
   (:func:`kgloom.extraction.extract.vote_types`). Description: the first sentence of the
   unit that names it (as ``standard`` with extractive descriptions).
@@ -49,7 +49,7 @@ from kgloom.extraction.extract import (NOT_AN_ENTITY, ExtractionResult,
                                        _unit_cues, first_sentence_with,
                                        record_titles, sentences,
                                        unit_candidates, vote_types)
-from kgloom.extraction.names import word_counts
+from kgloom.names.candidates import word_counts
 from kgloom.extraction.records import record_edge_mentions
 from kgloom.storage import failures_frame
 

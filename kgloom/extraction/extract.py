@@ -4,10 +4,10 @@ Why it cannot break with small models:
 - The reply is decoded under a JSON schema (llama.cpp grammar) with ``maxItems`` and
   ``maxLength`` bounds, so it always parses and always closes.
 - Entity names are *grounded by construction*: the proper-name spans of the unit's own
-  text (:func:`candidate_names`) are the schema's property names, and the model gives
-  each a type or ``OTHER``; relationship ``source``/``target`` are enums of them. The
-  model decides and types entities but cannot invent or misspell one. Each stored name
-  is still re-checked against the text.
+  text (:func:`kgloom.names.candidates.candidate_names`) are the schema's property names,
+  and the model gives each a type or ``OTHER``; relationship ``source``/``target`` are
+  enums of them. The model decides and types entities but cannot invent or misspell
+  one. Each stored name is still re-checked against the text.
 - Relationships may only join entities of the same reply; when the model returns
   entities but no usable relationship, co-mention edges (``kind = co_mention``, lower
   strength) join the unit's main entities, and an entity the model left without any
@@ -33,13 +33,15 @@ import polars as pl
 
 from kgloom import layout, schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.names import (MAX_NAME_CHARS, Candidate, caps_name_ok, find_candidates,
-                                     normalize_for_match, sources_for, type_cue, word_counts)
-from kgloom.llm import CachedLLM, PromptTemplate, reply_token_bound, structured_call
+from kgloom.extraction.type_cues import type_cue
+from kgloom.llm import (CachedLLM, PromptTemplate, prompt_room, reply_token_bound,
+                        structured_call)
+from kgloom.names.candidates import (MAX_CANDIDATES, MAX_NAME_CHARS, Candidate, caps_name_ok,
+                                     find_candidates, is_grounded, sources_for, word_counts)
+from kgloom.names.normalize import normalize_for_match, normalize_title
 from kgloom.storage import failures_frame
 
 STAGE = layout.EXTRACTION
-MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
 NOT_AN_ENTITY = "OTHER"
 EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
@@ -47,28 +49,6 @@ EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-men
 # a sentence ends at . ! ? (and closing quotes) before a space, except after an honorific
 _SENTENCE_END = re.compile(
     r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]['\"’”]*\s|[。！？]")
-
-
-def is_grounded(name: str, text: str) -> bool:
-    """True when ``name`` occurs in ``text`` after Unicode (NFKC) and case normalization."""
-    n = normalize_for_match(name)
-    return bool(n) and n in normalize_for_match(text)
-
-
-def candidate_names(text: str, limit: int = MAX_CANDIDATES,
-                    vocabulary: Counter | None = None, candidate_source: str = "auto",
-                    ) -> list[str]:
-    """Return the candidate names of ``text`` an entity may be named by.
-
-    The names of :func:`kgloom.extraction.names.find_candidates` (see that module for the rules per
-    script), with ``vocabulary`` the corpus statistics of :func:`word_counts` (None: the
-    text alone).
-
-    Returns:
-        at most ``limit`` distinct names, each grounded in ``text``, most frequent first,
-        then by first position.
-    """
-    return [c.name for c in find_candidates(text, candidate_source, vocabulary, limit)]
 
 
 def extraction_schema(names: list[str], settings: IndexSettings,
@@ -256,7 +236,7 @@ def evidence_for(source: str, target: str, text: str, max_chars: int = 300) -> s
 
 def _unit_cues(names: list[str], text: str, hints: dict[str, str],
                types: tuple[str, ...]) -> dict[str, str]:
-    """{name (whitespace runs collapsed): the type :func:`kgloom.extraction.names.type_cue`
+    """{name (whitespace runs collapsed): the type :func:`kgloom.extraction.type_cues.type_cue`
     gives it in ``text``, "" when none or not one of ``types``}. ``hints``: name -> the
     type a part-of-speech tagger gave it (jieba, janome). Computed once per unit."""
     out: dict[str, str] = {}
@@ -365,7 +345,7 @@ def open_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     """Open extraction: the model proposes names under :func:`open_schema`; a name is
     kept only when it occurs verbatim in ``text`` (whitespace runs aside) and, when it is
     all-caps, with evidence that it is a name
-    (:func:`kgloom.extraction.names.caps_name_ok`: not PWNED, SYSTEM or DROP TABLE).
+    (:func:`kgloom.names.candidates.caps_name_ok`: not PWNED, SYSTEM or DROP TABLE).
 
     Returns:
         (candidates in reply order, None) or ([], failure row) when the reply breaks
@@ -430,25 +410,6 @@ def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     return out[:limit], failures
 
 
-CHAT_OVERHEAD_TOKENS = 8  # per message: role markers of a chat template (SmolLM2: 5)
-
-
-def prompt_room(llm: CachedLLM, template: PromptTemplate, max_reply_tokens: int,
-                **inputs: str) -> int | None:
-    """Model tokens left in the context window once the prompt of ``template`` with
-    ``inputs`` and a reply of ``max_reply_tokens`` are in it (negative: it does not fit),
-    counted with the model's own tokenizer; None when the backend cannot count (the fake
-    model, a cache-only run)."""
-    backend = llm.backend
-    count = getattr(backend, "count_tokens", None)
-    n_ctx = getattr(backend, "n_ctx", None)
-    if count is None or not n_ctx:
-        return None
-    msgs = template.messages(**inputs)
-    used = sum(count(m["content"]) + CHAT_OVERHEAD_TOKENS for m in msgs)
-    return n_ctx - used - max_reply_tokens
-
-
 def _cut(text: str, share: float) -> str:
     """The first ``share`` of ``text``, ended at the last sentence end or whitespace."""
     head = text[:max(1, int(len(text) * share))]
@@ -466,7 +427,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     ``FAILURES_SCHEMA``. ``title``: the record's title (see ``title_candidates``), shown
     to the model above the text and a candidate name. A unit with no candidate name makes
     no typing call and yields nothing. When the prompt and the longest reply the schema
-    allows do not fit the model's context window (:func:`prompt_room`; text in scripts
+    allows do not fit the model's context window (:func:`kgloom.llm.prompt_room`; text in scripts
     such as Chinese takes about twice as many model tokens as chunking tokens), the text
     shown is cut to its first three quarters at a sentence end, as often as needed, and
     the candidates are taken from what is shown (counted in
@@ -537,13 +498,11 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
 def vote_types(mentions: list[dict], counts: Counter) -> None:
     """Give every mention of a name one type, decided over all its mentions (in place).
 
-    Mentions are grouped by :func:`kgloom.graph.resolution.normalize_title`. When any mention
-    of a group had a type cue (``cue``: :func:`kgloom.extraction.names.type_cue`), the most common
-    cue type wins; otherwise the most common model type (ties: alphabetical). The
+    Mentions are grouped by :func:`kgloom.names.normalize.normalize_title`. When any mention
+    of a group had a type cue (``cue``: :func:`kgloom.extraction.type_cues.type_cue`), the
+    most common cue type wins; otherwise the most common model type (ties: alphabetical). The
     ``cue`` key is removed. Resolution votes again across the names it merges.
     """
-    from kgloom.graph.resolution import normalize_title
-
     groups: dict[str, list[dict]] = {}
     for m in mentions:
         groups.setdefault(normalize_title(m["title"]) or m["title"], []).append(m)

@@ -7,7 +7,7 @@ The user names the fields with the setting ``record_edges``, a list of
 record_edges=authors:AUTHORED_BY:PERSON,tags:TAGGED``). For each record (document) with a
 ``title`` and such a field, each value of the field (a string, or a list of strings) is
 an entity (type ``TYPE`` when given and one of ``entity_types``, else its cue,
-:func:`kgloom.extraction.names.type_cue`, else ``OTHER``), joined to the record's title
+:func:`kgloom.extraction.type_cues.type_cue`, else ``OTHER``), joined to the record's title
 entity by a relationship (``kind = extracted``, strength
 :data:`kgloom.extraction.extract.EXTRACTED_STRENGTH`: the record states it) whose
 description is ``"<title> RELATION <value>"``. The mentions belong to the record's first
@@ -21,26 +21,11 @@ from collections import Counter
 
 import polars as pl
 
-from kgloom.config import IndexSettings
+from kgloom.config import IndexSettings, parse_record_edges
 from kgloom.extraction.extract import (EXTRACTED_STRENGTH, NOT_AN_ENTITY, first_sentence_with,
                                        record_title)
-from kgloom.extraction.names import MAX_NAME_CHARS, type_cue
-
-
-def parse_record_edges(specs: tuple[str, ...] | list[str]) -> dict[str, tuple[str, str]]:
-    """``["authors:AUTHORED_BY:PERSON", "tags:TAGGED"]`` as ``{field: (RELATION, TYPE)}``
-    (TYPE upper case, "" when not given).
-
-    Raises:
-        ValueError: for an item without a field or a relation.
-    """
-    out: dict[str, tuple[str, str]] = {}
-    for spec in specs:
-        parts = [p.strip() for p in spec.split(":")]
-        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-            raise ValueError(f"record_edges wants field:RELATION[:TYPE] items, got {spec!r}")
-        out[parts[0]] = (parts[1], parts[2].upper() if len(parts) == 3 else "")
-    return out
+from kgloom.extraction.type_cues import type_cue
+from kgloom.names.candidates import MAX_NAME_CHARS
 
 
 def _values(raw) -> list[str]:

@@ -23,7 +23,6 @@ Cratchit".
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -33,11 +32,9 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
-from kgloom.extraction.morphology import nominative
 from kgloom.ids import content_id
+from kgloom.names.normalize import RESOLUTION_METHODS, normalize_title
 
-ALL_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "name_context",
-                                         "embedding"})
 
 # Honorifics are evidence: "Mr. Fezziwig" and "Mrs. Fezziwig" are two people.
 MALE_HONORIFICS = frozenset({"mr", "mister", "master", "sir", "lord"})
@@ -51,39 +48,6 @@ _HONORIFICS = MALE_HONORIFICS | FEMALE_HONORIFICS
 # the father Bob, not "Master Peter Cratchit", his son).
 _LIFE_STAGE = {"master": "boy", "mr": "man", "mister": "man", "miss": "unmarried",
                "mrs": "married"}
-
-_APOSTROPHES = re.compile(r"['\u2019\u2018\u02bc`]")
-_POSSESSIVE = re.compile(r"['\u2019\u02bc]s\s*$")
-
-
-def normalize_title(title: str) -> str:
-    """Return the normalization key of an extracted title.
-
-    Steps: Russian words put in the nominative case
-    (:func:`kgloom.extraction.morphology.nominative`: "Ясной Поляне" and "Ясная Поляна"
-    are one key, as are "Москве" and "Москва"), Unicode NFKC, casefold, drop a trailing
-    possessive "'s", drop apostrophes
-    (so "O'Brien" == "OBrien"), turn every other punctuation or symbol character into a
-    space, collapse whitespace, drop one leading "the ". Honorifics stay as tokens, so
-    "Mr. Scrooge" -> "mr scrooge" and "Mrs. Fezziwig" -> "mrs fezziwig".
-
-    Possessive choice: "Scrooge's" keys as "scrooge". The extractor copies names from
-    the text, and a bare possessive title is almost always the name lifted from "Scrooge's
-    office"; places named by a possessive ("Fezziwig's warehouse") keep their head noun
-    and stay distinct.
-
-    Returns "" for a title with no letters or digits (the caller keeps such titles
-    apart under their casefolded text).
-    """
-    text = unicodedata.normalize("NFKC", nominative(title)).casefold().strip()
-    text = _POSSESSIVE.sub("", text)
-    text = _APOSTROPHES.sub("", text)
-    text = "".join(" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in text)
-    tokens = text.split()
-    if len(tokens) > 1 and tokens[0] == "the":
-        tokens = tokens[1:]
-    return " ".join(tokens)
-
 
 def _gender(tokens: list[str]) -> str:
     """"f" for a leading female honorific, "m" for a male one, "" otherwise."""
@@ -403,7 +367,7 @@ def resolve_entities(
     relationship_mentions: pl.DataFrame,
     embed: Callable[[list[str]], np.ndarray] | None = None,
     similarity_threshold: float = 0.9,
-    methods: frozenset[str] = ALL_METHODS,
+    methods: frozenset[str] = RESOLUTION_METHODS,
     verify: Callable[[str, str], bool] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Merge entity and relationship mentions into entities, relationships and aliases.
@@ -442,9 +406,10 @@ def resolve_entities(
         ValueError: unknown method names, or ``embed`` returning a wrongly shaped array.
         KeyError: an input frame lacking a schema column.
     """
-    unknown = set(methods) - ALL_METHODS
+    unknown = set(methods) - RESOLUTION_METHODS
     if unknown:
-        raise ValueError(f"unknown resolution methods {sorted(unknown)}; use {sorted(ALL_METHODS)}")
+        raise ValueError(f"unknown resolution methods {sorted(unknown)}; "
+                         f"use {sorted(RESOLUTION_METHODS)}")
     ents = schemas.conform(entity_mentions, schemas.ENTITY_MENTIONS_SCHEMA)
     rels = schemas.conform(relationship_mentions, schemas.RELATIONSHIP_MENTIONS_SCHEMA)
 

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from kgloom.llm import Completion
+from kgloom.llm.backend import Completion
 from kgloom.llm.grammar import Node, parse_gbnf
 
 

@@ -267,3 +267,33 @@ def json_grammar(schema: dict[str, Any]) -> str:
     """The GBNF that constrains a reply to ``schema`` (see the module doc). Property order
     is kept: it is the order the model writes them in."""
     return _grammar(json.dumps(schema))
+
+
+def reply_token_bound(schema: dict[str, Any]) -> int | None:
+    """Return the most tokens any reply constrained to ``schema`` can take, or None when
+    the schema is unbounded (an array without ``maxItems``, a string without ``enum`` or
+    ``maxLength``).
+
+    The bound is the longest text, in UTF-8 bytes, that the reply's grammar
+    (:func:`kgloom.llm.grammar.json_grammar`, where each string holds at most ``maxLength``
+    bytes) can produce: every token is at least one byte, so used as ``max_tokens`` no
+    grammar-valid reply is ever cut, whatever its characters (emoji, CJK, combining
+    marks or ``\\uXXXX`` escapes). See :mod:`kgloom.llm.grammar`.
+    """
+    size = max_reply_bytes(json_grammar(schema))
+    return None if size == float("inf") else int(size)
+
+
+def server_reply_token_bound(schema: dict[str, Any]) -> int | None:
+    """Return the most tokens any reply can take when a model server builds the grammar
+    from ``schema`` itself (strings of at most ``maxLength`` characters), or None when
+    the schema is unbounded.
+
+    Such a grammar counts characters, not bytes, so a string may hold ``maxLength``
+    emoji (4 bytes each) or ``\\uXXXX`` escapes (6 bytes): the bound is the longest
+    text of :func:`kgloom.llm.grammar.char_grammar` in UTF-8 bytes, at least one byte per
+    token. It is :func:`reply_token_bound` for ASCII-only replies and up to 6x it for
+    others; :class:`kgloom.llm.http.OpenAIChatBackend` sends it as ``max_tokens``.
+    """
+    size = max_reply_bytes(char_grammar(schema))
+    return None if size == float("inf") else int(size)

@@ -53,7 +53,8 @@ from urllib.parse import urlparse
 import openai
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from kgloom.llm import Completion, server_reply_token_bound
+from kgloom.llm.backend import Completion
+from kgloom.llm.grammar import server_reply_token_bound
 
 SCHEMA_FORMATS = ("auto", "json_schema", "json_object")
 PROBE_TIMEOUT_S = 10.0  # GET /v1/models at start: a live server answers at once

@@ -32,11 +32,11 @@ import polars as pl
 from kgloom import schemas
 from kgloom.builds import OPEN_RETRIES, Build, IndexChangedError, IndexFilesMissingError, \
     IndexInconsistentError
-from kgloom.publish.fast_embedder import WindowedEmbedder, query_embedder
-from kgloom.publish.vectors import (EMBEDDER_MANIFEST, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY,
-                                    LANCEDB_DIR, VECTOR_TABLES, Embedder, ExternalVectors,
-                                    flat_snapshot_path, read_flat_snapshot, search_vectors,
-                                    vector_index_type)
+from kgloom.embedding.windows import WindowedEmbedder
+from kgloom.embedding.fast import query_embedder
+from kgloom.embedding.store import EMBEDDER_MANIFEST, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, ExternalVectors, VECTOR_TABLES, flat_snapshot_path, read_flat_snapshot, search_vectors, vector_index_type
+from kgloom.layout import LANCEDB_DIR
+from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
 
@@ -169,10 +169,10 @@ class QueryIndex:
 
         Args:
             output_dir: the folder ``kgloom index`` wrote (holds ``lancedb/`` and parquet).
-            embedder: an :class:`kgloom.publish.vectors.Embedder` (or any
-                :class:`~kgloom.publish.fast_embedder.WindowedEmbedder`), a model folder,
+            embedder: an :class:`kgloom.embedding.sentence_embedder.Embedder` (or any
+                :class:`~kgloom.embedding.windows.WindowedEmbedder`), a model folder,
                 or None for ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2 (a
-                folder is loaded by :func:`kgloom.publish.fast_embedder.query_embedder`:
+                folder is loaded by :func:`kgloom.embedding.fast.query_embedder`:
                 numpy when it can, no torch). It must be the embedder that built the
                 index. An imported graph (embedder manifest key ``external``) opens with
                 no text embedder when none is given: it is queried by vector only.
@@ -294,7 +294,7 @@ class QueryIndex:
         """Nearest rows of ``table`` (text_units or entities) by cosine: an exact numpy
         scan of a flat table's snapshot vectors (what LanceDB's flat search computes),
         else LanceDB's search (``refine_rows``: see
-        :func:`kgloom.publish.vectors.search_vectors`).
+        :func:`kgloom.embedding.store.search_vectors`).
 
         Returns:
             (row ids, float64 cosines), nearest first, at most ``k``.

@@ -1,6 +1,6 @@
 """Query entity linking by name: the question's spans matched to entity titles and aliases.
 
-Names are compared under the entity-resolution key (:func:`kgloom.graph.resolution.normalize_title`:
+Names are compared under the entity-resolution key (:func:`kgloom.names.normalize.normalize_title`:
 Unicode NFKC, case-folded, punctuation as spaces), so the question's "Lothair Ii's"
 finds the entity "Lothair II" and an alias recorded by resolution ("Mr. Cratchit")
 finds its canonical entity. Spans come from two places:
@@ -8,12 +8,12 @@ finds its canonical entity. Spans come from two places:
 - every run of 1 to ``MAX_SPAN_TOKENS`` words of the question, longest first and
   non-overlapping (so "Bob Cratchit" wins over "Bob"), skipping spans made only of
   common words and single lower-case words. Words come from
-  :func:`kgloom.extraction.names.word_spans`, the word boundaries extraction uses in
+  :func:`kgloom.names.candidates.word_spans`, the word boundaries extraction uses in
   every script: in Chinese and Japanese the segmenter's words (jieba, janome), in Thai,
   Lao, Khmer and Myanmar single characters (up to ``MAX_UNSPACED_SPAN`` of them make a
   span), so "郭子兴是谁" links 郭子兴 and "朱元璋是谁" links 朱元璋, not 朱元璋时. A span in
   those scripts is matched as written (no spaces added) and needs 2+ characters;
-- the extraction's own candidate finder (:func:`kgloom.extraction.extract.candidate_names`):
+- the extraction's own candidate finder (:func:`kgloom.names.candidates.candidate_names`):
   a capitalized span with no exact match may still name an entity whose title contains
   it as whole words ("Lothair II" -> "Lothair II of Lotharingia"), when at most
   ``MAX_PARTIAL_MATCHES`` entities do.
@@ -29,9 +29,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from kgloom.extraction.extract import candidate_names
-from kgloom.extraction.names import unspaced, word_spans
-from kgloom.graph.resolution import normalize_title
+from kgloom.names.candidates import candidate_names, unspaced, word_spans
+from kgloom.names.normalize import normalize_title
 
 MAX_SPAN_TOKENS = 8
 MAX_UNSPACED_SPAN = 40  # words (characters, in Thai) of a span in a script without spaces

@@ -16,7 +16,7 @@ import numpy as np
 
 # the errors a Retriever raises, for its callers (__all__)
 from kgloom.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
-from kgloom.publish.vectors import Embedder
+from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query.index import EmbedderMismatchError, QueryIndex
 from kgloom.query.linking import LinkedEntity
 from kgloom.query.modes import RETRIEVAL_MODES

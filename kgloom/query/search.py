@@ -31,7 +31,7 @@ import numpy as np
 
 from kgloom.builds import OPEN_RETRIES, IndexChangedError, IndexFilesMissingError
 from kgloom.llm import CachedLLM
-from kgloom.publish.vectors import Embedder
+from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query.context_builder.community_context import Progress
 from kgloom.query.context_builder.context import TokenCounter, check_budget
 from kgloom.query.index import QueryIndex

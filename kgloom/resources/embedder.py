@@ -7,7 +7,7 @@ import functools
 
 import dagster as dg
 
-from kgloom.publish.vectors import Embedder
+from kgloom.embedding.sentence_embedder import Embedder
 
 
 @functools.lru_cache(maxsize=2)
@@ -21,7 +21,7 @@ class EmbedderResource(dg.ConfigurableResource):
     model_path: str = ""
 
     def load(self) -> Embedder:
-        """Return the loaded :class:`kgloom.publish.vectors.Embedder` (a few seconds on CPU the
+        """Return the loaded :class:`kgloom.embedding.sentence_embedder.Embedder` (a few seconds on CPU the
         first time; one per model folder and process, so the stages of a run share it
         instead of each holding a copy)."""
         return _loaded(self.model_path)

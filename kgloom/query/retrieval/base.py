@@ -151,7 +151,7 @@ class Call:
                           ) -> list[tuple[int, float]]:
         """The ``k`` entities nearest to the query as (node key, cosine), nearest first:
         an exact scan on the memory backend, LanceDB otherwise (``refine_rows``: IVF_PQ's
-        re-rank pool, see :func:`kgloom.publish.vectors.search_vectors`)."""
+        re-rank pool, see :func:`kgloom.embedding.store.search_vectors`)."""
         g = self.index.graph
         if self.settings.graph_backend == "memory":
             return self.memory_entity_candidates(k)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kgloom.publish.vectors import ANN_REFINE_FACTOR
+from kgloom.embedding.store import ANN_REFINE_FACTOR
 from kgloom.query import algorithms as alg
 from kgloom.query.index import QueryIndex
 from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive

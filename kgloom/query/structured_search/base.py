@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgloom.extraction.extract import is_grounded
+from kgloom.names.candidates import is_grounded
 from kgloom.grounding import cut_repetition, ungrounded_names
 from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, Completion, PromptTemplate, StageStats,
                         open_llm, structured_call)
@@ -446,7 +446,7 @@ class BaseSearch:
         Raises:
             ValueError: naming the question's tokens and the model's window.
         """
-        from kgloom.extraction.extract import prompt_room
+        from kgloom.llm import prompt_room
         from kgloom.llm import reply_token_bound
 
         schema = answer_schema(["T0"], self.config.answer_max_chars)
@@ -470,7 +470,7 @@ class BaseSearch:
         Raises:
             ValueError: naming the context's tokens, its budget and the model's window.
         """
-        from kgloom.extraction.extract import prompt_room
+        from kgloom.llm import prompt_room
         from kgloom.llm import reply_token_bound
 
         room = prompt_room(self.llm, template, reply_token_bound(schema) or template.max_tokens,

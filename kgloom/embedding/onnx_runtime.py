@@ -1,8 +1,8 @@
 """The embedder's forward pass on ONNX Runtime: the same model, the same vectors, faster.
 
-:class:`kgloom.publish.vectors.Embedder` encodes windows with sentence-transformers
+:class:`kgloom.embedding.sentence_embedder.Embedder` encodes windows with sentence-transformers
 (torch). For a folder of the all-MiniLM-L6-v2 kind (BERT, mean pooling, unit length:
-:func:`kgloom.publish.fast_embedder.fast_path_reason`) this module exports the
+:func:`kgloom.embedding.fast.fast_path_reason`) this module exports the
 transformer once to ONNX (``torch.onnx.export``, opset 17) into a cache folder, keyed by
 the weights' SHA-256, and runs it with ONNX Runtime's CPU provider. On the 2-core machine
 the same 600 entity texts and 300 text units took 1.4-3.4x less time than
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kgloom.publish.fast_embedder import fast_path_reason
+from kgloom.embedding.fast import fast_path_reason
 
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

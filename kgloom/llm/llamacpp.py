@@ -1,0 +1,230 @@
+"""A GGUF model run in-process by llama-cpp-python (:class:`LlamaCppBackend`), with the
+greedy grammar-first sampler that makes its constrained decoding cheap. Every call is
+decoded under a llama.cpp grammar built from a JSON schema
+(:func:`kgloom.llm.grammar.json_grammar`); llama-cpp-python keeps the KV cache of the
+longest common token prefix between consecutive calls (``Llama.generate``), so prompts
+put their fixed part first. No Dagster here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tenacity import retry, stop_after_attempt, wait_exponential
+
+from kgloom.llm.backend import Completion
+from kgloom.llm.model_files import verify_model_file
+
+
+class _GrammarFirstSampler:
+    """Greedy sampling under a llama.cpp grammar that checks the grammar on the best
+    token first and on the whole vocabulary only when that token is not allowed.
+
+    llama-cpp-python's sampler chain applies the grammar to every token of the
+    vocabulary (49,152 for SmolLM2) at every step, then takes the best; measured on a
+    community report, that was 40 % of the call and 3x llama.cpp's own decode time per
+    token. Greedy decoding picks the highest-logit token the grammar allows, so when the
+    highest-logit token is allowed it is the answer without looking at the others; when
+    it is not, the grammar is applied to the 64 best tokens, and only if none of them is
+    allowed, to all. The result is the token the full chain would pick (same replies,
+    tested). This is llama.cpp's own ``common_sampler_sample`` strategy (common/sampling.cpp:
+    sample, check the grammar, resample with it on a rejection).
+
+    Used through :class:`_Llama` for greedy decoding without penalties; counts its steps
+    and the steps that needed the grammar over more than one token.
+    """
+
+    TOP = 64
+
+    def __init__(self, llm: Any, grammar: Any) -> None:
+        import llama_cpp
+        import numpy as np
+
+        self._lc, self._np = llama_cpp, np
+        self.n_vocab = llm._n_vocab
+        self.grammar = llama_cpp.llama_sampler_init_grammar(
+            llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        dtype = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+        self._cand = np.zeros(self.n_vocab, dtype=dtype)
+        self.steps = 0
+        self.rejections = 0
+
+    def _apply(self, ids: Any, logits: Any) -> Any:
+        """The grammar applied to tokens ``ids``: their logits, -inf where rejected."""
+        n = len(ids)
+        cand = self._cand[:n]
+        cand["id"] = ids
+        cand["logit"] = logits[ids]
+        cand["p"] = 0.0
+        arr = self._lc.llama_token_data_array(
+            data=cand.ctypes.data_as(self._lc.llama_token_data_p), size=n, selected=-1,
+            sorted=False)
+        self._lc.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+        return cand["logit"]
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        """Return the next token (and advance the grammar), like ``LlamaSampler.sample``."""
+        np = self._np
+        logits = np.ctypeslib.as_array(self._lc.llama_get_logits_ith(ctx.ctx, idx),
+                                       shape=(self.n_vocab,))
+        self.steps += 1
+        best = int(np.argmax(logits))
+        if not np.isfinite(self._apply(np.array([best]), logits)[0]):
+            self.rejections += 1
+            ids = np.argpartition(-logits, self.TOP)[:self.TOP]
+            allowed = self._apply(ids, logits)
+            if np.isfinite(allowed).any():
+                best = int(ids[int(np.argmax(allowed))])
+            else:
+                ids = np.arange(self.n_vocab)
+                best = int(np.argmax(self._apply(ids, logits)))
+        self._lc.llama_sampler_accept(self.grammar, best)
+        return best
+
+    def __del__(self) -> None:
+        if getattr(self, "grammar", None) is not None:
+            self._lc.llama_sampler_free(self.grammar)
+            self.grammar = None
+
+
+def _fast_llama_class():
+    """``llama_cpp.Llama`` whose greedy, penalty-free grammar sampling uses
+    :class:`_GrammarFirstSampler`; every other sampling setting keeps llama-cpp-python's
+    own chain. Falls back to ``Llama`` itself when the installed llama-cpp-python has no
+    ``_init_sampler`` hook (its private API, checked here, not assumed)."""
+    from llama_cpp import Llama
+
+    if not hasattr(Llama, "_init_sampler"):
+        return Llama
+
+    class _Llama(Llama):
+        last_sampler: _GrammarFirstSampler | None = None
+
+        def _init_sampler(self, *args, **kw):
+            plain = (kw.get("temp") == 0.0 and kw.get("grammar") is not None
+                     and kw.get("logits_processor") is None and not kw.get("mirostat_mode")
+                     and kw.get("repeat_penalty", 1.0) == 1.0
+                     and not kw.get("frequency_penalty") and not kw.get("presence_penalty"))
+            if not plain or args:
+                self.last_sampler = None
+                return super()._init_sampler(*args, **kw)
+            self.last_sampler = _GrammarFirstSampler(self, kw["grammar"])
+            return self.last_sampler
+
+    return _Llama
+
+
+class LlamaCppBackend:
+    """A GGUF model run in-process by llama-cpp-python.
+
+    One ``Llama`` object is not thread-safe, so :meth:`complete` holds a lock: concurrent
+    calls (``CachedLLM.map``) are served one after another. Parallel in-process decoding
+    comes from several worker processes (Celery workers, Dagster's multiprocess
+    executor), each loading its own model; parallel calls on one machine come from a
+    model server (:mod:`kgloom.llm.http`).
+
+    Args:
+        model_path: the GGUF file.
+        n_ctx: context window in tokens (prompt + reply must fit).
+        n_threads: CPU threads for prompt evaluation and decoding; None chooses per call
+            from the machine's load (:func:`kgloom.llm.cpu.threads_for_load`).
+            (llama-cpp-python's own default is half the cores for decoding and all of
+            them for prompts, which on 2 busy cores was the slowest choice measured.)
+        n_gpu_layers: layers offloaded to a GPU (0: CPU only; -1: all).
+        temperature: sampling temperature (0: greedy).
+        expected_sha256: verify the file against this digest first.
+        reuse_prefix: keep the KV cache of the common prompt prefix between calls
+            (llama-cpp-python's default); False resets it before each call (benchmarks).
+        n_batch / n_ubatch: llama.cpp's logical and physical batch sizes (tokens) of
+            prompt evaluation.
+        flash_attn: llama.cpp's fused attention kernel (the CPU build has it).
+        grammar_first: greedy grammar sampling checks the best token first
+            (:class:`_GrammarFirstSampler`); False keeps llama-cpp-python's chain,
+            which applies the grammar to the whole vocabulary at every step.
+
+    Raises:
+        ModelFileError: when the model file is missing, unreadable or fails its checksum.
+    """
+
+    def __init__(self, model_path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_gpu_layers: int = 0, temperature: float = 0.0,
+                 expected_sha256: str | None = None, reuse_prefix: bool = True,
+                 n_batch: int = 512, n_ubatch: int = 512, flash_attn: bool = False,
+                 grammar_first: bool = True) -> None:
+        self.model_path = Path(model_path)
+        self.model_id = verify_model_file(self.model_path, expected_sha256)
+        from llama_cpp import Llama  # heavy import, only when a model is really used
+
+        from kgloom.llm.cpu import usable_cores
+
+        cls = _fast_llama_class() if grammar_first else Llama
+        start = n_threads or usable_cores()
+        self._llm = cls(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=start,
+                        n_threads_batch=start, n_gpu_layers=n_gpu_layers, n_batch=n_batch,
+                        n_ubatch=n_ubatch, flash_attn=flash_attn, verbose=False)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.temperature = temperature
+        self.reuse_prefix = reuse_prefix
+        self.settings = {"n_ctx": n_ctx, "n_threads": n_threads or "auto (by load)",
+                         "n_batch": n_batch, "n_ubatch": n_ubatch, "flash_attn": flash_attn,
+                         "n_gpu_layers": n_gpu_layers,
+                         "grammar_first": grammar_first and cls is not Llama,
+                         "reuse_prefix": reuse_prefix, "temperature": temperature}
+        self._grammars: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        from kgloom.llm.cpu import BurstThreads
+
+        self._threads = BurstThreads(n_threads)
+
+    def _grammar(self, schema: dict[str, Any]):
+        from llama_cpp import LlamaGrammar
+
+        from kgloom.llm.grammar import json_grammar
+
+        # property order is the order the model writes them in: never sort the keys here
+        key = json.dumps(schema)
+        if key not in self._grammars:
+            self._grammars[key] = LlamaGrammar.from_string(json_grammar(schema), verbose=False)
+        return self._grammars[key]
+
+    def count_tokens(self, text: str) -> int:
+        """Return the number of model tokens in ``text``."""
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    @retry(stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5),
+           reraise=True)
+    def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
+                 max_tokens: int, seed: int) -> Completion:
+        """Run one chat completion under ``schema``'s grammar (see class doc).
+
+        Retries twice with exponential backoff (tenacity) on an exception from llama.cpp.
+        Thread-safe: one call at a time holds the model (see class doc).
+        """
+        import llama_cpp
+
+        with self._lock:
+            if not self.reuse_prefix:
+                self._llm.reset()
+            ctx = self._llm._ctx.ctx  # llama.cpp perf counters: prompt vs generation time
+            threads = self._threads.pick()
+            llama_cpp.llama_set_n_threads(ctx, threads, threads)
+            llama_cpp.llama_perf_context_reset(ctx)
+            t0 = time.perf_counter()
+            out = self._llm.create_chat_completion(
+                messages=messages, grammar=self._grammar(schema), max_tokens=max_tokens,
+                temperature=self.temperature, seed=seed)
+            seconds = time.perf_counter() - t0
+            perf = llama_cpp.llama_perf_context(ctx)
+        usage = out.get("usage") or {}
+        return Completion(text=out["choices"][0]["message"]["content"] or "",
+                          prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                          completion_tokens=int(usage.get("completion_tokens", 0)),
+                          seconds=seconds, prompt_eval_tokens=int(perf.n_p_eval),
+                          prompt_seconds=perf.t_p_eval_ms / 1000.0,
+                          generation_seconds=perf.t_eval_ms / 1000.0, threads=threads)

@@ -1,0 +1,76 @@
+"""Structured calls: :func:`structured_call` is the one way every stage asks the LLM for
+JSON: cached call, parse, JSON-schema validation (``jsonschema``), one retry with
+another seed, and a failures row with the raw reply excerpt if it still fails. It never
+raises for a bad reply. No Dagster here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+from kgloom.ids import content_id
+from kgloom.llm.client import CachedLLM
+from kgloom.llm.grammar import reply_token_bound
+from kgloom.llm.prompts import PromptTemplate
+from kgloom.llm.stage_stats import StageStats
+
+
+def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_id: str,
+                    seed: int, schema: dict[str, Any] | None = None,
+                    check_schema: dict[str, Any] | None = None,
+                    **inputs: str) -> tuple[dict[str, Any] | None, dict | None]:
+    """Ask for one JSON object that validates against ``schema`` (default: the template's).
+
+    A per-call ``schema`` (e.g. an enum of the names found in one text unit) is part of
+    the cache key, so it needs no separate hashing. ``check_schema`` (default:
+    ``schema``) is what the reply is validated against: a looser one keeps a reply whose
+    backend did not enforce the grammar, for the caller to repair (a search answer's
+    citation outside the enum is dropped and counted, not the whole answer).
+
+    The reply is parsed and validated (``jsonschema``); an invalid reply is retried once
+    with ``seed + 1``. Never raises for a bad reply.
+
+    Returns:
+        (obj, None) on success, or (None, failure_row) where failure_row has the keys of
+        ``schemas.FAILURES_SCHEMA`` (stage, item_id, reason, detail = raw reply excerpt).
+
+    Raises:
+        LookupError: see :meth:`CachedLLM.call`; exceptions of the backend after its
+            retries are turned into a failure row, not raised.
+    """
+    schema = schema or template.schema
+    # a bounded schema gets max_tokens = its longest possible reply, so nothing is cut
+    max_tokens = reply_token_bound(schema) or template.max_tokens
+    input_hash = content_id("inputs", json.dumps(inputs, sort_keys=True))
+    messages = template.messages(**inputs)
+    problem, raw = "", ""
+    with llm.lock:
+        st = llm.stats.setdefault(stage, StageStats())
+    for attempt in range(2):
+        try:
+            reply = llm.call(stage, template.hash, input_hash, messages, schema,
+                             max_tokens, seed + attempt)
+        except LookupError:
+            raise
+        except Exception as exc:  # the model crashed even after retries: record, go on
+            problem, raw = f"LLM call failed: {type(exc).__name__}", str(exc)
+            continue
+        raw = reply.text
+        try:
+            # strict=False: grammar strings may hold raw newlines, which are harmless here
+            obj = json.loads(raw, strict=False)
+            jsonschema.validate(obj, check_schema or schema)
+            return obj, None
+        except json.JSONDecodeError as exc:
+            problem = f"reply is not JSON ({exc.msg}; max_tokens {max_tokens} reached?)"
+        except jsonschema.ValidationError as exc:
+            problem = f"reply breaks the schema: {exc.message[:200]}"
+        if attempt == 0:
+            with llm.lock:
+                st.retries += 1
+    with llm.lock:
+        st.failures += 1
+    return None, {"stage": stage, "item_id": item_id, "reason": problem, "detail": raw[:500]}
