@@ -22,7 +22,7 @@ import polars as pl
 from kgloom.config import IndexSettings
 from kgloom.names.candidates import is_grounded
 from kgloom.graph.communities import hierarchical_leiden
-from kgloom.query.multihop import bfs
+from kgloom.query.graph_bfs import bfs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -163,7 +163,7 @@ def eval_routing(questions: list[dict], searchers: dict, use_model: bool) -> dic
                "linked": titles[:5]}
         if use_model:
             from kgloom.query.routing import route_question
-            from kgloom.query.structured_search.base import CallLog
+            from kgloom.query.structured_search.search_base import CallLog
 
             got, _ = route_question(q["question"], titles, CallLog(s.llm), s.config.seed)
             auto.append(float(got.route == q["route"]))
@@ -356,7 +356,7 @@ def main() -> None:
                     "the indexes were built)")
     args = ap.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    from kgloom.query.search import Searcher
+    from kgloom.query.searcher import Searcher
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

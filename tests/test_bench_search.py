@@ -51,7 +51,7 @@ def test_routing_part_without_an_index_scores_the_rules():
 def test_global_part_counts_fallbacks_kept_reports_and_keep_parent(tmp_path, embedder):
     from test_search import ScriptedBackend, _llm, silent_leaf_reply, write_search_index
 
-    from kgloom.query.search import SearchConfig, Searcher
+    from kgloom.query.searcher import SearchConfig, Searcher
 
     index = write_search_index(tmp_path / "index", embedder)
     reply = silent_leaf_reply()

@@ -32,7 +32,7 @@ from kgloom.publish import tables
 from kgloom.layout import LANCEDB_DIR
 from kgloom.publish.vectors import sync_index
 from kgloom.query.retriever import Retriever
-from kgloom.query.search import Searcher
+from kgloom.query.searcher import Searcher
 
 QUESTION = "How is Bob Cratchit related to Tiny Tim?"
 

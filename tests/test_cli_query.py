@@ -21,7 +21,7 @@ from kgloom.query import modes
 ROOT = Path(__file__).resolve().parent.parent
 # what a checked-and-refused command must not have imported (seconds of loading)
 HEAVY = ("numpy", "polars", "pyarrow", "lancedb", "duckdb", "torch", "sentence_transformers",
-         "transformers", "dagster", "kgloom.query.retriever", "kgloom.query.search")
+         "transformers", "dagster", "kgloom.query.retriever", "kgloom.query.searcher")
 
 
 def run_cli_fresh(args: list[str], extra_env: dict | None = None) -> dict:
@@ -46,7 +46,8 @@ def run_cli_fresh(args: list[str], extra_env: dict | None = None) -> dict:
 def test_the_registry_holds_every_mode_once_and_the_libraries_use_it():
     import importlib
 
-    from kgloom.query import retriever, search
+    from kgloom.query import retriever
+    from kgloom.query import searcher as search
 
     assert len(modes.MODES) == len(set(modes.MODES)) == 12
     assert set(modes.MODES) == set(modes.RETRIEVAL_MODES) | set(modes.SEARCH_MODES)
@@ -188,7 +189,7 @@ def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_sa
                          "--json"])
     assert res["code"] == 0, res["out"]
     assert not {"torch", "sentence_transformers", "transformers", "dagster", "lancedb",
-                "kgloom.query.search"} & set(res["loaded"])
+                "kgloom.query.searcher"} & set(res["loaded"])
     got = json.loads(res["out"][res["out"].index("{"):])
     reference = Retriever(lancedb_only_copy, embedder)
     assert not reference.index.units.from_snapshot  # the reference really reads LanceDB
@@ -231,7 +232,8 @@ def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
 
 # --- the numpy query embedder ---------------------------------------------------------------
 def test_fast_embedder_vectors_agree_with_sentence_transformers(embedder):
-    from kgloom.embedding.fast import FastEmbedder, query_embedder
+    from kgloom.embedding import query_embedder
+    from kgloom.embedding.fast import FastEmbedder
 
     fast = query_embedder()
     assert isinstance(fast, FastEmbedder)

@@ -10,8 +10,8 @@ import pytest
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.extract import (evidence_for, extract_graph, extraction_schema,
-                                       first_sentence_with, named_sentences)
+from kgloom.extraction.extract import evidence_for, extract_graph, extraction_schema, named_sentences
+from kgloom.extraction.evidence import first_sentence_with
 from kgloom.ids import content_id
 from kgloom.names.candidates import candidate_names, is_grounded, word_counts
 from kgloom.llm import CachedLLM, Completion, LLMCache

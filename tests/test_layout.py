@@ -77,9 +77,25 @@ def _folder(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+def _runtime_nodes(tree):
+    """Every node of ``tree`` outside ``if TYPE_CHECKING:`` blocks (annotations only)."""
+    import ast
+
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend(child.orelse)
+            else:
+                stack.append(child)
+
+
 def _imports() -> dict[str, set[str]]:
-    """Every kgloom module -> the kgloom modules it imports (at any depth in the file:
-    lazy imports inside functions count too)."""
+    """Every kgloom module -> the kgloom modules it imports at run time (at any depth in
+    the file: lazy imports inside functions count too; ``if TYPE_CHECKING:`` ones, which
+    only annotate, do not)."""
     import ast
 
     graph: dict[str, set[str]] = {}
@@ -87,13 +103,14 @@ def _imports() -> dict[str, set[str]]:
         parts = path.relative_to(ROOT).with_suffix("").parts
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
                     node.module.split(".")[0] == "kgloom":
-                if node.module == "kgloom":  # from kgloom import schemas
-                    found |= {f"kgloom.{a.name}" for a in node.names}
-                else:
-                    found.add(node.module)
+                for alias in node.names:  # from kgloom import schemas: the module schemas
+                    sub = f"{node.module}.{alias.name}"
+                    is_module = (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists() or \
+                        (PACKAGE.parent / sub.replace(".", "/") / "__init__.py").exists()
+                    found.add(sub if is_module else node.module)
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names if a.name.split(".")[0] == "kgloom"}
         graph[module] = found

@@ -1,4 +1,4 @@
-"""kgloom.query.multihop: DuckDB BFS over the emitted parquet agrees with networkx."""
+"""kgloom.query.graph_bfs: DuckDB BFS over the emitted parquet agrees with networkx."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from conftest import carol_entity_id as eid
 from kgloom import schemas, storage
 from kgloom.ids import content_id
 from kgloom.publish import tables
-from kgloom.query import multihop
+from kgloom.query import graph_bfs as multihop
 
 
 def _random_graph_tables(n_nodes: int = 300, n_edges: int = 600, seed: int = 7):

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from kgloom.query.retriever import Retriever
-from kgloom.query.search import SearchConfig
+from kgloom.query.searcher import SearchConfig
 from tests.conftest import index_fake_book
 
 MODE = SearchConfig().retrieval_mode  # the default mode of local search

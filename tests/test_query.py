@@ -312,7 +312,7 @@ def test_fused_over_files_starts_its_bfs_from_the_reranked_seeds_neighbours(
         carol_index, retriever, monkeypatch):
     """The fused call's BFS over files reuses the neighbourhoods its rerank read: no
     DuckDB query at depth 1, one hop in at depth 2; the rows are the memory handle's."""
-    from kgloom.query import multihop
+    from kgloom.query import graph_bfs as multihop
 
     calls: list[dict] = []
     real = multihop.bfs_keys
@@ -526,7 +526,7 @@ def test_cli_query_prints_table_and_json(carol_index):
 def test_two_step_is_two_public_calls_and_expand_checks_its_seeds(carol_index, retriever):
     """The baseline is entities_by_vector then expand_by_vector, as a client would call
     them; expand rejects unknown ids and mismatched scores; diagnostics can be off."""
-    from kgloom.query.index import QUERY_EMBED_THREADS
+    from kgloom.query.query_index import QUERY_EMBED_THREADS
 
     q = "the ghost showed the old man his past at a Christmas ball"
     qv = retriever.embedder.embed([q], threads=QUERY_EMBED_THREADS)[0]
@@ -561,7 +561,7 @@ def test_two_step_is_two_public_calls_and_expand_checks_its_seeds(carol_index, r
 
 
 def test_fused_by_vector_equals_fused_for_the_same_vector(carol_index, retriever):
-    from kgloom.query.index import QUERY_EMBED_THREADS
+    from kgloom.query.query_index import QUERY_EMBED_THREADS
 
     mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
     q = "the ghost showed the old man his past at a Christmas ball"

@@ -24,8 +24,8 @@ from kgloom.query.context_builder import community_context as cc
 from kgloom.query.context_builder.context import (ContextItem, Section, TokenCounter,
                                                   pack_context, refs_in, token_counter)
 from kgloom.query.routing import route_by_rules, route_question
-from kgloom.query.search import SearchConfig, Searcher
-from kgloom.query.structured_search.base import answer_schema
+from kgloom.query.searcher import SearchConfig, Searcher
+from kgloom.query.structured_search.search_base import answer_schema
 from kgloom.query.structured_search.global_search import search as gs
 
 
@@ -504,7 +504,7 @@ def test_invented_inline_citations_are_removed_and_counted(search_index, tmp_pat
 
 
 def test_check_answer_keeps_what_the_context_holds():
-    from kgloom.query.structured_search.base import check_answer
+    from kgloom.query.structured_search.search_base import check_answer
 
     ctx = "[C1] Scrooge and Marley: the old firm\n[T2] (from A Christmas Carol) [Illustration]"
     got = check_answer('See the report "Scrooge and Marley" [C1; T2] and [Illustration].',
@@ -536,7 +536,7 @@ def test_a_looping_answer_is_cut_and_flagged(search_index, tmp_path, embedder):
 def test_answers_of_the_demo_or_fake_model_say_so(searcher, search_index, tmp_path, embedder):
     from kgloom.llm import SMOLLM2_SHA256
     from kgloom.query.render import render_search
-    from kgloom.query.structured_search.base import (DEMO_MODEL_NOTICE, FAKE_MODEL_NOTICE,
+    from kgloom.query.structured_search.search_base import (DEMO_MODEL_NOTICE, FAKE_MODEL_NOTICE,
                                                      model_notice)
 
     res = searcher.search("Who is Tiny Tim's father?", mode="local")  # the fake model

@@ -61,7 +61,7 @@ def doctor(work: Path = WORK, results: Path = RESULTS) -> None:
             line(mod, True, getattr(m, "__version__", "?"))
         except ImportError as exc:
             line(mod, False, str(exc))
-    from kgloom.query.multihop import supports_using_key
+    from kgloom.query.graph_bfs import supports_using_key
 
     line("duckdb USING KEY", supports_using_key(), "recursive CTE of the files handle's BFS")
     load = machine_load()

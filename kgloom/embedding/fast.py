@@ -13,7 +13,6 @@ polars here.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -201,15 +200,3 @@ class FastEmbedder(WindowedEmbedder):
         return out
 
 
-def query_embedder(model_path: str | Path | None = None) -> WindowedEmbedder:
-    """The embedder a query process should load for ``model_path`` (None: the bundled
-    all-MiniLM-L6-v2): :class:`FastEmbedder` when the folder is of its kind (same
-    vectors, no torch import), else the sentence-transformers
-    :class:`~kgloom.embedding.sentence_embedder.Embedder`. ``KGLOOM_TORCH_EMBEDDER=1`` forces the
-    latter."""
-    path = str(model_path or default_embedder_path())
-    if os.environ.get("KGLOOM_TORCH_EMBEDDER") != "1" and fast_path_reason(path) is None:
-        return FastEmbedder(path)
-    from kgloom.embedding.sentence_embedder import Embedder
-
-    return Embedder(path)

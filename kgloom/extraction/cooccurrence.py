@@ -45,10 +45,8 @@ import regex
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.extract import (NOT_AN_ENTITY, ExtractionResult,
-                                       _unit_cues, first_sentence_with,
-                                       record_titles, sentences,
-                                       unit_candidates, vote_types)
+from kgloom.extraction.evidence import NOT_AN_ENTITY, first_sentence_with, sentences
+from kgloom.extraction.extract import ExtractionResult, _unit_cues, record_titles, unit_candidates, vote_types
 from kgloom.names.candidates import word_counts
 from kgloom.extraction.records import record_edge_mentions
 from kgloom.storage import failures_frame

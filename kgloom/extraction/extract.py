@@ -33,6 +33,9 @@ import polars as pl
 
 from kgloom import layout, schemas
 from kgloom.config import IndexSettings
+from kgloom.extraction.evidence import (EXTRACTED_STRENGTH, NOT_AN_ENTITY, first_sentence_with,
+                                        record_title, sentences)
+from kgloom.extraction.records import record_edge_mentions
 from kgloom.extraction.type_cues import type_cue
 from kgloom.llm import (CachedLLM, PromptTemplate, prompt_room, reply_token_bound,
                         structured_call)
@@ -43,12 +46,6 @@ from kgloom.storage import failures_frame
 
 STAGE = layout.EXTRACTION
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
-NOT_AN_ENTITY = "OTHER"
-EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
-
-# a sentence ends at . ! ? (and closing quotes) before a space, except after an honorific
-_SENTENCE_END = re.compile(
-    r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]['\"’”]*\s|[。！？]")
 
 
 def extraction_schema(names: list[str], settings: IndexSettings,
@@ -161,18 +158,6 @@ def gleaning_schema(names: list[str], settings: IndexSettings) -> dict:
             "required": ["relationships"], "additionalProperties": False}
 
 
-def sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences, whitespace collapsed.
-
-    Sentences end at ``.``, ``!`` or ``?`` (plus closing quotes) before a space, but not
-    after an honorific (``Mr.``, ``Mrs.``, ``St.`` ...); the ``_italics_`` marks of
-    Project Gutenberg texts are dropped.
-    """
-    flat = " ".join(text.replace("_", "").split())
-    bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(flat)] + [len(flat)]
-    return [flat[a:b].strip() for a, b in zip(bounds, bounds[1:]) if flat[a:b].strip()]
-
-
 GAP = "…"  # stands for the sentences :func:`named_sentences` leaves out
 
 
@@ -200,17 +185,6 @@ def named_sentences(text: str, names: list[str]) -> str:
         elif kept_any and parts[-1] != GAP:
             parts.append(GAP)
     return " ".join(parts) if kept_any else text
-
-
-def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
-    """Return the first of :func:`sentences` of ``text`` that mentions ``name`` (exactly,
-    else after Unicode and case normalization), cut to ``max_chars``; "" when none does.
-    """
-    found = sentences(text)
-    hit = next((x for x in found if name in x), None) or next(
-        (x for x in found if is_grounded(name, x)), "")
-    return hit[:max_chars]
-
 
 
 @dataclass
@@ -369,15 +343,6 @@ def open_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
             seen.add(name)
             out.append(Candidate(name, flat.find(name), flat.count(name), "open"))
     return out, None
-
-
-def record_title(title: str | None) -> str | None:
-    """A record's title as a name: without a trailing parenthesis ("Theodred II (Bishop
-    of Elmham)" -> "Theodred II"), None when empty or too long."""
-    if not title:
-        return None
-    name = " ".join(re.sub(r"\s*\([^()]*\)\s*$", "", title).split())
-    return name if 0 < len(name) <= MAX_NAME_CHARS else None
 
 
 def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
@@ -588,7 +553,6 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         status.append({"text_unit_id": row["id"], "entities": len(e), "relationships": len(r),
                        "status": "failed" if failed else "no_names" if no_names
                        else "extracted"})
-    from kgloom.extraction.records import record_edge_mentions  # it imports this module
 
     more_ents, more_rels = record_edge_mentions(documents, text_units, settings, counts)
     ents += more_ents

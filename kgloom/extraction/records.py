@@ -9,7 +9,7 @@ record_edges=authors:AUTHORED_BY:PERSON,tags:TAGGED``). For each record (documen
 an entity (type ``TYPE`` when given and one of ``entity_types``, else its cue,
 :func:`kgloom.extraction.type_cues.type_cue`, else ``OTHER``), joined to the record's title
 entity by a relationship (``kind = extracted``, strength
-:data:`kgloom.extraction.extract.EXTRACTED_STRENGTH`: the record states it) whose
+:data:`kgloom.extraction.evidence.EXTRACTED_STRENGTH`: the record states it) whose
 description is ``"<title> RELATION <value>"``. The mentions belong to the record's first
 text unit, so provenance, deletion and incremental runs treat them as any other mention.
 """
@@ -22,8 +22,7 @@ from collections import Counter
 import polars as pl
 
 from kgloom.config import IndexSettings, parse_record_edges
-from kgloom.extraction.extract import (EXTRACTED_STRENGTH, NOT_AN_ENTITY, first_sentence_with,
-                                       record_title)
+from kgloom.extraction.evidence import EXTRACTED_STRENGTH, NOT_AN_ENTITY, first_sentence_with, record_title
 from kgloom.extraction.type_cues import type_cue
 from kgloom.names.candidates import MAX_NAME_CHARS
 

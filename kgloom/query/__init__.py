@@ -1,7 +1,7 @@
 """The query side: retrieval and search over a published index's files (no server, no
 Dagster), laid out as GraphRAG's query package is.
 
-- ``index.py``: :class:`~kgloom.query.index.QueryIndex`, the read-only handle on one
+- ``index.py``: :class:`~kgloom.query.query_index.QueryIndex`, the read-only handle on one
   published build (text units, vectors, mentions, the entity graph, search's tables),
   opened once and shared by retrieval and search.
 - ``modes.py``: the one registry of modes and of the options each reads.

@@ -3,7 +3,7 @@
 Imports nothing beyond the standard library, so ``kgloom query`` checks a mode and its
 options before it loads numpy, polars, LanceDB or a model (a bad ``--mode`` used to be
 reported after ~35 s of loading). :mod:`kgloom.query.retrieval` (one module per name of
-:data:`RETRIEVAL_MODES`) and :mod:`kgloom.query.search` take their mode lists from here.
+:data:`RETRIEVAL_MODES`) and :mod:`kgloom.query.searcher` take their mode lists from here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 # Retrieval: ranked text units, no model call (kgloom/query/retrieval/<mode>.py).
 RETRIEVAL_MODES: tuple[str, ...] = ("bridge", "vector", "one_hop", "multihop", "fused", "ppr",
                                     "hybrid", "two_step")
-# Search: an answer from the model over a cited context (kgloom.query.search.Searcher;
+# Search: an answer from the model over a cited context (kgloom.query.searcher.Searcher;
 # the methods in kgloom/query/structured_search/).
 SEARCH_MODES: tuple[str, ...] = ("auto", "local", "global", "direct")
 MODES: tuple[str, ...] = RETRIEVAL_MODES + SEARCH_MODES

@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 if TYPE_CHECKING:  # a retrieval-only CLI run does not import the search code
     from kgloom.query.retrieval.result import RetrievalResult
-    from kgloom.query.search import SearchResult
+    from kgloom.query.searcher import SearchResult
 
 FIRST_WORDS = 12
 ID_CHARS = 12  # of a text unit id (sha256 hex) in the table: 48 bits, distinct in practice

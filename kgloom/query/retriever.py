@@ -1,4 +1,4 @@
-"""The retrieval facade: :class:`Retriever` opens a :class:`~kgloom.query.index.QueryIndex`
+"""The retrieval facade: :class:`Retriever` opens a :class:`~kgloom.query.query_index.QueryIndex`
 (or takes an open one) and dispatches each call to its mode's module in
 :mod:`kgloom.query.retrieval`; it holds no logic of its own.
 
@@ -17,13 +17,13 @@ import numpy as np
 # the errors a Retriever raises, for its callers (__all__)
 from kgloom.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
 from kgloom.embedding.sentence_embedder import Embedder
-from kgloom.query.index import EmbedderMismatchError, QueryIndex
+from kgloom.query.query_index import EmbedderMismatchError, QueryIndex
 from kgloom.query.linking import LinkedEntity
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.query.retrieval import (bridge, fused, hybrid, multihop, one_hop, ppr, retrieve,
                                     two_step, vector)
-from kgloom.query.retrieval.base import RetrievalSettings, link_question
-from kgloom.query.retrieval.config import (DEFAULT_DAMPING, DEFAULT_DEPTH, DEFAULT_LAMBDA,
+from kgloom.query.retrieval.steps import RetrievalSettings, link_question
+from kgloom.query.retrieval.retrieval_config import (DEFAULT_DAMPING, DEFAULT_DEPTH, DEFAULT_LAMBDA,
                                            DEFAULT_OVERSAMPLE, DEFAULT_TOP_K, RetrievalConfig)
 from kgloom.query.retrieval.result import RetrievalResult
 
@@ -41,7 +41,7 @@ class Retriever:
 
     Args:
         output_dir: the folder ``kgloom index`` wrote, or an open
-            :class:`~kgloom.query.index.QueryIndex` (shared, e.g. with a Searcher).
+            :class:`~kgloom.query.query_index.QueryIndex` (shared, e.g. with a Searcher).
         embedder: the index's embedder (see :meth:`QueryIndex.open`); unused with an
             open index.
         graph_backend: ``duckdb`` or ``memory`` (see :class:`RetrievalSettings`).
@@ -99,7 +99,7 @@ class Retriever:
         return retrieve(self.index, question, mode, top_k, self.settings, **params)
 
     def link(self, question: str, qv: np.ndarray | None = None) -> list[LinkedEntity]:
-        """The question's entities (:func:`kgloom.query.retrieval.base.link_question`)."""
+        """The question's entities (:func:`kgloom.query.retrieval.steps.link_question`)."""
         return link_question(self.index, self.config, question, qv)
 
     # one method per mode, each the mode's ``retrieve``

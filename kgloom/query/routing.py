@@ -2,7 +2,7 @@
 multi-hop) or global (thematic, corpus-wide).
 
 Rules first, on the question's words and its linked entities
-(:func:`kgloom.query.retrieval.base.link_question`); a question no rule settles goes to
+(:func:`kgloom.query.retrieval.steps.link_question`); a question no rule settles goes to
 one grammar-bounded classifier call (the reply is an enum of the three routes and a short
 reason). The split follows the routing advice of
 "RAG vs. GraphRAG: A Systematic Evaluation" (Han et al., arXiv 2502.11371): fact lookups

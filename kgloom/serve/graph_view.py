@@ -2,7 +2,7 @@
 communities, neighbourhoods, the community hierarchy with reports, entity name search and
 text units (``kgloom serve``). Read-only after it is built; no Dagster.
 
-Built from what a :class:`kgloom.query.index.QueryIndex` already holds (text units, its
+Built from what a :class:`kgloom.query.query_index.QueryIndex` already holds (text units, its
 search tables: entities, relationships, communities of each entity, and the entity
 graph's adjacency), plus the build's
 ``graph-nodes``, ``communities`` and ``community_reports`` tables. Every answer is a
@@ -15,7 +15,7 @@ from typing import Any
 
 from kgloom import schemas
 from kgloom.query import algorithms as alg
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 
 
 class UnknownItemError(KeyError):

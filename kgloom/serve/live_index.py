@@ -2,9 +2,9 @@
 when ``kgloom index`` publishes another (``kgloom serve``; docs/serve.md). No Dagster.
 
 An :class:`IndexHandle` holds everything one published build needs in memory, opened
-once: one :class:`kgloom.query.index.QueryIndex` shared by a
+once: one :class:`kgloom.query.query_index.QueryIndex` shared by a
 :class:`kgloom.query.retriever.Retriever` for the retrieval modes, a
-:class:`kgloom.query.search.Searcher` for search, and a
+:class:`kgloom.query.searcher.Searcher` for search, and a
 :class:`kgloom.serve.graph_view.GraphView` for the graph endpoints. The index is
 read-only once loaded; a Retriever or Searcher serves one call at a time (its settings
 may be swapped for one call), so each has a lock; the graph view needs none.
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgloom.builds import MARKER_FILE, OPEN_RETRIES, IndexChangedError, IndexInconsistentError
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.retriever import IndexFilesMissingError, Retriever
-from kgloom.query.search import SearchConfig, Searcher
+from kgloom.query.searcher import SearchConfig, Searcher
 from kgloom.serve.graph_view import GraphView
 
 logger = logging.getLogger(__name__)

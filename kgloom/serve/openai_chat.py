@@ -2,7 +2,7 @@
 the answer with its sources, and the server-sent events of a streamed answer. Pure
 functions over dicts; no Dagster, no web framework.
 
-The chat endpoint answers the last user message with :meth:`kgloom.query.search.Searcher.search`
+The chat endpoint answers the last user message with :meth:`kgloom.query.searcher.Searcher.search`
 (earlier turns are not read: a search answers one question from the index). The model a
 client picks chooses the search (:data:`CHAT_MODELS`). The reply's text is the answer
 followed by its sources (``[T3] a-christmas-carol: "Marley was dead ..."``), so any chat
@@ -105,7 +105,7 @@ def answer_text(result: dict[str, Any]) -> str:
     with one line per cited source, then the model notice when there is one.
 
     Args:
-        result: :meth:`kgloom.query.search.SearchResult.to_dict`.
+        result: :meth:`kgloom.query.searcher.SearchResult.to_dict`.
     """
     answer = result.get("answer")
     if answer is None:

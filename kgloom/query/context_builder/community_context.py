@@ -23,7 +23,7 @@ twice; a community with no report (a failed or deleted one) is walked through to
 children and listed in ``missing``. Rating replies that fail twice become failure rows
 (GraphRAG's failures schema), never exceptions: the reports of a failed rating batch
 count as not relevant. The map and reduce steps are
-:mod:`kgloom.query.structured_search.global_search.search`.
+:mod:`kgloom.query.structured_search.global_search`.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from kgloom.query.context_builder.context import (Context, ContextItem, Section,
                                                   pack_context, verbalize_entity,
                                                   verbalize_relationship, verbalize_report,
                                                   verbalize_text_unit)
-from kgloom.query.context_builder.tables import SearchTables
-from kgloom.query.index import QueryIndex
+from kgloom.query.context_builder.search_tables import SearchTables
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalResult, RetrievalSettings, retrieve
 from kgloom.query.retrieval import vector as vector_mode
 
@@ -66,7 +66,7 @@ class LocalContextBuilder:
     """Builds local search contexts over one index (module doc).
 
     Attributes:
-        index: the index (its :attr:`~kgloom.query.index.QueryIndex.tables` loaded).
+        index: the index (its :attr:`~kgloom.query.query_index.QueryIndex.tables` loaded).
         counter: the token counter of the budget.
         settings: the retrieval settings of the text units' retrieval.
         retrieval_mode: the retrieval mode that ranks the text units.

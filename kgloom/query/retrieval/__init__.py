@@ -4,12 +4,12 @@ Every mode of :data:`kgloom.query.modes.RETRIEVAL_MODES` is a module here with
 
     retrieve(index, question, top_k, settings, **options) -> RetrievalResult
 
-over a :class:`kgloom.query.index.QueryIndex`, with :class:`RetrievalSettings` (the
+over a :class:`kgloom.query.query_index.QueryIndex`, with :class:`RetrievalSettings` (the
 scoring knobs :class:`RetrievalConfig`, the graph backend, BFS threads) and the mode's
 own keyword options (``depth``, ``lam``, ``oversample``, ``damping``: see
 :data:`kgloom.query.modes.OPTION_MODES`). The steps they share (vector search, linking,
 BFS, graph ranking, the top-up with vector hits, the result frames) are
-:mod:`kgloom.query.retrieval.base`.
+:mod:`kgloom.query.retrieval.steps`.
 
 - ``vector``: ANN over the LanceDB ``text_units`` table; the baseline.
 - ``one_hop``: vector hits expanded through the text units' own graph columns.
@@ -29,10 +29,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.modes import RETRIEVAL_MODES, check_mode
-from kgloom.query.retrieval.base import RetrievalSettings
-from kgloom.query.retrieval.config import DEFAULT_TOP_K, RetrievalConfig
+from kgloom.query.retrieval.steps import RetrievalSettings
+from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K, RetrievalConfig
 from kgloom.query.retrieval.result import RetrievalResult
 
 __all__ = ["RetrievalConfig", "RetrievalResult", "RetrievalSettings", "retrieve"]

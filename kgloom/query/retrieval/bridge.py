@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.linking import LinkedEntity
-from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
-from kgloom.query.retrieval.config import DEFAULT_TOP_K
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
+from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
 
 
@@ -27,7 +27,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     ``sim(q, h) x max(0, cos(q, e)) ** config.bridge_relevance_power x affinity(u, e)``
     (affinity: cosine of the entity's vector, "title: description", and the unit's
     vector, clipped at 0 — how much ``u`` is about ``e``). The question's linked
-    entities (:func:`kgloom.query.retrieval.base.link_question`) count as named by a
+    entities (:func:`kgloom.query.retrieval.steps.link_question`) count as named by a
     hit of similarity ``config.bridge_link_weight``, so the units about the entities a
     question names come in too. A unit keeps its best score. The ranking is the
     ``config.bridge_keep`` nearest units, then bridged units by score, then further
@@ -126,7 +126,7 @@ def named_units(index: QueryIndex, links: list[LinkedEntity], order: list[int], 
     an alias), in question order, at most ``room`` of them: for each whose own
     text units (``kg_node_ids``) are not among ``order``, its best unit: the one
     naming most of the other named entities, then the most about it (the
-    entity-unit affinity of :class:`kgloom.query.index.EntityGraph`), then nearest to
+    entity-unit affinity of :class:`kgloom.query.query_index.EntityGraph`), then nearest to
     the question. A unit of ``order`` that names one is held too, so it is not replaced.
 
     Returns:

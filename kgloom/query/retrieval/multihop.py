@@ -4,9 +4,9 @@ units ranked by hop depth, edge weight and similarity."""
 
 from __future__ import annotations
 
-from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings
-from kgloom.query.retrieval.config import DEFAULT_DEPTH, DEFAULT_TOP_K
+from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings
+from kgloom.query.retrieval.retrieval_config import DEFAULT_DEPTH, DEFAULT_TOP_K
 from kgloom.query.retrieval.result import RetrievalResult
 
 NO_LINK = "no entity of the question was found in the index"
@@ -23,7 +23,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     Raises:
         ValueError: an empty question, top_k <= 0 or depth < 0.
         IndexFilesMissingError / IndexInconsistentError: the graph files (see
-            :class:`kgloom.query.index.QueryIndex`).
+            :class:`kgloom.query.query_index.QueryIndex`).
     """
     call = Call.begin(index, settings, question, top_k, depth)
     links, seeds, score = call.linked_seeds()

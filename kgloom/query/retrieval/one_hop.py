@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
-from kgloom.query.retrieval.config import DEFAULT_TOP_K
+from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
+from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
 from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, RELATIONSHIP_RESULT_SCHEMA,
                                            RetrievalResult)
 

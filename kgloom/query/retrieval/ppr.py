@@ -9,10 +9,10 @@ import numpy as np
 import polars as pl
 
 from kgloom.query import algorithms as alg
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.linking import LinkedEntity
-from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings
-from kgloom.query.retrieval.config import DEFAULT_DAMPING, DEFAULT_TOP_K
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings
+from kgloom.query.retrieval.retrieval_config import DEFAULT_DAMPING, DEFAULT_TOP_K
 from kgloom.query.retrieval.multihop import NO_LINK
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
 

@@ -12,9 +12,9 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.query import algorithms as alg
-from kgloom.query.index import QueryIndex
-from kgloom.query.retrieval.base import DEFAULT_SETTINGS, Call, RetrievalSettings, check_query_args
-from kgloom.query.retrieval.config import DEFAULT_DEPTH, DEFAULT_TOP_K
+from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_query_args
+from kgloom.query.retrieval.retrieval_config import DEFAULT_DEPTH, DEFAULT_TOP_K
 from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, UNIT_RESULT_SCHEMA,
                                            RetrievalResult)
 

@@ -24,7 +24,7 @@ from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, Completion, PromptTemplate, S
 from kgloom.query.context_builder.community_context import DEFAULT_THRESHOLD, ReportBatch
 from kgloom.query.context_builder.context import (LOCAL_SHARES, Context, TokenCounter, refs_in,
                                                   token_counter)
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 
 QUERY_CACHE_FILE = "query_cache.sqlite"
 SEARCH_STAGES = ("search_route", "search_rate", "search_map", "search_answer")

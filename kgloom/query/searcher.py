@@ -1,15 +1,15 @@
 """Search over a kgloom index: local, global (static or dynamic), direct, and routed
 (auto), with answers from the local model that cite the context they were given.
 
-:class:`Searcher` opens an output folder once (a :class:`kgloom.query.index.QueryIndex`:
+:class:`Searcher` opens an output folder once (a :class:`kgloom.query.query_index.QueryIndex`:
 text units, entity linking, the entity graph, and the entity, relationship, community
 and report tables) and the model lazily, Dagster-free (:func:`kgloom.llm.open_llm`).
 Each :meth:`Searcher.search` routes the question and runs one search method of
 :mod:`kgloom.query.structured_search`:
 
-- **direct**: :class:`~kgloom.query.structured_search.basic_search.search.BasicSearch`.
-- **local**: :class:`~kgloom.query.structured_search.local_search.search.LocalSearch`.
-- **global**: :class:`~kgloom.query.structured_search.global_search.search.GlobalSearch`;
+- **direct**: :class:`~kgloom.query.structured_search.basic_search.BasicSearch`.
+- **local**: :class:`~kgloom.query.structured_search.local_search.LocalSearch`.
+- **global**: :class:`~kgloom.query.structured_search.global_search.GlobalSearch`;
   with no community report it says so in ``info["fallback"]`` and runs local search.
 - **auto**: :mod:`kgloom.query.routing` picks one.
 
@@ -34,17 +34,17 @@ from kgloom.llm import CachedLLM
 from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query.context_builder.community_context import Progress
 from kgloom.query.context_builder.context import TokenCounter, check_budget
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.modes import SEARCH_MODES, check_mode  # the one registry of modes
 from kgloom.query.retrieval import RetrievalSettings
-from kgloom.query.retrieval.base import link_question
-from kgloom.query.retrieval.config import RetrievalConfig
+from kgloom.query.retrieval.steps import link_question
+from kgloom.query.retrieval.retrieval_config import RetrievalConfig
 from kgloom.query.routing import Route, route_question
-from kgloom.query.structured_search.base import (QUERY_CACHE_FILE, CallLog, SearchConfig,
+from kgloom.query.structured_search.search_base import (QUERY_CACHE_FILE, CallLog, SearchConfig,
                                                  SearchModel, SearchResult, model_notice)
-from kgloom.query.structured_search.basic_search.search import BasicSearch
-from kgloom.query.structured_search.global_search.search import GlobalSearch
-from kgloom.query.structured_search.local_search.search import LocalSearch
+from kgloom.query.structured_search.basic_search import BasicSearch
+from kgloom.query.structured_search.global_search import GlobalSearch
+from kgloom.query.structured_search.local_search import LocalSearch
 
 __all__ = ["SEARCH_MODES", "SearchConfig", "SearchResult", "Searcher"]
 
@@ -138,7 +138,7 @@ class Searcher:
                 that does not fit the model's window with its prompt.
             IndexFilesMissingError: local, global or auto search on an index missing a
                 table it needs (entities, relationships, communities, community reports;
-                see :func:`kgloom.query.context_builder.tables.missing_tables`), naming
+                see :func:`kgloom.query.context_builder.search_tables.missing_tables`), naming
                 each file.
 
         The result's ``info["build_id"]`` names the published build it was read from.
@@ -202,7 +202,7 @@ class Searcher:
 
     def link_titles(self, question: str) -> list[str]:
         """The titles of the question's linked entities
-        (:func:`kgloom.query.retrieval.base.link_question`); [] for an index without an
+        (:func:`kgloom.query.retrieval.steps.link_question`); [] for an index without an
         entity graph."""
         try:
             return [x.title for x in link_question(self.index, self.settings.config,

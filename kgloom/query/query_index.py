@@ -33,7 +33,7 @@ from kgloom import schemas
 from kgloom.builds import OPEN_RETRIES, Build, IndexChangedError, IndexFilesMissingError, \
     IndexInconsistentError
 from kgloom.embedding.windows import WindowedEmbedder
-from kgloom.embedding.fast import query_embedder
+from kgloom.embedding import query_embedder
 from kgloom.embedding.store import EMBEDDER_MANIFEST, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, ExternalVectors, VECTOR_TABLES, flat_snapshot_path, read_flat_snapshot, search_vectors, vector_index_type
 from kgloom.layout import LANCEDB_DIR
 from kgloom.embedding.sentence_embedder import Embedder
@@ -172,7 +172,7 @@ class QueryIndex:
             embedder: an :class:`kgloom.embedding.sentence_embedder.Embedder` (or any
                 :class:`~kgloom.embedding.windows.WindowedEmbedder`), a model folder,
                 or None for ``KGLOOM_EMBEDDER_PATH`` / the bundled all-MiniLM-L6-v2 (a
-                folder is loaded by :func:`kgloom.embedding.fast.query_embedder`:
+                folder is loaded by :func:`kgloom.embedding.query_embedder`:
                 numpy when it can, no torch). It must be the embedder that built the
                 index. An imported graph (embedder manifest key ``external``) opens with
                 no text embedder when none is given: it is queried by vector only.
@@ -255,14 +255,14 @@ class QueryIndex:
     @property
     def tables(self) -> Any:
         """The tables search reads besides the text units
-        (:class:`kgloom.query.context_builder.tables.SearchTables`), loaded on first use.
+        (:class:`kgloom.query.context_builder.search_tables.SearchTables`), loaded on first use.
 
         Raises:
             IndexChangedError: this build was pruned meanwhile.
         """
         tables = self._lazy.get("search_tables")
         if tables is None:
-            from kgloom.query.context_builder.tables import SearchTables
+            from kgloom.query.context_builder.search_tables import SearchTables
 
             with self._lock:
                 tables = self._lazy.get("search_tables")

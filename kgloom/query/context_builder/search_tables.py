@@ -1,5 +1,5 @@
 """The tables search reads besides the text units: entities, relationships, communities
-and their reports, loaded once per index (:attr:`kgloom.query.index.QueryIndex.tables`)."""
+and their reports, loaded once per index (:attr:`kgloom.query.query_index.QueryIndex.tables`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kgloom.builds import Build
 from kgloom.query.context_builder.community_context import CommunityTree
 
 if TYPE_CHECKING:
-    from kgloom.query.index import QueryIndex
+    from kgloom.query.query_index import QueryIndex
 
 # The tables local and global search read besides the text units.
 SEARCH_TABLES = (schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.COMMUNITIES,

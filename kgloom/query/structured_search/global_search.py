@@ -34,8 +34,8 @@ from kgloom.query.context_builder.community_context import (BatchRater, Communit
 from kgloom.query.context_builder.context import (Context, ContextItem, Section, TokenCounter,
                                                   pack_context, refs_in, verbalize_report)
 from kgloom.query.context_builder.local_context import context_sources
-from kgloom.query.index import QueryIndex
-from kgloom.query.structured_search.base import (BaseSearch, CallLog, SearchConfig,
+from kgloom.query.query_index import QueryIndex
+from kgloom.query.structured_search.search_base import (BaseSearch, CallLog, SearchConfig,
                                                  SearchModel, SearchResult)
 
 POINT_SCALE = 10

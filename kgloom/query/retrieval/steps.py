@@ -15,10 +15,10 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.query import algorithms as alg
-from kgloom.query.index import QueryIndex
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.linking import LinkedEntity, linked_frame
 from kgloom.query.modes import GRAPH_BACKENDS, one_of
-from kgloom.query.retrieval.config import RetrievalConfig
+from kgloom.query.retrieval.retrieval_config import RetrievalConfig
 from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, RELATIONSHIP_RESULT_SCHEMA,
                                            UNIT_RESULT_SCHEMA, RetrievalResult)
 
@@ -219,7 +219,7 @@ class Call:
             levels.append(np.setdiff1d(first_hop, levels[0]))
         if depth < len(levels):  # nothing beyond what is in hand: no edge to read
             return alg.attribute_levels(adj, levels[:depth + 1], seeds)
-        from kgloom.query.multihop import bfs_keys
+        from kgloom.query.graph_bfs import bfs_keys
 
         build = self.index.build
         try:  # over this build's graph-edges.parquet

@@ -1,0 +1,49 @@
+"""What every extraction path (the LLM's, ``method=fast``'s co-occurrence, the records'
+edges) shares about a text unit's text: its sentences, the first sentence naming an
+entity (a mention's description), a record's title as a name, the type of a span that is
+not an entity and the weight of one extracted relationship mention. No LLM here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kgloom.names.candidates import MAX_NAME_CHARS, is_grounded
+
+NOT_AN_ENTITY = "OTHER"
+EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
+
+# a sentence ends at . ! ? (and closing quotes) before a space, except after an honorific
+_SENTENCE_END = re.compile(
+    r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]['\"’”]*\s|[。！？]")
+
+
+def sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences, whitespace collapsed.
+
+    Sentences end at ``.``, ``!`` or ``?`` (plus closing quotes) before a space, but not
+    after an honorific (``Mr.``, ``Mrs.``, ``St.`` ...); the ``_italics_`` marks of
+    Project Gutenberg texts are dropped.
+    """
+    flat = " ".join(text.replace("_", "").split())
+    bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(flat)] + [len(flat)]
+    return [flat[a:b].strip() for a, b in zip(bounds, bounds[1:]) if flat[a:b].strip()]
+
+
+def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
+    """Return the first of :func:`sentences` of ``text`` that mentions ``name`` (exactly,
+    else after Unicode and case normalization), cut to ``max_chars``; "" when none does.
+    """
+    found = sentences(text)
+    hit = next((x for x in found if name in x), None) or next(
+        (x for x in found if is_grounded(name, x)), "")
+    return hit[:max_chars]
+
+
+def record_title(title: str | None) -> str | None:
+    """A record's title as a name: without a trailing parenthesis ("Theodred II (Bishop
+    of Elmham)" -> "Theodred II"), None when empty or too long."""
+    if not title:
+        return None
+    name = " ".join(re.sub(r"\s*\([^()]*\)\s*$", "", title).split())
+    return name if 0 < len(name) <= MAX_NAME_CHARS else None

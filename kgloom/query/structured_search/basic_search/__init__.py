@@ -1,1 +1,0 @@
-"""Basic search (the ``direct`` mode): plain vector RAG."""

@@ -1,1 +1,0 @@
-"""Global search: map-reduce over the community reports of a selection."""

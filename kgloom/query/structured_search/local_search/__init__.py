@@ -1,1 +1,0 @@
-"""Local search: answers from the local context of the question's entities."""
