@@ -26,7 +26,7 @@ from kgloom.query.context_builder.context import (ContextItem, Section, TokenCou
 from kgloom.query.routing import route_by_rules, route_question
 from kgloom.query.searcher import SearchConfig, Searcher
 from kgloom.query.structured_search.search_base import answer_schema
-from kgloom.query.structured_search.global_search import search as gs
+from kgloom.query.structured_search import global_search as gs
 
 
 # --- helpers ---------------------------------------------------------------------------------
