@@ -117,7 +117,8 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource):
     ents = read_table(index.out, schemas.ENTITIES)
     rels = read_table(index.out, schemas.RELATIONSHIPS)
     comms, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed,
-                                       period=dt.date.today().isoformat())
+                                       period=dt.date.today().isoformat(),
+                                       backend=s.community_backend)
     write_table(comms, index.out, schemas.COMMUNITIES)
     write_stage_stats(index.out, "communities", clock.elapsed, **stats)
     sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))
