@@ -183,10 +183,11 @@ class IndexSettings(BaseModel):
     @classmethod
     def _upper_types(cls, value: typing.Sequence[str]) -> typing.Sequence[str]:
         # the schema's enum and the prompts use upper-case types, whatever the input
-        return type(value)(t.upper() for t in value)  # a list stays a list (Dagster config)
+        upper = [t.upper() for t in value]
+        return upper if isinstance(value, list) else tuple(upper)  # lists: Dagster config
 
     @model_validator(mode="after")
-    def _check(self) -> "IndexSettings":
+    def _check(self) -> IndexSettings:
         """Refuse out-of-range or contradictory values before any work.
 
         Raises:

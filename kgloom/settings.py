@@ -33,7 +33,12 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgloom.config import IndexSettings, load_settings_file, split_list, validation_message
+from kgloom.config import (
+    IndexSettings,
+    load_settings_file,
+    split_list,
+    validation_message,
+)
 
 if typing.TYPE_CHECKING:
     from kgloom.llm import CachedLLM
@@ -54,8 +59,8 @@ class _Section(BaseModel):
 class PathsSettings(_Section):
     """Where the index reads and writes (env ``KGLOOM_INPUT_DIR`` / ``KGLOOM_OUTPUT_DIR``)."""
 
-    input_dir: str = Field("data/input", description="folder of documents")
-    output_dir: str = Field("data/output", description="where the index is written")
+    input_dir: str = Field(default="data/input", description="folder of documents")
+    output_dir: str = Field(default="data/output", description="where the index is written")
 
 
 class LLMSettings(_Section):
@@ -119,7 +124,7 @@ class LLMSettings(_Section):
 
         return [] if self.fake else parse_urls(self.urls)
 
-    def open_cached(self, cache_path: str | Path, log: Any = None) -> "CachedLLM":
+    def open_cached(self, cache_path: str | Path, log: Any = None) -> CachedLLM:
         """The model these settings name, behind the cache file ``cache_path``: the servers
         (``urls``), else the fake model, else the GGUF in-process (loaded here, about 1 s
         for the bundled one). ``log`` (e.g. a Dagster ``context.log``) receives the
@@ -174,12 +179,12 @@ class RetrievalSettings(_Section):
     ``kgloom.query.retriever.RetrievalConfig`` (same names and defaults; its docstring
     says what each does; defaults chosen by bench/eval_qa.py on 2WikiMultihopQA)."""
 
-    top_k: int = Field(5, description="text units returned")
-    depth: int = Field(1, description="BFS hops (multihop, fused, two_step)")
-    lam: float = Field(1.0, description="fused: neighbourhood-overlap penalty")
-    oversample: int = Field(5, description="fused: entity candidates per seed")
-    damping: float = Field(0.5, description="ppr / hybrid: probability of following an edge")
-    graph_backend: str = Field("duckdb", description="duckdb | memory")
+    top_k: int = Field(default=5, description="text units returned")
+    depth: int = Field(default=1, description="BFS hops (multihop, fused, two_step)")
+    lam: float = Field(default=1.0, description="fused: neighbourhood-overlap penalty")
+    oversample: int = Field(default=5, description="fused: entity candidates per seed")
+    damping: float = Field(default=0.5, description="ppr / hybrid: probability of following an edge")
+    graph_backend: str = Field(default="duckdb", description="duckdb | memory")
     hop_decay: float = 0.25
     similarity_weight: float = 0.5
     one_hop_weight: float = 0.5

@@ -22,9 +22,10 @@ class IndexSettingsConfig(dg.Config, IndexSettings):
     edits every field): the same fields, defaults and checks, with the tuple fields held
     as lists, the form Dagster config takes."""
 
-    record_edges: list[str] = []
-    entity_types: list[str] = list(IndexSettings().entity_types)
-    resolution_methods: list[str] = list(IndexSettings().resolution_methods)
+    # pydantic copies field defaults (RUF012); lists on purpose, in place of the tuples
+    record_edges: list[str] = []  # noqa: RUF012  # pyright: ignore[reportIncompatibleVariableOverride]
+    entity_types: list[str] = list(IndexSettings().entity_types)  # noqa: RUF012  # pyright: ignore[reportIncompatibleVariableOverride]
+    resolution_methods: list[str] = list(IndexSettings().resolution_methods)  # noqa: RUF012  # pyright: ignore[reportIncompatibleVariableOverride]
 
 
 class IndexConfigResource(dg.ConfigurableResource):
@@ -49,7 +50,7 @@ class IndexConfigResource(dg.ConfigurableResource):
 
     @contextlib.contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext
-                            ) -> Iterator["IndexConfigResource"]:
+                            ) -> Iterator[IndexConfigResource]:
         """Hold the output folder's writer lock while the run uses this resource.
 
         Raises:

@@ -7,11 +7,17 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.llm import CACHE_FILE, SMOLLM2_SHA256, CachedLLM, default_gguf_path, verify_model_file
+from kgloom.llm import (
+    CACHE_FILE,
+    SMOLLM2_SHA256,
+    CachedLLM,
+    default_gguf_path,
+    verify_model_file,
+)
 from kgloom.llm.http import common_model
 from kgloom.settings import LLMSettings
 
-__all__ = ["CACHE_FILE", "LLMResource", "NO_MODEL"]
+__all__ = ["CACHE_FILE", "NO_MODEL", "LLMResource"]
 
 NO_MODEL = "no-model"  # the model identity of an index built with method=fast
 

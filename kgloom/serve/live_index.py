@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgloom.builds import MARKER_FILE, OPEN_RETRIES, IndexChangedError, IndexInconsistentError
-from kgloom.query.retriever import IndexFilesMissingError, Retriever
+from kgloom.query.retriever import IndexFilesMissingError, RetrievalConfig, Retriever
 from kgloom.query.search import SearchConfig, Searcher
 from kgloom.serve.graph_view import GraphView
 
@@ -62,7 +62,8 @@ class IndexHandle:
 
     @classmethod
     def open(cls, output_dir: str | Path, llm: Any, embedder: Any = None,
-             search_config: SearchConfig | None = None) -> "IndexHandle":
+             search_config: SearchConfig | None = None,
+             retrieval_config: RetrievalConfig | None = None) -> "IndexHandle":
         """Open the build ``output_dir``'s marker names now, with its tables loaded.
 
         Args:
@@ -72,6 +73,8 @@ class IndexHandle:
             embedder: the index's embedder (an instance is shared by every handle; a
                 folder or None: see :class:`Retriever`).
             search_config: the searcher's :class:`SearchConfig`.
+            retrieval_config: the scoring knobs of both retrievers (the handle's and the
+                searcher's), :class:`RetrievalConfig`.
 
         Raises:
             IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: as
@@ -80,9 +83,11 @@ class IndexHandle:
         """
         for attempt in range(OPEN_RETRIES):
             try:
-                retriever = Retriever(output_dir, embedder, graph_backend="memory")
+                retriever = Retriever(output_dir, embedder, graph_backend="memory",
+                                      config=retrieval_config)
                 searcher = Searcher(output_dir, llm=llm, config=search_config,
                                     embedder=retriever.embedder, graph_backend="memory")
+                searcher.retriever.config = retriever.config
                 if retriever.build.build_id != searcher.retriever.build.build_id:
                     raise IndexChangedError("republished while opening")
                 for r in (retriever, searcher.retriever):
