@@ -26,6 +26,9 @@ METHODS: tuple[str, ...] = ("standard", "fast")  # see kgloom.extraction.cooccur
 # community detection: igraph's C community_leiden (the default, measured 255x faster at
 # 10^5 edges by bench/bench_scale.py --part leiden) or the leidenalg package
 COMMUNITY_BACKENDS: tuple[str, ...] = ("igraph", "leidenalg")
+# every pass of kgloom.graph.resolution (its ALL_METHODS; a test checks they agree)
+DEFAULT_RESOLUTION_METHODS: tuple[str, ...] = ("normalized", "name_extension", "name_context",
+                                               "embedding")
 
 
 class IndexSettings(BaseModel):
@@ -145,7 +148,7 @@ class IndexSettings(BaseModel):
     max_gleanings: int = 0
     extract_claims: bool = False
     llm_descriptions: bool = False
-    resolution_methods: tuple[str, ...] = ("normalized", "name_extension", "name_context", "embedding")
+    resolution_methods: tuple[str, ...] = DEFAULT_RESOLUTION_METHODS
     embedding_merge_threshold: float = 0.92
     verify_merges_with_llm: bool = True
     co_mention_edges: bool = True
@@ -210,19 +213,23 @@ class IndexSettings(BaseModel):
         for name in ("cooccurrence_window", "cooccurrence_max_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        from kgloom.extraction.records import parse_record_edges
+        # the three checks that import a stage run only on a value other than the default
+        # (valid), so loading default settings (kgloom query) imports no stage or polars
+        if self.record_edges:
+            from kgloom.extraction.records import parse_record_edges
 
-        parse_record_edges(self.record_edges)  # field:RELATION[:TYPE] items
+            parse_record_edges(self.record_edges)  # field:RELATION[:TYPE] items
         if self.chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {self.chunk_size}")
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError(
                 f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
-        from kgloom.extraction.names import SOURCES
+        if self.candidate_source != "auto":
+            from kgloom.extraction.names import SOURCES
 
-        if self.candidate_source not in SOURCES:
-            raise ValueError(f"candidate_source must be one of {SOURCES}, "
-                             f"got {self.candidate_source!r}")
+            if self.candidate_source not in SOURCES:
+                raise ValueError(f"candidate_source must be one of {SOURCES}, "
+                                 f"got {self.candidate_source!r}")
         if self.extraction_text not in EXTRACTION_TEXTS:
             raise ValueError(f"extraction_text must be one of {EXTRACTION_TEXTS}, "
                              f"got {self.extraction_text!r}")
@@ -242,12 +249,13 @@ class IndexSettings(BaseModel):
         if not self.entity_types or not all(t.strip() for t in self.entity_types):
             raise ValueError(f"entity_types must name at least one type, got "
                              f"{list(self.entity_types)}")
-        from kgloom.graph.resolution import ALL_METHODS
+        if set(self.resolution_methods) - set(DEFAULT_RESOLUTION_METHODS):
+            from kgloom.graph.resolution import ALL_METHODS
 
-        unknown = sorted(set(self.resolution_methods) - ALL_METHODS)
-        if unknown:
-            raise ValueError(f"unknown resolution_methods {unknown}; known: "
-                             f"{sorted(ALL_METHODS)}")
+            unknown = sorted(set(self.resolution_methods) - ALL_METHODS)
+            if unknown:
+                raise ValueError(f"unknown resolution_methods {unknown}; known: "
+                                 f"{sorted(ALL_METHODS)}")
         for name in ("max_relationships_per_unit", "summary_min_descriptions",
                      "summary_max_input_tokens", "report_max_input_tokens"):
             if getattr(self, name) < 1:

@@ -336,7 +336,13 @@ def _file_layer(path: Path) -> dict[str, dict[str, Any]]:
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     if not set(data) & set(SECTIONS):
-        data = {"index": data}  # the older form: index settings only
+        # the older form, index settings only; a mapping under an unknown name is more
+        # likely a misspelt section than an index setting
+        sections = [k for k, v in data.items() if isinstance(v, dict)]
+        if sections:
+            raise SettingsError(f"unknown settings section {sections[0]!r} in {path}; "
+                                f"known: {', '.join(SECTIONS)}")
+        data = {"index": data}
     out: dict[str, dict[str, Any]] = {}
     for section, values in data.items():
         if section not in SECTIONS:
