@@ -8,8 +8,15 @@ import dataclasses
 import pytest
 
 from kgloom.config import IndexSettings
-from kgloom.settings import (ENV_VARS, SECTIONS, QUERY_OPTIONS, Settings, SettingsError,
-                             load_settings, parse_set)
+from kgloom.settings import (
+    ENV_VARS,
+    QUERY_OPTIONS,
+    SECTIONS,
+    Settings,
+    SettingsError,
+    load_settings,
+    parse_set,
+)
 
 
 def test_defaults_are_the_libraries_defaults():
@@ -139,3 +146,22 @@ def test_the_defaults_the_index_checks_skip_are_valid():
         IndexSettings(resolution_methods=("normalized", "guess"))
     with pytest.raises(ValueError, match="candidate_source"):
         IndexSettings(candidate_source="guess")
+
+
+def test_the_documented_file_holds_every_key_with_its_default(tmp_path):
+    """docs/configuration.md's full file loads to exactly the defaults, and names every
+    key of every section."""
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    block = doc.split("## The file", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    data = yaml.safe_load(block)
+    for section, model in SECTIONS.items():
+        assert set(data[section]) == set(model.model_fields), section
+    f = tmp_path / "kgloom.yaml"
+    f.write_text(block)
+    assert load_settings(f, env={}) == Settings()
+    for var in ENV_VARS:
+        assert f"`{var}" in doc, var
