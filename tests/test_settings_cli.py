@@ -195,3 +195,25 @@ def test_a_bad_key_in_the_settings_file_is_named(small_input, tmp_path, monkeypa
                  monkeypatch)
     assert res.exit_code == 2
     assert "retrieval.hop_decy" in res.output and "hop_decay" in res.output
+
+
+@pytest.mark.parametrize("backend", ["igraph", "leidenalg"])
+def test_the_communities_asset_runs_the_configured_backend(tmp_path, monkeypatch, backend):
+    """index.community_backend reaches hierarchical_leiden through the resource."""
+    from conftest import build_carol_tables
+
+    from kgloom import schemas, storage
+    from kgloom.graph import graph_assets
+
+    seen = []
+    real = graph_assets.hierarchical_leiden
+    monkeypatch.setattr(graph_assets, "hierarchical_leiden",
+                        lambda *a, **k: seen.append(k["backend"]) or real(*a, **k))
+    t = build_carol_tables()
+    out = tmp_path / "out"
+    storage.write_table(t["entities"], out, schemas.ENTITIES)
+    storage.write_table(t["relationships"], out, schemas.RELATIONSHIPS)
+    result = dg.materialize([graph_assets.communities], resources=build_resources(
+        str(tmp_path), str(out), fake_llm=True, community_backend=backend))
+    assert result.success and seen == [backend]
+    assert storage.read_table(out, schemas.COMMUNITIES).height > 0
