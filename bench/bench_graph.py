@@ -19,7 +19,7 @@ from pathlib import Path
 import networkx as nx
 import polars as pl
 
-from kgloom.config import IndexSettings
+from kgloom.config import COMMUNITY_BACKENDS, IndexSettings
 from kgloom.names.candidates import is_grounded
 from kgloom.graph.communities import hierarchical_leiden
 from kgloom.query.graph_bfs import bfs
@@ -46,6 +46,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output-dir", default=str(ROOT / "data" / "output"))
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "graph.json"))
+    ap.add_argument("--community-backend", default=IndexSettings().community_backend,
+                    choices=COMMUNITY_BACKENDS, help="who runs Leiden (the index setting)")
     args = ap.parse_args()
     out = Path(args.output_dir)
     ents = pl.read_parquet(out / "entities.parquet")
@@ -65,9 +67,11 @@ def main() -> None:
                                  and set(members) == set(ents["id"]))
 
     t0 = time.perf_counter()
-    c1, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed, period="bench")
+    c1, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed, period="bench",
+                                    backend=args.community_backend)
     leiden_s = time.perf_counter() - t0
-    c2, _ = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed, period="bench")
+    c2, _ = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed, period="bench",
+                                backend=args.community_backend)
 
     g = nx.Graph()
     g.add_nodes_from(ents["id"])
@@ -117,6 +121,7 @@ def main() -> None:
         >= (stats.get("louvain_modularity") or 0) - 1e-12,
         "communities_byte_identical_two_runs": parquet_bytes(c1) == parquet_bytes(c2),
         "leiden_seconds": round(leiden_s, 3),
+        "community_backend": args.community_backend,
         "reports": reports.height, "communities": comms.height,
         "report_coverage": round(reports.height / max(comms.height, 1), 4),
         "duckdb_depth2_nodes": duck.height,

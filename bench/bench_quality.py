@@ -202,15 +202,13 @@ def run_2wiki(args, settings) -> dict:
 
 
 def run_multilingual(args, settings) -> dict:
-    from dataclasses import replace
-
     from bench.bench_candidates import score_names, suite_languages
 
     out = Path(args.output_dir)
     llm = _llm(out, args.model_path, args.fake_llm)
     res: dict = {}
     for source in args.sources.split(","):
-        s = replace(settings, candidate_source=source)
+        s = settings_from_mapping({"candidate_source": source}, settings)
         for lang in suite_languages():
             gold = json.loads((SUITE / f"{lang}.gold.json").read_text(encoding="utf-8"))
             o = out / source / lang

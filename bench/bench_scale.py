@@ -28,7 +28,7 @@ Parts (``--part``; each saves its JSON under bench/results/):
   fit; which stage dominates.
 
 Run: ``python bench/bench_scale.py --part servers`` (then ``leiden``, then ``model``). The
-``leidenalg-converged`` baseline needs the ``bench`` extra (``pip install -e .[bench]``).
+``leidenalg-converged`` baseline uses leidenalg, a dependency (``index.community_backend``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,21 @@
 """Index settings shared by the domain modules (no Dagster here).
 
-:class:`IndexSettings` is the one list of index settings. The Dagster resource
-``kgloom.resources.IndexConfigResource`` is generated from its fields (so the UI's
-launchpad shows every one), and the CLI sets any of them with ``--set key=value`` or a
-settings file (:func:`load_settings_file`); every default below is the value the
-README's main command uses.
+:class:`IndexSettings` is the one list of index settings: the ``index`` section of the
+settings model (:class:`kgloom.settings.Settings`, loaded by
+:func:`kgloom.settings.load_settings` from ``kgloom.yaml`` / ``KGLOOM_*`` / ``--set``),
+and, through ``kgloom.resources.IndexSettingsConfig`` (a subclass), the typed
+``index_settings`` field of the Dagster resource ``IndexConfigResource``. Every default
+below is the value the README's main command uses.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 # GraphRAG's defaults are organization, person, geo, event (config/defaults.py); kgloom
 # says "location" for "geo" and adds what narrative corpora such as the sample book need.
@@ -21,11 +23,17 @@ DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("PERSON", "ORGANIZATION", "LOCATION", "
 SUMMARY_METHODS: tuple[str, ...] = ("extractive", "llm")  # see kgloom.graph.summaries
 EXTRACTION_TEXTS: tuple[str, ...] = ("named_sentences", "full")  # see kgloom.extraction.extract
 METHODS: tuple[str, ...] = ("standard", "fast")  # see kgloom.extraction.cooccurrence
+# community detection: igraph's C community_leiden (the default, measured 255x faster at
+# 10^5 edges by bench/bench_scale.py --part leiden) or the leidenalg package
+COMMUNITY_BACKENDS: tuple[str, ...] = ("igraph", "leidenalg")
+# every pass of kgloom.graph.resolution (its ALL_METHODS; a test checks they agree)
+DEFAULT_RESOLUTION_METHODS: tuple[str, ...] = ("normalized", "name_extension", "name_context",
+                                               "embedding")
 
 
-@dataclass(frozen=True)
-class IndexSettings:
-    """Knobs of one index build.
+class IndexSettings(BaseModel):
+    """Knobs of one index build (a frozen pydantic model: checked when built, hashable;
+    ``repr`` lists every field as a dataclass's does, which the graph fingerprint hashes).
 
     Attributes:
         method: ``standard`` (the LLM types the candidate names and states their
@@ -83,6 +91,11 @@ class IndexSettings:
             evenly over its list (a hub entity of a long document has thousands; the
             centroid of 64 spread ones stands for them at a fixed cost per item).
         max_cluster_size: Leiden recurses into any community larger than this (GraphRAG: 10).
+        community_backend: ``igraph`` (igraph's C ``community_leiden``, the default) or
+            ``leidenalg`` (the leidenalg package's ``find_partition``, seeded, to
+            convergence; slower): who runs each Leiden pass of
+            :func:`kgloom.graph.communities.hierarchical_leiden`. Both give a seeded,
+            valid hierarchical partition; they need not give the same one.
         seed: seed of Leiden and of the LLM sampler.
         report_max_input_tokens: token budget of one community report's context.
         report_llm_min_members / report_llm_min_relationships: a community with fewer
@@ -135,7 +148,7 @@ class IndexSettings:
     max_gleanings: int = 0
     extract_claims: bool = False
     llm_descriptions: bool = False
-    resolution_methods: tuple[str, ...] = ("normalized", "name_extension", "name_context", "embedding")
+    resolution_methods: tuple[str, ...] = DEFAULT_RESOLUTION_METHODS
     embedding_merge_threshold: float = 0.92
     verify_merges_with_llm: bool = True
     co_mention_edges: bool = True
@@ -147,6 +160,7 @@ class IndexSettings:
     summary_max_input_tokens: int = 600
     summary_max_candidates: int = 64
     max_cluster_size: int = 10
+    community_backend: str = "igraph"
     seed: int = 0xDEADBEEF
     report_max_input_tokens: int = 800
     report_llm_min_members: int = 3
@@ -166,9 +180,22 @@ class IndexSettings:
         the one place assets and stages ask before opening or using a model."""
         return self.method != "fast"
 
-    def __post_init__(self) -> None:
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("entity_types", mode="after")
+    @classmethod
+    def _upper_types(cls, value: typing.Sequence[str]) -> typing.Sequence[str]:
         # the schema's enum and the prompts use upper-case types, whatever the input
-        object.__setattr__(self, "entity_types", tuple(t.upper() for t in self.entity_types))
+        upper = [t.upper() for t in value]
+        return upper if isinstance(value, list) else tuple(upper)  # lists: Dagster config
+
+    @model_validator(mode="after")
+    def _check(self) -> IndexSettings:
+        """Refuse out-of-range or contradictory values before any work.
+
+        Raises:
+            ValueError: naming the setting (pydantic reports it as a ValidationError).
+        """
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.method == "fast":
@@ -186,17 +213,21 @@ class IndexSettings:
         for name in ("cooccurrence_window", "cooccurrence_max_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        parse_record_edges(self.record_edges)  # field:RELATION[:TYPE] items
+        # the checks that import a kernel module run only on a value other than the
+        # default (valid), so loading default settings (kgloom query) imports no polars
+        if self.record_edges:
+            parse_record_edges(self.record_edges)  # field:RELATION[:TYPE] items
         if self.chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {self.chunk_size}")
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError(
                 f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
-        from kgloom.names.candidates import SOURCES
+        if self.candidate_source != "auto":
+            from kgloom.names.candidates import SOURCES
 
-        if self.candidate_source not in SOURCES:
-            raise ValueError(f"candidate_source must be one of {SOURCES}, "
-                             f"got {self.candidate_source!r}")
+            if self.candidate_source not in SOURCES:
+                raise ValueError(f"candidate_source must be one of {SOURCES}, "
+                                 f"got {self.candidate_source!r}")
         if self.extraction_text not in EXTRACTION_TEXTS:
             raise ValueError(f"extraction_text must be one of {EXTRACTION_TEXTS}, "
                              f"got {self.extraction_text!r}")
@@ -207,18 +238,22 @@ class IndexSettings:
                self.summary_max_candidates) < 1:
             raise ValueError("summary_max_sentences, summary_max_chars and "
                              "summary_max_candidates must be >= 1")
+        if self.community_backend not in COMMUNITY_BACKENDS:
+            raise ValueError(f"community_backend must be one of {COMMUNITY_BACKENDS}, "
+                             f"got {self.community_backend!r}")
         if self.max_cluster_size < 2:
             raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")
         # checked here, before any work, not when the stage that reads them runs
         if not self.entity_types or not all(t.strip() for t in self.entity_types):
             raise ValueError(f"entity_types must name at least one type, got "
                              f"{list(self.entity_types)}")
-        from kgloom.names.normalize import RESOLUTION_METHODS
+        if set(self.resolution_methods) - set(DEFAULT_RESOLUTION_METHODS):
+            from kgloom.names.normalize import RESOLUTION_METHODS
 
-        unknown = sorted(set(self.resolution_methods) - RESOLUTION_METHODS)
-        if unknown:
-            raise ValueError(f"unknown resolution_methods {unknown}; known: "
-                             f"{sorted(RESOLUTION_METHODS)}")
+            unknown = sorted(set(self.resolution_methods) - RESOLUTION_METHODS)
+            if unknown:
+                raise ValueError(f"unknown resolution_methods {unknown}; known: "
+                                 f"{sorted(RESOLUTION_METHODS)}")
         for name in ("max_relationships_per_unit", "summary_min_descriptions",
                      "summary_max_input_tokens", "report_max_input_tokens"):
             if getattr(self, name) < 1:
@@ -231,20 +266,40 @@ class IndexSettings:
         if not -1.0 <= self.embedding_merge_threshold <= 1.0:
             raise ValueError(f"embedding_merge_threshold is a cosine, in [-1, 1], got "
                              f"{self.embedding_merge_threshold}")
+        return self
 
 
 def settings_fields() -> dict[str, tuple[Any, Any]]:
     """Every :class:`IndexSettings` field as ``name -> (type, default)``, with tuples
     given as lists (``tuple[str, ...]`` -> ``list[str]``), the form config systems (the
     Dagster resource, YAML files) hold them in."""
-    hints = typing.get_type_hints(IndexSettings)
     out: dict[str, tuple[Any, Any]] = {}
-    for f in dataclasses.fields(IndexSettings):
-        tp, default = hints[f.name], f.default
+    for name, info in IndexSettings.model_fields.items():
+        tp, default = info.annotation, info.default
         if typing.get_origin(tp) is tuple:
             tp, default = list[typing.get_args(tp)[0]], list(default)
-        out[f.name] = (tp, default)
+        out[name] = (tp, default)
     return out
+
+
+def validation_message(exc: pydantic.ValidationError, prefix: str = "") -> str:
+    """One line per error of ``exc``: ``setting <prefix><field>: <message> (got <input>)``,
+    so the key at fault is named."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        got = f" (got {err['input']!r})" if where and not isinstance(err["input"], dict) else ""
+        lines.append(f"setting {prefix}{where}: {msg}{got}" if where else f"{prefix}{msg}")
+    return "; ".join(lines)
+
+
+def split_list(raw: Any) -> Any:
+    """A comma-separated string (from ``--set`` or an environment variable) as a list of
+    its stripped, non-empty parts; any other value unchanged."""
+    if isinstance(raw, str):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    return raw
 
 
 def settings_from_mapping(values: dict[str, Any], base: IndexSettings | None = None
@@ -255,27 +310,20 @@ def settings_from_mapping(values: dict[str, Any], base: IndexSettings | None = N
 
     Raises:
         ValueError: naming an unknown key, or a value its field's type cannot take, or
-            one :meth:`IndexSettings.__post_init__` rejects.
+            one :class:`IndexSettings` refuses.
     """
-    import pydantic
-
-    fields = settings_fields()
+    fields = IndexSettings.model_fields
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ValueError(f"unknown setting(s) {unknown}; known: {sorted(fields)}")
-    converted = {}
+    merged = (base or IndexSettings()).model_dump()
     for key, raw in values.items():
-        tp = fields[key][0]
-        if typing.get_origin(tp) is list and isinstance(raw, str):
-            raw = [part.strip() for part in raw.split(",") if part.strip()]
-        try:
-            value = pydantic.TypeAdapter(tp).validate_python(raw)
-        except pydantic.ValidationError as exc:
-            raise ValueError(f"setting {key}: {raw!r} is not a valid "
-                             f"{getattr(tp, '__name__', tp)}: "
-                             f"{exc.errors()[0]['msg']}") from None
-        converted[key] = tuple(value) if isinstance(value, list) else value
-    return dataclasses.replace(base or IndexSettings(), **converted)
+        is_seq = typing.get_origin(fields[key].annotation) is tuple
+        merged[key] = split_list(raw) if is_seq else raw
+    try:
+        return IndexSettings.model_validate(merged)
+    except pydantic.ValidationError as exc:
+        raise ValueError(validation_message(exc)) from None
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, str]:
@@ -294,9 +342,10 @@ def parse_assignments(pairs: list[str]) -> dict[str, str]:
 
 
 def load_settings_file(path: str | Path) -> dict[str, Any]:
-    """The settings in a YAML (or JSON) file: a mapping of :class:`IndexSettings` field
-    names to values, optionally under a top-level ``settings:`` key. Values are checked
-    when applied (:func:`settings_from_mapping`).
+    """The mapping in a YAML (or JSON) settings file, unwrapped from a top-level
+    ``settings:`` key when it has one: sections (see :func:`kgloom.settings.load_settings`,
+    which reads files through this) or, the older form, :class:`IndexSettings` field
+    names to values. Values are checked when applied.
 
     Raises:
         FileNotFoundError: when the file does not exist.

@@ -266,6 +266,50 @@ def test_query_embedder_falls_back_for_a_folder_of_another_kind(tmp_path):
         FastEmbedder(folder)
 
 
+# --- the settings reach the query ---------------------------------------------------------
+def test_search_opens_the_model_the_settings_name(small_index, tmp_path):
+    """`kgloom query` (search; direct, as this index has no communities) opens the llm
+    section's model, as `kgloom index` does: the GGUF of KGLOOM_MODEL_PATH (here
+    missing: refused, named), or the model servers."""
+    from kgloom.cli import app
+    from kgloom.testing import FakeChatServer
+
+    out, _ = small_index
+    args = ["query", "Who is Tiny Tim's father?", "--output-dir", str(out), "--mode", "direct",
+            "--json", "--cache-path", str(tmp_path / "q.sqlite")]
+    res = CliRunner().invoke(app, args,
+                             env={"KGLOOM_MODEL_PATH": str(tmp_path / "no-such.gguf")})
+    assert res.exit_code == 2 and "no-such.gguf" in res.output, res.output
+    with FakeChatServer(model_id="served-model") as server:
+        res = CliRunner().invoke(app, [*args, "--set", f"llm.urls={server.url}"])
+        assert res.exit_code == 0, res.output
+        assert server.requests > 0  # the answer came from the server
+    got = json.loads(res.stdout[res.stdout.index("{"):])
+    assert got["answer"] is not None
+
+
+def test_retrieval_options_come_from_the_settings_unless_given(small_index, tmp_path):
+    from kgloom.cli import app
+
+    out, _ = small_index
+    args = ["query", "Who is Tiny Tim's father?", "--output-dir", str(out), "--mode",
+            "vector", "--json"]
+    res = CliRunner().invoke(app, args, env={"KGLOOM_RETRIEVAL__TOP_K": "2"})
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout[res.stdout.index("{"):])["text_units"]) == 2
+    config = tmp_path / "kgloom.yaml"
+    config.write_text("retrieval:\n  top_k: 4\n")
+    res = CliRunner().invoke(app, [*args, "--config", str(config)])
+    assert len(json.loads(res.stdout[res.stdout.index("{"):])["text_units"]) == 4
+    res = CliRunner().invoke(app, [*args, "--config", str(config), "--top-k", "3"])
+    assert len(json.loads(res.stdout[res.stdout.index("{"):])["text_units"]) == 3
+    config.write_text("retrieval:\n  top_k: 0\n")  # checked as the flag is
+    res = CliRunner().invoke(app, [*args, "--config", str(config)])
+    assert res.exit_code == 2 and "top_k" in res.output
+    res = CliRunner().invoke(app, [*args, "--set", "retrieval.hop_decy=0.1"])
+    assert res.exit_code == 2 and "retrieval.hop_decy" in res.output
+
+
 # --- kgloom ui ------------------------------------------------------------------------------
 def test_ui_passes_host_port_and_folders_through(monkeypatch, tmp_path):
     import kgloom.cli.main as cli

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.config import IndexSettings
-from kgloom.extraction.extract import evidence_for, extract_graph, extraction_schema, named_sentences
+from kgloom.config import IndexSettings, settings_from_mapping
 from kgloom.extraction.evidence import first_sentence_with
+from kgloom.extraction.extract import evidence_for, extract_graph, extraction_schema, named_sentences
 from kgloom.ids import content_id
 from kgloom.names.candidates import candidate_names, is_grounded, word_counts
 from kgloom.llm import CachedLLM, Completion, LLMCache
@@ -255,7 +254,7 @@ def test_extracted_relationships_replace_co_mentions(tmp_path):
 
 @pytest.mark.parametrize("ask_cued", [False, True])
 def test_entities_typed_other_are_dropped_unless_a_cue_says_otherwise(tmp_path, ask_cued):
-    settings = replace(SETTINGS, type_cued_names=ask_cued)
+    settings = settings_from_mapping({"type_cued_names": ask_cued}, SETTINGS)
     backend = ScriptedBackend(etype="OTHER")
     result = extract_graph(_units(GENTLEMEN), _llm(tmp_path, backend), settings)
     names = candidate_names(GENTLEMEN, vocabulary=word_counts([GENTLEMEN]))
@@ -480,7 +479,7 @@ def test_the_model_is_shown_the_named_sentences_and_evidence_comes_from_the_whol
     # extraction_text=full shows the whole unit
     full = ScriptedBackend(pairs=[("Mr. Scrooge", "Mr. Marley")])
     extract_graph(_units(text), _llm(tmp_path / "full", full),
-                  replace(SETTINGS, extraction_text="full"))
+                  settings_from_mapping({"extraction_text": "full"}, SETTINGS))
     assert "fog came pouring" in full.prompts[0]
 
 

@@ -120,7 +120,7 @@ def test_method_is_a_setting_reachable_like_every_other(tmp_path):
     assert (s.method, s.record_edges) == ("fast", ("authors:WROTE:PERSON",))
     r = build_resources(str(tmp_path), str(tmp_path / "out"), settings_file=str(f))
     assert r["index"].settings().method == "fast"
-    assert "method" in type(r["index"]).model_fields  # the launchpad's config field
+    assert "method" in type(r["index"].index_settings).model_fields  # the launchpad's field
     with pytest.raises(ValueError, match="method must be one of"):
         IndexSettings(method="quick")
     for bad in ({"summary_method": "llm"}, {"extract_claims": True}, {"max_gleanings": 1},

@@ -245,14 +245,52 @@ def test_every_split_sees_the_induced_subgraph_of_its_community(monkeypatch):
     seen = []
     real_split = comm._split
 
-    def checked_split(sub, members, seed):
+    def checked_split(sub, members, seed, backend="igraph"):
         ref = g.induced_subgraph(members)
         assert sub.vcount() == len(members)
         assert (sorted(zip(sub.get_edgelist(), sub.es["weight"]))
                 == sorted(zip(ref.get_edgelist(), ref.es["weight"])))
         seen.append(len(members))
-        return real_split(sub, members, seed)
+        return real_split(sub, members, seed, backend)
 
     monkeypatch.setattr(comm, "_split", checked_split)
     _, stats = comm.hierarchical_leiden(entities, rels, max_cluster_size=3)
     assert stats["levels"] >= 3 and len(seen) == sum(stats["splits"].values()) > 12
+
+
+@pytest.mark.parametrize("backend", ["igraph", "leidenalg"])
+def test_each_community_backend_gives_a_seeded_valid_hierarchy(book, backend):
+    """index.community_backend: igraph's community_leiden (the default) or the leidenalg
+    package. They need not agree; each must give every level as a partition, children
+    inside their parent, the size bound met, the planted groups, and the same result for
+    the same graph and seed."""
+    entities, rels = book
+    a, sa = hierarchical_leiden(entities, rels, max_cluster_size=4, backend=backend)
+    b, sb = hierarchical_leiden(entities.reverse(), rels.reverse(), max_cluster_size=4,
+                                backend=backend)
+    assert a.equals(b) and sa == sb
+    all_ids = sorted(entities["id"].to_list())
+    for level, groups in _levels(a).items():
+        assert sorted(e for g in groups for e in g) == all_ids, (backend, level)
+    by_number = {r["community"]: r for r in a.to_dicts()}
+    for r in by_number.values():
+        if r["level"]:
+            assert set(r["entity_ids"]) <= set(by_number[r["parent"]]["entity_ids"])
+    assert a.filter(pl.col("level") == sa["levels"] - 1)["size"].max() <= 4
+    level0, stats = hierarchical_leiden(entities, rels, max_cluster_size=10, backend=backend)
+    found = {frozenset(g) for g in _levels(level0)[0]}
+    for group in GROUPS:
+        assert frozenset(_eid(t) for t in group) in found, backend
+    assert stats["modularity_per_level"][0] > 0.5
+    # a clique with no structure still splits down to the bound (the fallbacks)
+    names = [f"Caroller {i:02d}" for i in range(12)]
+    ents, edges = _tables(names, [(x, y, 1.0) for x, y in itertools.combinations(names, 2)])
+    clique, cs = hierarchical_leiden(ents, edges, max_cluster_size=5, backend=backend)
+    last = clique.filter(pl.col("level") == cs["levels"] - 1)
+    assert last["size"].max() <= 5 and last["size"].sum() == 12
+
+
+def test_an_unknown_community_backend_is_refused(book):
+    entities, rels = book
+    with pytest.raises(ValueError, match="leidenalg"):
+        hierarchical_leiden(entities, rels, backend="networkx")

@@ -3,7 +3,6 @@ quiet CLI whose runs carry the named jobs."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -15,17 +14,19 @@ from kgloom.cli import app
 from kgloom.config import (IndexSettings, load_settings_file, parse_assignments,
                            settings_fields, settings_from_mapping)
 from kgloom.definitions import build_resources, defs
-from kgloom.resources import IndexConfigResource
+from kgloom.resources import IndexConfigResource, IndexSettingsConfig
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
 
 
-def test_every_index_setting_is_a_resource_field_with_its_default():
-    fields = IndexConfigResource.model_fields
-    for f in dataclasses.fields(IndexSettings):
-        assert f.name in fields, f.name
-    assert set(fields) == {*settings_fields(), "input_dir", "output_dir"}
-    # the resource's defaults build exactly the dataclass's defaults
+def test_the_index_settings_are_one_typed_field_of_the_resource():
+    # a declared class (no type()): the resource's index_settings field is the index section
+    assert IndexConfigResource.model_fields["index_settings"].annotation is IndexSettingsConfig
+    assert set(IndexConfigResource.model_fields) == {"input_dir", "output_dir",
+                                                     "index_settings"}
+    assert set(IndexSettingsConfig.model_fields) == set(IndexSettings.model_fields)
+    assert issubclass(IndexSettingsConfig, IndexSettings)
+    # the resource's defaults build exactly the model's defaults
     assert IndexConfigResource().settings() == IndexSettings()
     # and every field reaches the settings: flip each one and see it arrive
     for name, (tp, default) in settings_fields().items():
@@ -47,16 +48,22 @@ def test_every_index_setting_is_a_resource_field_with_its_default():
             value = "ngram"
         elif name == "extraction_text":
             value = "full"
+        elif name == "community_backend":
+            value = "leidenalg"
         else:
             pytest.fail(f"no test value for {name}")
-        got = getattr(IndexConfigResource(**{name: value}).settings(), name)
+        resource = IndexConfigResource(index_settings=IndexSettingsConfig(**{name: value}))
+        got = getattr(resource.settings(), name)
         assert (list(got) if isinstance(got, tuple) else got) == value, name
+    with pytest.raises(ValueError, match="chunk_overlap"):  # checked as the model is
+        IndexSettingsConfig(chunk_size=100, chunk_overlap=100)
 
 
 def test_the_launchpad_config_schema_lists_every_setting():
     index = defs.resources["index"]
     schema = type(index).to_config_schema().as_field().config_type
-    assert set(settings_fields()) <= set(schema.fields)
+    nested = schema.fields["index_settings"].config_type
+    assert set(settings_fields()) == set(nested.fields)
 
 
 def test_settings_from_strings_and_files(tmp_path):
@@ -158,3 +165,55 @@ def test_cli_rejects_a_bad_setting_before_any_work(small_input, tmp_path, monkey
                   "--settings", str(tmp_path / "missing.yaml")], tmp_path, monkeypatch)
     assert res.exit_code == 2 and "missing.yaml" in res.output
     assert not out.exists()
+
+
+def test_index_honours_kgloom_output_dir_and_the_settings_file(small_input, tmp_path,
+                                                               monkeypatch):
+    """`kgloom index` without --output-dir writes where KGLOOM_OUTPUT_DIR says (the UI
+    always did), and a sectioned settings file names the input folder and index knobs."""
+    out = tmp_path / "from-env"
+    config = tmp_path / "kgloom.yaml"
+    config.write_text(f"paths:\n  input_dir: {small_input}\n  output_dir: {tmp_path / 'x'}\n"
+                      "index:\n  chunk_size: 150\n  chunk_overlap: 30\n")
+    monkeypatch.setenv("KGLOOM_OUTPUT_DIR", str(out))  # the variable wins over the file
+    res = _index(["--config", str(config)], tmp_path, monkeypatch)
+    assert res.exit_code == 0, res.output
+    assert (out / "index-summary.json").exists() and not (tmp_path / "x").exists()
+    assert f"index written to {out}" in res.output
+    printed = json.loads(res.stdout[res.stdout.index("{"):res.stdout.rindex("}") + 1])
+    assert printed["rows"]["text_units"] > 1  # the file's chunk_size arrived
+    # and `kgloom status` reads the same folders
+    res = CliRunner().invoke(app, ["status"], env={"KGLOOM_CONFIG": str(config)})
+    assert res.exit_code == 0, res.output
+    assert "marley.txt" in res.output
+
+
+def test_a_bad_key_in_the_settings_file_is_named(small_input, tmp_path, monkeypatch):
+    config = tmp_path / "kgloom.yaml"
+    config.write_text("retrieval:\n  hop_decy: 0.3\n")
+    res = _index(["--input-dir", str(small_input), "--config", str(config)], tmp_path,
+                 monkeypatch)
+    assert res.exit_code == 2
+    assert "retrieval.hop_decy" in res.output and "hop_decay" in res.output
+
+
+@pytest.mark.parametrize("backend", ["igraph", "leidenalg"])
+def test_the_communities_asset_runs_the_configured_backend(tmp_path, monkeypatch, backend):
+    """index.community_backend reaches hierarchical_leiden through the resource."""
+    from conftest import build_carol_tables
+
+    from kgloom import schemas, storage
+    from kgloom.graph import graph_assets
+
+    seen = []
+    real = graph_assets.hierarchical_leiden
+    monkeypatch.setattr(graph_assets, "hierarchical_leiden",
+                        lambda *a, **k: seen.append(k["backend"]) or real(*a, **k))
+    t = build_carol_tables()
+    out = tmp_path / "out"
+    storage.write_table(t["entities"], out, schemas.ENTITIES)
+    storage.write_table(t["relationships"], out, schemas.RELATIONSHIPS)
+    result = dg.materialize([graph_assets.communities], resources=build_resources(
+        str(tmp_path), str(out), fake_llm=True, community_backend=backend))
+    assert result.success and seen == [backend]
+    assert storage.read_table(out, schemas.COMMUNITIES).height > 0

@@ -115,7 +115,8 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource):
     ents = store.read(schemas.ENTITIES)
     rels = store.read(schemas.RELATIONSHIPS)
     comms, stats = hierarchical_leiden(ents, rels, s.max_cluster_size, s.seed,
-                                       period=dt.date.today().isoformat())
+                                       period=dt.date.today().isoformat(),
+                                       backend=s.community_backend)
     store.write(comms, schemas.COMMUNITIES)
     write_stage_stats(index.out, COMMUNITIES, clock.elapsed, **stats)
     sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))

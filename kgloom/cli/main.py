@@ -14,12 +14,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from kgloom.query.modes import (DEFAULT_MODE, GRAPH_BACKENDS, OPTION_MODES, RETRIEVAL_MODES,
                                 SEARCH_MODES, check_options, ignored_options,
                                 retrieval_params)
+
+if TYPE_CHECKING:
+    from kgloom.settings import Settings
 
 app = typer.Typer(add_completion=False, help="kgloom: a GraphRAG index built by a local LLM.")
 
@@ -35,26 +39,54 @@ def _dagster_home() -> Path:
     return home
 
 
-def _resources(input_dir: str, output_dir: str, model_path: str, fake_llm: bool,
-               llm_urls: list[str] | None = None, llm_concurrency: int | None = None,
-               embedder_path: str = "", **settings) -> dict:
+def _load(settings_file: str | None, set_: list[str] | None = None, **flags) -> Settings:
+    """The command's settings (:func:`kgloom.settings.load_settings`): the file
+    (``--config``, else env ``KGLOOM_CONFIG`` / ``KGLOOM_SETTINGS``, else ./kgloom.yaml), the
+    ``KGLOOM_*`` variables, the ``--set`` pairs, then the command's own flags that were
+    given (``flags``: ``section.key`` -> value, None: not given).
+
+    Raises:
+        typer.Exit: 2, with the reason naming the key, for a bad file, variable or value.
+    """
+    from kgloom.settings import SettingsError, load_settings, parse_set
+
+    try:
+        overrides = {**parse_set(set_ or []),
+                     **{k: v for k, v in flags.items() if v is not None}}
+        return load_settings(settings_file or None, overrides)
+    except (SettingsError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+def _folder_flags(input_dir: str | None = None, output_dir: str | None = None) -> dict:
+    """The folder options as overrides (None or "": not given: the settings decide)."""
+    return {"paths.input_dir": input_dir or None, "paths.output_dir": output_dir or None}
+
+
+def _model_flags(model_path: str = "", fake_llm: bool = False,
+                 llm_urls: list[str] | None = None, embedder_path: str = "") -> dict:
+    """The model options as overrides (empty or False: not given)."""
+    return {"llm.model_path": model_path or None, "llm.fake": fake_llm or None,
+            "llm.urls": llm_urls or None, "embedder.model_path": embedder_path or None}
+
+
+def _resources(settings: Settings) -> dict:
     """Resources for a command, with the model (file or servers) checked and the input
     folder present."""
     from kgloom.llm import ModelFileError
     from kgloom.llm.http import LLMServerError
-    from kgloom.resources import build_resources
+    from kgloom.resources import resources_from_settings
 
     try:
-        resources = build_resources(input_dir, output_dir, model_path, fake_llm,
-                                    llm_urls=llm_urls, llm_concurrency=llm_concurrency,
-                                    embedder_path=embedder_path or None, **settings)
+        resources = resources_from_settings(settings)
         # a missing model or server stops the run before any work (fast needs none)
-        resources["llm"].index_model_id(resources["index"].settings().method)
-    except (ModelFileError, LLMServerError, ValueError, FileNotFoundError) as exc:
+        resources["llm"].index_model_id(settings.index.method)
+    except (ModelFileError, LLMServerError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if not Path(input_dir).is_dir():
-        typer.echo(f"error: input folder {input_dir} does not exist", err=True)
+    if not Path(settings.paths.input_dir).is_dir():
+        typer.echo(f"error: input folder {settings.paths.input_dir} does not exist", err=True)
         raise typer.Exit(2)
     return resources
 
@@ -229,10 +261,14 @@ def _finish(output_dir: str, before: dict[str, int], report, input_dir: str,
     _exit_status(output_dir, out["rows"], report, input_dir)
 
 
-INPUT = typer.Option("data/input", help="folder of documents")
-OUTPUT = typer.Option("data/output", help="where the index is written")
-MODEL = typer.Option("", help="a GGUF file (default: bundled SmolLM2-135M)")
-FAKE = typer.Option(False, help="deterministic fake LLM (no model)")
+INPUT = typer.Option(None, help="folder of documents (default: env KGLOOM_INPUT_DIR, the "
+                     "settings' paths.input_dir, or data/input)")
+OUTPUT = typer.Option(None, help="the index folder (default: env KGLOOM_OUTPUT_DIR, the "
+                      "settings' paths.output_dir, or data/output)")
+MODEL = typer.Option("", help="a GGUF file (default: the settings' llm.model_path, env "
+                     "KGLOOM_MODEL_PATH, or the bundled SmolLM2-135M)")
+FAKE = typer.Option(False, help="deterministic fake LLM (no model; default: llm.fake, env "
+                    "KGLOOM_FAKE_LLM=1)")
 LLM_URL = typer.Option([], "--llm-url", help="an OpenAI-compatible model server, e.g. "
                        "http://gpu1:8000 (repeatable; default: env KGLOOM_LLM_URL)")
 INDEX_EMBEDDER = typer.Option("", help="the embedder that built the index (default: "
@@ -252,36 +288,20 @@ def PORT(default: int):  # noqa: N802 - an option, as the constants above
     return typer.Option(default, min=1, max=65535, help="TCP port to listen on")
 
 
-SET = typer.Option([], "--set", help="an index setting, key=value (repeatable; any field "
-                   "of kgloom.config.IndexSettings, e.g. --set chunk_size=400 --set "
-                   "entity_types=PERSON,PLACE); wins over --settings")
-SETTINGS_FILE = typer.Option("", "--settings", help="a YAML file of index settings (default: "
-                             "env KGLOOM_SETTINGS)")
+SET = typer.Option([], "--set", help="a setting, section.key=value (repeatable; a bare key "
+                   "is an index setting: --set chunk_size=400 --set "
+                   "retrieval.hop_decay=0.3 --set llm.n_gpu_layers=-1); wins over the "
+                   "settings file and the KGLOOM_* variables (docs/configuration.md)")
+SETTINGS_FILE = typer.Option("", "--config", "--settings", help="the settings file (YAML, "
+                             "sections paths/index/llm/embedder/retrieval/search; default: "
+                             "env KGLOOM_CONFIG or KGLOOM_SETTINGS, else ./kgloom.yaml)")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="also print Dagster's event log "
                        "(always kept in the instance and $DAGSTER_HOME/logs/kgloom.log)")
 
 
-def _settings_args(set_: list[str], settings_file: str, **flags) -> dict:
-    """The settings of a command: ``--set`` pairs, then the dedicated flags that were
-    given (None: not given), plus the settings file; the values are checked when the
-    resources are built.
-
-    Raises:
-        typer.Exit: 2, with the reason, for a malformed ``--set``.
-    """
-    from kgloom.config import parse_assignments
-
-    try:
-        values = parse_assignments(set_)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    values.update({k: v for k, v in flags.items() if v is not None})
-    return {"settings_file": settings_file or None, **values}
-
-
 @app.command()
-def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
+def index(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT,
+          model_path: str = MODEL,
           fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
           llm_concurrency: int | None = LLM_CONCURRENCY,
           force: bool = typer.Option(False, help="re-run every partition, changed or not"),
@@ -323,11 +343,15 @@ def index(input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MO
     if candidate_source is not None and candidate_source not in SOURCES:
         typer.echo(f"error: --candidate-source must be one of {', '.join(SOURCES)}", err=True)
         raise typer.Exit(2)
-    settings = _settings_args(set_, settings_file, max_gleanings=max_gleanings,
-                              extract_claims=extract_claims, candidate_source=candidate_source,
-                              cut_boilerplate=cut_boilerplate)
-    resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
-                           llm_concurrency, embedder_path=embedder_path, **settings)
+    settings = _load(settings_file, set_, **_folder_flags(input_dir, output_dir),
+                     **_model_flags(model_path, fake_llm, llm_url, embedder_path),
+                     **{"llm.llm_concurrency": llm_concurrency,
+                        "index.max_gleanings": max_gleanings,
+                        "index.extract_claims": extract_claims,
+                        "index.candidate_source": candidate_source,
+                        "index.cut_boilerplate": cut_boilerplate})
+    input_dir, output_dir = settings.paths.input_dir, settings.paths.output_dir
+    resources = _resources(settings)
     with _writer(output_dir, "kgloom index"):
         instance = _instance(resources, recover=True)
         before = cache_rows(output_dir)
@@ -350,8 +374,8 @@ def backfill(partition: list[str] = typer.Option(
                  [], "--partition", "-p", help="an input file's partition key (repeatable)"),
              all_partitions: bool = typer.Option(False, "--all", help="every input file"),
              graph: bool = typer.Option(True, help="refresh the graph-wide assets afterwards"),
-             input_dir: str = INPUT, output_dir: str = OUTPUT, model_path: str = MODEL,
-             fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
+             input_dir: str | None = INPUT, output_dir: str | None = OUTPUT,
+             model_path: str = MODEL, fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
              llm_concurrency: int | None = LLM_CONCURRENCY, set_: list[str] = SET,
              settings_file: str = SETTINGS_FILE, verbose: bool = VERBOSE) -> None:
     """Re-run documents, text_units and extracted_graph for chosen partitions (keys are
@@ -364,8 +388,11 @@ def backfill(partition: list[str] = typer.Option(
     from kgloom.llm import cache_rows
     from kgloom.cli.runner import materialize_partitions, refresh_graph, sync_partitions
 
-    resources = _resources(input_dir, output_dir, model_path, fake_llm, llm_url,
-                           llm_concurrency, **_settings_args(set_, settings_file))
+    settings = _load(settings_file, set_, **_folder_flags(input_dir, output_dir),
+                     **_model_flags(model_path, fake_llm, llm_url),
+                     **{"llm.llm_concurrency": llm_concurrency})
+    input_dir, output_dir = settings.paths.input_dir, settings.paths.output_dir
+    resources = _resources(settings)
     with _writer(output_dir, "kgloom backfill"):
         instance = _instance(resources, recover=True)
         diff = sync_partitions(instance, input_dir, output_dir)
@@ -386,10 +413,13 @@ def backfill(partition: list[str] = typer.Option(
 
 
 @app.command()
-def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
+def partitions(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT) -> None:
     """Register one partition per input file in the Dagster instance (deleting those of
     removed files) and list them with their state against the stored index."""
     from kgloom.cli.runner import sync_partitions
+
+    paths = _load(None, **_folder_flags(input_dir, output_dir)).paths
+    input_dir, output_dir = paths.input_dir, paths.output_dir
 
     diff = sync_partitions(_instance(), input_dir, output_dir)
     for state, keys in diff.as_dict().items():
@@ -399,10 +429,12 @@ def partitions(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
 
 
 @app.command()
-def cache(output_dir: str = typer.Option("data/output")) -> None:
+def cache(output_dir: str | None = OUTPUT) -> None:
     """Show the LLM cache: rows, tokens and model seconds per stage, and last run's hit rate."""
     from kgloom.llm import CACHE_FILE, LLMCache
     from kgloom.stats import read_stage_stats
+
+    output_dir = _load(None, **_folder_flags(output_dir=output_dir)).paths.output_dir
 
     path = Path(output_dir) / CACHE_FILE
     if not path.exists():
@@ -420,13 +452,16 @@ def cache(output_dir: str = typer.Option("data/output")) -> None:
 
 
 @app.command()
-def status(input_dir: str = INPUT, output_dir: str = OUTPUT) -> None:
+def status(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT) -> None:
     """What is materialized, stale or failed: input files against their partitions (and a
     warning per entry skipped for safety, as `kgloom index` gives), each asset's last
     materialization in the Dagster instance, the runs queued or in flight (with their
     age, and whether their process still lives), and recent failed runs."""
     from kgloom.pipelines.recovery import format_age
     from kgloom.cli.status import index_status
+
+    paths = _load(None, **_folder_flags(input_dir, output_dir)).paths
+    input_dir, output_dir = paths.input_dir, paths.output_dir
 
     st = index_status(_instance(), input_dir, output_dir)
     _warn_skipped(st["skipped"])  # as `kgloom index` warns
@@ -471,19 +506,25 @@ def _flag(ctx: typer.Context, name: str) -> str:
 @app.command()
 def query(ctx: typer.Context,
           question: str = typer.Argument(..., help="the question, in quotes"),
-          output_dir: str = OUTPUT,
+          output_dir: str | None = OUTPUT,
           mode: str = typer.Option(DEFAULT_MODE, help="retrieval (ranked text units, no "
                                    "model): " + " | ".join(RETRIEVAL_MODES) + "; search "
                                    "(answers from the model): " + " | ".join(SEARCH_MODES)),
           top_k: int | None = typer.Option(None, "--top-k", help="text units to return "
-                                           "(default 5; search: to retrieve, default 10)"),
-          depth: int = typer.Option(1, help="BFS hops (multihop, fused, two_step)"),
-          lam: float = typer.Option(1.0, "--lambda", help="fused: neighbourhood-overlap penalty"),
-          oversample: int = typer.Option(5, help="fused: entity candidates per seed"),
-          damping: float = typer.Option(0.5, help="ppr / hybrid: probability of following "
-                                        "an edge"),
-          graph_backend: str = typer.Option("duckdb", help="retrieval: " + " | ".join(
-              GRAPH_BACKENDS) + " (duckdb: over graph-edges.parquet)"),
+                                           "(default retrieval.top_k, 5; search: to "
+                                           "retrieve, search.top_k, 10)"),
+          depth: int | None = typer.Option(None, help="BFS hops (multihop, fused, two_step; "
+                                           "default retrieval.depth, 1)"),
+          lam: float | None = typer.Option(None, "--lambda", help="fused: neighbourhood-"
+                                           "overlap penalty (default retrieval.lam, 1.0)"),
+          oversample: int | None = typer.Option(None, help="fused: entity candidates per "
+                                                "seed (default retrieval.oversample, 5)"),
+          damping: float | None = typer.Option(None, help="ppr / hybrid: probability of "
+                                               "following an edge (default "
+                                               "retrieval.damping, 0.5)"),
+          graph_backend: str | None = typer.Option(None, help="retrieval: " + " | ".join(
+              GRAPH_BACKENDS) + " (duckdb: over graph-edges.parquet; default "
+              "retrieval.graph_backend, duckdb)"),
           embedder_path: str = INDEX_EMBEDDER,
           as_json: bool = typer.Option(False, "--json", help="print the whole result as JSON"),
           dynamic: bool = typer.Option(False, "--dynamic/--static", help="global search: "
@@ -503,6 +544,7 @@ def query(ctx: typer.Context,
           cache_path: str = typer.Option("", help="search: the query LLM cache (default "
                                          "OUTPUT_DIR/query_cache.sqlite; give another path for "
                                          "a read-only index)"),
+          set_: list[str] = SET, settings_file: str = SETTINGS_FILE,
           ) -> None:
     """Retrieve the text units that answer QUESTION, or (search modes) answer it with the
     local model from a cited context. Reads the index, never writes it; search writes
@@ -513,7 +555,9 @@ def query(ctx: typer.Context,
     answer and what each citation points to. --json prints everything for scripts.
 
     The mode and the options are checked before anything is loaded; an option the mode
-    does not read is named in a warning.
+    does not read is named in a warning. Search opens the model the settings name (llm
+    section: a GGUF file, model servers or the fake model), as `kgloom index` does; every
+    retrieval and search knob comes from the settings (--config, KGLOOM_*, --set).
     """
     # checks first: nothing below this block may load numpy, polars, LanceDB or a model
     if not question.strip():
@@ -529,6 +573,20 @@ def query(ctx: typer.Context,
     for name in ignored_options(mode, _given(ctx)):
         typer.echo(f"warning: {_flag(ctx, name)} is ignored by --mode {mode} (it applies to: "
                    f"{', '.join(OPTION_MODES[name])})", err=True)
+    settings = _load(settings_file, set_, **_folder_flags(output_dir=output_dir),
+                     **_model_flags(model_path, fake_llm, embedder_path=embedder_path))
+    output_dir = settings.paths.output_dir
+    given = {"depth": depth, "lam": lam, "oversample": oversample, "damping": damping,
+             "graph_backend": graph_backend}
+    options = {**settings.retrieval.options(),
+               **{k: v for k, v in given.items() if v is not None}}
+    if mode not in SEARCH_MODES and top_k is not None:
+        options["top_k"] = top_k
+    try:  # the settings' values, checked as the flags were
+        check_options(mode, options)
+    except ValueError as exc:
+        typer.echo(f"error: {exc} (settings: retrieval section)", err=True)
+        raise typer.Exit(2) from exc
 
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError)
@@ -537,16 +595,17 @@ def query(ctx: typer.Context,
     errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError,
               UnreadableTableError)
     if mode in SEARCH_MODES:
-        _search(question, output_dir, mode, dynamic, level, answer, budget, as_json,
-                top_k, embedder_path, model_path, fake_llm, cache_path, errors, keep_parent)
+        _search(question, settings, mode, dynamic, level, answer, budget, as_json,
+                top_k, cache_path, errors, keep_parent)
         return
     from kgloom.query.render import render_result
-    from kgloom.query.retriever import Retriever
+    from kgloom.query.retriever import RetrievalConfig, Retriever
 
-    params = retrieval_params(mode, {"top_k": top_k, "depth": depth, "lam": lam,
-                                     "oversample": oversample, "damping": damping})
+    params = retrieval_params(mode, options)
     try:
-        retriever = Retriever(output_dir, embedder_path or None, graph_backend=graph_backend)
+        retriever = Retriever(output_dir, settings.embedder.model_path or None,
+                              graph_backend=options["graph_backend"],
+                              config=RetrievalConfig(**settings.retrieval.scoring()))
         result = retriever.retrieve(question, mode=mode, **params)
     except errors as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -557,19 +616,23 @@ def query(ctx: typer.Context,
         typer.echo(render_result(result))
 
 
-def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int | None,
-            answer: bool, budget: int | None, as_json: bool, top_k: int | None,
-            embedder_path: str, model_path: str, fake_llm: bool, cache_path: str,
-            errors: tuple, keep_parent: bool = False) -> None:
-    """`kgloom query --mode local|global|auto|direct`: a Searcher, a progress bar for
-    global search, then the rendered (or JSON) result."""
+def _search(question: str, settings: Settings, mode: str, dynamic: bool,
+            level: int | None, answer: bool, budget: int | None, as_json: bool,
+            top_k: int | None, cache_path: str, errors: tuple,
+            keep_parent: bool = False) -> None:
+    """`kgloom query --mode local|global|auto|direct`: a Searcher over the model the
+    settings name (file, servers or fake; cache ``cache_path`` or
+    ``OUTPUT_DIR/query_cache.sqlite``) with the settings' search and retrieval knobs, a
+    progress bar for global search, then the rendered (or JSON) result."""
     import dataclasses
 
     from tqdm import tqdm
 
     from kgloom.llm import ModelFileError
+    from kgloom.llm.http import LLMServerError
+    from kgloom.query.retriever import RetrievalConfig
     from kgloom.query.render import render_search
-    from kgloom.query.searcher import SearchConfig, Searcher
+    from kgloom.query.searcher import QUERY_CACHE_FILE, SearchConfig, Searcher
 
     bar: list[tqdm] = []
 
@@ -590,16 +653,18 @@ def _search(question: str, output_dir: str, mode: str, dynamic: bool, level: int
             bar[-1].set_postfix(points=event["points"])
             bar[-1].refresh()
 
-    config = SearchConfig(keep_parent=keep_parent)
-    if top_k is not None:
-        config = dataclasses.replace(config, top_k=top_k)
+    output_dir = settings.paths.output_dir
+    config = SearchConfig(**settings.search.config_kwargs())
+    given = {"keep_parent": keep_parent or None, "top_k": top_k}
+    config = dataclasses.replace(config, **{k: v for k, v in given.items() if v is not None})
     try:
-        searcher = Searcher(output_dir, config=config, embedder=embedder_path or None,
-                            cache_path=cache_path or None, model_path=model_path or None,
-                            fake_llm=fake_llm)
+        llm = settings.llm.open_cached(cache_path or Path(output_dir) / QUERY_CACHE_FILE)
+        searcher = Searcher(output_dir, llm=llm, config=config,
+                            embedder=settings.embedder.model_path or None,
+                            retrieval_config=RetrievalConfig(**settings.retrieval.scoring()))
         result = searcher.search(question, mode=mode, dynamic=dynamic, level=level,
                                  answer=answer, budget=budget, progress=progress)
-    except (*errors, ModelFileError) as exc:
+    except (*errors, ModelFileError, LLMServerError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     finally:
@@ -653,7 +718,7 @@ from kgloom import graphrag_settings as _grs  # noqa: E402 (stdlib-only: keeps s
 
 @app.command("graphrag-settings")
 def graphrag_settings(
-        output_dir: str = typer.Option("data/output", help="the kgloom index"),
+        output_dir: str | None = OUTPUT,
         root: str = typer.Option("", help="GraphRAG's root folder for settings.yaml "
                                  "(default OUTPUT_DIR/graphrag); `graphrag query --root` it"),
         chat_url: str = typer.Option("http://127.0.0.1:8000/v1", help="OpenAI-compatible "
@@ -678,6 +743,7 @@ def graphrag_settings(
     """Write a complete Microsoft GraphRAG (3.3) settings.yaml for an index: chat and
     embedding models, context budgets fitted to the chat model's window, the vector-store
     mapping to the index's LanceDB tables and the paths (docs/graphrag.md)."""
+    output_dir = _load(None, **_folder_flags(output_dir=output_dir)).paths.output_dir
     try:
         budgets = _grs.fit_budgets(context_window, reply_tokens, tokens_ratio)
         path = _grs.write_settings(output_dir, root or None, chat_url=chat_url,
@@ -693,8 +759,7 @@ def graphrag_settings(
 
 @app.command("serve-embeddings")
 def serve_embeddings(
-        output_dir: str = typer.Option("data/output", help="the kgloom index whose "
-                                       "embedder is served"),
+        output_dir: str | None = OUTPUT,
         host: str = typer.Option("127.0.0.1", help="address to bind (0.0.0.0 exposes it)"),
         port: int = PORT(8001),
         embedder_path: str = INDEX_EMBEDDER,
@@ -713,7 +778,10 @@ def serve_embeddings(
     from kgloom.embedding.store import ExternalVectors
 
     try:
-        embedder = Retriever(output_dir, embedder_path or None).embedder
+        settings = _load(None, **_folder_flags(output_dir=output_dir),
+                         **_model_flags(embedder_path=embedder_path))
+        output_dir = settings.paths.output_dir
+        embedder = Retriever(output_dir, settings.embedder.model_path or None).embedder
     except (IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError,
             ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -752,7 +820,9 @@ def _serve_cache_dir(cache_dir: str, output_dir: str) -> Path:
 
 
 @app.command()
-def serve(output_dir: str = typer.Option("data/output", help="the index to serve (read only)"),
+def serve(output_dir: str | None = typer.Option(None, help="the index to serve (read only; "
+                                                "default: env KGLOOM_OUTPUT_DIR, the "
+                                                "settings' paths.output_dir, or data/output)"),
           host: str = typer.Option("127.0.0.1", help="address to bind; any other than "
                                    "127.0.0.1 / localhost / ::1 requires an API key"),
           port: int = PORT(8000),
@@ -773,6 +843,7 @@ def serve(output_dir: str = typer.Option("data/output", help="the index to serve
           max_depth: int = typer.Option(3, help="deepest BFS / neighbourhood a request may "
                                         "ask"),
           max_body_bytes: int = typer.Option(65536, help="largest request body (bytes)"),
+          set_: list[str] = SET, settings_file: str = SETTINGS_FILE,
           ) -> None:
     """Serve the index over HTTP: a JSON API for every query mode, an OpenAI-compatible
     chat endpoint (/v1/chat/completions, /v1/models), graph endpoints and the explorer
@@ -791,17 +862,23 @@ def serve(output_dir: str = typer.Option("data/output", help="the index to serve
     from kgloom.llm.http import LLMServerError
     from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
                                         IndexInconsistentError)
-    from kgloom.resources import build_resources
+    from kgloom.llm import CACHE_FILE
+    from kgloom.query.retriever import RetrievalConfig
+    from kgloom.query.searcher import SearchConfig
     from kgloom.serve.app import Limits, open_app
 
+    settings = _load(settings_file, set_, **_folder_flags(output_dir=output_dir),
+                     **_model_flags(model_path, fake_llm, llm_url, embedder_path))
+    output_dir = settings.paths.output_dir
     cache = _serve_cache_dir(cache_dir, output_dir)
     try:
-        llm = build_resources(output_dir=output_dir, model_path=model_path or None,
-                              fake_llm=fake_llm or None, llm_urls=llm_url or None,
-                              embedder_path=embedder_path or None)["llm"].open(cache)
-        web = open_app(output_dir, llm, embedder_path or None, api_key, tuple(cors_origin),
+        llm = settings.llm.open_cached(settings.llm.cache_path or cache / CACHE_FILE)
+        web = open_app(output_dir, llm, settings.embedder.model_path or None, api_key,
+                       tuple(cors_origin),
                        Limits(max_question_chars=max_question_chars, max_top_k=max_top_k,
-                              max_depth=max_depth, max_body_bytes=max_body_bytes))
+                              max_depth=max_depth, max_body_bytes=max_body_bytes),
+                       search_config=SearchConfig(**settings.search.config_kwargs()),
+                       retrieval_config=RetrievalConfig(**settings.retrieval.scoring()))
     except (ModelFileError, LLMServerError, IndexFilesMissingError, IndexInconsistentError,
             EmbedderMismatchError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -823,12 +900,17 @@ def ui(port: int = typer.Option(3000, help="the UI's port"),
                                      "schedule read (default: env KGLOOM_INPUT_DIR or "
                                      "data/input)"),
        output_dir: str = typer.Option("", help="the index the UI's runs write (default: env "
-                                      "KGLOOM_OUTPUT_DIR or data/output)")) -> None:
+                                      "KGLOOM_OUTPUT_DIR or data/output)"),
+       settings_file: str = typer.Option("", "--config", help="the settings file the code "
+                                         "location reads (passed as KGLOOM_CONFIG; default: "
+                                         "env KGLOOM_CONFIG, else ./kgloom.yaml)")) -> None:
     """Start the Dagster UI (webserver + daemon) on HOST:PORT, after failing the runs
-    whose process is gone (their pool slots are freed). --input-dir / --output-dir reach
-    the code location as KGLOOM_INPUT_DIR / KGLOOM_OUTPUT_DIR (absolute paths)."""
+    whose process is gone (their pool slots are freed). --input-dir / --output-dir /
+    --config reach the code location as KGLOOM_INPUT_DIR / KGLOOM_OUTPUT_DIR /
+    KGLOOM_CONFIG (absolute paths)."""
     env = dict(os.environ)
-    for var, folder in (("KGLOOM_INPUT_DIR", input_dir), ("KGLOOM_OUTPUT_DIR", output_dir)):
+    for var, folder in (("KGLOOM_INPUT_DIR", input_dir), ("KGLOOM_OUTPUT_DIR", output_dir),
+                        ("KGLOOM_CONFIG", settings_file)):
         if folder:
             env[var] = str(Path(folder).resolve())
     if host not in LOOPBACK_HOSTS:

@@ -107,7 +107,8 @@ def _seeded_rng(seed: int) -> Iterator[None]:
         ig.set_random_number_generator(random)
 
 
-def _leiden(g: ig.Graph, seed: int, resolution: float = 1.0) -> list[int]:
+def _leiden(g: ig.Graph, seed: int, resolution: float = 1.0, backend: str = "igraph"
+            ) -> list[int]:
     """Leiden membership of ``g`` (undirected; float edge attribute "weight" when it has
     edges): one community number (int) per vertex, in vertex order, maximising modularity
     with resolution ``resolution`` (1.0 = Newman-Girvan modularity, higher = smaller
@@ -121,10 +122,28 @@ def _leiden(g: ig.Graph, seed: int, resolution: float = 1.0) -> list[int]:
     partitions: at 10^6 edges igraph to convergence took 23.0 s CPU for modularity
     0.75722, two passes 1.8 s for 0.75675; leidenalg to convergence, kgloom's call before, took 23.0 s at
     10^5 edges against 0.09 s, for 0.75276 against 0.75270).
+
+    ``backend="leidenalg"``: the leidenalg package instead (``find_partition`` with
+    ``RBConfigurationVertexPartition``, which is modularity at resolution 1.0, its own RNG
+    seeded with ``seed``, iterated until no move improves it): the same algorithm, a
+    different implementation and stopping rule, so a valid partition that need not equal
+    igraph's.
+
+    Raises:
+        ValueError: an unknown ``backend`` (see :data:`kgloom.config.COMMUNITY_BACKENDS`).
     """
+    weights = "weight" if g.ecount() else None
+    if backend == "leidenalg":
+        import leidenalg
+
+        partition = leidenalg.find_partition(
+            g, leidenalg.RBConfigurationVertexPartition, weights=weights,
+            resolution_parameter=resolution, seed=seed, n_iterations=-1)
+        return list(partition.membership)
+    if backend != "igraph":
+        raise ValueError(f"community backend must be igraph or leidenalg, got {backend!r}")
     with _seeded_rng(seed):
-        clustering = g.community_leiden(objective_function="modularity",
-                                        weights="weight" if g.ecount() else None,
+        clustering = g.community_leiden(objective_function="modularity", weights=weights,
                                         resolution=resolution,
                                         n_iterations=LEIDEN_ITERATIONS)
     return list(clustering.membership)
@@ -138,7 +157,8 @@ def _groups(members: list[int], membership: list[int]) -> list[list[int]]:
     return sorted(out.values())
 
 
-def _split(sub: ig.Graph, members: list[int], seed: int) -> tuple[list[list[int]], str]:
+def _split(sub: ig.Graph, members: list[int], seed: int, backend: str = "igraph"
+           ) -> tuple[list[list[int]], str]:
     """Split one oversized community into >= 2 parts; returns (parts, how).
 
     ``sub`` is the community's induced subgraph (vertex i = ``members[i]``, sorted).
@@ -147,14 +167,14 @@ def _split(sub: ig.Graph, members: list[int], seed: int) -> tuple[list[list[int]
     it means "no structure"); last, halves in sorted-id order, so the recursion always
     terminates.
     """
-    parts = _groups(members, _leiden(sub, seed))
+    parts = _groups(members, _leiden(sub, seed, backend=backend))
     if len(parts) > 1:
         return parts, "leiden"
     parts = _groups(members, sub.connected_components().membership)
     if len(parts) > 1:
         return parts, "components"
     for resolution in (1.5, 2.0, 4.0, 8.0):
-        parts = _groups(members, _leiden(sub, seed, resolution))
+        parts = _groups(members, _leiden(sub, seed, resolution, backend))
         if 1 < len(parts) < len(members):  # all singletons says "no structure", not a split
             return parts, "resolution"
     half = len(members) // 2
@@ -170,7 +190,8 @@ def _modularity(g: ig.Graph, membership: list[int]) -> float:
 
 def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
                         max_cluster_size: int = 10, seed: int = 0xDEADBEEF,
-                        period: str = "") -> tuple[pl.DataFrame, dict]:
+                        period: str = "", backend: str = "igraph"
+                        ) -> tuple[pl.DataFrame, dict]:
     """Hierarchical communities: Leiden on the whole graph, then Leiden again inside every
     community larger than ``max_cluster_size``, until none is.
 
@@ -188,6 +209,8 @@ def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
         max_cluster_size: split communities with more entities than this (>= 1).
         seed: Leiden seed (and igraph's RNG seed for the Louvain baseline).
         period: date string written to every row (YYYY-MM-DD).
+        backend: who runs each Leiden pass, ``igraph`` (default) or ``leidenalg``
+            (:func:`_leiden`; the setting ``IndexSettings.community_backend``).
 
     Returns:
         ``(communities, stats)``. ``communities`` conforms to COMMUNITIES_SCHEMA, one row
@@ -203,7 +226,8 @@ def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
         "oversized_at_last_level".
 
     Raises:
-        ValueError: ``max_cluster_size < 1`` or a relationship endpoint not in entities.
+        ValueError: ``max_cluster_size < 1``, a relationship endpoint not in entities, or
+            an unknown ``backend``.
     """
     if max_cluster_size < 1:
         raise ValueError(f"max_cluster_size must be >= 1, got {max_cluster_size}")
@@ -215,7 +239,7 @@ def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
                    "seed": seed}
     if not ids:
         return schemas.empty(schemas.COMMUNITIES_SCHEMA), stats
-    levels = _split_levels(g, len(ids), max_cluster_size, seed, stats["splits"])
+    levels = _split_levels(g, len(ids), max_cluster_size, seed, stats["splits"], backend)
     stats["louvain_modularity"] = _louvain_modularity(g, seed)
     rows = _community_rows(g, levels, ids, entities, relationships, period, stats)
     stats["levels"] = len(levels)
@@ -225,7 +249,8 @@ def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
 
 
 def _split_levels(g: ig.Graph, n: int, max_cluster_size: int, seed: int,
-                  splits: dict[str, int]) -> list[list[list[int]]]:
+                  splits: dict[str, int], backend: str = "igraph"
+                  ) -> list[list[list[int]]]:
     """Step 1: the levels as lists of communities, each a sorted list of vertex ids:
     Leiden on the whole graph, then every community over ``max_cluster_size`` split
     (:func:`_split`, counted in ``splits`` by method) into the next level, the others
@@ -236,7 +261,7 @@ def _split_levels(g: ig.Graph, n: int, max_cluster_size: int, seed: int,
     from, whatever the part's size, so cutting each of the ~E/80 parts from ``g`` grew
     as edges squared (0.06 ms per 30-vertex cut at 2x10^5 vertices, 0.67 ms at 2x10^6).
     """
-    levels = [_groups(list(range(n)), _leiden(g, seed))]
+    levels = [_groups(list(range(n)), _leiden(g, seed, backend=backend))]
     subgraphs: dict[int, ig.Graph] = {}  # smallest member -> subgraph, oversized parts only
     while len(levels) < MAX_LEVELS and any(len(c) > max_cluster_size for c in levels[-1]):
         nxt, cut = [], {}
@@ -245,7 +270,7 @@ def _split_levels(g: ig.Graph, n: int, max_cluster_size: int, seed: int,
                 nxt.append(members)
                 continue
             sub = subgraphs.get(members[0]) or g.induced_subgraph(members)  # keeps order
-            parts, how = _split(sub, members, seed)
+            parts, how = _split(sub, members, seed, backend)
             splits[how] += 1
             nxt.extend(parts)
             local = {v: i for i, v in enumerate(members)}

@@ -63,6 +63,8 @@ class Searcher:
             open index.
         graph_backend: the retrieval's graph backend (``memory`` keeps the graph in the
             index handle).
+        retrieval_config: the scoring knobs of the retrieval local search runs (default
+            :class:`RetrievalConfig`'s).
         cache_path: the query LLM cache (default ``<output_dir>/query_cache.sqlite``).
         model_path / fake_llm / n_ctx / n_threads: how to open the model.
 
@@ -78,8 +80,9 @@ class Searcher:
                  config: SearchConfig | None = None, embedder: Any = None,
                  graph_backend: str = "memory", cache_path: str | Path | None = None,
                  model_path: str | None = None, fake_llm: bool = False, n_ctx: int = 4096,
-                 n_threads: int | None = None) -> None:
-        self.settings = RetrievalSettings(RetrievalConfig(), graph_backend)
+                 n_threads: int | None = None,
+                 retrieval_config: RetrievalConfig | None = None) -> None:
+        self.settings = RetrievalSettings(retrieval_config or RetrievalConfig(), graph_backend)
         if isinstance(output_dir, QueryIndex):
             self.index = output_dir
             self.index.tables  # noqa: B018 - loads them now

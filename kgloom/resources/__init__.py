@@ -1,97 +1,43 @@
 """Dagster resources: each wraps one external thing (the LLM, the embedder, the paths and
-settings), and the one place that reads the ``KGLOOM_*`` environment variables.
+index settings), built from the one settings model (:func:`kgloom.settings.load_settings`:
+``kgloom.yaml`` / ``KGLOOM_CONFIG``, the ``KGLOOM_*`` variables, overrides; see
+``docs/configuration.md``).
 
-Environment (the UI, the sensor and the schedule see the code location's resources; the
-CLI passes its options instead and falls back to the same variables):
-
-- ``KGLOOM_INPUT_DIR`` / ``KGLOOM_OUTPUT_DIR``: the folders (default ``data/input``,
-  ``data/output``); given to the code location as ``dg.EnvVar`` so the launchpad shows
-  where a value comes from and it is read when a run starts, not when the code loads.
-- ``KGLOOM_SETTINGS``: a YAML file of :class:`kgloom.config.IndexSettings` values (see
-  :func:`kgloom.config.load_settings_file`), the resource's defaults.
-- ``KGLOOM_MODEL_PATH``, ``KGLOOM_N_GPU_LAYERS``, ``KGLOOM_N_THREADS`` (llama.cpp
-  threads in-process; 0 or unset: chosen per call from the machine's load),
-  ``KGLOOM_FAKE_LLM=1`` (no model),
-  ``KGLOOM_LLM_URL`` (OpenAI-compatible model servers, comma-separated),
-  ``KGLOOM_LLM_MODEL``, ``KGLOOM_LLM_API_KEY``, ``KGLOOM_LLM_CONCURRENCY``,
-  ``KGLOOM_LLM_SLOTS``, ``KGLOOM_LLM_TIMEOUT_S``, ``KGLOOM_LLM_SCHEMA_FORMAT``,
-  ``KGLOOM_LLM_CACHE`` (the LLM cache file): the LLM resource.
-- ``KGLOOM_EMBEDDER_PATH``: a sentence-transformers model folder (default the bundled
-  all-MiniLM-L6-v2).
+The code location (the UI, the sensor and the schedule) and the CLI build their resources
+here, so both read the same file and variables; the CLI's options are overrides.
+``KGLOOM_INPUT_DIR`` / ``KGLOOM_OUTPUT_DIR``, when set, reach the code location as
+``dg.EnvVar`` so the launchpad shows where a value comes from and it is read when a run
+starts, not when the code loads.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import dagster as dg
 
-from kgloom.config import load_settings_file, settings_fields, settings_from_mapping
-from kgloom.llm.http import parse_urls
 from kgloom.resources.embedder import EmbedderResource
-from kgloom.resources.index import IndexConfigResource
+from kgloom.resources.index import IndexConfigResource, IndexSettingsConfig
 from kgloom.resources.model import LLMResource
+from kgloom.settings import Settings, load_settings
 
-__all__ = ["EmbedderResource", "IndexConfigResource", "LLMResource", "build_resources",
-           "code_location_resources", "resolve_settings"]
-
-DEFAULT_INPUT_DIR, DEFAULT_OUTPUT_DIR = "data/input", "data/output"
-
-
-def _env_number(name: str, default: str, kind: type = int):
-    """The number in env ``name`` (``default`` when unset).
-
-    Raises:
-        ValueError: naming the variable, when its value is not a number of ``kind``.
-    """
-    raw = os.environ.get(name, default)
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, "
-                         f"got {raw!r}") from None
+__all__ = ["EmbedderResource", "IndexConfigResource", "IndexSettingsConfig", "LLMResource",
+           "build_resources", "code_location_resources", "resources_from_settings"]
 
 
-def resolve_settings(settings_file: str | None = None, **settings) -> dict:
-    """The index settings as resource field values: the defaults, then the YAML file
-    ``settings_file`` (default: env ``KGLOOM_SETTINGS``, none when unset), then
-    ``settings`` (field names of :class:`kgloom.config.IndexSettings`; None values are
-    skipped). Only fields that differ from the defaults are returned.
-
-    Raises:
-        ValueError: for an unknown setting or a value its type or range refuses.
-        FileNotFoundError: when the settings file does not exist.
-    """
-    path = settings_file or os.environ.get("KGLOOM_SETTINGS", "")
-    values = dict(load_settings_file(path)) if path else {}
-    values.update({k: v for k, v in settings.items() if v is not None})
-    resolved = settings_from_mapping(values)  # checks names, types and ranges
-    fields = settings_fields()
-    out = {}
-    for name in values:
-        value = getattr(resolved, name)
-        value = list(value) if isinstance(value, tuple) else value
-        if value != fields[name][1]:
-            out[name] = value
-    return out
-
-
-def _llm_resource(model_path: str | None, fake_llm: bool | None,
-                  llm_urls: list[str] | None, llm_concurrency: int | None) -> LLMResource:
-    env = os.environ
-    fake = fake_llm if fake_llm is not None else env.get("KGLOOM_FAKE_LLM", "") == "1"
-    return LLMResource(
-        model_path=model_path or env.get("KGLOOM_MODEL_PATH", ""),
-        n_gpu_layers=_env_number("KGLOOM_N_GPU_LAYERS", "0"),
-        n_threads=_env_number("KGLOOM_N_THREADS", "0"), fake=fake,
-        urls=parse_urls(llm_urls if llm_urls else env.get("KGLOOM_LLM_URL", "")),
-        model=env.get("KGLOOM_LLM_MODEL", ""), api_key=env.get("KGLOOM_LLM_API_KEY", ""),
-        llm_concurrency=(llm_concurrency if llm_concurrency is not None
-                         else _env_number("KGLOOM_LLM_CONCURRENCY", "1")),
-        llm_slots=_env_number("KGLOOM_LLM_SLOTS", "0"),
-        request_timeout_s=_env_number("KGLOOM_LLM_TIMEOUT_S", "300", float),
-        schema_format=env.get("KGLOOM_LLM_SCHEMA_FORMAT", "auto"),
-        cache_path=env.get("KGLOOM_LLM_CACHE", ""))
+def resources_from_settings(settings: Settings, input_dir: Any = None,
+                            output_dir: Any = None) -> dict:
+    """The resource dict ``{"index", "llm", "embedder"}`` of ``settings``; ``input_dir`` /
+    ``output_dir`` (a path or a ``dg.EnvVar``) replace the ``paths`` section's."""
+    return {
+        "index": IndexConfigResource(
+            input_dir=input_dir or settings.paths.input_dir,
+            output_dir=output_dir or settings.paths.output_dir,
+            index_settings=IndexSettingsConfig.model_validate(settings.index.model_dump())),
+        "llm": LLMResource(**settings.llm.model_dump()),
+        "embedder": EmbedderResource(**settings.embedder.model_dump()),
+    }
 
 
 def build_resources(input_dir: str | None = None, output_dir: str | None = None,
@@ -99,25 +45,23 @@ def build_resources(input_dir: str | None = None, output_dir: str | None = None,
                     llm_urls: list[str] | None = None, llm_concurrency: int | None = None,
                     embedder_path: str | None = None, settings_file: str | None = None,
                     **settings) -> dict:
-    """Return the resource dict ``{"index", "llm", "embedder"}`` with concrete values:
-    unset arguments come from the ``KGLOOM_*`` variables (module docstring), settings
-    from :func:`resolve_settings`. What the CLI, the tests and the benches use.
+    """Return the resource dict ``{"index", "llm", "embedder"}`` of
+    :func:`kgloom.settings.load_settings` (the file ``settings_file`` or the default one,
+    the ``KGLOOM_*`` variables), with the arguments given (not None) as overrides:
+    the folders, the model, and ``settings``, index settings by name (or any setting as
+    ``section.key`` in a dict: ``**{"retrieval.top_k": 3}``). What the CLI, the tests and
+    the benches use.
 
     Raises:
-        ValueError: when a numeric ``KGLOOM_LLM_*`` variable is not a number, a URL in
-            ``KGLOOM_LLM_URL`` is malformed, or a setting is unknown or invalid.
+        kgloom.settings.SettingsError (a ValueError): an unknown setting or a value its
+            field refuses, named (a ``KGLOOM_*`` variable by its name).
         FileNotFoundError: when the settings file does not exist.
     """
-    env = os.environ
-    return {
-        "index": IndexConfigResource(
-            input_dir=input_dir or env.get("KGLOOM_INPUT_DIR", DEFAULT_INPUT_DIR),
-            output_dir=output_dir or env.get("KGLOOM_OUTPUT_DIR", DEFAULT_OUTPUT_DIR),
-            **resolve_settings(settings_file, **settings)),
-        "llm": _llm_resource(model_path, fake_llm, llm_urls, llm_concurrency),
-        "embedder": EmbedderResource(
-            model_path=embedder_path or env.get("KGLOOM_EMBEDDER_PATH", "")),
-    }
+    overrides = {"paths.input_dir": input_dir or None, "paths.output_dir": output_dir or None,
+                 "llm.model_path": model_path or None, "llm.fake": fake_llm,
+                 "llm.urls": llm_urls or None, "llm.llm_concurrency": llm_concurrency,
+                 "embedder.model_path": embedder_path or None, **settings}
+    return resources_from_settings(load_settings(settings_file, overrides))
 
 
 def _folder(var: str, default: str):
@@ -128,15 +72,13 @@ def _folder(var: str, default: str):
 
 def code_location_resources() -> dict:
     """The resources of the Dagster code location (``kgloom.definitions``): as
-    :func:`build_resources`, with the folders given as ``dg.EnvVar`` when set. The
-    sensor and the schedule take these resources as arguments.
+    :func:`build_resources`, with the folders given as ``dg.EnvVar`` when their variable
+    is set. The sensor and the schedule take these resources as arguments.
 
     Raises:
         see :func:`build_resources`.
     """
-    resources = build_resources()
-    resources["index"] = IndexConfigResource(
-        input_dir=_folder("KGLOOM_INPUT_DIR", DEFAULT_INPUT_DIR),
-        output_dir=_folder("KGLOOM_OUTPUT_DIR", DEFAULT_OUTPUT_DIR),
-        **resolve_settings())
-    return resources
+    settings = load_settings()
+    return resources_from_settings(
+        settings, _folder("KGLOOM_INPUT_DIR", settings.paths.input_dir),
+        _folder("KGLOOM_OUTPUT_DIR", settings.paths.output_dir))

@@ -8,6 +8,7 @@ import functools
 import dagster as dg
 
 from kgloom.embedding.sentence_embedder import Embedder
+from kgloom.settings import EmbedderSettings
 
 
 @functools.lru_cache(maxsize=2)
@@ -15,10 +16,10 @@ def _loaded(model_path: str) -> Embedder:
     return Embedder(model_path or None)
 
 
-class EmbedderResource(dg.ConfigurableResource):
-    """``model_path`` empty means the bundled all-MiniLM-L6-v2 (384 dims, 256 tokens)."""
-
-    model_path: str = ""
+class EmbedderResource(dg.ConfigurableResource, EmbedderSettings):
+    """The ``embedder`` section of the settings (:class:`kgloom.settings.EmbedderSettings`)
+    as a Dagster resource: ``model_path`` empty means the bundled all-MiniLM-L6-v2 (384
+    dims, 256 tokens)."""
 
     def load(self) -> Embedder:
         """Return the loaded :class:`kgloom.embedding.sentence_embedder.Embedder` (a few seconds on CPU the

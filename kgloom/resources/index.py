@@ -10,19 +10,27 @@ import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
-from kgloom.config import IndexSettings, settings_fields, settings_from_mapping
+from kgloom.config import IndexSettings
 from kgloom.inputs import input_path
 from kgloom.layout import Level, PartitionKeyError, TableStore
 from kgloom.lock import LockWaitCancelled, writer_lock
 from kgloom.processes import COMMAND_TAG, PID_TAG, process_tags
 
 
-class _IndexConfigBase(dg.ConfigurableResource):
-    """Input and output folders plus every :class:`kgloom.config.IndexSettings` field.
+class IndexSettingsConfig(dg.Config, IndexSettings):
+    """:class:`kgloom.config.IndexSettings` as Dagster config (the UI's launchpad shows and
+    edits every field): the same fields, defaults and checks, with the tuple fields held
+    as lists, the form Dagster config takes."""
 
-    The settings fields are generated from ``IndexSettings`` (:func:`_with_settings`), so
-    the dataclass stays the only list: the UI's launchpad, ``build_resources(**settings)``
-    and the CLI's ``--set`` reach every one.
+    # pydantic copies field defaults (RUF012); lists on purpose, in place of the tuples
+    record_edges: list[str] = []  # noqa: RUF012  # pyright: ignore[reportIncompatibleVariableOverride]
+    entity_types: list[str] = list(IndexSettings().entity_types)  # noqa: RUF012  # pyright: ignore[reportIncompatibleVariableOverride]
+    resolution_methods: list[str] = list(IndexSettings().resolution_methods)  # noqa: RUF012  # pyright: ignore[reportIncompatibleVariableOverride]
+
+
+class IndexConfigResource(dg.ConfigurableResource):
+    """Input and output folders (the ``paths`` section of :class:`kgloom.settings.Settings`)
+    and the ``index`` section as one typed field, ``index_settings``.
 
     For the whole run that uses it, the resource holds the writer lock of the output
     folder (:func:`kgloom.lock.writer_lock`; a run launched while another writer works
@@ -33,18 +41,16 @@ class _IndexConfigBase(dg.ConfigurableResource):
 
     input_dir: str = "data/input"
     output_dir: str = "data/output"
+    index_settings: IndexSettingsConfig = IndexSettingsConfig()
 
     def settings(self) -> IndexSettings:
-        """Return the domain settings built from this resource's fields.
-
-        Raises:
-            ValueError: when a field's value is out of range (``IndexSettings`` checks).
-        """
-        return settings_from_mapping({name: getattr(self, name) for name in settings_fields()})
+        """Return the domain settings (tuples where the config holds lists); the values
+        were checked when the config was built."""
+        return IndexSettings.model_validate(self.index_settings.model_dump())
 
     @contextlib.contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext
-                            ) -> Iterator["IndexConfigResource"]:
+                            ) -> Iterator[IndexConfigResource]:
         """Hold the output folder's writer lock while the run uses this resource.
 
         Raises:
@@ -103,17 +109,3 @@ class _IndexConfigBase(dg.ConfigurableResource):
             return key
         except PartitionKeyError as exc:
             raise dg.Failure(description=str(exc)) from None
-
-
-def _with_settings(base: type) -> type:
-    """``base`` subclassed with one config field per ``IndexSettings`` field (same name,
-    type and default; tuples as lists)."""
-    fields = settings_fields()
-    namespace = {"__module__": __name__, "__doc__": base.__doc__,
-                 "__qualname__": "IndexConfigResource",
-                 "__annotations__": {name: tp for name, (tp, _) in fields.items()},
-                 **{name: default for name, (_, default) in fields.items()}}
-    return type("IndexConfigResource", (base,), namespace)
-
-
-IndexConfigResource = _with_settings(_IndexConfigBase)

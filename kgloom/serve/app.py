@@ -417,7 +417,8 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
 
 def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
              api_key: str | None = None, cors_origins: tuple[str, ...] = (),
-             limits: Limits = Limits()):
+             limits: Limits = Limits(), search_config: Any = None,
+             retrieval_config: Any = None):
     """Open the index in ``output_dir`` once (the build its marker names) and return the
     application of :func:`create_app` over it; later builds are opened with the same
     embedder and model.
@@ -429,6 +430,9 @@ def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
         embedder: the index's embedder (a folder, or None: see
             :class:`kgloom.query.retriever.Retriever`).
         api_key / cors_origins / limits: see :func:`create_app`.
+        search_config / retrieval_config: the settings' search and retrieval knobs
+            (``SearchConfig`` / ``RetrievalConfig``; None: their defaults), see
+            :meth:`IndexHandle.open`.
 
     Raises:
         IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: the
@@ -437,7 +441,8 @@ def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
     shared = {"embedder": embedder}
 
     def opener() -> IndexHandle:
-        handle = IndexHandle.open(output_dir, llm, shared["embedder"])
+        handle = IndexHandle.open(output_dir, llm, shared["embedder"], search_config,
+                                  retrieval_config)
         shared["embedder"] = handle.retriever.embedder  # loaded once
         return handle
 

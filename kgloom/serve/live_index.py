@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from kgloom.builds import MARKER_FILE, OPEN_RETRIES, IndexChangedError, IndexInconsistentError
 from kgloom.query.query_index import QueryIndex
-from kgloom.query.retriever import IndexFilesMissingError, Retriever
+from kgloom.query.retriever import IndexFilesMissingError, RetrievalConfig, Retriever
 from kgloom.query.searcher import SearchConfig, Searcher
 from kgloom.serve.graph_view import GraphView
 
@@ -64,7 +64,8 @@ class IndexHandle:
 
     @classmethod
     def open(cls, output_dir: str | Path, llm: Any, embedder: Any = None,
-             search_config: SearchConfig | None = None) -> "IndexHandle":
+             search_config: SearchConfig | None = None,
+             retrieval_config: RetrievalConfig | None = None) -> "IndexHandle":
         """Open the build ``output_dir``'s marker names now, with its tables loaded.
 
         Args:
@@ -74,6 +75,8 @@ class IndexHandle:
             embedder: the index's embedder (an instance is shared by every handle; a
                 folder or None: see :class:`Retriever`).
             search_config: the searcher's :class:`SearchConfig`.
+            retrieval_config: the scoring knobs of both retrievers (the handle's and the
+                searcher's), :class:`RetrievalConfig`.
 
         Raises:
             IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: as
@@ -83,9 +86,9 @@ class IndexHandle:
         for attempt in range(OPEN_RETRIES):
             try:
                 index = QueryIndex.open(output_dir, embedder)
-                retriever = Retriever(index, graph_backend="memory")
+                retriever = Retriever(index, graph_backend="memory", config=retrieval_config)
                 searcher = Searcher(index, llm=llm, config=search_config,
-                                    graph_backend="memory")
+                                    graph_backend="memory", retrieval_config=retrieval_config)
                 _load_graph(index)  # now, not in the first graph request
                 return cls(index.build.build_id, retriever, searcher, GraphView(index))
             except IndexChangedError:

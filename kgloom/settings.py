@@ -1,0 +1,464 @@
+"""The one settings model of kgloom and the one function that loads it (no Dagster here).
+
+Sections (``docs/configuration.md`` lists every key):
+
+- ``paths``: the input and output folders;
+- ``index``: :class:`kgloom.config.IndexSettings`, the knobs of an index build;
+- ``llm``: :class:`LLMSettings`, the model (a GGUF file run in-process, OpenAI-compatible
+  model servers, or the fake model) that indexing *and* search use;
+- ``embedder``: :class:`EmbedderSettings`, the sentence-transformers folder;
+- ``retrieval``: :class:`RetrievalSettings`, the retrieval modes' options and scoring knobs
+  (``kgloom.query.retriever.RetrievalConfig``);
+- ``search``: :class:`SearchSettings`, the search knobs (``kgloom.query.searcher.SearchConfig``).
+
+:func:`load_settings` reads them, later layers winning: the defaults, one YAML file
+(``--config FILE``, else env ``KGLOOM_CONFIG``, else the older ``KGLOOM_SETTINGS``, else
+``./kgloom.yaml`` when it exists), the environment (the named variables of
+:data:`ENV_VARS`, then ``KGLOOM_<SECTION>__<KEY>`` for any key), then overrides
+(``--set section.key=value`` and the CLI's own flags). The CLI, the Dagster code location
+(:mod:`kgloom.resources`), ``kgloom query`` and ``kgloom serve`` all call it.
+
+This module imports only pydantic and the standard library (PyYAML when a file is read),
+so ``kgloom query`` loads it before it checks its options, without numpy or Dagster.
+"""
+
+from __future__ import annotations
+
+import os
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from kgloom.config import (
+    IndexSettings,
+    load_settings_file,
+    split_list,
+    validation_message,
+)
+
+if typing.TYPE_CHECKING:
+    from kgloom.llm import CachedLLM
+
+DEFAULT_CONFIG_FILE = "kgloom.yaml"  # read from the working folder when no file is named
+CONFIG_ENV, LEGACY_SETTINGS_ENV = "KGLOOM_CONFIG", "KGLOOM_SETTINGS"
+
+
+class SettingsError(ValueError):
+    """A settings file, variable or override kgloom cannot use; the message names the key
+    (``section.key``) and where it came from."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PathsSettings(_Section):
+    """Where the index reads and writes (env ``KGLOOM_INPUT_DIR`` / ``KGLOOM_OUTPUT_DIR``)."""
+
+    input_dir: str = Field(default="data/input", description="folder of documents")
+    output_dir: str = Field(default="data/output", description="where the index is written")
+
+
+class LLMSettings(_Section):
+    """The LLM. ``model_path`` empty means the bundled SmolLM2-135M-Instruct (its SHA-256 is
+    verified); ``fake`` uses :class:`kgloom.llm.fake.FakeBackend` (tests and demos).
+    ``urls`` (several allowed) selects OpenAI-compatible model servers instead
+    (:class:`kgloom.llm.http.OpenAIChatBackend`); the GGUF fields are then unused.
+    ``kgloom.resources.LLMResource`` is this model as a Dagster resource; ``kgloom query``
+    and ``kgloom serve`` open it with :meth:`open_cached`, so index and search use the
+    same model.
+
+    ``llm_concurrency`` calls of a stage go out at once, spread over the servers;
+    in-process they queue on the one model (its lock). ``llm_slots`` is how many
+    sequences the servers decode at once in total (0: one per server, 1 in-process).
+    Ranges are checked when the model is verified or opened (:meth:`check`).
+    """
+
+    model_path: str = ""
+    expected_sha256: str = ""
+    # prompt (<= ~1.7k model tokens for a 600-token unit or a 1.2k-token report context)
+    # plus the longest reply the bounded schemas allow (see llm.reply_token_bound)
+    n_ctx: int = 4096
+    n_threads: int = 0  # 0: chosen per call from the machine's load (kgloom.llm.cpu)
+    n_gpu_layers: int = 0  # -1 offloads every layer where a GPU exists
+    n_batch: int = 512  # llama.cpp's logical batch of prompt evaluation (tokens)
+    n_ubatch: int = 512  # its physical batch (tokens)
+    flash_attn: bool = False  # llama.cpp's fused attention kernel (changes some replies)
+    # n_batch / n_ubatch / flash_attn: measured by bench/bench_llama_probe.py (README)
+    grammar_first: bool = True  # greedy grammar sampling checks the best token first
+    temperature: float = 0.0
+    fake: bool = False
+    urls: list[str] = []  # OpenAI-compatible servers; empty: the GGUF in-process
+    model: str = ""  # the served model to use; "": the one each server lists
+    api_key: str = ""
+    request_timeout_s: float = 300.0  # per request; a slow server is retried elsewhere
+    schema_format: str = "auto"  # auto | json_schema (vLLM, llama-server) | json_object
+    llm_concurrency: int = 1  # calls in flight per stage
+    llm_slots: int = 0  # sequences the servers decode at once in total; 0: one per URL
+    # the index's LLM cache file; "": <output_dir>/llm_cache.sqlite. SQLite's WAL needs a
+    # local disk: on several machines sharing data/output over NFS, point this at local storage
+    cache_path: str = ""
+
+    def check(self) -> None:
+        """Raises:
+        ValueError: naming ``llm_concurrency`` (< 1), ``llm_slots`` or ``n_threads`` (< 0).
+        """
+        if self.llm_concurrency <= 0:
+            raise ValueError(f"llm_concurrency must be >= 1, got {self.llm_concurrency}")
+        if self.llm_slots < 0:
+            raise ValueError(f"llm_slots must be >= 0, got {self.llm_slots}")
+        if self.n_threads < 0:
+            raise ValueError(f"n_threads must be >= 0 (0: by load), got {self.n_threads}")
+
+    def server_urls(self) -> list[str]:
+        """The configured server URLs (validated), [] for the in-process or fake model.
+
+        Raises:
+            ValueError: naming a malformed URL.
+        """
+        from kgloom.llm.http import parse_urls
+
+        return [] if self.fake else parse_urls(self.urls)
+
+    def open_cached(self, cache_path: str | Path, log: Any = None) -> CachedLLM:
+        """The model these settings name, behind the cache file ``cache_path``: the servers
+        (``urls``), else the fake model, else the GGUF in-process (loaded here, about 1 s
+        for the bundled one). ``log`` (e.g. a Dagster ``context.log``) receives the
+        warnings about failing servers.
+
+        Raises:
+            kgloom.llm.ModelFileError: a missing, unreadable or wrong model file.
+            kgloom.llm.http.LLMServerError: a server unreachable or not serving the model.
+            ValueError: see :meth:`check` and :meth:`server_urls`.
+        """
+        from kgloom.llm import CachedLLM, LLMCache, open_llm
+
+        self.check()
+        urls = self.server_urls()
+        if urls:
+            from kgloom.llm.http import OpenAIChatBackend
+
+            http = OpenAIChatBackend(urls, timeout_s=self.request_timeout_s,
+                                     temperature=self.temperature, api_key=self.api_key,
+                                     model=self.model, schema_format=self.schema_format,
+                                     log=log)
+            return CachedLLM(http, LLMCache(cache_path), http.model_id,
+                             concurrency=self.llm_concurrency)
+        return open_llm(cache_path, self.model_path or None, fake=self.fake, n_ctx=self.n_ctx,
+                        n_threads=self.n_threads or None, n_gpu_layers=self.n_gpu_layers,
+                        temperature=self.temperature,
+                        expected_sha256=self.expected_sha256 or None,
+                        concurrency=self.llm_concurrency,
+                        # env KGLOOM_FAKE_LLM_DELAY_S slows each fake call (crash tests, demos)
+                        fake_delay_s=float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0),
+                        n_batch=self.n_batch, n_ubatch=self.n_ubatch, flash_attn=self.flash_attn,
+                        grammar_first=self.grammar_first)
+
+
+class EmbedderSettings(_Section):
+    """``model_path``: a sentence-transformers model folder; empty means the bundled
+    all-MiniLM-L6-v2 (384 dims, 256 tokens). Queries must use the index's embedder."""
+
+    model_path: str = ""
+
+
+# the retrieval options each query may also give (kgloom.query.modes.RETRIEVAL_DEFAULTS and
+# `kgloom query`'s --graph-backend); the other RetrievalSettings fields are RetrievalConfig's
+QUERY_OPTIONS: tuple[str, ...] = ("top_k", "depth", "lam", "oversample", "damping",
+                                  "graph_backend")
+
+
+class RetrievalSettings(_Section):
+    """Retrieval: the per-query options' defaults (``top_k`` .. ``graph_backend``, what
+    ``kgloom query`` uses when its flag is not given; ranges checked by
+    ``kgloom.query.modes.check_options``) and the scoring knobs of
+    ``kgloom.query.retriever.RetrievalConfig`` (same names and defaults; its docstring
+    says what each does; defaults chosen by bench/eval_qa.py on 2WikiMultihopQA)."""
+
+    top_k: int = Field(default=5, description="text units returned")
+    depth: int = Field(default=1, description="BFS hops (multihop, fused, two_step)")
+    lam: float = Field(default=1.0, description="fused: neighbourhood-overlap penalty")
+    oversample: int = Field(default=5, description="fused: entity candidates per seed")
+    damping: float = Field(default=0.5, description="ppr / hybrid: probability of following an edge")
+    graph_backend: str = Field(default="duckdb", description="duckdb | memory")
+    hop_decay: float = 0.25
+    similarity_weight: float = 0.5
+    one_hop_weight: float = 0.5
+    one_hop_oversample: int = 3
+    neighbor_decay: float = 0.0
+    ann_link_min_similarity: float = 0.75
+    ann_link_question_k: int = 0
+    rrf_k: float = 60.0
+    hybrid_pool: int = 20
+    hybrid_weights: tuple[float, float] = (1.0, 1.0)
+    entity_affinity: bool = True
+    hit_seeds: int = 0
+    hit_seed_weight: float = 0.5
+    bridge_hits: int = 5
+    bridge_keep: int = 1
+    bridge_relevance_power: float = 1.0
+    bridge_link_weight: float = 0.5
+    seed_diagnostics: bool = True
+    fused_first_hop: bool = True
+
+    def options(self) -> dict[str, Any]:
+        """The per-query options (:data:`QUERY_OPTIONS`) as ``name -> value``."""
+        return {name: getattr(self, name) for name in QUERY_OPTIONS}
+
+    def scoring(self) -> dict[str, Any]:
+        """The ``RetrievalConfig`` knobs as keyword arguments
+        (``RetrievalConfig(**settings.retrieval.scoring())``)."""
+        return {k: v for k, v in self.model_dump().items() if k not in QUERY_OPTIONS}
+
+
+class SearchSettings(_Section):
+    """The knobs of ``kgloom.query.searcher.SearchConfig`` (same names and defaults; its
+    docstring says what each does): local, direct and global search."""
+
+    budget: int = 2000
+    # GraphRAG's local search shares, in packing order (kgloom.query.context_builder.context.LOCAL_SHARES)
+    shares: tuple[tuple[str, float], ...] = (("entities", 0.15), ("relationships", 0.2),
+                                             ("reports", 0.15), ("text_units", 0.5))
+    retrieval_mode: str = "bridge"
+    top_k: int = 10
+    max_neighbors: int = 30
+    seed_units: int = 3
+    threshold: int = 1  # kgloom.query.context_builder.community_context.DEFAULT_THRESHOLD
+    rate_shortlist: int = 8
+    rate_max_tokens: int = 80
+    rate_budget: int = 650
+    rate_batch: int = 8
+    keep_parent: bool = False
+    map_fallback: bool = True
+    map_budget: int = 1500
+    map_report_max_tokens: int = 500
+    reduce_budget: int = 1500
+    answer_max_chars: int = 200
+    default_level: int = 1
+    seed: int = 0xDEADBEEF
+
+    def config_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``SearchConfig(**settings.search.config_kwargs())``."""
+        return self.model_dump()
+
+
+class Settings(_Section):
+    """Every setting of kgloom, by section (module docstring). Frozen; build one with
+    :func:`load_settings`."""
+
+    paths: PathsSettings = PathsSettings()
+    index: IndexSettings = IndexSettings()
+    llm: LLMSettings = LLMSettings()
+    embedder: EmbedderSettings = EmbedderSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    search: SearchSettings = SearchSettings()
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    name: typing.cast(type[BaseModel], info.annotation)
+    for name, info in Settings.model_fields.items()}
+
+# the environment variables kgloom has always read, by the setting each sets; any setting
+# can also be given as KGLOOM_<SECTION>__<KEY> (e.g. KGLOOM_RETRIEVAL__HOP_DECAY=0.3)
+ENV_VARS: dict[str, str] = {
+    "KGLOOM_INPUT_DIR": "paths.input_dir",
+    "KGLOOM_OUTPUT_DIR": "paths.output_dir",
+    "KGLOOM_MODEL_PATH": "llm.model_path",
+    "KGLOOM_N_GPU_LAYERS": "llm.n_gpu_layers",
+    "KGLOOM_N_THREADS": "llm.n_threads",
+    "KGLOOM_FAKE_LLM": "llm.fake",
+    "KGLOOM_LLM_URL": "llm.urls",
+    "KGLOOM_LLM_MODEL": "llm.model",
+    "KGLOOM_LLM_API_KEY": "llm.api_key",
+    "KGLOOM_LLM_CONCURRENCY": "llm.llm_concurrency",
+    "KGLOOM_LLM_SLOTS": "llm.llm_slots",
+    "KGLOOM_LLM_TIMEOUT_S": "llm.request_timeout_s",
+    "KGLOOM_LLM_SCHEMA_FORMAT": "llm.schema_format",
+    "KGLOOM_LLM_CACHE": "llm.cache_path",
+    "KGLOOM_EMBEDDER_PATH": "embedder.model_path",
+}
+
+
+def _key(dotted: str, source: str) -> tuple[str, str]:
+    """``section.key`` (a bare ``key`` is an index setting, as ``--set chunk_size=400``
+    always was) split and checked.
+
+    Raises:
+        SettingsError: naming the unknown section or key, with the known ones.
+    """
+    section, sep, key = dotted.partition(".")
+    if not sep:
+        section, key = "index", dotted
+    if section not in SECTIONS:
+        raise SettingsError(f"unknown settings section {section!r} in {dotted!r} ({source}); "
+                            f"known: {', '.join(SECTIONS)}")
+    fields = SECTIONS[section].model_fields
+    if key not in fields:
+        raise SettingsError(f"unknown setting {section}.{key} ({source}); known in "
+                            f"{section}: {', '.join(sorted(fields))}")
+    return section, key
+
+
+def _is_sequence(section: str, key: str) -> bool:
+    origin = typing.get_origin(SECTIONS[section].model_fields[key].annotation)
+    return origin in (list, tuple)
+
+
+def config_file_path(config_file: str | Path | None = None,
+                     env: Mapping[str, str] | None = None) -> Path | None:
+    """The settings file to read: ``config_file``, else env ``KGLOOM_CONFIG``, else env
+    ``KGLOOM_SETTINGS`` (its older name), else ``./kgloom.yaml`` when it exists, else
+    None."""
+    env = os.environ if env is None else env
+    named = config_file or env.get(CONFIG_ENV) or env.get(LEGACY_SETTINGS_ENV)
+    if named:
+        return Path(named)
+    default = Path(DEFAULT_CONFIG_FILE)
+    return default if default.is_file() else None
+
+
+def _file_layer(path: Path) -> dict[str, dict[str, Any]]:
+    """The sections of a settings file. A file whose top-level keys are not section
+    names is the older form, a mapping of index settings (optionally under
+    ``settings:``): it is the ``index`` section.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        SettingsError: not YAML, not a mapping, a section that is not a mapping, or an
+            unknown key (named).
+    """
+    try:
+        data = load_settings_file(path)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    if not set(data) & set(SECTIONS):
+        # the older form, index settings only; a mapping under an unknown name is more
+        # likely a misspelt section than an index setting
+        sections = [k for k, v in data.items() if isinstance(v, dict)]
+        if sections:
+            raise SettingsError(f"unknown settings section {sections[0]!r} in {path}; "
+                                f"known: {', '.join(SECTIONS)}")
+        data = {"index": data}
+    out: dict[str, dict[str, Any]] = {}
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise SettingsError(f"unknown settings section {section!r} in {path}; known: "
+                                f"{', '.join(SECTIONS)}")
+        if not isinstance(values, dict):
+            raise SettingsError(f"section {section!r} of {path} must be a mapping of "
+                                "setting names to values")
+        for key in values:
+            _key(f"{section}.{key}", str(path))
+        out[section] = dict(values)
+    return out
+
+
+def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The settings the environment gives (empty values count as unset), and for each
+    ``section.key`` the variable it came from.
+
+    Raises:
+        SettingsError: for ``KGLOOM_<SECTION>__<KEY>`` naming an unknown setting.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    origin: dict[str, str] = {}
+    items = [(var, dotted) for var, dotted in ENV_VARS.items()]
+    for var in sorted(env):
+        head, sep, key = var.partition("__")
+        if sep and head.startswith("KGLOOM_"):
+            items.append((var, f"{head.removeprefix('KGLOOM_').lower()}.{key.lower()}"))
+    for var, dotted in items:
+        raw = env.get(var, "")
+        if raw == "":
+            continue
+        section, key = _key(dotted, f"env {var}")
+        out.setdefault(section, {})[key] = split_list(raw) if _is_sequence(section, key) else raw
+        origin[f"{section}.{key}"] = var
+    return out, origin
+
+
+def _env_message(exc: pydantic.ValidationError, origin: dict[str, str]) -> str | None:
+    """A message naming the environment variable whose value was refused, in the words
+    kgloom always used (``KGLOOM_N_THREADS must be an integer, got 'four'``); None when
+    no error comes from a variable."""
+    for err in exc.errors():
+        dotted = ".".join(str(p) for p in err["loc"][:2])
+        if dotted in origin:
+            section, key = dotted.split(".")
+            tp = SECTIONS[section].model_fields[key].annotation
+            kind = {int: "an integer", float: "a number", bool: "true or false"}.get(
+                typing.cast(type, tp), "valid")
+            return (f"{origin[dotted]} must be {kind}, got {err['input']!r} "
+                    f"(setting {dotted}: {err['msg']})")
+    return None
+
+
+def load_settings(config_file: str | Path | None = None,
+                  overrides: Mapping[str, Any] | None = None,
+                  env: Mapping[str, str] | None = None) -> Settings:
+    """The settings: defaults, then the settings file, then the environment, then
+    ``overrides``, each later one winning key by key.
+
+    Args:
+        config_file: a YAML file (default: :func:`config_file_path`). Top-level keys are
+            sections (``paths``, ``index``, ``llm``, ``embedder``, ``retrieval``,
+            ``search``); a file of bare index settings (the older ``--settings`` form,
+            optionally under ``settings:``) is the ``index`` section.
+        overrides: ``section.key`` (or a bare index setting) -> value: the CLI's ``--set``
+            pairs and flags. None values are skipped. Strings are converted by the
+            field's type (pydantic's lax mode: ``"5"`` -> 5, ``"true"`` -> True); a
+            comma-separated string gives a list.
+        env: the environment (default ``os.environ``): the variables of :data:`ENV_VARS`
+            and ``KGLOOM_<SECTION>__<KEY>``.
+
+    Returns:
+        a frozen :class:`Settings`.
+
+    Raises:
+        FileNotFoundError: the named settings file does not exist.
+        SettingsError (a ValueError): an unknown section or key, or a value its field
+            refuses; the message names the key (and the variable or file it came from).
+    """
+    env = os.environ if env is None else env
+    layers: list[dict[str, dict[str, Any]]] = []
+    path = config_file_path(config_file, env)
+    if path is not None:
+        layers.append(_file_layer(path))
+    env_values, origin = _env_layer(env)
+    layers.append(env_values)
+    over: dict[str, dict[str, Any]] = {}
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        section, key = _key(dotted, "override")
+        over.setdefault(section, {})[key] = (split_list(value) if _is_sequence(section, key)
+                                             else value)
+        origin.pop(f"{section}.{key}", None)  # no longer the variable's value
+    layers.append(over)
+    merged: dict[str, dict[str, Any]] = {}
+    for layer in layers:
+        for section, values in layer.items():
+            merged.setdefault(section, {}).update(values)
+    try:
+        return Settings.model_validate(merged)
+    except pydantic.ValidationError as exc:
+        raise SettingsError(_env_message(exc, origin) or validation_message(exc)) from None
+
+
+def parse_set(pairs: list[str]) -> dict[str, str]:
+    """The CLI's ``--set`` items, ``section.key=value`` (or ``key=value`` for an index
+    setting), as ``{dotted key: raw string}`` for :func:`load_settings`.
+
+    Raises:
+        SettingsError: an item without ``=`` or with an empty key.
+    """
+    from kgloom.config import parse_assignments
+
+    try:
+        return parse_assignments(pairs)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
