@@ -26,7 +26,8 @@ METHODS: tuple[str, ...] = ("standard", "fast")  # see kgloom.extraction.cooccur
 # community detection: igraph's C community_leiden (the default, measured 255x faster at
 # 10^5 edges by bench/bench_scale.py --part leiden) or the leidenalg package
 COMMUNITY_BACKENDS: tuple[str, ...] = ("igraph", "leidenalg")
-# every pass of kgloom.graph.resolution (its ALL_METHODS; a test checks they agree)
+# every pass of kgloom.graph.resolution (kgloom.names.normalize.RESOLUTION_METHODS; a test
+# checks they agree)
 DEFAULT_RESOLUTION_METHODS: tuple[str, ...] = ("normalized", "name_extension", "name_context",
                                                "embedding")
 

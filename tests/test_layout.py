@@ -63,7 +63,7 @@ def test_fake_llm_by_configuration_does_not_import_test_servers(tmp_path):
 # kernels only, never each other.
 KERNELS = {"kgloom", "schemas", "ids", "storage", "layout", "inputs", "processes", "config",
            "stats", "builds", "lock", "plots", "grounding", "llm", "embedding", "names",
-           "tokenizer", "testing"}
+           "tokenizer", "testing", "settings"}
 STAGES = {"ingest", "extraction", "corpus", "graph", "reports", "publish"}
 LAYERS: list[set[str]] = [
     KERNELS, STAGES | {"query"}, {"resources"}, {"pipelines"}, {"assets"}, {"definitions"},

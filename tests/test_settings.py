@@ -138,7 +138,7 @@ def test_the_defaults_the_index_checks_skip_are_valid():
     the stages only when they differ from their defaults; the defaults must be valid."""
     from kgloom.config import DEFAULT_RESOLUTION_METHODS
     from kgloom.names.candidates import SOURCES
-    from kgloom.graph.resolution import ALL_METHODS
+    from kgloom.names.normalize import RESOLUTION_METHODS as ALL_METHODS
 
     assert set(DEFAULT_RESOLUTION_METHODS) <= ALL_METHODS
     assert IndexSettings().candidate_source in SOURCES and IndexSettings().record_edges == ()

@@ -203,7 +203,7 @@ def test_the_communities_asset_runs_the_configured_backend(tmp_path, monkeypatch
     from conftest import build_carol_tables
 
     from kgloom import schemas, storage
-    from kgloom.graph import graph_assets
+    from kgloom.assets import graph_assets
 
     seen = []
     real = graph_assets.hierarchical_leiden
