@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +87,7 @@ def main() -> None:
                             capture_output=True, text=True).stdout.strip()
     result = {
         "bench": "kgloom query cold start (whole process)",
-        "commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit, "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "shared": "yes: other jobs ran; see each run's load"},
         "index": args.output_dir, "mode": args.mode, "question": args.question,

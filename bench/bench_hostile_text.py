@@ -134,7 +134,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     result = {"commit": commit or "(not a git checkout)",
-              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
               "load_average_1min_start": load,
               "injection": injection(), "acronyms": acronyms(),
               "candidate_recall": candidate_recall()}

@@ -148,7 +148,7 @@ def main() -> None:
             """graphrag's LLMEmbedding interface, answering with the index's own vector of
             the query text (see module doc)."""
 
-            def embedding(self, input: list[str]):  # noqa: A002 (graphrag's name)
+            def embedding(self, input: list[str]):  # graphrag's parameter name
                 class _R:
                     first_embedding = [float(x) for x in np.asarray(stored)]
                 return _R()

@@ -31,7 +31,7 @@ def stamp(where: str | Path, dirty: bool = False) -> dict[str, Any]:
     except (subprocess.CalledProcessError, FileNotFoundError):
         commit = "unknown"
     return {"commit": commit,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 

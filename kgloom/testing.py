@@ -121,7 +121,7 @@ class FakeChatServer(HTTPService):
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def start(self) -> "FakeChatServer":
+    def start(self) -> FakeChatServer:
         """Serve on a free port in a daemon thread; return self."""
         server = self
 
@@ -245,7 +245,7 @@ class ASGIService(_Service):
         self.url = ""
         self._server = self._thread = None
 
-    def start(self) -> "ASGIService":
+    def start(self) -> ASGIService:
         """Serve and wait until uvicorn is listening; return self."""
         import uvicorn
 
@@ -311,7 +311,7 @@ class LlamaCppServer(_Service):
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc = None
 
-    def start(self) -> "LlamaCppServer":
+    def start(self) -> LlamaCppServer:
         """Start the server and wait until it lists its model; return self."""
         import subprocess
         import sys

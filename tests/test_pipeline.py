@@ -236,12 +236,11 @@ def test_nightly_schedule_refreshes_the_graph_at_two_utc(tmp_path, monkeypatch):
     assert nightly_index_schedule.job_name == "graph_job"
     monkeypatch.setenv("KGLOOM_OUTPUT_DIR", str(tmp_path / "never-built"))
     monkeypatch.setenv("KGLOOM_FAKE_LLM", "1")
-    with dg.instance_for_test() as instance:
-        with dg.build_schedule_context(
-                instance=instance, resources=build_resources(),
-                scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0,
-                                                     tzinfo=dt.timezone.utc)) as ctx:
-            requests = list(nightly_index_schedule.evaluate_tick(ctx).run_requests or [])
+    with dg.instance_for_test() as instance, dg.build_schedule_context(
+            instance=instance, resources=build_resources(),
+            scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0,
+                                                 tzinfo=dt.UTC)) as ctx:
+        requests = list(nightly_index_schedule.evaluate_tick(ctx).run_requests or [])
     assert len(requests) == 1
 
 

@@ -4,7 +4,6 @@ every bad input, over a small index of A Christmas Carol built from the conftest
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 

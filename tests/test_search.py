@@ -19,9 +19,8 @@ from test_query import write_carol_index
 
 from kgloom import schemas, storage
 from kgloom.llm import CachedLLM, Completion, LLMCache
-from kgloom.llm.fake import FakeBackend
 from kgloom.query import global_search as gs
-from kgloom.query.context import (ContextItem, Section, TokenCounter, pack_context, refs_in,
+from kgloom.query.context import (ContextItem, Section, pack_context, refs_in,
                                   token_counter)
 from kgloom.query.routing import route_by_rules, route_question
 from kgloom.query.search import SearchConfig, Searcher, answer_schema

@@ -122,7 +122,7 @@ class Study:
         out = {}
         for col, lab in self.labels.items():
             name = "coarse" if col == "label" else "fine"
-            out[f"unique_{name}"] = int(len(np.unique(lab[keys])))
+            out[f"unique_{name}"] = len(np.unique(lab[keys]))
             out[f"{name}_entropy"] = round(entropy_bits(lab[keys]), 5)
         return out
 

@@ -11,7 +11,6 @@ LanceDB, written by the graph and emit assets).
 import dagster as dg
 import polars as pl
 
-from kgloom import schemas
 from kgloom.corpus.partitions import graph_inputs_fingerprint, refresh_corpus, stored_partitions
 from kgloom.extraction.extraction_assets import extracted_graph
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys

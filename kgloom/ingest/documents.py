@@ -292,7 +292,7 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
             failures.append({"stage": STAGE, "item_id": source,
                              "reason": "empty file: no records", "detail": ""})
             continue
-        mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc).isoformat()
+        mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.UTC).isoformat()
         for title, text, raw_data in records:
             text = normalize_text(text)
             cut = None

@@ -144,7 +144,7 @@ def in_flight_runs(instance: dg.DagsterInstance, limit: int = 50) -> list[dict]:
         alive = process_alive(run.tags)
         rows.append({
             "run_id": run.run_id, "status": run.status.value, "age_s": round(_age(rec), 1),
-            "created": rec.create_timestamp.astimezone(dt.timezone.utc).strftime(
+            "created": rec.create_timestamp.astimezone(dt.UTC).strftime(
                 "%Y-%m-%d %H:%M:%S"),
             "job": run.job_name, "partition": run.tags.get("dagster/partition"),
             "command": run.tags.get(COMMAND_TAG), "pid": run.tags.get(PID_TAG),

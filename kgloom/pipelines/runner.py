@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
 from kgloom.builds import publish_build, read_marker
-from kgloom.corpus.partitions import (InputDiff, diff_inputs, input_hashes, manifest_hashes,
+from kgloom.corpus.partitions import (InputDiff, diff_inputs, manifest_hashes,
                                       remove_refused_partitions, scan_inputs,
                                       settings_fingerprint)
 from kgloom.pipelines.asset_graph import ALL_ASSETS

@@ -13,7 +13,7 @@ from kgloom.pipelines.recovery import in_flight_runs
 
 
 def _utc(ts: float | None) -> str | None:
-    return (dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return (dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
             if ts else None)
 
 
