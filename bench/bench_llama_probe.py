@@ -72,7 +72,7 @@ def parse_configs(spec: str) -> list[dict]:
         try:
             t, b, u, fa = (int(x) for x in item.split(","))
         except ValueError:
-            raise SystemExit(f"--configs: {item!r} is not threads,n_batch,n_ubatch,fa")
+            raise SystemExit(f"--configs: {item!r} is not threads,n_batch,n_ubatch,fa") from None
         out.append({"n_threads": t, "n_batch": b, "n_ubatch": u, "flash_attn": bool(fa)})
     return out
 

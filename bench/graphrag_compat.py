@@ -40,6 +40,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS_DIR = ROOT / "compat" / "graphrag"
@@ -150,7 +151,7 @@ def main() -> None:
 
             def embedding(self, input: list[str]):  # graphrag's parameter name
                 class _R:
-                    first_embedding = [float(x) for x in np.asarray(stored)]
+                    first_embedding: ClassVar = [float(x) for x in np.asarray(stored)]
                 return _R()
 
         builder = LocalSearchMixedContext(

@@ -42,6 +42,7 @@ No Dagster here.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -154,8 +155,8 @@ def publish_build(output_dir: str | Path, keep: int = KEEP_BUILDS) -> dict[str, 
     Returns:
         The marker dict: ``format``, ``build_id``, ``published_at`` (ISO UTC),
         ``snapshot`` (the build's folder, relative), ``tables`` (name -> ``{"bytes",
-        "digest"}``, digest ``sha256:<hex>``), ``files`` (side file name -> the same), ``lancedb`` (table ->
-        ``{"version", "committed_at", "rows"}``).
+        "digest"}``, digest ``sha256:<hex>``), ``files`` (side file name -> the same),
+        ``lancedb`` (table -> ``{"version", "committed_at", "rows"}``).
 
     Raises:
         storage.DiskFullError: the disk filled up while writing the marker.
@@ -196,7 +197,7 @@ def prune_builds(output_dir: str | Path, keep: int, current: str,
     ids = sorted((p.name for p in root.iterdir() if p.is_dir()), reverse=True)
     kept = set([current] + [i for i in ids if i != current][:max(keep, 1) - 1])
     removed = []
-    for newer, i in zip(ids, ids[1:]):
+    for newer, i in itertools.pairwise(ids):
         try:  # superseded when the next build's folder was made
             superseded_for = time.time() - (root / newer).stat().st_mtime
         except FileNotFoundError:

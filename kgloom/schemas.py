@@ -248,7 +248,8 @@ PUBLISHED_TABLES: dict[str, dict[str, pl.DataType]] = {
 
 # Microsoft GraphRAG's own column lists (data_model/schemas.py), for the compatibility test.
 GRAPHRAG_COLUMNS: dict[str, list[str]] = {
-    DOCUMENTS: ["id", "human_readable_id", "title", "text", "text_unit_ids", "creation_date", "raw_data"],
+    DOCUMENTS: ["id", "human_readable_id", "title", "text", "text_unit_ids", "creation_date",
+                "raw_data"],
     TEXT_UNITS: ["id", "human_readable_id", "text", "n_tokens", "document_id", "entity_ids",
                  "relationship_ids", "covariate_ids"],
     ENTITIES: ["id", "human_readable_id", "title", "type", "description", "text_unit_ids",

@@ -176,7 +176,8 @@ def named_parquet(path: str | Path) -> Iterator[Path]:
         raise FileNotFoundError(f"{path} does not exist") from None
     except (pl.exceptions.ColumnNotFoundError, pl.exceptions.SchemaError, KeyError):
         raise  # a readable file without the asked columns: the caller's error to name
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:  # arrow's are ValueError/OSError
+    # arrow raises ValueError or OSError
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         if isinstance(exc, UnreadableTableError):
             raise
         if not path.exists():

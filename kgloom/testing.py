@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from kgloom.llm.fake import FakeBackend
 
@@ -318,7 +319,9 @@ class LlamaCppServer(_Service):
         import tempfile
         import urllib.request
 
-        log = open(self.log_path, "ab") if self.log_path else tempfile.TemporaryFile()
+        # no `with`: the server process writes into it for as long as it runs
+        log = (open(self.log_path, "ab") if self.log_path  # noqa: SIM115
+               else tempfile.TemporaryFile())  # noqa: SIM115
         self._log = log
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", self.model_path,
@@ -337,9 +340,11 @@ class LlamaCppServer(_Service):
             except OSError:
                 time.sleep(0.5)
         self.stop()
-        log.seek(0) if not self.log_path else None
-        tail = (log.read()[-2000:].decode(errors="replace") if not self.log_path
-                else open(self.log_path, encoding="utf-8", errors="replace").read()[-2000:])
+        if self.log_path:
+            tail = Path(self.log_path).read_text(encoding="utf-8", errors="replace")[-2000:]
+        else:
+            log.seek(0)
+            tail = log.read()[-2000:].decode(errors="replace")
         raise RuntimeError(f"llama_cpp.server on {self.url} did not start: {tail}")
 
     def stop(self) -> None:

@@ -96,7 +96,8 @@ def test_small_study_end_to_end(tmp_path, monkeypatch):
     for kind in ("main", "sweep"):
         out = app.invoke(cli.app, ["run", *common, "--kind", kind, "--warmup", "1"])
         assert out.exit_code == 0, out.output
-    rows = pl.read_csv(gzip.open(results / "runs" / "main.csv.gz"))
+    with gzip.open(results / "runs" / "main.csv.gz") as f:
+        rows = pl.read_csv(f)
     assert rows.height == 48 * 2 * 3  # cases x methods x handles
     # alternation within each cell: both orders, half the queries each
     first = rows.filter(pl.col("method") == "fused").group_by("handle", "top_k", "depth").agg(

@@ -190,10 +190,10 @@ def test_a_lancedb_table_swapped_for_another_builds_is_refused(published, embedd
     for snap in (out / LANCEDB_DIR).glob("*.flat.parquet"):
         snap.unlink()  # now the vectors come from LanceDB, which must refuse the swap
     r = Retriever(out, embedder)  # text units are fine; the graph modes read entities
-    with pytest.raises(IndexInconsistentError, match="entities.lance.*another build"):
+    with pytest.raises(IndexInconsistentError, match=r"entities\.lance.*another build"):
         r.multihop(QUESTION)
     s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "q.sqlite")
-    with pytest.raises(IndexInconsistentError, match="entities.lance"):
+    with pytest.raises(IndexInconsistentError, match=r"entities\.lance"):
         s.search(QUESTION, mode="local")
     # without the marker (an older kgloom's folder) the mix is caught too, not a KeyError
     (out / builds.MARKER_FILE).unlink()
@@ -221,7 +221,7 @@ def test_a_pruned_build_gives_a_clear_error_and_a_new_handle_opens_the_new_build
     for variant in (1, 0, 1):
         last = publish_variant(out, embedder, variant)
     assert len(list((out / builds.BUILDS_DIR).iterdir())) == builds.KEEP_BUILDS
-    with pytest.raises(IndexChangedError, match="republished.*open the index again"):
+    with pytest.raises(IndexChangedError, match=r"republished.*open the index again"):
         old.multihop(QUESTION)
     assert _answer(Retriever(out, embedder))[0] == last["build_id"]
 
@@ -326,7 +326,7 @@ def test_an_unmarked_half_written_index_is_refused_too(published, embedder, tmp_
     (out / builds.MARKER_FILE).unlink()
     (out / f"{schemas.RELATIONSHIPS}.parquet").unlink()
     s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "q.sqlite")
-    with pytest.raises(IndexFilesMissingError, match="relationships.parquet"):
+    with pytest.raises(IndexFilesMissingError, match=r"relationships\.parquet"):
         s.search(QUESTION, mode="local")
     assert s.search(QUESTION, mode="direct").info["build_id"] is None
 
@@ -440,7 +440,7 @@ def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
 
     t = build_carol_tables()
     no_edges = t["relationships"].head(0)
-    ok, meta, text = community_structure(t["entities"], t["relationships"], t["communities"])
+    ok, meta, _ = community_structure(t["entities"], t["relationships"], t["communities"])
     assert ok and meta["singleton_communities"] == 0
     out = tmp_path / "out"
     storage.write_table(t["entities"], out, schemas.ENTITIES)

@@ -256,9 +256,9 @@ def test_unreachable_url_fails_at_resource_start_naming_it(tmp_path):
     dead = _dead_url()
     with pytest.raises(LLMServerError, match=dead):
         LLMResource(urls=[dead]).verify()
-    with FakeChatServer() as ok:
-        with pytest.raises(LLMServerError, match=dead):  # one dead among live ones
-            LLMResource(urls=[ok.url, dead]).open(tmp_path)
+    # one dead among live ones
+    with FakeChatServer() as ok, pytest.raises(LLMServerError, match=dead):
+        LLMResource(urls=[ok.url, dead]).open(tmp_path)
     with pytest.raises(ValueError, match="not http"):
         parse_urls("localhost:8000")
 
@@ -280,9 +280,9 @@ def test_cli_reports_an_unreachable_server_before_any_work(tmp_path, monkeypatch
 
 
 def test_servers_serving_different_models_are_refused(tmp_path):
-    with FakeChatServer(model_id="m1") as a, FakeChatServer(model_id="m2") as b:
-        with pytest.raises(LLMServerError, match="different models"):
-            OpenAIChatBackend([a.url, b.url])
+    with (FakeChatServer(model_id="m1") as a, FakeChatServer(model_id="m2") as b,
+          pytest.raises(LLMServerError, match="different models")):
+        OpenAIChatBackend([a.url, b.url])
 
 
 @pytest.mark.parametrize("fault,reason", [("not_json", "reply is not JSON"),

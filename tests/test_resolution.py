@@ -308,12 +308,14 @@ def test_bare_surname_joins_the_only_mr_when_the_rest_are_mrs():
 
 
 def test_embedding_never_merges_names_that_share_a_text_unit():
-    same = lambda texts: np.ones((len(texts), 4))  # every pair looks identical
+    def same(texts):  # every pair looks identical
+        return np.ones((len(texts), 4))
+
     mentions = [("u1", "Stave One", P, "List of Illustrations."),
                 ("u1", "List of Coloured Illustrations", P, "List of Illustrations."),
                 ("u2", "The Phantom", P, "A solemn shape, draped and hooded."),
                 ("u3", "Spirit of the Future", P, "A solemn shape, draped and hooded.")]
-    ents, _, aliases = resolve_entities(*_frames(mentions, []), embed=same)
+    _, _, aliases = resolve_entities(*_frames(mentions, []), embed=same)
     owner = dict(zip(aliases["alias"], aliases["entity_id"]))
     assert owner["Stave One"] != owner["List of Coloured Illustrations"]
     assert owner["The Phantom"] == owner["Spirit of the Future"]
@@ -420,7 +422,8 @@ def test_master_and_mr_of_one_unique_name_stay_one_person():
 def test_resolution_embeds_a_bounded_text_per_entity_however_many_descriptions():
     from kgloom.graph.resolution import RESOLUTION_TEXT_CHARS
 
-    hub = [("u%d" % i, "Scrooge", P, f"Scrooge counted coin number {i} alone.") for i in range(2000)]
+    hub = [(f"u{i}", "Scrooge", P, f"Scrooge counted coin number {i} alone.")
+           for i in range(2000)]
     em, rm = _frames(hub + [("u1", "Bob Cratchit", P, "The clerk."),
                             ("u2", "Jacob Marley", P, "The dead partner.")], [])
     seen: list[str] = []

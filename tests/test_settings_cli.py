@@ -28,7 +28,7 @@ def test_every_index_setting_is_a_resource_field_with_its_default():
     # the resource's defaults build exactly the dataclass's defaults
     assert IndexConfigResource().settings() == IndexSettings()
     # and every field reaches the settings: flip each one and see it arrive
-    for name, (tp, default) in settings_fields().items():
+    for name, (_, default) in settings_fields().items():
         if name == "record_edges":
             value = ["authors:AUTHORED_BY"]
         elif isinstance(default, bool):

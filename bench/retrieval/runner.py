@@ -52,9 +52,10 @@ def machine_load() -> dict:
     one, five, fifteen = os.getloadavg()
     avail = 0.0
     try:
-        for line in open("/proc/meminfo", encoding="ascii"):
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) / 2**20
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) / 2**20
     except OSError:
         pass
     return {"cores": os.cpu_count(), "load_1m": round(one, 2), "load_5m": round(five, 2),
@@ -136,7 +137,7 @@ def _open(study: Study, handle: str, bfs_threads: int | None = None,
     r = Retriever(study.index, graph_backend=HANDLES[handle], bfs_threads=bfs_threads,
                   config=RetrievalConfig(seed_diagnostics=seed_diagnostics,
                                          fused_first_hop=handle != "files_reread"))
-    r.graph  # load the graph now, not inside a timed call
+    _ = r.graph  # load the graph now, not inside a timed call
     if handle == "memory":
         r.entity_vectors()
     return r

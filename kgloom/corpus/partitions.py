@@ -18,6 +18,7 @@ when its partition was last materialized (``manifest.json``) or with a sensor cu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -481,10 +482,8 @@ def refused_inputs(input_dir: str | Path, live_keys: list[str]) -> list[dict]:
             rows.append({"stage": FIRST_STAGE, "item_id": key,
                          "reason": "refused partition key: not a file inside the input folder",
                          "detail": str(exc)})
-    try:
+    with contextlib.suppress(FileNotFoundError):
         rows += scan_inputs(input_dir)[1]
-    except FileNotFoundError:
-        pass
     return rows
 
 

@@ -78,14 +78,14 @@ def extraction_schema(names: list[str], settings: IndexSettings,
     ``entities`` is an object with one required property per name of ``typed`` (default:
     every candidate name), in order, whose value is an entity type or ``OTHER``: the
     model classifies each of them once (no duplicates, no invented names, ~6 tokens
-    each); :func:`extract_unit` leaves out the names whose type a cue already decides. ``relationships`` is an
-    array (``maxItems``) of source/target pairs (enums of the candidates). With
-    ``settings.llm_descriptions`` the model also writes each entity's and relationship's
-    description (``maxLength``); otherwise descriptions are the evidence sentences of the
-    text (:func:`first_sentence_with`, :func:`evidence_for`), which measured far more
-    faithful for a 135M model and costs a third of the output tokens. llama-cpp-python's grammar converter ignores
-    ``minimum``/``maximum``, so no numeric field is asked for; every object forbids
-    additional properties.
+    each); :func:`extract_unit` leaves out the names whose type a cue already decides.
+    ``relationships`` is an array (``maxItems``) of source/target pairs (enums of the
+    candidates). With ``settings.llm_descriptions`` the model also writes each entity's
+    and relationship's description (``maxLength``); otherwise descriptions are the
+    evidence sentences of the text (:func:`first_sentence_with`, :func:`evidence_for`),
+    which measured far more faithful for a 135M model and costs a third of the output
+    tokens. llama-cpp-python's grammar converter ignores ``minimum``/``maximum``, so no
+    numeric field is asked for; every object forbids additional properties.
     """
     typed = list(names) if typed is None else typed
     name = {"type": "string", "enum": names}
@@ -131,7 +131,7 @@ _EXAMPLE_RELS = [("Watson", "Holmes", "Watson agrees to share rooms with Holmes"
 
 def _example_reply(llm_descriptions: bool) -> str:
     if llm_descriptions:
-        ents = {n: {"type": t, "description": d} if t != "OTHER" else {"type": t, "description": "-"}
+        ents = {n: {"type": t, "description": d if t != "OTHER" else "-"}
                 for n, t, d in zip(_EXAMPLE_NAMES, _EXAMPLE_TYPES, _EXAMPLE_DESCRIPTIONS)}
         rels = [{"source": a, "target": b, "description": d} for a, b, d in _EXAMPLE_RELS]
     else:
@@ -190,7 +190,7 @@ def sentences(text: str) -> list[str]:
     """
     flat = " ".join(text.replace("_", "").split())
     bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(flat)] + [len(flat)]
-    return [flat[a:b].strip() for a, b in zip(bounds, bounds[1:]) if flat[a:b].strip()]
+    return [flat[a:b].strip() for a, b in itertools.pairwise(bounds) if flat[a:b].strip()]
 
 
 GAP = "…"  # stands for the sentences :func:`named_sentences` leaves out

@@ -79,7 +79,8 @@ _AFTER_OF_ONLY = frozenset({"the"})
 STOPWORDS = frozenset("""a an and as at but by for from he her here his how i if in is it
 its let me my no not now o of oh on or our she so that the their then there these they this
 those thus to up upon we what when where which while who why will with yes yet you your
-said says god good come well ah ha alas hallo hello bah hush pooh after before also although because during once since
+said says god good come well ah ha alas hallo hello bah hush pooh after before also
+although because during once since
 though until unless whether every each some any all both many most much more other such
 only very just even still again never always often perhaps however therefore meanwhile
 der die das den dem des ein eine einen einem einer eines und oder aber doch im am zum zur
@@ -121,7 +122,8 @@ _OPEN_QUOTES = "\"“„«‹‘'「『《〈【"
 _QUOTE_PAIRS = {"\"": "\"", "“": "”", "„": "“", "«": "»", "‹": "›", "‘": "’", "「": "」",
                 "『": "』", "《": "》", "〈": "〉", "【": "】"}
 _QUOTED = regex.compile("|".join(
-    rf"{regex.escape(a)}\s?([^{regex.escape(a + b)}\n.,;:!?。，、！？；：]{{1,{MAX_NAME_CHARS}}}){regex.escape(b)}"
+    rf"{regex.escape(a)}\s?([^{regex.escape(a + b)}\n.,;:!?。，、！？；：]"
+    rf"{{1,{MAX_NAME_CHARS}}}){regex.escape(b)}"
     for a, b in _QUOTE_PAIRS.items() if a != "'" and a != "‘"))
 _SENTENCE_END_CHARS = ".!?…。！？"
 _CLOSERS = "\"'”’»›)]」』》〉】"
@@ -844,10 +846,9 @@ def word_spans(text: str) -> list[tuple[int, int]]:
         out += [(pos + a.start(), pos + a.end()) for a in _WORD.finditer(text[pos:m.start()])]
         run = m.group(0)
         words: list[str] = []
-        if _HAN.search(run) or _KANA.search(run):
-            if segmenter_available(group):
-                words = ([w.word for w in _jieba().cut(run)] if group == "zh"
-                         else [t.surface for t in _janome().tokenize(run)])
+        if (_HAN.search(run) or _KANA.search(run)) and segmenter_available(group):
+            words = ([w.word for w in _jieba().cut(run)] if group == "zh"
+                     else [t.surface for t in _janome().tokenize(run)])
         if "".join(words) != run:  # no segmenter (or it changed the text): characters
             words = regex.findall(r"\X", run)
         a = m.start()
@@ -1149,7 +1150,8 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
         if _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after) or (
                 _VOCATIVE[0].search(before) and _VOCATIVE[1].search(after)):
             person += 1
-        elif (_LOC_BEFORE.search(before) or _LOC_BEFORE_LOWER.search(before)) and not regex.match(r"['’]s\b", after):
+        elif ((_LOC_BEFORE.search(before) or _LOC_BEFORE_LOWER.search(before))
+              and not regex.match(r"['’]s\b", after)):
             location += 1
         elif (prev := _PREV_WORD.search(before)) and prev.group(1).lower() not in _LOC_WORDS \
                 and is_form_of(prev.group(1), _LOC_WORDS):

@@ -119,8 +119,8 @@ def _leiden(g: ig.Graph, seed: int, resolution: float = 1.0) -> list[int]:
     the number of passes that takes grows with the graph, so its time grew faster than
     the edges, for little modularity (bench/bench_scale.py --part leiden, planted
     partitions: at 10^6 edges igraph to convergence took 23.0 s CPU for modularity
-    0.75722, two passes 1.8 s for 0.75675; leidenalg to convergence, kgloom's call before, took 23.0 s at
-    10^5 edges against 0.09 s, for 0.75276 against 0.75270).
+    0.75722, two passes 1.8 s for 0.75675; leidenalg to convergence, kgloom's call
+    before, took 23.0 s at 10^5 edges against 0.09 s, for 0.75276 against 0.75270).
     """
     with _seeded_rng(seed):
         clustering = g.community_leiden(objective_function="modularity",

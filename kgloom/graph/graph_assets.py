@@ -51,7 +51,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     emb = embedder.load() if use_embedding else None
     emb_seconds_before = emb.seconds if emb else 0.0  # the loaded embedder is shared
     steps: dict[str, float] = {}
-    with Timer() as t:
+    with Timer():
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(),
             # each embedding pass (resolution, summaries) gets its own progress bar

@@ -418,7 +418,8 @@ def resolve_entities(
             "embedding" is in ``methods``.
         similarity_threshold: minimum cosine similarity for an embedding merge.
         methods: which merge passes run, a subset of {"normalized", "name_extension",
-            "name_context", "embedding"} ("name_context" needs "name_extension"). Without "normalized" the key is the title as extracted.
+            "name_context", "embedding"} ("name_context" needs "name_extension"). Without
+            "normalized" the key is the title as extracted.
         verify: optional yes/no check of each embedding candidate pair, called with the
             two "title: description" texts (see ``summaries.llm_verifier``).
 

@@ -34,7 +34,8 @@ STAGE = "summaries"
 
 SUMMARY_TEMPLATE = PromptTemplate(
     name="summarize_descriptions",
-    system="You merge short descriptions of one thing into a single description. Answer with JSON only.",
+    system=("You merge short descriptions of one thing into a single description. "
+            "Answer with JSON only."),
     user=("Name: {name}\nDescriptions:\n{descriptions}\n"
           "Write one description, two sentences at most, that keeps every fact above."),
     schema={"type": "object",
@@ -168,7 +169,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
 
 SAME_ENTITY_TEMPLATE = PromptTemplate(
     name="verify_same_entity",
-    system="You decide whether two descriptions are about the same real-world entity. Answer with JSON only.",
+    system=("You decide whether two descriptions are about the same real-world entity. "
+            "Answer with JSON only."),
     user="A: {a}\nB: {b}\nAre A and B the same entity?",
     schema={"type": "object", "properties": {"same": {"type": "string", "enum": ["yes", "no"]}},
             "required": ["same"], "additionalProperties": False},

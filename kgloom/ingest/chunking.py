@@ -109,7 +109,8 @@ def with_text_unit_ids(documents: pl.DataFrame, text_units: pl.DataFrame) -> pl.
         documents: frame with ``id``.
         text_units: frame with ``id``, ``document_id``, ``chunk_index``.
     """
-    ids = (text_units.sort("document_id", "chunk_index").group_by("document_id", maintain_order=True)
+    ids = (text_units.sort("document_id", "chunk_index")
+           .group_by("document_id", maintain_order=True)
            .agg(pl.col("id").alias("unit_ids")))
     return (documents.drop("text_unit_ids", strict=False)
             .join(ids, left_on="id", right_on="document_id", how="left", maintain_order="left")

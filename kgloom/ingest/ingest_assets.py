@@ -15,7 +15,8 @@ from kgloom.storage import read_table, write_table
 
 
 @dg.asset(group_name="ingest", partitions_def=input_files_partitions, kinds={"polars", "parquet"})
-def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
+def documents(context: dg.AssetExecutionContext,
+              index: IndexConfigResource) -> dg.MaterializeResult:
     """The documents of one input file (a JSONL/CSV file holds many); bad files and
     records become failures rows. Rewrites only this partition's folder."""
     key = context.partition_key
@@ -40,7 +41,8 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
 
 @dg.asset(group_name="ingest", partitions_def=input_files_partitions, deps=[documents],
           kinds={"polars", "parquet"})
-def text_units(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
+def text_units(context: dg.AssetExecutionContext,
+               index: IndexConfigResource) -> dg.MaterializeResult:
     """One input file's documents split into text units of chunk_size tokens with
     chunk_overlap (the partition level: no graph columns, numbered later over the
     corpus)."""

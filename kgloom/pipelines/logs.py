@@ -4,9 +4,9 @@ Every event is stored in the Dagster instance (the UI's run page shows it). Besi
 runs the CLI launches log through two loggers: the console (stderr), at WARNING unless
 ``--verbose`` (then DEBUG: RUN_START, STEP_OUTPUT, ...), so progress bars and the final
 tables are what a user reads, except the events that say why nothing moves (a step
-waiting for the ``llm`` pool), which always show; and a log file, ``$DAGSTER_HOME/logs/kgloom.log``, at
-DEBUG, appended to by every run (none when ``DAGSTER_HOME`` is unset, e.g. the tests'
-ephemeral instances).
+waiting for the ``llm`` pool), which always show; and a log file,
+``$DAGSTER_HOME/logs/kgloom.log``, at DEBUG, appended to by every run (none when
+``DAGSTER_HOME`` is unset, e.g. the tests' ephemeral instances).
 """
 
 from __future__ import annotations

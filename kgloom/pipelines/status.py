@@ -86,5 +86,5 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
              "assets": sorted(k.to_user_string() for k in r.dagster_run.asset_selection or []),
              "partition": r.dagster_run.tags.get("dagster/partition"),
              "ended": _utc(r.end_time)} for r in failed[:failed_runs_limit]]
-    return {"inputs": diff.as_dict(), "skipped": skipped, "assets": rows, "in_flight_runs": in_flight_runs(instance),
-            "failed_runs": runs}
+    return {"inputs": diff.as_dict(), "skipped": skipped, "assets": rows,
+            "in_flight_runs": in_flight_runs(instance), "failed_runs": runs}
