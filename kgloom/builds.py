@@ -136,7 +136,7 @@ def _committed_at(table, version: int) -> float | None:
         number = v["version"] if isinstance(v, dict) else getattr(v, "version", None)
         if number == version:
             ts = v["timestamp"] if isinstance(v, dict) else getattr(v, "timestamp", None)
-            return round(ts.timestamp(), 6) if hasattr(ts, "timestamp") else None
+            return round(ts.timestamp(), 6) if isinstance(ts, datetime) else None
     return None
 
 

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +211,7 @@ def parquet_rows(path: str | Path) -> int:
 
 
 def read_table(output_dir: str | Path, name: str,
-               schema: dict[str, pl.DataType] | None = None,
+               schema: Mapping[str, schemas.ColumnType] | None = None,
                columns: list[str] | None = None) -> pl.DataFrame:
     """Read ``<output_dir>/<name>.parquet`` (only ``columns`` when given).
 

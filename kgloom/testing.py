@@ -14,8 +14,12 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kgloom.llm.fake import FakeBackend
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 FAULTS = ("none", "slow", "not_json", "breaks_schema", "http_500", "not_a_completion")
@@ -244,7 +248,8 @@ class ASGIService(_Service):
     def __init__(self, app, start_timeout_s: float = 30.0) -> None:
         self.app, self.start_timeout_s = app, start_timeout_s
         self.url = ""
-        self._server = self._thread = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> ASGIService:
         """Serve and wait until uvicorn is listening; return self."""
@@ -266,7 +271,7 @@ class ASGIService(_Service):
 
     def stop(self) -> None:
         """Ask uvicorn to exit and wait for its thread (10 s at most)."""
-        if self._server is not None:
+        if self._server is not None and self._thread is not None:
             self._server.should_exit = True
             self._thread.join(timeout=10)
             self._server = self._thread = None

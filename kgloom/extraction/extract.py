@@ -405,7 +405,7 @@ def record_title(title: str | None) -> str | None:
     return name if 0 < len(name) <= MAX_NAME_CHARS else None
 
 
-def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
+def unit_candidates(llm: CachedLLM | None, unit_id: str, text: str, settings: IndexSettings,
                     counts: Counter, vocabulary: Counter | None = None,
                     title: str | None = None, limit: int | None = MAX_CANDIDATES,
                     ) -> tuple[list[Candidate], list[dict]]:
@@ -420,6 +420,8 @@ def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     found = find_candidates(text, settings.candidate_source, vocabulary)
     failures = []
     if "open" in sources_for(text, settings.candidate_source).values():
+        if llm is None:
+            raise ValueError("candidate_source 'open' asks the model, but no llm was given")
         proposed, failure = open_candidates(llm, unit_id, text, settings, counts)
         found = proposed + found
         failures += [failure] if failure else []
@@ -479,6 +481,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     """
     template = extraction_template(settings.llm_descriptions)
     types = ", ".join(settings.entity_types)
+    failures: list[dict] = []
     for _ in range(6):  # the prompt must fit the model's context: cut the text if not
         cands, failures = unit_candidates(llm, unit_id, text, settings, counts, vocabulary,
                                           title)
@@ -507,7 +510,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
                                    schema=schema, types=types, names=", ".join(names),
                                    text=prompt_text)
     if obj is None:
-        return [], [], failures + [failure]
+        return [], [], failures + ([failure] if failure else [])
     counts["names_typed_by_cues_only"] += len(cued)
     replied = obj.get("entities", {})
     obj = {**obj, "entities": {n: replied[n] if n in replied else cued[n]
@@ -521,7 +524,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
             schema=gleaning_schema(entity_names, settings), names=", ".join(entity_names),
             found=found, text=text)
         if obj is None:
-            failures.append(failure)
+            failures += [failure] if failure else []
             break
         known = {(r["source"], r["target"]) for r in rels}
         more = [r for r in _parse_relationships(obj, unit_id, {n: 1 for n in entity_names},

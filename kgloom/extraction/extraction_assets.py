@@ -37,12 +37,12 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     units = read_table(pdir, schemas.TEXT_UNITS)
     docs = read_table(pdir, schemas.DOCUMENTS)
     s = index.settings()
-    fast = not s.uses_model
-    cached = llm.open_for(s, index.out, log=context.log)
+    cached = llm.open_for(s, index.out, log=context.log)  # None: method=fast, no model
     with Timer() as t:
         result = (cooccurrence_graph(units, s, progress(context, STAGE), documents=docs)
-                  if fast else extract_graph(units, cached, s, progress(context, STAGE),
-                                             documents=docs))
+                  if cached is None else extract_graph(units, cached, s,
+                                                       progress(context, STAGE),
+                                                       documents=docs))
     write_table(result.entity_mentions, pdir, schemas.ENTITY_MENTIONS)
     write_table(result.relationship_mentions, pdir, schemas.RELATIONSHIP_MENTIONS)
     write_table(result.failures, pdir, f"{schemas.FAILURES}.{STAGE}")
@@ -52,7 +52,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
         claims, claim_failures = (
             extract_claims(units, result.entity_mentions, cached, s,
                            progress(context, CLAIMS_STAGE))
-            if s.extract_claims else
+            if s.extract_claims and cached is not None else  # fast refuses extract_claims
             (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA), schemas.empty(schemas.FAILURES_SCHEMA)))
         write_table(claims, pdir, schemas.CLAIM_MENTIONS)
         write_table(claim_failures, pdir, f"{schemas.FAILURES}.{CLAIMS_STAGE}")
@@ -65,7 +65,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     stats = write_stage_stats(index.out, STAGE, clock.elapsed - claims_t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, folder=pdir,
                               llm_backend=cached.backend_settings() if cached else {},
-                              method=s.method, **result.counts)
+                              # counter names ("units_failed" ...), never a parameter's
+                              method=s.method, **result.counts)  # pyright: ignore[reportArgumentType]
     mark_stage(index.out, context.partition_key, STAGE,
                settings=settings_fingerprint(s, cached.model_id if cached else NO_MODEL))
     failed = result.counts.get("units_failed", 0)

@@ -32,9 +32,14 @@ import functools
 import logging
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import regex
+
+if TYPE_CHECKING:
+    from janome.tokenizer import Token
 
 from kgloom.extraction.morphology import is_adjective, is_form_of, name_type, proper_type
 
@@ -426,7 +431,8 @@ def _known_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
             r"(?<![\p{L}\p{M}\p{N}])(?:" + "|".join(
                 r"\s+".join(regex.escape(w) for w in k.split()) for k in keys)
             + r")(?![\p{L}\p{M}\p{N}])", regex.IGNORECASE | regex.FULLCASE) if keys else False
-        stats._known_pattern = pattern  # compiled once per corpus
+        # compiled once per corpus, kept on the corpus's own Counter
+        stats._known_pattern = pattern  # pyright: ignore[reportAttributeAccessIssue]
     if not pattern:
         return []
     out = []
@@ -714,7 +720,10 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
                     if name:
                         out.append((name, q.toks[0].start))
     for m in _QUOTED.finditer(text):
-        inner = " ".join(m.group(m.lastindex).split())
+        g = m.lastindex  # the group of the quote pair that matched (each has one)
+        if g is None:
+            continue
+        inner = " ".join(m.group(g).split())
         words = inner.split()
         first = next((c for c in inner if c.isalpha()), "")
         if not (first.isupper() and len(words) <= MAX_NAME_WORDS) or all(
@@ -724,9 +733,9 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
                                     or not _common(inner, stats, local_lower)):
             continue  # a quoted common word ('Humbug'), unless a definition's subject
         if all(_kind(w) == "upper" for w in words) and not all(
-                acronym_evidence(w, text, m.start(m.lastindex), stats) for w in words):
+                acronym_evidence(w, text, m.start(g), stats) for w in words):
             continue  # a quoted shout or command ("PWNED", "DROP TABLE")
-        out.append((inner, m.start(m.lastindex)))
+        out.append((inner, m.start(g)))
     return out
 
 
@@ -756,6 +765,12 @@ def _janome():
     from janome.tokenizer import Tokenizer
 
     return Tokenizer()
+
+
+def _janome_tokens(text: str) -> Iterator[Token]:
+    """janome's tokens of ``text`` (its annotation adds ``str``, what only ``wakati=True``
+    yields)."""
+    return cast("Iterator[Token]", _janome().tokenize(text))
 
 
 def segmenter_available(group: str) -> bool:
@@ -806,7 +821,7 @@ def _segment_zh(text: str) -> list[tuple[str, str]]:
 
 def _segment_ja(text: str) -> list[tuple[str, str]]:
     toks = []
-    for t in _janome().tokenize(text):
+    for t in _janome_tokens(text):
         pos = t.part_of_speech.split(",")
         noun = pos[0] == "名詞" and pos[1] not in ("数", "非自立", "代名詞", "副詞可能")
         proper = noun and pos[1] == "固有名詞"
@@ -848,7 +863,7 @@ def word_spans(text: str) -> list[tuple[int, int]]:
         words: list[str] = []
         if (_HAN.search(run) or _KANA.search(run)) and segmenter_available(group):
             words = ([w.word for w in _jieba().cut(run)] if group == "zh"
-                     else [t.surface for t in _janome().tokenize(run)])
+                     else [t.surface for t in _janome_tokens(run)])
         if "".join(words) != run:  # no segmenter (or it changed the text): characters
             words = regex.findall(r"\X", run)
         a = m.start()
@@ -891,7 +906,8 @@ def _ngram_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
     function = getattr(local, "_function_chars", None)
     if function is None:
         function = _function_chars(local)
-        local._function_chars = function  # once per corpus
+        # once per corpus, kept on the corpus's own Counter
+        local._function_chars = function  # pyright: ignore[reportAttributeAccessIssue]
     out: list[tuple[str, int]] = []
     for m in _CASELESS_RUN.finditer(text):
         run = m.group(0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 import igraph as ig
 import polars as pl
@@ -261,7 +262,9 @@ def _louvain_modularity(g: ig.Graph, seed: int) -> float:
     """Step 2: the modularity of igraph's Louvain (``community_multilevel``) on the same
     graph, a baseline for level 0, with igraph's RNG seeded (:func:`_seeded_rng`)."""
     with _seeded_rng(seed):
-        louvain = g.community_multilevel(weights="weight" if g.ecount() else None)
+        # one clustering: a list of them comes only with return_levels=True
+        louvain = cast(ig.VertexClustering,
+                       g.community_multilevel(weights="weight" if g.ecount() else None))
     return _modularity(g, louvain.membership)
 
 

@@ -16,9 +16,9 @@ from kgloom.graph.summaries import STAGE as SUMMARIES_STAGE
 from kgloom.graph.summaries import VERIFY_STAGE
 from kgloom.ingest.tokenizer import default_tokenizer
 from kgloom.llm import StageStats
-from kgloom.pipelines.wiring import (GRAPH_INPUTS, Timer, cost_metadata, embedder_time,
-                                     endpoint_metadata, graph_inputs_of, png_md, preview,
-                                     progress)
+from kgloom.pipelines.wiring import (GRAPH_INPUTS, EmbedderTime, Timer, cost_metadata,
+                                     embedder_time, endpoint_metadata, graph_inputs_of, png_md,
+                                     preview, progress)
 from kgloom.plots import bar_chart_png
 from kgloom.publish.vectors import release_memory
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
@@ -73,8 +73,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         out, "entities", clock.elapsed, StageStats.merged(
             (cached.stats if cached else {}).get(k)
             for k in (SUMMARIES_STAGE, VERIFY_STAGE)).as_dict(),
-        **(embedder_time(emb, emb_seconds_before) if emb else {}), entities=ents.height,
-        relationships=rels.height, summary_method=s.summary_method,
+        **(embedder_time(emb, emb_seconds_before) if emb else EmbedderTime()),
+        entities=ents.height, relationships=rels.height, summary_method=s.summary_method,
         llm_backend=cached.backend_settings() if cached else {}, method=s.method,
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
     for stage in (SUMMARIES_STAGE, VERIFY_STAGE):  # always written: no stale file survives

@@ -591,7 +591,7 @@ def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | 
         schemas.RELATIONSHIPS_SCHEMA)
 
 
-def _with_hrid(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _with_hrid(df: pl.DataFrame, schema: schemas.TableSchema) -> pl.DataFrame:
     """Sort by id and number rows 0..n-1 as human_readable_id."""
     df = df.sort("id").with_row_index("human_readable_id").with_columns(
         pl.col("human_readable_id").cast(pl.Int64))

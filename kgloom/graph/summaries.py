@@ -102,7 +102,7 @@ def spread(items: list[str], n: int) -> list[str]:
     return [items[round(k * step)] for k in range(n)]
 
 
-def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
+def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | None,
                            settings: IndexSettings, tokenizer: Tokenizer,
                            progress: Callable[[int, int], None] | None = None,
                            embed: Callable[[list[str]], np.ndarray] | None = None,
@@ -114,7 +114,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
             descriptions joined by newlines (see :mod:`kgloom.graph.resolution`).
         name_col: column naming the item in the prompt (``title``, or ``source`` for
             relationships, whose prompt name is ``"<source> -> <target>"``).
-        llm: the cached LLM (stage ``summaries``; used only by the ``llm`` method).
+        llm: the cached LLM (stage ``summaries``; used only by the ``llm`` method, None
+            allowed otherwise).
         settings: ``summary_method``, ``summary_min_descriptions``, and
             ``summary_max_input_tokens`` (llm) or ``summary_max_sentences`` and
             ``summary_max_chars`` (extractive).
@@ -129,6 +130,9 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
     Returns:
         (table with ``description`` replaced where summarized, failures frame; the
         extractive method never fails).
+
+    Raises:
+        ValueError: the ``llm`` method without an ``llm``.
     """
     descs = table["description"].to_list()
     names = (table[name_col] if name_col != "source" else
@@ -152,6 +156,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
                 progress(n, len(todo))
         return (table.with_columns(description=pl.Series(out, dtype=pl.String)),
                 failures_frame(failures))
+    if llm is None:
+        raise ValueError("summary_method 'llm' asks the model, but no llm was given")
     texts = {i: tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
                                    settings.summary_max_input_tokens) for i in todo}
 

@@ -222,7 +222,7 @@ def _csv_rows(raw: str) -> tuple[list[tuple[str, object]], list[tuple[str, str]]
             if not values:  # a blank line: skipped and not counted, as csv.DictReader does
                 n -= 1
                 continue
-            row = dict(zip(header, values))
+            row: dict[str | None, object] = dict(zip(header, values))
             for col in header[len(values):]:
                 row.setdefault(col, None)
             if len(values) > len(header):
@@ -275,7 +275,7 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
         source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
         try:
             decoded = decode_bytes(path.read_bytes())
-            if not decoded.confident:
+            if decoded.text is None or not decoded.confident:
                 failures.append({"stage": STAGE, "item_id": source,
                                  "reason": _undecodable_reason(decoded), "detail": ""})
                 continue

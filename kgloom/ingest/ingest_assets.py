@@ -1,5 +1,7 @@
 """Assets: documents and text_units (no LLM), one partition per input file."""
 
+from typing import cast
+
 import dagster as dg
 
 from kgloom import schemas
@@ -59,4 +61,5 @@ def text_units(context: dg.AssetExecutionContext,
     return dg.MaterializeResult(metadata={
         "rows": units.height, "tokenizer": tok.name, "chunk_size_tokens": s.chunk_size,
         "chunk_overlap_tokens": s.chunk_overlap,
-        "mean_tokens": float(units["n_tokens"].mean() or 0.0)})
+        # polars annotates mean() for every dtype; of an integer column it is float | None
+        "mean_tokens": float(cast(float | None, units["n_tokens"].mean()) or 0.0)})

@@ -51,7 +51,7 @@ ALWAYS_SHOWN = ("blocked by limit for pool",)
 def quiet_console_logger(init_context: dg.InitLoggerContext) -> logging.Logger:
     """A Python logger to stderr showing records at ``config["log_level"]`` and above,
     and any record whose message holds one of :data:`ALWAYS_SHOWN`."""
-    level = logging.getLevelName(init_context.logger_config["log_level"].upper())
+    level = logging.getLevelNamesMapping()[init_context.logger_config["log_level"].upper()]
     logger = logging.Logger("kgloom_run_console", level=logging.DEBUG)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s - dagster - %(levelname)s - "

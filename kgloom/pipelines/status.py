@@ -57,7 +57,8 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
     for key in keys:
         node = graph.get(key)
         state, detail = "ok", ""
-        if last[key] is None:
+        mine = last[key]
+        if mine is None:
             state, detail = "missing", "never materialized"
         elif node.is_partitioned:
             done = set(instance.get_materialized_partitions(key)) & live
@@ -70,7 +71,7 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
                 detail = f"{len(done)}/{len(live)} partitions"
         else:
             newer = [p.to_user_string() for p in node.parent_keys
-                     if last.get(p) and last[p] > last[key]]
+                     if (theirs := last.get(p)) and theirs > mine]
             if newer or pending:
                 state = "stale"
                 detail = ("newer upstream: " + ", ".join(sorted(newer))) if newer else \

@@ -221,7 +221,7 @@ def _neighbourhood_columns(text_units: pl.DataFrame, entities: pl.DataFrame,
                       rel.select(pl.col("te").alias("e"), pl.col("se").alias("nb"), "r")])
     neighbors = _neighbor_ids(ue, ends, rel.select("r", "weight"), ecode)
     triples = _neighbor_triples(relationships, rel, ends, ue)
-    return tuple(df.join(ucode, on="u").drop("u") for df in (neighbors, triples))
+    return (neighbors.join(ucode, on="u").drop("u"), triples.join(ucode, on="u").drop("u"))
 
 
 UNIT_CHUNK = 128  # text units per chunk when ranking their neighbourhoods
