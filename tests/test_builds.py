@@ -21,7 +21,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-from conftest import build_carol_tables, carol_entity_id as eid, carol_unit_id as uid
+from conftest import (build_carol_tables, carol_entity_id as eid, carol_relationship_id,
+                      carol_unit_id as uid)
 from typer.testing import CliRunner
 
 from kgloom import builds, schemas, storage
@@ -50,9 +51,9 @@ def variant_tables(variant: int) -> dict[str, pl.DataFrame]:
             human_readable_id=pl.lit(ents.height, dtype=pl.Int64),
             description=pl.lit("Mrs Cratchit, Bob's wife, a character. Revised."))
         ents = pl.concat([ents, extra])
-        a, b = sorted((eid("BOB CRATCHIT"), eid("MRS CRATCHIT")))
         rels = pl.concat([rels, rels.head(1).with_columns(
-            id=pl.lit(content_id(a, b)), source=pl.lit("BOB CRATCHIT"),
+            id=pl.lit(carol_relationship_id("BOB CRATCHIT", "MRS CRATCHIT")),
+            source=pl.lit("BOB CRATCHIT"),
             target=pl.lit("MRS CRATCHIT"), source_id=pl.lit(eid("BOB CRATCHIT")),
             target_id=pl.lit(eid("MRS CRATCHIT")), human_readable_id=pl.lit(rels.height,
                                                                             dtype=pl.Int64),

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -96,10 +97,15 @@ def test_index_summary_has_the_cost_of_every_stage(indexed):
 def test_bad_input_files_become_failures_rows(indexed):
     out, _ = indexed
     failures = pl.read_parquet(out / "failures.parquet")
-    docs = failures.filter(pl.col("stage") == "documents")
-    assert any("empty.txt" in i for i in docs["item_id"])
-    assert any("broken.txt" in i for i in docs["item_id"])
-    assert all(r for r in docs["reason"])
+    docs = failures.filter(pl.col("stage") == "documents").sort("item_id")
+    assert docs["item_id"].to_list() == ["broken.txt", "empty.txt:empty"]
+    assert docs["detail"].to_list() == ["", ""]
+    broken, empty = docs["reason"].to_list()
+    assert empty == "empty document (no text after normalization)"
+    # the best guess and its confidence are charset-normalizer's, whose version is not pinned
+    assert re.fullmatch(r"undecodable file: text encoding not detected with confidence "
+                        r"\(best guess [\w-]+, confidence 0\.\d\d < 0\.9\); "
+                        r"convert it to UTF-8", broken), broken
 
 
 def test_every_text_unit_extracted_or_listed_as_failure(indexed):
@@ -192,11 +198,18 @@ def test_dagster_cli_validates_the_definitions(tmp_path):
 
 
 def test_definitions_load():
+    from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
+
     dg.Definitions.validate_loadable(defs)
-    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"documents", "text_units", "extracted_graph", "entities", "relationships",
-            "entity_aliases", "communities", "community_reports", "graph_files",
-            "vector_index", "index_summary"} <= keys
+    graph = defs.resolve_asset_graph()
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == set(ASSET_GRAPH)
+    assert {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys} == {
+        ("extracted_graph", "failed_units_rate"), ("extracted_graph", "entities_found"),
+        ("communities", "communities_group_entities"), ("graph_files", "kg_node_ids_exist"),
+        ("graph_files", "edge_endpoints_exist"), ("vector_index", "vectors_valid"),
+        ("vector_index", "row_counts_match")}
+    assert {k: type(v) for k, v in defs.resources.items()} == {
+        "index": IndexConfigResource, "llm": LLMResource, "embedder": EmbedderResource}
 
 
 def test_missing_model_stops_before_any_work(tmp_path, corpus):

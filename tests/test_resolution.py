@@ -458,3 +458,18 @@ def test_a_name_with_and_without_its_honorific_decides_together():
         == owner["Ebenezer"]
     assert owner["Whereat Scrooge"] != owner["Scrooge"] != owner["Mrs. Scrooge"]
     assert method["Mr. Scrooge"] == "name_context"
+
+
+def test_the_carol_fixture_ids_are_the_entities_stage_ids():
+    from conftest import (CAROL_ENTITIES, CAROL_RELATIONSHIPS, build_carol_tables,
+                          carol_entity_id)
+
+    mentions = [(unit, title, typ, f"{title} in {unit}.")
+                for title, (typ, units, _) in CAROL_ENTITIES.items() for unit in units]
+    rel_mentions = [(units[0], s, t, d, 5.0, "extracted")
+                    for s, t, d, units in CAROL_RELATIONSHIPS]
+    ents, rels, _ = resolve_entities(*_frames(mentions, rel_mentions))
+    assert dict(zip(ents["title"], ents["id"])) == {t: carol_entity_id(t) for t in CAROL_ENTITIES}
+    fixture = build_carol_tables()["relationships"]
+    assert (sorted(zip(rels["source_id"], rels["target_id"], rels["id"]))
+            == sorted(zip(fixture["source_id"], fixture["target_id"], fixture["id"])))
