@@ -77,6 +77,7 @@ def test_manifest_is_byte_identical_on_rerun_and_covers_every_cell(tmp_path):
         build_manifest(ids[:10], 50)
 
 
+@pytest.mark.integration
 def test_small_study_end_to_end(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

@@ -247,6 +247,7 @@ def test_a_handle_opening_while_the_build_changes_opens_the_new_one(
     assert any("revised edition" in t for t in r.col["text"])
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_queries_in_a_loop_while_the_index_republishes_see_one_build_each(
         published, embedder, tmp_path):
@@ -383,6 +384,7 @@ def test_a_writer_that_truncates_silently_never_publishes(tmp_path, monkeypatch)
     assert storage.read_table(tmp_path, "t").equals(df)
 
 
+@pytest.mark.integration
 def test_a_full_disk_in_a_stage_fails_the_run_naming_the_folder(tmp_path, monkeypatch):
     """The corpus step on a full disk: the run fails with the folder named."""
     from kgloom.definitions import build_resources
@@ -456,6 +458,7 @@ def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
 
 
 # --- through the pipeline ----------------------------------------------------------------
+@pytest.mark.integration
 def test_kgloom_index_publishes_builds_and_a_swapped_lancedb_table_is_refused(tmp_path):
     """The issue's reproduction on a real (fake-LLM) index: `kgloom index` writes the
     marker; after `--force` a new build; the previous build's lancedb/entities.lance put

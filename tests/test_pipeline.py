@@ -61,6 +61,7 @@ def indexed(corpus, tmp_path_factory) -> tuple[Path, dict]:
     return out, run_index(corpus, out)
 
 
+@pytest.mark.integration
 def test_every_output_file_is_written(indexed):
     out, summary = indexed
     for name in EXPECTED_FILES:
@@ -71,6 +72,7 @@ def test_every_output_file_is_written(indexed):
     assert set(summary["seconds_per_stage"]) >= {"documents", "extraction", "community_reports"}
 
 
+@pytest.mark.integration
 def test_index_summary_has_the_cost_of_every_stage(indexed):
     out, summary = indexed
     cost = summary["cost"]
@@ -94,6 +96,7 @@ def test_index_summary_has_the_cost_of_every_stage(indexed):
     assert set(reports["generated_by"]) <= {"llm", "rules"}
 
 
+@pytest.mark.integration
 def test_bad_input_files_become_failures_rows(indexed):
     out, _ = indexed
     failures = pl.read_parquet(out / "failures.parquet")
@@ -108,6 +111,7 @@ def test_bad_input_files_become_failures_rows(indexed):
                         r"convert it to UTF-8", broken), broken
 
 
+@pytest.mark.integration
 def test_every_text_unit_extracted_or_listed_as_failure(indexed):
     out, _ = indexed
     units = pl.read_parquet(out / "text_units.parquet")
@@ -121,6 +125,7 @@ def test_every_text_unit_extracted_or_listed_as_failure(indexed):
         pl.col("status") == "extracted")["text_unit_id"])
 
 
+@pytest.mark.integration
 def test_each_community_level_partitions_all_entities_and_has_reports(indexed):
     out, _ = indexed
     entities = pl.read_parquet(out / "entities.parquet")
@@ -132,6 +137,7 @@ def test_each_community_level_partitions_all_entities_and_has_reports(indexed):
     assert set(reports_["community"]) == set(comms["community"])
 
 
+@pytest.mark.integration
 def test_graphrag_tables_have_graphrag_columns_first(indexed):
     out, _ = indexed
     for table, columns in schemas.GRAPHRAG_COLUMNS.items():
@@ -141,6 +147,7 @@ def test_graphrag_tables_have_graphrag_columns_first(indexed):
             assert df.schema[col] == schemas.GRAPHRAG_TABLES[table][col], (table, col)
 
 
+@pytest.mark.integration
 def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports(
         indexed, corpus, monkeypatch):
     import lancedb
@@ -172,6 +179,7 @@ def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports
     assert third["llm"]["community_reports"]["calls"] == stage["llm_reports"] > 0
 
 
+@pytest.mark.integration
 def test_denormalized_columns_and_lancedb_tables(indexed):
     import lancedb
 
@@ -185,6 +193,7 @@ def test_denormalized_columns_and_lancedb_tables(indexed):
     assert {"kg_node_ids", "neighbor_entity_ids", "neighbor_triples", "vector"} <= set(row)
 
 
+@pytest.mark.integration
 def test_dagster_cli_validates_the_definitions(tmp_path):
     import subprocess
     import sys
@@ -257,6 +266,7 @@ def test_nightly_schedule_refreshes_the_graph_at_two_utc(tmp_path, monkeypatch):
     assert len(requests) == 1
 
 
+@pytest.mark.integration
 def test_cache_command_shows_calls_per_stage(indexed):
     from typer.testing import CliRunner
 
@@ -270,6 +280,7 @@ def test_cache_command_shows_calls_per_stage(indexed):
     assert int(lines["extraction"][1]) > 0  # rows in the cache table
 
 
+@pytest.mark.integration
 def test_query_command_reads_the_fake_llm_index(indexed):
     from typer.testing import CliRunner
 
@@ -331,6 +342,7 @@ def test_definitions_surface_snapshot():
                           "covariates", "community_reports"}
 
 
+@pytest.mark.integration
 def test_claims_become_covariates_and_join_report_contexts(corpus, tmp_path):
     out = tmp_path / "out"
     summary = run_index(corpus, out, extract_claims=True)
@@ -345,6 +357,7 @@ def test_claims_become_covariates_and_join_report_contexts(corpus, tmp_path):
     assert summary["llm"]["claims"]["calls"] > 0
 
 
+@pytest.mark.integration
 def test_every_output_file_is_readable_as_the_umask_allows(indexed):
     import stat
 
@@ -358,6 +371,7 @@ def test_every_output_file_is_readable_as_the_umask_allows(indexed):
     assert not wrong
 
 
+@pytest.mark.integration
 def test_cli_summary_prints_the_cost_of_the_stages_it_ran(indexed, capsys):
     from kgloom.cli import _finish
     from kgloom.pipelines.runner import RunReport

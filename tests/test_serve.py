@@ -30,6 +30,8 @@ from kgloom.serve.live_index import LiveIndex
 from kgloom.testing import ASGIService
 from tests.conftest import index_fake_book
 
+pytestmark = pytest.mark.integration  # a server over the whole book indexed (~40 s)
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update"]

@@ -111,6 +111,7 @@ def small_input(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.mark.integration
 def test_cli_is_quiet_names_its_jobs_and_logs_to_a_file(small_input, tmp_path, monkeypatch):
     out = tmp_path / "out"
     settings = tmp_path / "s.yaml"
