@@ -72,7 +72,7 @@ def big_text(n_bytes: int) -> tuple[str, int]:
     parts, size, copy = [], 0, 0
     while size < n_bytes:
         names = renamed(copy)
-        part = pattern.sub(lambda m: names[m.group(1)], book)
+        part = pattern.sub(lambda m, names=names: names[m.group(1)], book)
         parts.append(part)
         size += len(part.encode("utf-8"))
         copy += 1

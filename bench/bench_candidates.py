@@ -112,7 +112,8 @@ def book() -> dict:
     counts = [len(cs) for cs in per_unit]
     boiler = sorted({c.name for cs in per_unit for c in cs
                      if re.search(r"gutenberg|license|ebook", c.name, re.I)})
-    return {"units": len(texts), "gold_recall_candidates": round(len(found) / len(gold["entities"]), 4),
+    return {"units": len(texts),
+            "gold_recall_candidates": round(len(found) / len(gold["entities"]), 4),
             "missed": [e["name"] for e in gold["entities"] if e["name"] not in found],
             "candidates_per_unit_mean": round(sum(counts) / len(counts), 2),
             "candidates_per_unit_max": max(counts), "distinct_candidates": len(names),

@@ -10,7 +10,8 @@ by load, as in an index run).
 Figures: seconds per round, the median ratio torch / onnx per set, and the smallest cosine
 between the two backends' vectors of one text (1.0 = the same vector).
 
-Usage: python bench/bench_embedder.py [--rounds 3] [--threads 2] [--save bench/results/embedder_backends.json]
+Usage: python bench/bench_embedder.py [--rounds 3] [--threads 2]
+           [--save bench/results/embedder_backends.json]
 """
 
 from __future__ import annotations

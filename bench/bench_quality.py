@@ -123,7 +123,8 @@ def type_accuracy(entities: pl.DataFrame, aliases: pl.DataFrame,
     title_to = {normalize_for_match(t): (i, ty, f) for t, i, ty, f in
                 entities.select("title", "id", "type", "frequency").iter_rows()}
     by_id = {i: (ty, f) for _, (i, ty, f) in title_to.items()}
-    alias_to = {normalize_for_match(a): i for a, i in aliases.select("alias", "entity_id").iter_rows()}
+    alias_to = {normalize_for_match(a): i
+                for a, i in aliases.select("alias", "entity_id").iter_rows()}
     right, typed, wrong = 0, 0, {}
     for name, gtype, forms in gold:
         ids = {title_to[normalize_for_match(f)][0] for f in forms

@@ -153,7 +153,7 @@ def run_cells(url: str, modes: list[str], clients: list[int], seconds: float,
             before = len(published)
             stop = threading.Event()
 
-            def publisher() -> None:
+            def publisher(stop: threading.Event = stop) -> None:
                 while not stop.wait(every):
                     published.append(republish(folder))
 

@@ -17,9 +17,9 @@ with its own source tree on
 a run changes nothing), a fresh DAGSTER_HOME and a fresh output folder, so nothing is
 shared between them but the machine. ``--slice`` adds, in the same run right after the
 book's new variant, the 24,000-character slice with the new defaults (wall seconds per
-text unit). A JSON with the figures so far is saved after every variant. The machine's 1-minute load average
-is recorded before and after each run (other processes share the cores): compare the
-ratios of one run, not seconds across runs.
+text unit). A JSON with the figures so far is saved after every variant. The machine's
+1-minute load average is recorded before and after each run (other processes share the
+cores): compare the ratios of one run, not seconds across runs.
 
 Figures per variant: wall seconds of the whole command and per text unit; LLM calls per
 stage (new rows in the LLM cache); each stage's wall and model seconds (``cost`` of
@@ -106,7 +106,8 @@ def report_figures(out: Path) -> dict:
     if "generated_by" not in reps.columns:
         reps = reps.with_columns(pl.lit("llm").alias("generated_by"))
     big = comms.filter(pl.col("size") >= 3)["community"]
-    llm_big = reps.filter(pl.col("community").is_in(big.to_list()) & (pl.col("generated_by") == "llm"))
+    llm_big = reps.filter(pl.col("community").is_in(big.to_list())
+                          & (pl.col("generated_by") == "llm"))
     return {"communities": comms.height, "reports": reps.height,
             "by": dict(reps.group_by("generated_by").len().sort("generated_by").iter_rows()),
             "communities_3plus": big.len(),
@@ -123,8 +124,9 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
                       fake_llm=args.fake_llm, model_path=args.model_path)
     wall, before = run.wall_seconds, run.load_before[0]
     fig = variant_figures(out, corpus, wall, before, run.load_after[0])
-    print(f"[{name}] {json.dumps({k: fig[k] for k in ('wall_seconds', 'llm_calls_total', 'model_share_of_wall', 'load_before', 'load_after')})}",
-          flush=True)
+    shown = ("wall_seconds", "llm_calls_total", "model_share_of_wall", "load_before",
+             "load_after")
+    print(f"[{name}] {json.dumps({k: fig[k] for k in shown})}", flush=True)
     return fig
 
 

@@ -46,7 +46,8 @@ def score(output_dir: Path, gold: dict) -> dict:
             resolved[e["name"]] = by_alias
     pairs = []
     for a, b in gold["pairs"]:
-        ok = any(frozenset((x, y)) in edges for x in resolved.get(a, []) for y in resolved.get(b, []))
+        ok = any(frozenset((x, y)) in edges
+                 for x in resolved.get(a, []) for y in resolved.get(b, []))
         pairs.append({"pair": [a, b], "found": ok})
     n = len(gold["entities"])
     found = [k for k, v in per_entity.items() if v["found"]]

@@ -39,6 +39,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -107,13 +108,13 @@ def score_rankings(questions: list[dict], rankings: list[list[str]],
     """
     def figures(idx: list[int]) -> dict:
         n = len(idx) or 1
-        return {"questions": len(idx),
-                "recall@2": round(100 * sum(recall(rankings[i], questions[i]["supporting_titles"], 2)
-                                            for i in idx) / n, 1),
-                "recall@5": round(100 * sum(recall(rankings[i], questions[i]["supporting_titles"], 5)
-                                            for i in idx) / n, 1),
-                "all_recall@5": round(100 * sum(all_recall(
-                    rankings[i], questions[i]["supporting_titles"], 5) for i in idx) / n, 1)}
+
+        def pct(score: Callable[[list[str], list[str], int], float], k: int) -> float:
+            return round(100 * sum(score(rankings[i], questions[i]["supporting_titles"], k)
+                                   for i in idx) / n, 1)
+
+        return {"questions": len(idx), "recall@2": pct(recall, 2), "recall@5": pct(recall, 5),
+                "all_recall@5": pct(all_recall, 5)}
 
     types: dict[str, list[int]] = {}
     for i, q in enumerate(questions):

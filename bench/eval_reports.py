@@ -155,9 +155,9 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
         children = [done[k] for k in c["children"] if k in done]
         ctx, _ = build_report_context(c, ents, rels, children, budget, default_tokenizer(),
                                       member_claims(c, ents, claims))
-        obj, failure = structured_call(llm, template, STAGE, str(c["community"]),
-                                       settings.seed, schema=report_schema(c, settings),
-                                       context=ctx)
+        obj, _failure = structured_call(llm, template, STAGE, str(c["community"]),
+                                        settings.seed, schema=report_schema(c, settings),
+                                        context=ctx)
         members = [title_of[e] for e in c["entity_ids"] if e in title_of]
         problems = check_report(obj, ctx, members, example=example_text(template)) \
             if obj is not None else []

@@ -40,6 +40,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -151,9 +152,9 @@ def main() -> None:
             """graphrag's LLMEmbedding interface, answering with the index's own vector of
             the query text (see module doc)."""
 
-            def embedding(self, input: list[str]):  # noqa: A002 (graphrag's name)
+            def embedding(self, input: list[str]):  # graphrag's parameter name
                 class _R:
-                    first_embedding = [float(x) for x in np.asarray(stored)]
+                    first_embedding: ClassVar = [float(x) for x in np.asarray(stored)]
                 return _R()
 
         builder = LocalSearchMixedContext(

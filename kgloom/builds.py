@@ -42,13 +42,14 @@ No Dagster here.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ class IndexChangedError(IndexInconsistentError):
 def new_build_id() -> str:
     """A sortable, unique build id: UTC time to the microsecond, then 8 random hex
     digits, e.g. ``20261202T101500.123456Z-1f2e3d4c``."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return f"{now.strftime('%Y%m%dT%H%M%S.%f')}Z-{uuid.uuid4().hex[:8]}"
 
 
@@ -135,7 +136,7 @@ def _committed_at(table, version: int) -> float | None:
         number = v["version"] if isinstance(v, dict) else getattr(v, "version", None)
         if number == version:
             ts = v["timestamp"] if isinstance(v, dict) else getattr(v, "timestamp", None)
-            return round(ts.timestamp(), 6) if hasattr(ts, "timestamp") else None
+            return round(ts.timestamp(), 6) if isinstance(ts, datetime) else None
     return None
 
 
@@ -154,8 +155,8 @@ def publish_build(output_dir: str | Path, keep: int = KEEP_BUILDS) -> dict[str, 
     Returns:
         The marker dict: ``format``, ``build_id``, ``published_at`` (ISO UTC),
         ``snapshot`` (the build's folder, relative), ``tables`` (name -> ``{"bytes",
-        "digest"}``, digest ``sha256:<hex>``), ``files`` (side file name -> the same), ``lancedb`` (table ->
-        ``{"version", "committed_at", "rows"}``).
+        "digest"}``, digest ``sha256:<hex>``), ``files`` (side file name -> the same),
+        ``lancedb`` (table -> ``{"version", "committed_at", "rows"}``).
 
     Raises:
         storage.DiskFullError: the disk filled up while writing the marker.
@@ -176,7 +177,7 @@ def publish_build(output_dir: str | Path, keep: int = KEEP_BUILDS) -> dict[str, 
             _link(out / rel, snap / name)
             files[name] = {"bytes": (snap / name).stat().st_size, "digest": _digest(snap / name)}
     marker = {"format": MARKER_FORMAT, "build_id": build_id,
-              "published_at": datetime.now(timezone.utc).isoformat(),
+              "published_at": datetime.now(UTC).isoformat(),
               "snapshot": f"{BUILDS_DIR}/{build_id}", "tables": tables, "files": files,
               "lancedb": lancedb_versions(out / LANCEDB_DIR)}
     storage.write_json(marker, out / MARKER_FILE)
@@ -196,7 +197,7 @@ def prune_builds(output_dir: str | Path, keep: int, current: str,
     ids = sorted((p.name for p in root.iterdir() if p.is_dir()), reverse=True)
     kept = set([current] + [i for i in ids if i != current][:max(keep, 1) - 1])
     removed = []
-    for newer, i in zip(ids, ids[1:]):
+    for newer, i in itertools.pairwise(ids):
         try:  # superseded when the next build's folder was made
             superseded_for = time.time() - (root / newer).stat().st_mtime
         except FileNotFoundError:
@@ -242,7 +243,7 @@ class Build:
     _checked: set = field(default_factory=set, repr=False)
 
     @classmethod
-    def open(cls, output_dir: str | Path) -> "Build":
+    def open(cls, output_dir: str | Path) -> Build:
         """The build ``output_dir``'s marker names now (unmarked: the live files)."""
         return cls(Path(output_dir), read_marker(output_dir))
 
@@ -393,7 +394,7 @@ class Build:
                 "or copied from another build; re-run `kgloom index`")
         try:
             table.checkout(version)
-        except Exception as exc:  # noqa: BLE001 - lance raises several kinds for this
+        except Exception as exc:  # lance raises several kinds for this
             raise IndexInconsistentError(
                 f"{folder} cannot be read as of version {version} (build "
                 f"{self.build_id}): {exc}") from exc

@@ -51,7 +51,8 @@ def build_executor(kind: str | None = None) -> dg.ExecutorDefinition:
             {"broker": {"env": "KGLOOM_CELERY_BROKER"},
              "backend": {"env": "KGLOOM_CELERY_BACKEND"}}, name="kgloom_celery")
     if kind == "k8s":
-        from dagster_k8s import k8s_job_executor  # installed in the deployment image
+        # installed in the deployment image only (deploy/), not in the dev environment
+        from dagster_k8s import k8s_job_executor  # pyright: ignore[reportMissingImports]
 
         return k8s_job_executor
     raise ValueError(f"KGLOOM_EXECUTOR must be in_process, multiprocess, celery or k8s, "

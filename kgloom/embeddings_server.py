@@ -135,15 +135,15 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
                     texts, add_special_tokens=True, verbose=False)["input_ids"])
             return embedder.embed(texts, threads=1), tokens
 
-    def upstream_models() -> list[dict]:
+    def upstream_models(base: str) -> list[dict]:
         try:
-            with urllib.request.urlopen(upstream + "/v1/models", timeout=10) as r:
+            with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
                 return [m for m in json.loads(r.read()).get("data", []) if isinstance(m, dict)]
         except (OSError, ValueError, AttributeError):
             return []  # the chat server is down: list what this server serves itself
 
-    def post_chat(raw: bytes, auth: str) -> tuple[int, bytes, str]:
-        req = urllib.request.Request(upstream + "/v1/chat/completions", data=raw, headers={
+    def post_chat(base: str, raw: bytes, auth: str) -> tuple[int, bytes, str]:
+        req = urllib.request.Request(base + "/v1/chat/completions", data=raw, headers={
             "Content-Type": "application/json", "Authorization": auth})
         try:
             with urllib.request.urlopen(req, timeout=chat_timeout_s) as r:
@@ -154,7 +154,7 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
     async def models(request: Request) -> JSONResponse:
         data = [{"id": model_id, "object": "model", "owned_by": "kgloom"}]
         if upstream:
-            data += await run_in_threadpool(upstream_models)
+            data += await run_in_threadpool(upstream_models, upstream)
         return JSONResponse({"object": "list", "data": data})
 
     async def embeddings(request: Request) -> JSONResponse:
@@ -177,7 +177,8 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
         t0 = time.perf_counter()
         try:
             status, out, kind = await run_in_threadpool(
-                post_chat, json.dumps(body).encode(), request.headers.get("authorization", ""))
+                post_chat, upstream, json.dumps(body).encode(),
+                request.headers.get("authorization", ""))
         except OSError as exc:
             return error(502, f"chat server {upstream} did not answer: {exc}", "upstream_error")
         app.state.chat_calls.append(_chat_call(status, out, time.perf_counter() - t0, body))

@@ -137,7 +137,7 @@ def node_vectors(nodes: pl.DataFrame) -> np.ndarray:
     bad_rows = ~np.isfinite(matrix).all(axis=1) | ~(np.abs(np.nan_to_num(matrix)) > 0).any(
         axis=1)
     if bad_rows.any():
-        bad = ids.filter(pl.Series(bad_rows)).to_list()
+        bad = ids.filter(pl.Series(np.asarray(bad_rows))).to_list()
         raise GraphImportError(f"{len(bad)} node vector(s) hold a non-number, infinity or "
                                f"only zeros, e.g. {_examples(bad)}")
     return matrix.astype(np.float32)

@@ -163,7 +163,7 @@ def find_repetition(text: str, max_words: int = MAX_PHRASE_WORDS) -> Repetition 
             starts = seen.setdefault(gram, [])
             if not starts or i >= starts[-1] + n:  # occurrences that do not overlap
                 starts.append(i)
-        for gram, starts in seen.items():
+        for starts in seen.values():
             if len(starts) >= SPREAD_MIN_REPEATS:
                 i = starts[0]
                 rep = Repetition(text[spans[i][0]:spans[i + n - 1][1]], len(starts),

@@ -10,6 +10,7 @@ the folder. The readers of each suffix are :mod:`kgloom.ingest.documents`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -178,8 +179,6 @@ def refused_inputs(input_dir: str | Path, live_keys: list[str]) -> list[dict]:
             rows.append({"stage": DOCUMENTS, "item_id": key,
                          "reason": "refused partition key: not a file inside the input folder",
                          "detail": str(exc)})
-    try:
+    with contextlib.suppress(FileNotFoundError):
         rows += scan_inputs(input_dir)[1]
-    except FileNotFoundError:
-        pass
     return rows

@@ -100,7 +100,7 @@ def writer_lock(output_dir: str | Path, command: str,
     try:
         if outermost:
             note = {"pid": os.getpid(), "host": socket.gethostname(), "command": command,
-                    "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+                    "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
             write_json(note, folder / HOLDER_FILE)
         yield
     finally:

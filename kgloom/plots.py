@@ -17,7 +17,7 @@ def bar_chart_png(counts: dict[int, int] | dict[str, int], title: str, xlabel: s
     xs = list(counts)
     fig, ax = plt.subplots(figsize=(6, 3), dpi=80)
     ax.bar([str(x) for x in xs] if xs and isinstance(xs[0], str) else xs,
-           [counts[x] for x in xs], color="#4f6bd8")
+           list(counts.values()), color="#4f6bd8")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

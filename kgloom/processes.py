@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 import psutil
 
@@ -27,7 +28,7 @@ def process_tags(pid: int | None = None) -> dict[str, str]:
             HOST_TAG: socket.gethostname()}
 
 
-def process_alive(tags: dict[str, str]) -> bool | None:
+def process_alive(tags: Mapping[str, str]) -> bool | None:
     """Whether the process named by run ``tags`` still runs: True, False (gone, a
     zombie, or its pid reused by a later process), or None when it cannot be told
     (no tags, or another host)."""

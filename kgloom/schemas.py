@@ -10,7 +10,13 @@ empty frame of it and :func:`conform` casts and orders a frame to it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
+
+# a column's dtype as polars takes it: a class (pl.String) or an instance (pl.List(...))
+ColumnType = pl.DataType | type[pl.DataType]
+TableSchema = dict[str, ColumnType]
 
 # --- file names under the output folder -------------------------------------------
 DOCUMENTS = "documents"
@@ -37,7 +43,7 @@ _INT_LIST = pl.List(pl.Int64)
 _FINDING = pl.Struct({"summary": pl.String, "explanation": pl.String})
 
 # --- GraphRAG tables (their columns first, in their order) ---------------------------
-DOCUMENTS_SCHEMA: dict[str, pl.DataType] = {
+DOCUMENTS_SCHEMA: TableSchema = {
     "id": pl.String,  # sha256 of the normalized text
     "human_readable_id": pl.Int64,
     "title": pl.String,
@@ -52,7 +58,7 @@ DOCUMENTS_SCHEMA: dict[str, pl.DataType] = {
     "boilerplate_cut": pl.String,  # JSON of the licence header/footer cut, null: none
 }
 
-TEXT_UNITS_SCHEMA: dict[str, pl.DataType] = {
+TEXT_UNITS_SCHEMA: TableSchema = {
     "id": pl.String,  # sha256 of (document_id, chunk text)
     "human_readable_id": pl.Int64,
     "text": pl.String,
@@ -79,14 +85,14 @@ TEXT_UNIT_GRAPH_COLUMNS: tuple[str, ...] = (
     "neighbor_triples", "community_ids", "centrality")
 # A text unit as chunking makes it (the partition level): no graph columns and no
 # human_readable_id, which is numbered once, over the corpus (kgloom.corpus.partitions).
-CHUNKS_SCHEMA: dict[str, pl.DataType] = {
+CHUNKS_SCHEMA: TableSchema = {
     c: t for c, t in TEXT_UNITS_SCHEMA.items()
     if c not in TEXT_UNIT_GRAPH_COLUMNS and c != "human_readable_id"}
 # The corpus level: the live partitions' text units, numbered.
-CORPUS_UNITS_SCHEMA: dict[str, pl.DataType] = {
+CORPUS_UNITS_SCHEMA: TableSchema = {
     c: t for c, t in TEXT_UNITS_SCHEMA.items() if c not in TEXT_UNIT_GRAPH_COLUMNS}
 
-ENTITIES_SCHEMA: dict[str, pl.DataType] = {
+ENTITIES_SCHEMA: TableSchema = {
     "id": pl.String,  # sha256 of the canonical normalized title
     "human_readable_id": pl.Int64,
     "title": pl.String,
@@ -101,7 +107,7 @@ ENTITIES_SCHEMA: dict[str, pl.DataType] = {
     "aliases": _STR_LIST,
 }
 
-RELATIONSHIPS_SCHEMA: dict[str, pl.DataType] = {
+RELATIONSHIPS_SCHEMA: TableSchema = {
     "id": pl.String,  # sha256 of the sorted (source_id, target_id) pair
     # source -> target: the direction the text gives (kgloom.graph.resolution)
     "human_readable_id": pl.Int64,
@@ -117,7 +123,7 @@ RELATIONSHIPS_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String,  # "extracted" | "co_mention"
 }
 
-COMMUNITIES_SCHEMA: dict[str, pl.DataType] = {
+COMMUNITIES_SCHEMA: TableSchema = {
     "id": pl.String,  # sha256 of (level, sorted member entity ids)
     "human_readable_id": pl.Int64,
     "community": pl.Int64,  # unique across levels
@@ -132,7 +138,7 @@ COMMUNITIES_SCHEMA: dict[str, pl.DataType] = {
     "size": pl.Int64,  # number of entities
 }
 
-COMMUNITY_REPORTS_SCHEMA: dict[str, pl.DataType] = {
+COMMUNITY_REPORTS_SCHEMA: TableSchema = {
     "id": pl.String,
     "human_readable_id": pl.Int64,
     "community": pl.Int64,
@@ -154,7 +160,7 @@ COMMUNITY_REPORTS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # GraphRAG's claims table (data_model/schemas.py COVARIATES_FINAL_COLUMNS); optional
-COVARIATES_SCHEMA: dict[str, pl.DataType] = {
+COVARIATES_SCHEMA: TableSchema = {
     "id": pl.String,
     "human_readable_id": pl.Int64,
     "covariate_type": pl.String,  # "claim"
@@ -170,7 +176,7 @@ COVARIATES_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # --- kgloom's own tables ------------------------------------------------------------
-CLAIM_MENTIONS_SCHEMA: dict[str, pl.DataType] = {
+CLAIM_MENTIONS_SCHEMA: TableSchema = {
     "text_unit_id": pl.String,
     "subject": pl.String,  # extracted titles of the same unit
     "object": pl.String,  # an extracted title or "NONE"
@@ -179,14 +185,14 @@ CLAIM_MENTIONS_SCHEMA: dict[str, pl.DataType] = {
     "description": pl.String,
 }
 
-ENTITY_MENTIONS_SCHEMA: dict[str, pl.DataType] = {
+ENTITY_MENTIONS_SCHEMA: TableSchema = {
     "text_unit_id": pl.String,
     "title": pl.String,  # as extracted, grounded in the unit's text
     "type": pl.String,
     "description": pl.String,
 }
 
-RELATIONSHIP_MENTIONS_SCHEMA: dict[str, pl.DataType] = {
+RELATIONSHIP_MENTIONS_SCHEMA: TableSchema = {
     "text_unit_id": pl.String,
     "source": pl.String,  # extracted titles of two entities of the same unit
     "target": pl.String,
@@ -195,14 +201,14 @@ RELATIONSHIP_MENTIONS_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String,  # "extracted" | "co_mention"
 }
 
-ENTITY_ALIASES_SCHEMA: dict[str, pl.DataType] = {
+ENTITY_ALIASES_SCHEMA: TableSchema = {
     "alias": pl.String,  # a title as extracted
     "entity_id": pl.String,  # the canonical entity it resolved to
     "method": pl.String,  # "exact" | "normalized" | "name_extension" | "embedding"
     "score": pl.Float64,  # 1.0 for rule-based merges, cosine similarity for embedding
 }
 
-GRAPH_NODES_SCHEMA: dict[str, pl.DataType] = {
+GRAPH_NODES_SCHEMA: TableSchema = {
     "node_key": pl.Int64,  # dense 0..n-1
     "entity_id": pl.String,
     "title": pl.String,
@@ -213,7 +219,7 @@ GRAPH_NODES_SCHEMA: dict[str, pl.DataType] = {
     # plus one Int64 column "community_level_<k>" per level, added at emit time
 }
 
-GRAPH_EDGES_SCHEMA: dict[str, pl.DataType] = {
+GRAPH_EDGES_SCHEMA: TableSchema = {
     "src_key": pl.Int64,
     "dst_key": pl.Int64,
     "relationship_id": pl.String,
@@ -221,14 +227,14 @@ GRAPH_EDGES_SCHEMA: dict[str, pl.DataType] = {
     "weight": pl.Float64,
 }
 
-FAILURES_SCHEMA: dict[str, pl.DataType] = {
+FAILURES_SCHEMA: TableSchema = {
     "stage": pl.String,  # documents | extraction | summaries | community_reports | ...
     "item_id": pl.String,  # file path, text unit id, entity id or community number
     "reason": pl.String,  # one line a person can act on
     "detail": pl.String,  # raw reply excerpt or exception text (<= 500 chars)
 }
 
-GRAPHRAG_TABLES: dict[str, dict[str, pl.DataType]] = {
+GRAPHRAG_TABLES: dict[str, TableSchema] = {
     DOCUMENTS: DOCUMENTS_SCHEMA,
     TEXT_UNITS: TEXT_UNITS_SCHEMA,
     ENTITIES: ENTITIES_SCHEMA,
@@ -241,7 +247,7 @@ GRAPHRAG_TABLES: dict[str, dict[str, pl.DataType]] = {
 # order docs/outputs.md describes them; tests/test_outputs_doc.py checks that the document
 # lists exactly these columns and types. covariates is written only with claims on;
 # graph-nodes adds one ``community_level_<k>`` column per level.
-PUBLISHED_TABLES: dict[str, dict[str, pl.DataType]] = {
+PUBLISHED_TABLES: dict[str, TableSchema] = {
     **GRAPHRAG_TABLES,
     COVARIATES: COVARIATES_SCHEMA,
     ENTITY_ALIASES: ENTITY_ALIASES_SCHEMA,
@@ -252,7 +258,8 @@ PUBLISHED_TABLES: dict[str, dict[str, pl.DataType]] = {
 
 # Microsoft GraphRAG's own column lists (data_model/schemas.py), for the compatibility test.
 GRAPHRAG_COLUMNS: dict[str, list[str]] = {
-    DOCUMENTS: ["id", "human_readable_id", "title", "text", "text_unit_ids", "creation_date", "raw_data"],
+    DOCUMENTS: ["id", "human_readable_id", "title", "text", "text_unit_ids", "creation_date",
+                "raw_data"],
     TEXT_UNITS: ["id", "human_readable_id", "text", "n_tokens", "document_id", "entity_ids",
                  "relationship_ids", "covariate_ids"],
     ENTITIES: ["id", "human_readable_id", "title", "type", "description", "text_unit_ids",
@@ -267,12 +274,12 @@ GRAPHRAG_COLUMNS: dict[str, list[str]] = {
 }
 
 
-def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def empty(schema: Mapping[str, ColumnType]) -> pl.DataFrame:
     """Return an empty frame with exactly ``schema``'s columns and dtypes (0 rows)."""
     return pl.DataFrame(schema=schema)
 
 
-def conform(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def conform(df: pl.DataFrame, schema: Mapping[str, ColumnType]) -> pl.DataFrame:
     """Cast ``df`` to ``schema`` and put its columns in schema order.
 
     Columns of ``df`` not in ``schema`` are kept after the schema's (so an emit step may

@@ -64,15 +64,17 @@ def stage_cost(stats: dict) -> dict:
     one-time load, ~5 s on 2 cores: importing sentence-transformers with transformers and
     torch and reading the weights, on the stage that loaded it), of which
     ``embedder_load_seconds`` is that load; ``model_seconds`` = LLM + embedder seconds;
-    ``model_share`` = model seconds / wall seconds (0 for a stage without wall time; above 1 only if a stage's wall time was taken over less than its model work);
-    the LLM's ``calls`` (that reached the model), ``cache_hits``, ``prompt_tokens`` and
+    ``model_share`` = model seconds / wall seconds (0 for a stage without wall time;
+    above 1 only if a stage's wall time was taken over less than its model work); the
+    LLM's ``calls`` (that reached the model), ``cache_hits``, ``prompt_tokens`` and
     ``completion_tokens``.
     """
     llm = stats.get("llm") or {}
     wall = float(stats.get("seconds", 0.0))
     llm_s = float(llm.get("seconds", 0.0))
     emb = float(stats.get("embedder_seconds", 0.0))
-    prompt, decode = float(llm.get("prompt_seconds", 0.0)), float(llm.get("generation_seconds", 0.0))
+    prompt = float(llm.get("prompt_seconds", 0.0))
+    decode = float(llm.get("generation_seconds", 0.0))
     return {"wall_seconds": round(wall, 2), "model_seconds": round(llm_s + emb, 2),
             "model_share": round((llm_s + emb) / wall, 4) if wall > 0 else 0.0,
             "llm_seconds": round(llm_s, 2), "embedder_seconds": round(emb, 2),
@@ -173,10 +175,11 @@ def read_stage_stats(output_dir: str | Path) -> dict[str, dict]:
 
 def build_index_summary(output_dir: str | Path, method: str = "standard") -> dict:
     """Return the index summary: the index ``method`` that built it (``standard`` or
-    ``fast``, :class:`kgloom.config.IndexSettings`), rows per emitted table, seconds per stage, the cost
-    table (:func:`cost_table`: wall and model seconds, model share, LLM calls and tokens
-    per stage and in total), the LLM backend's settings (``llm_backend``: threads, batch
-    sizes, flash attention, context size, sampler; from the stages that ran the model),
+    ``fast``, :class:`kgloom.config.IndexSettings`), rows per emitted table, seconds per
+    stage, the cost table (:func:`cost_table`: wall and model seconds, model share, LLM
+    calls and tokens per stage and in total), the LLM backend's settings (``llm_backend``:
+    threads, batch sizes, flash attention, context size, sampler; from the stages that
+    ran the model),
     LLM counters per stage and in total (calls, cache hits, prompt and completion tokens).
 
     Counters are those of each stage's latest materialization; for a partitioned stage

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +86,10 @@ def disk_full_error(folder: Path, needed: int | None, cause: BaseException) -> D
     except OSError:
         free = "unknown"
     need = f"; the write needed about {_mb(needed)}" if needed else ""
-    err = DiskFullError((
+    err = DiskFullError(
         f"no space left on the disk of {folder} (free: {free}{need}): free some space "
         f"there, or point --output-dir at a larger disk, and run the command again; what "
-        f"was already published is unchanged ({type(cause).__name__}: {str(cause)[:200]})"))
+        f"was already published is unchanged ({type(cause).__name__}: {str(cause)[:200]})")
     err.errno = errno.ENOSPC
     return err
 
@@ -131,7 +131,7 @@ def _check_parquet_written(tmp: Path, target: Path, needed: int | None) -> None:
 
     try:
         pq.read_metadata(tmp)
-    except Exception as exc:  # noqa: BLE001 - any unreadable footer means a bad write
+    except Exception as exc:  # any unreadable footer means a bad write
         try:
             nearly_full = shutil.disk_usage(tmp.parent).free < max(needed or 0, 1 << 20)
         except OSError:
@@ -154,7 +154,7 @@ def write_table(df: pl.DataFrame, output_dir: str | Path, name: str) -> Path:
     def write(tmp: str) -> None:
         try:
             df.write_parquet(tmp)
-        except Exception as exc:  # noqa: BLE001 - polars reports a full disk in several ways
+        except Exception as exc:  # polars reports a full disk in several ways
             if is_disk_full(exc):
                 raise disk_full_error(path.parent, int(df.estimated_size()), exc) from exc
             raise
@@ -176,7 +176,8 @@ def named_parquet(path: str | Path) -> Iterator[Path]:
         raise FileNotFoundError(f"{path} does not exist") from None
     except (pl.exceptions.ColumnNotFoundError, pl.exceptions.SchemaError, KeyError):
         raise  # a readable file without the asked columns: the caller's error to name
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:  # arrow's are ValueError/OSError
+    # arrow raises ValueError or OSError
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         if isinstance(exc, UnreadableTableError):
             raise
         if not path.exists():
@@ -210,7 +211,7 @@ def parquet_rows(path: str | Path) -> int:
 
 
 def read_table(output_dir: str | Path, name: str,
-               schema: dict[str, pl.DataType] | None = None,
+               schema: Mapping[str, schemas.ColumnType] | None = None,
                columns: list[str] | None = None) -> pl.DataFrame:
     """Read ``<output_dir>/<name>.parquet`` (only ``columns`` when given).
 

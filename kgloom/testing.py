@@ -13,8 +13,13 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kgloom.llm.fake import FakeBackend
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 FAULTS = ("none", "slow", "not_json", "breaks_schema", "http_500", "not_a_completion")
@@ -121,7 +126,7 @@ class FakeChatServer(HTTPService):
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def start(self) -> "FakeChatServer":
+    def start(self) -> FakeChatServer:
         """Serve on a free port in a daemon thread; return self."""
         server = self
 
@@ -243,9 +248,10 @@ class ASGIService(_Service):
     def __init__(self, app, start_timeout_s: float = 30.0) -> None:
         self.app, self.start_timeout_s = app, start_timeout_s
         self.url = ""
-        self._server = self._thread = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
 
-    def start(self) -> "ASGIService":
+    def start(self) -> ASGIService:
         """Serve and wait until uvicorn is listening; return self."""
         import uvicorn
 
@@ -265,7 +271,7 @@ class ASGIService(_Service):
 
     def stop(self) -> None:
         """Ask uvicorn to exit and wait for its thread (10 s at most)."""
-        if self._server is not None:
+        if self._server is not None and self._thread is not None:
             self._server.should_exit = True
             self._thread.join(timeout=10)
             self._server = self._thread = None
@@ -311,14 +317,16 @@ class LlamaCppServer(_Service):
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc = None
 
-    def start(self) -> "LlamaCppServer":
+    def start(self) -> LlamaCppServer:
         """Start the server and wait until it lists its model; return self."""
         import subprocess
         import sys
         import tempfile
         import urllib.request
 
-        log = open(self.log_path, "ab") if self.log_path else tempfile.TemporaryFile()
+        # no `with`: the server process writes into it for as long as it runs
+        log = (open(self.log_path, "ab") if self.log_path  # noqa: SIM115
+               else tempfile.TemporaryFile())  # noqa: SIM115
         self._log = log
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", self.model_path,
@@ -337,9 +345,11 @@ class LlamaCppServer(_Service):
             except OSError:
                 time.sleep(0.5)
         self.stop()
-        log.seek(0) if not self.log_path else None
-        tail = (log.read()[-2000:].decode(errors="replace") if not self.log_path
-                else open(self.log_path, encoding="utf-8", errors="replace").read()[-2000:])
+        if self.log_path:
+            tail = Path(self.log_path).read_text(encoding="utf-8", errors="replace")[-2000:]
+        else:
+            log.seek(0)
+            tail = log.read()[-2000:].decode(errors="replace")
         raise RuntimeError(f"llama_cpp.server on {self.url} did not start: {tail}")
 
     def stop(self) -> None:

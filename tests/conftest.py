@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
+from kgloom.graph.resolution import normalize_title
 from kgloom.ids import content_id
 
 
@@ -102,8 +103,17 @@ CAROL_COMMUNITIES = [
 
 
 def carol_entity_id(title: str) -> str:
-    """The fixture's entity id of ``title`` (content-derived, like the real stage's)."""
-    return content_id(title)
+    """The id the entities stage gives the entity ``title``: ``content_id("entity", key)``
+    of its normalization key (:func:`kgloom.graph.resolution.resolve_entities`; pinned by
+    tests/test_resolution.py::test_the_carol_fixture_ids_are_the_entities_stage_ids)."""
+    return content_id("entity", normalize_title(title))
+
+
+def carol_relationship_id(source: str, target: str) -> str:
+    """The id the entities stage gives the relationship of two titles, either direction:
+    ``content_id("relationship", *sorted entity ids)``."""
+    return content_id("relationship", *sorted((carol_entity_id(source),
+                                                carol_entity_id(target))))
 
 
 def carol_unit_id(key: str) -> str:
@@ -125,9 +135,8 @@ def build_carol_tables() -> dict[str, pl.DataFrame]:
 
     rel_rows = []
     for i, (s, t, d, us) in enumerate(CAROL_RELATIONSHIPS):
-        a, b = sorted((eid(s), eid(t)))
-        rel_rows.append({"id": content_id(a, b), "human_readable_id": i, "source": s,
-                         "target": t, "description": d, "weight": float(i + 1),
+        rel_rows.append({"id": carol_relationship_id(s, t), "human_readable_id": i,
+                         "source": s, "target": t, "description": d, "weight": float(i + 1),
                          "combined_degree": 0, "text_unit_ids": [uid(u) for u in us],
                          "source_id": eid(s), "target_id": eid(t), "kind": "extracted"})
     relationships = pl.DataFrame(rel_rows, schema=schemas.RELATIONSHIPS_SCHEMA)
@@ -151,7 +160,8 @@ def build_carol_tables() -> dict[str, pl.DataFrame]:
             deg_by_id)).alias("combined_degree"))
 
     communities = pl.DataFrame([
-        {"id": content_id(level, *sorted(eid(m) for m in members)), "human_readable_id": c,
+        {"id": content_id("community", level, *sorted(eid(m) for m in members)),
+         "human_readable_id": c,
          "community": c, "level": level, "parent": parent,
          "children": [cc for cc, _, p, _ in CAROL_COMMUNITIES if p == c],
          "title": f"Community {c}", "entity_ids": [eid(m) for m in members],

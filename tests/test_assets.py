@@ -582,7 +582,7 @@ def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):
     (the writer lock's note aside), and OUTPUTS declares it for that asset."""
     by_path = built.log.by_path()
     files = {p.relative_to(built.out).as_posix() for p in built.out.rglob("*") if p.is_file()}
-    other = {f for f in files if f.startswith(f"{LANCEDB}/") and ".lance/" in f
+    other = {f for f in files if (f.startswith(f"{LANCEDB}/") and ".lance/" in f)
              or f.startswith(LLM_CACHE) or Path(f).name in (HOLDER_FILE, ".kgloom.lock")
              or f.startswith(f"{BUILDS_DIR}/")}  # links to published files (kgloom.builds)
     assert files - other == set(by_path)

@@ -12,8 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from eval_pool import BM25Baseline, evaluate_bm25, split_corpus  # noqa: E402
-from eval_qa import all_recall, score_rankings  # noqa: E402
+from eval_pool import BM25Baseline, evaluate_bm25, split_corpus
+from eval_qa import all_recall, score_rankings
 
 
 def test_split_corpus_keeps_every_passage_once_in_order_and_rewrites_nothing(tmp_path):

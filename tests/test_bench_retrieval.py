@@ -77,6 +77,7 @@ def test_manifest_is_byte_identical_on_rerun_and_covers_every_cell(tmp_path):
         build_manifest(ids[:10], 50)
 
 
+@pytest.mark.integration
 def test_small_study_end_to_end(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
@@ -96,7 +97,8 @@ def test_small_study_end_to_end(tmp_path, monkeypatch):
     for kind in ("main", "sweep"):
         out = app.invoke(cli.app, ["run", *common, "--kind", kind, "--warmup", "1"])
         assert out.exit_code == 0, out.output
-    rows = pl.read_csv(gzip.open(results / "runs" / "main.csv.gz"))
+    with gzip.open(results / "runs" / "main.csv.gz") as f:
+        rows = pl.read_csv(f)
     assert rows.height == 48 * 2 * 3  # cases x methods x handles
     # alternation within each cell: both orders, half the queries each
     first = rows.filter(pl.col("method") == "fused").group_by("handle", "top_k", "depth").agg(

@@ -21,7 +21,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-from conftest import build_carol_tables, carol_entity_id as eid, carol_unit_id as uid
+from conftest import (build_carol_tables, carol_entity_id as eid, carol_relationship_id,
+                      carol_unit_id as uid)
 from typer.testing import CliRunner
 
 from kgloom import builds, schemas, storage
@@ -51,9 +52,9 @@ def variant_tables(variant: int) -> dict[str, pl.DataFrame]:
             human_readable_id=pl.lit(ents.height, dtype=pl.Int64),
             description=pl.lit("Mrs Cratchit, Bob's wife, a character. Revised."))
         ents = pl.concat([ents, extra])
-        a, b = sorted((eid("BOB CRATCHIT"), eid("MRS CRATCHIT")))
         rels = pl.concat([rels, rels.head(1).with_columns(
-            id=pl.lit(content_id(a, b)), source=pl.lit("BOB CRATCHIT"),
+            id=pl.lit(carol_relationship_id("BOB CRATCHIT", "MRS CRATCHIT")),
+            source=pl.lit("BOB CRATCHIT"),
             target=pl.lit("MRS CRATCHIT"), source_id=pl.lit(eid("BOB CRATCHIT")),
             target_id=pl.lit(eid("MRS CRATCHIT")), human_readable_id=pl.lit(rels.height,
                                                                             dtype=pl.Int64),
@@ -191,10 +192,10 @@ def test_a_lancedb_table_swapped_for_another_builds_is_refused(published, embedd
     for snap in (out / LANCEDB_DIR).glob("*.flat.parquet"):
         snap.unlink()  # now the vectors come from LanceDB, which must refuse the swap
     r = Retriever(out, embedder)  # text units are fine; the graph modes read entities
-    with pytest.raises(IndexInconsistentError, match="entities.lance.*another build"):
+    with pytest.raises(IndexInconsistentError, match=r"entities\.lance.*another build"):
         r.multihop(QUESTION)
     s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "q.sqlite")
-    with pytest.raises(IndexInconsistentError, match="entities.lance"):
+    with pytest.raises(IndexInconsistentError, match=r"entities\.lance"):
         s.search(QUESTION, mode="local")
     # without the marker (an older kgloom's folder) the mix is caught too, not a KeyError
     (out / builds.MARKER_FILE).unlink()
@@ -222,7 +223,7 @@ def test_a_pruned_build_gives_a_clear_error_and_a_new_handle_opens_the_new_build
     for variant in (1, 0, 1):
         last = publish_variant(out, embedder, variant)
     assert len(list((out / builds.BUILDS_DIR).iterdir())) == builds.KEEP_BUILDS
-    with pytest.raises(IndexChangedError, match="republished.*open the index again"):
+    with pytest.raises(IndexChangedError, match=r"republished.*open the index again"):
         old.multihop(QUESTION)
     assert _answer(Retriever(out, embedder))[0] == last["build_id"]
 
@@ -247,6 +248,7 @@ def test_a_handle_opening_while_the_build_changes_opens_the_new_one(
     assert any("revised edition" in t for t in r.index.units.texts)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_queries_in_a_loop_while_the_index_republishes_see_one_build_each(
         published, embedder, tmp_path):
@@ -327,7 +329,7 @@ def test_an_unmarked_half_written_index_is_refused_too(published, embedder, tmp_
     (out / builds.MARKER_FILE).unlink()
     (out / f"{schemas.RELATIONSHIPS}.parquet").unlink()
     s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "q.sqlite")
-    with pytest.raises(IndexFilesMissingError, match="relationships.parquet"):
+    with pytest.raises(IndexFilesMissingError, match=r"relationships\.parquet"):
         s.search(QUESTION, mode="local")
     assert s.search(QUESTION, mode="direct").info["build_id"] is None
 
@@ -383,6 +385,7 @@ def test_a_writer_that_truncates_silently_never_publishes(tmp_path, monkeypatch)
     assert storage.read_table(tmp_path, "t").equals(df)
 
 
+@pytest.mark.integration
 def test_a_full_disk_in_a_stage_fails_the_run_naming_the_folder(tmp_path, monkeypatch):
     """The corpus step on a full disk: the run fails with the folder named."""
     from kgloom.definitions import build_resources
@@ -441,7 +444,7 @@ def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
 
     t = build_carol_tables()
     no_edges = t["relationships"].head(0)
-    ok, meta, text = community_structure(t["entities"], t["relationships"], t["communities"])
+    ok, meta, _ = community_structure(t["entities"], t["relationships"], t["communities"])
     assert ok and meta["singleton_communities"] == 0
     out = tmp_path / "out"
     storage.write_table(t["entities"], out, schemas.ENTITIES)
@@ -456,6 +459,7 @@ def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
 
 
 # --- through the pipeline ----------------------------------------------------------------
+@pytest.mark.integration
 def test_kgloom_index_publishes_builds_and_a_swapped_lancedb_table_is_refused(tmp_path):
     """The issue's reproduction on a real (fake-LLM) index: `kgloom index` writes the
     marker; after `--force` a new build; the previous build's lancedb/entities.lance put

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import polars as pl
@@ -57,7 +58,7 @@ def test_windows_cover_all_tokens_with_exact_overlap(n, size, overlap):
     assert all(0 < b - a <= size for a, b in windows)
     covered = set().union(*(range(a, b) for a, b in windows))
     assert covered == set(range(n))
-    for (a1, b1), (a2, b2) in zip(windows, windows[1:]):
+    for (a1, b1), (a2, _) in itertools.pairwise(windows):
         assert b1 - a2 == overlap  # consecutive windows share exactly `overlap` tokens
         assert a2 > a1  # always moves forward
     # every window but possibly the last is full

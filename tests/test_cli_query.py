@@ -156,6 +156,7 @@ def lancedb_only_copy(small_index, tmp_path_factory):
     return copy
 
 
+@pytest.mark.integration
 def test_the_table_shows_each_text_units_id(small_index):
     from kgloom.cli import app
     from kgloom.query.retriever import Retriever
@@ -176,6 +177,7 @@ def test_the_table_shows_each_text_units_id(small_index):
         assert f"  {rank}. {unit_id}" in res.output  # the whole id under the table
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["multihop", "fused"])
 def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_same(
         small_index, lancedb_only_copy, mode):
@@ -202,6 +204,7 @@ def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_sa
     assert got["info"]["ann"] and set(got["info"]["ann"].values()) == {"flat"}
 
 
+@pytest.mark.integration
 def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
     import polars as pl
 

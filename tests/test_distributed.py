@@ -45,10 +45,10 @@ def _missing() -> str:
     return ", ".join(missing)
 
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(
     bool(_missing()), reason=f"distributed deployment test needs {_missing()} "
     "(apt-get install redis-server postgresql; pip install dagster-celery dagster-postgres "
-    "'celery[redis]', see deploy/README.md)")
+    "'celery[redis]', see deploy/README.md)")]
 
 
 def _as_postgres_user() -> list[str]:

@@ -232,7 +232,8 @@ def test_boilerplate_cut_can_be_turned_off_and_never_empties_a_text(tmp_path):
                                   "*** END OF THE PROJECT GUTENBERG EBOOK X ***")
     assert cut is None and "START OF" in text
     # only a footer
-    text, cut = strip_boilerplate("Body text.\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\nlicence")
+    text, cut = strip_boilerplate(
+        "Body text.\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\nlicence")
     assert text == "Body text." and json.loads(cut)["header_chars"] == 0
 
 

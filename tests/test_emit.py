@@ -159,10 +159,10 @@ def test_neo4j_import_csv(carol_tables, tmp_path):
     with rels_csv.open(newline="") as fh:
         rels = list(csv.DictReader(fh))
     assert len(rels) == t["relationships"].height
-    clerk = [r for r in rels if "clerk" in r["description"]][0]
+    clerk = next(r for r in rels if "clerk" in r["description"])
     assert clerk["description"] == "Bob Cratchit is Scrooge's underpaid \"clerk\""  # quotes survive
     assert '""clerk""' in rels_csv.read_text()  # doubled, as neo4j-admin expects
-    marley = [r for r in rels if "Marley" in r["description"]][0]
+    marley = next(r for r in rels if "Marley" in r["description"])
     assert "\n" in marley["description"]  # multiline field kept (import with --multiline-fields)
 
 

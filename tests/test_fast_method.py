@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -287,6 +286,7 @@ def test_fast_index_has_a_graph_rule_reports_and_says_its_method(built_fast):
 # switching the method on an existing index
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_switching_method_rebuilds_extraction_and_graph_and_reuses_the_llm_cache(tmp_path):
     from kgloom.definitions import build_resources
     from kgloom.llm import cache_rows
@@ -345,6 +345,7 @@ def test_the_no_names_warning_names_what_each_method_skips():
     assert not ok and "no entity could come from them" in fast and "LLM" not in fast
 
 
+@pytest.mark.integration
 def test_a_corpus_with_no_names_gives_text_units_vectors_an_empty_graph_and_a_warning(
         tmp_path, monkeypatch):
     from typer.testing import CliRunner

@@ -79,7 +79,8 @@ def _levels(communities: pl.DataFrame) -> dict[int, list[list[str]]]:
 
 def test_every_level_partitions_all_entities(book):
     entities, rels = book
-    communities, stats = hierarchical_leiden(entities, rels, max_cluster_size=4, period="2024-12-24")
+    communities, stats = hierarchical_leiden(entities, rels, max_cluster_size=4,
+                                             period="2024-12-24")
     assert communities.schema == pl.Schema(schemas.COMMUNITIES_SCHEMA)
     assert stats["levels"] >= 2
     all_ids = sorted(entities["id"].to_list())
@@ -177,7 +178,7 @@ def test_pagerank_is_rounded_so_an_unchanged_graph_gives_equal_bytes():
 
     titles = [f"Person {i}" for i in range(30)]
     ents, rels = _tables(titles, [(a, b, 1.0 + i / 7)
-                                  for i, (a, b) in enumerate(zip(titles, titles[1:]))])
+                                  for i, (a, b) in enumerate(itertools.pairwise(titles))])
     pr = compute_graph_metrics(ents, rels)[0]["pagerank"].to_list()
     assert all(x == round(x, PAGERANK_DECIMALS) for x in pr)
     assert abs(sum(pr) - 1.0) < 1e-9 and len(set(pr)) > 5

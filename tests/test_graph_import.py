@@ -90,7 +90,7 @@ def test_import_writes_an_index_the_retriever_opens(imported):
 
 
 def test_reimport_replaces_and_csv_vectors_parse(imported, tmp_path):
-    nodes, edges, out, _ = imported
+    nodes, edges, _, _ = imported
     csv_nodes = tmp_path / "nodes.csv"
     nodes.head(20).with_columns(
         pl.col("vector").list.eval(pl.element().cast(pl.String)).list.join(" ")

@@ -35,7 +35,9 @@ from kgloom.embedding.store import read_embedder_manifest
 from kgloom.testing import ASGIService, FakeChatServer, post_json
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_pipeline import book_excerpt, run_index  # noqa: E402
+from test_pipeline import book_excerpt, run_index
+
+pytestmark = pytest.mark.integration  # Microsoft GraphRAG's own CLI in its virtualenv
 
 WINDOW, REPLY = 4096, 500  # a small window, so that GraphRAG's defaults overflow it
 GRAPHRAG_PYTHON = route.graphrag_python()

@@ -173,12 +173,12 @@ def test_cache_get_put_roundtrip(tmp_path):
 
 def test_verify_model_file(tmp_path):
     missing = tmp_path / "nowhere.gguf"
-    with pytest.raises(ModelFileError, match="nowhere.gguf"):
+    with pytest.raises(ModelFileError, match=r"nowhere\.gguf"):
         verify_model_file(missing)
 
     not_gguf = tmp_path / "weights.bin"
     not_gguf.write_bytes(b"PK\x03\x04 a zip, not a model")
-    with pytest.raises(ModelFileError, match="weights.bin.*not a GGUF"):
+    with pytest.raises(ModelFileError, match=r"weights\.bin.*not a GGUF"):
         verify_model_file(not_gguf)
 
     fake = tmp_path / "tiny.gguf"
@@ -187,7 +187,7 @@ def test_verify_model_file(tmp_path):
     digest = hashlib.sha256(content).hexdigest()
     assert verify_model_file(fake) == digest
     assert verify_model_file(fake, expected_sha256=digest.upper()) == digest
-    with pytest.raises(ModelFileError, match="tiny.gguf.*expected") as exc:
+    with pytest.raises(ModelFileError, match=r"tiny\.gguf.*expected") as exc:
         verify_model_file(fake, expected_sha256="0" * 64)
     assert digest in str(exc.value)
     # ModelFileError is a FileNotFoundError, so callers can catch either

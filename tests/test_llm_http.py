@@ -46,6 +46,7 @@ def _outputs(out: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- whole index through servers
 
+@pytest.mark.integration
 def test_index_through_two_servers_is_byte_identical_to_in_process(tmp_path):
     text = BOOK.read_text(encoding="utf-8")
     start = text.index("Marley was dead")
@@ -256,9 +257,9 @@ def test_unreachable_url_fails_at_resource_start_naming_it(tmp_path):
     dead = _dead_url()
     with pytest.raises(LLMServerError, match=dead):
         LLMResource(urls=[dead]).verify()
-    with FakeChatServer() as ok:
-        with pytest.raises(LLMServerError, match=dead):  # one dead among live ones
-            LLMResource(urls=[ok.url, dead]).open(tmp_path)
+    # one dead among live ones
+    with FakeChatServer() as ok, pytest.raises(LLMServerError, match=dead):
+        LLMResource(urls=[ok.url, dead]).open(tmp_path)
     with pytest.raises(ValueError, match="not http"):
         parse_urls("localhost:8000")
 
@@ -280,9 +281,9 @@ def test_cli_reports_an_unreachable_server_before_any_work(tmp_path, monkeypatch
 
 
 def test_servers_serving_different_models_are_refused(tmp_path):
-    with FakeChatServer(model_id="m1") as a, FakeChatServer(model_id="m2") as b:
-        with pytest.raises(LLMServerError, match="different models"):
-            OpenAIChatBackend([a.url, b.url])
+    with (FakeChatServer(model_id="m1") as a, FakeChatServer(model_id="m2") as b,
+          pytest.raises(LLMServerError, match="different models")):
+        OpenAIChatBackend([a.url, b.url])
 
 
 @pytest.mark.parametrize("fault,reason", [("not_json", "reply is not JSON"),
@@ -298,6 +299,7 @@ def test_bad_reply_is_retried_then_a_failures_row(tmp_path, fault, reason):
         assert (llm.stats["s"].retries, llm.stats["s"].failures) == (1, 1)
 
 
+@pytest.mark.integration
 def test_http_errors_and_garbage_bodies_are_retried_on_the_other_server(tmp_path, caplog):
     with FakeChatServer(fault="http_500") as bad, FakeChatServer() as good, \
             FakeChatServer(fault="not_a_completion") as garbage:
@@ -313,6 +315,7 @@ def test_http_errors_and_garbage_bodies_are_retried_on_the_other_server(tmp_path
     assert urls["bad"] in caplog.text and urls["garbage"] in caplog.text
 
 
+@pytest.mark.integration
 def test_dead_and_slow_servers_are_skipped_and_reported_never_hung(tmp_path):
     with FakeChatServer() as good, FakeChatServer(fault="slow", delay_s=20) as slow:
         dying = FakeChatServer().start()
@@ -329,6 +332,7 @@ def test_dead_and_slow_servers_are_skipped_and_reported_never_hung(tmp_path):
     assert stats[slow_url]["timeouts"] >= 1 and stats[slow_url]["calls"] == 0
 
 
+@pytest.mark.integration
 def test_all_servers_down_gives_failures_rows_not_a_hang(tmp_path):
     server = FakeChatServer().start()
     url = server.url

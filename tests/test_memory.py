@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration  # a Python subprocess per probe
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _PROBE = """

@@ -4,6 +4,7 @@ LanceDB, GraphML and the Neo4j import CSV."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import unicodedata
 from pathlib import Path
@@ -33,7 +34,7 @@ def _tables(titles: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
                             schema=schemas.ENTITY_MENTIONS_SCHEMA)
     rels = pl.DataFrame([{"text_unit_id": "u1", "source": a, "target": b,
                           "description": f"{a} — {b}", "strength": 1.0, "kind": "co_mention"}
-                         for a, b in zip(titles, titles[1:])],
+                         for a, b in itertools.pairwise(titles)],
                         schema=schemas.RELATIONSHIP_MENTIONS_SCHEMA)
     ents, rels, _ = resolve_entities(mentions, rels, methods=frozenset())
     return compute_graph_metrics(ents, rels)

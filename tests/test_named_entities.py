@@ -16,6 +16,8 @@ from kgloom.query.retriever import Retriever
 from kgloom.query.searcher import SearchConfig
 from tests.conftest import index_fake_book
 
+pytestmark = pytest.mark.integration  # the whole book indexed (~55 s)
+
 MODE = SearchConfig().retrieval_mode  # the default mode of local search
 TOP_K = 5
 

@@ -59,7 +59,8 @@ def test_subject_of_a_definition_is_a_name_but_sentence_openers_are_not():
 
 
 def test_shouted_headings_are_not_names_but_acronyms_are():
-    text = "STAVE ONE.\n\nMARLEY'S GHOST.\n\nThe BBC and the UN met in Paris. He cried, I WILL NOT GO."
+    text = ("STAVE ONE.\n\nMARLEY'S GHOST.\n\n"
+            "The BBC and the UN met in Paris. He cried, I WILL NOT GO.")
     got = names(text)
     assert {"BBC", "UN", "Paris"} <= set(got)
     assert not {"STAVE ONE", "STAVE", "MARLEY'S GHOST", "GHOST", "WILL", "NOT GO"} & set(got)

@@ -39,7 +39,8 @@ def test_package_metadata_is_complete():
 
 def test_only_model_wheels_are_pinned_in_the_library_and_torch_only_in_constraints():
     exact = {_requirement_name(d) for d in PROJECT["dependencies"] if "==" in d}
-    assert exact <= EXACT_PINS_ALLOWED, f"exact pins belong in constraints: {exact - EXACT_PINS_ALLOWED}"
+    assert exact <= EXACT_PINS_ALLOWED, \
+        f"exact pins belong in constraints: {exact - EXACT_PINS_ALLOWED}"
     torch = [d for d in PROJECT["dependencies"] if _requirement_name(d) == "torch"]
     assert torch and "==" not in torch[0]
     constraints = (ROOT / "requirements" / "constraints.txt").read_text(encoding="utf-8")

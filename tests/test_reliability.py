@@ -26,6 +26,9 @@ from kgloom.cli.runner import index_folder, register_partitions
 from kgloom.reports import community_reports
 from kgloom.resources import IndexConfigResource
 
+# real kgloom processes killed, locked and raced
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
 

@@ -213,7 +213,8 @@ def test_only_communities_whose_structure_changed_get_a_new_report(tmp_path, tab
     calls = backend.calls
     # the same communities, renumbered: every report is kept, none is rewritten
     shifted = tables["communities"].with_columns(
-        pl.col("community") + 100, pl.when(pl.col("parent") >= 0).then(pl.col("parent") + 100).otherwise(-1),
+        pl.col("community") + 100,
+        pl.when(pl.col("parent") >= 0).then(pl.col("parent") + 100).otherwise(-1),
         pl.col("children").list.eval(pl.element() + 100))
     again, _, methods = build_community_reports(shifted, *args, previous=first)
     assert backend.calls == calls
@@ -225,11 +226,11 @@ def test_only_communities_whose_structure_changed_get_a_new_report(tmp_path, tab
     grown = shifted.with_columns(pl.when(pl.col("community").is_in([100, 102]))
                                  .then(pl.col("entity_ids").list.concat(pl.lit(["x" * 64])))
                                  .otherwise(pl.col("entity_ids")).alias("entity_ids"))
-    third, _, methods = build_community_reports(grown, *args, previous=again)
+    _, _, methods = build_community_reports(grown, *args, previous=again)
     assert methods.get("reused") == shifted.height - 2
     assert sum(v for k, v in methods.items() if k != "reused") == 2  # written, not kept
     # a new report template rewrites everything: reuse is keyed on the template too
-    fresh, _, methods = build_community_reports(grown, *args, previous=None)
+    _, _, methods = build_community_reports(grown, *args, previous=None)
     assert "reused" not in methods
 
 

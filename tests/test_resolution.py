@@ -309,12 +309,14 @@ def test_bare_surname_joins_the_only_mr_when_the_rest_are_mrs():
 
 
 def test_embedding_never_merges_names_that_share_a_text_unit():
-    same = lambda texts: np.ones((len(texts), 4))  # every pair looks identical
+    def same(texts):  # every pair looks identical
+        return np.ones((len(texts), 4))
+
     mentions = [("u1", "Stave One", P, "List of Illustrations."),
                 ("u1", "List of Coloured Illustrations", P, "List of Illustrations."),
                 ("u2", "The Phantom", P, "A solemn shape, draped and hooded."),
                 ("u3", "Spirit of the Future", P, "A solemn shape, draped and hooded.")]
-    ents, _, aliases = resolve_entities(*_frames(mentions, []), embed=same)
+    _, _, aliases = resolve_entities(*_frames(mentions, []), embed=same)
     owner = dict(zip(aliases["alias"], aliases["entity_id"]))
     assert owner["Stave One"] != owner["List of Coloured Illustrations"]
     assert owner["The Phantom"] == owner["Spirit of the Future"]
@@ -421,7 +423,8 @@ def test_master_and_mr_of_one_unique_name_stay_one_person():
 def test_resolution_embeds_a_bounded_text_per_entity_however_many_descriptions():
     from kgloom.graph.resolution import RESOLUTION_TEXT_CHARS
 
-    hub = [("u%d" % i, "Scrooge", P, f"Scrooge counted coin number {i} alone.") for i in range(2000)]
+    hub = [(f"u{i}", "Scrooge", P, f"Scrooge counted coin number {i} alone.")
+           for i in range(2000)]
     em, rm = _frames(hub + [("u1", "Bob Cratchit", P, "The clerk."),
                             ("u2", "Jacob Marley", P, "The dead partner.")], [])
     seen: list[str] = []
@@ -456,3 +459,18 @@ def test_a_name_with_and_without_its_honorific_decides_together():
         == owner["Ebenezer"]
     assert owner["Whereat Scrooge"] != owner["Scrooge"] != owner["Mrs. Scrooge"]
     assert method["Mr. Scrooge"] == "name_context"
+
+
+def test_the_carol_fixture_ids_are_the_entities_stage_ids():
+    from conftest import (CAROL_ENTITIES, CAROL_RELATIONSHIPS, build_carol_tables,
+                          carol_entity_id)
+
+    mentions = [(unit, title, typ, f"{title} in {unit}.")
+                for title, (typ, units, _) in CAROL_ENTITIES.items() for unit in units]
+    rel_mentions = [(units[0], s, t, d, 5.0, "extracted")
+                    for s, t, d, units in CAROL_RELATIONSHIPS]
+    ents, rels, _ = resolve_entities(*_frames(mentions, rel_mentions))
+    assert dict(zip(ents["title"], ents["id"])) == {t: carol_entity_id(t) for t in CAROL_ENTITIES}
+    fixture = build_carol_tables()["relationships"]
+    assert (sorted(zip(rels["source_id"], rels["target_id"], rels["id"]))
+            == sorted(zip(fixture["source_id"], fixture["target_id"], fixture["id"])))

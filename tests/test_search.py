@@ -5,6 +5,7 @@ LLMs only (no model file)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -19,10 +20,9 @@ from test_query import write_carol_index
 
 from kgloom import schemas, storage
 from kgloom.llm import CachedLLM, Completion, LLMCache
-from kgloom.llm.fake import FakeBackend
 from kgloom.query.context_builder import community_context as cc
-from kgloom.query.context_builder.context import (ContextItem, Section, TokenCounter,
-                                                  pack_context, refs_in, token_counter)
+from kgloom.query.context_builder.context import (ContextItem, Section, pack_context, refs_in,
+                                                  token_counter)
 from kgloom.query.routing import route_by_rules, route_question
 from kgloom.query.searcher import SearchConfig, Searcher
 from kgloom.query.structured_search.search_base import answer_schema
@@ -248,7 +248,7 @@ def test_rating_batches_stay_within_budget_and_batch_size():
             assert all(counter(ln) <= cap for ln in lines)
             assert all("full" not in ln for ln in lines)  # the summary, not the content
         if budget >= 100:  # a batch closes only when the next line does not fit
-            for b, nxt in zip(batches, batches[1:]):
+            for b, nxt in itertools.pairwise(batches):
                 first = rate.batches([r for r in reports if r.ref == nxt.refs[0]])[0]
                 assert len(b.refs) == batch or counter(b.text + "\n" + first.text) > budget
     with pytest.raises(ValueError, match="rate budget of 2 tokens cannot hold one report"):

@@ -30,6 +30,8 @@ from kgloom.serve.live_index import LiveIndex
 from kgloom.testing import ASGIService
 from tests.conftest import index_fake_book
 
+pytestmark = pytest.mark.integration  # a server over the whole book indexed (~40 s)
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update"]
@@ -428,7 +430,7 @@ def keyed_server(book_index, llm):
 def test_an_api_key_is_required_when_set(keyed_server):
     url = keyed_server.url
     for headers in ({}, {"X-API-Key": "wrong"}, {"Authorization": "Bearer wrong"}):
-        got, out, h = call(url, "/api/health", headers=headers)
+        got, out, _ = call(url, "/api/health", headers=headers)
         assert got == 401 and "API key" in out["error"]["message"]
     ok(url, "/api/health", headers={"X-API-Key": "s3cret"})
     ok(url, "/api/query", {"question": QUESTION}, headers={"Authorization": "Bearer s3cret"})
@@ -602,7 +604,8 @@ def test_a_pruned_build_is_reopened_and_the_request_retried(tmp_path):
 
 
 # --- the explorer page in headless Chromium ----------------------------------------------
-@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+@pytest.mark.skipif(not CHROMIUM.exists(),
+                    reason=f"{CHROMIUM} is missing (apt-get install chromium)")
 @pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
                     reason="the playwright Python package is missing (pip install playwright)")
 def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factory):

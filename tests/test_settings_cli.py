@@ -29,7 +29,7 @@ def test_the_index_settings_are_one_typed_field_of_the_resource():
     # the resource's defaults build exactly the model's defaults
     assert IndexConfigResource().settings() == IndexSettings()
     # and every field reaches the settings: flip each one and see it arrive
-    for name, (tp, default) in settings_fields().items():
+    for name, (_, default) in settings_fields().items():
         if name == "record_edges":
             value = ["authors:AUTHORED_BY"]
         elif isinstance(default, bool):
@@ -118,6 +118,7 @@ def small_input(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.mark.integration
 def test_cli_is_quiet_names_its_jobs_and_logs_to_a_file(small_input, tmp_path, monkeypatch):
     out = tmp_path / "out"
     settings = tmp_path / "s.yaml"

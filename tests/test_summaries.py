@@ -51,9 +51,9 @@ def _llm(tmp_path, backend) -> CachedLLM:
 
 def test_only_long_description_lists_are_summarized(tmp_path):
     backend = _Summarizer()
+    settings = IndexSettings(summary_method="llm", summary_min_descriptions=3)
     out, failures = summarize_descriptions(_entities(), "title", _llm(tmp_path, backend),
-                                           IndexSettings(summary_method="llm", summary_min_descriptions=3),
-                                           default_tokenizer())
+                                           settings, default_tokenizer())
     assert failures.height == 0
     assert len(backend.prompts) == 1  # only Scrooge has >= 3 descriptions
     assert "Name: EBENEZER SCROOGE" in backend.prompts[0]
@@ -119,7 +119,7 @@ class _CountingEmbed:
     """Bag-of-words vectors over a fixed vocabulary: cosine follows shared words, so
     the centroid's nearest descriptions are known; counts its calls and texts."""
 
-    WORDS = ["marley", "scrooge", "executor", "sinner", "name", "burial", "partner", "fog"]
+    WORDS = ("marley", "scrooge", "executor", "sinner", "name", "burial", "partner", "fog")
 
     def __init__(self) -> None:
         self.calls, self.texts = 0, 0

@@ -33,6 +33,7 @@ arrays.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,7 +145,7 @@ def _local_candidates(vectors: np.ndarray, fine: np.ndarray, k: int) -> np.ndarr
     n = len(fine)
     out = np.full((n, k), -1, dtype=np.int64)
     bounds = np.flatnonzero(np.diff(fine, prepend=-1, append=fine.max() + 1))
-    for start, end in zip(bounds[:-1], bounds[1:]):
+    for start, end in itertools.pairwise(bounds):
         x = vectors[start:end]
         kk = min(k, end - start - 1)
         if kk <= 0:

@@ -54,9 +54,10 @@ def machine_load() -> dict:
     one, five, fifteen = load_average()
     avail = 0.0
     try:
-        for line in open("/proc/meminfo", encoding="ascii"):
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) / 2**20
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) / 2**20
     except OSError:
         pass
     return {"cores": os.cpu_count(), "load_1m": one, "load_5m": five,
@@ -124,7 +125,7 @@ class Study:
         out = {}
         for col, lab in self.labels.items():
             name = "coarse" if col == "label" else "fine"
-            out[f"unique_{name}"] = int(len(np.unique(lab[keys])))
+            out[f"unique_{name}"] = len(np.unique(lab[keys]))
             out[f"{name}_entropy"] = round(entropy_bits(lab[keys]), 5)
         return out
 

@@ -81,7 +81,7 @@ def describe_graph(index: Path) -> dict:
         b = 1 << int(np.floor(np.log2(d)))
         bins[b] = bins.get(b, 0) + 1
     comps = g.connected_components()
-    out = {"nodes": n, "edges": int(len(src)),
+    out = {"nodes": n, "edges": len(src),
            "degree": {"mean": round(float(deg.mean()), 3),
                       "percentiles": {str(p): float(np.percentile(deg, p))
                                       for p in (1, 10, 25, 50, 75, 90, 99, 99.9)},

@@ -55,7 +55,7 @@ class Gateway(HTTPService):
         with self._lock, self.log_path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 
-    def start(self) -> "Gateway":
+    def start(self) -> Gateway:
         """Bind a free port on 127.0.0.1 and serve; return self."""
         gw = self
 

@@ -37,7 +37,8 @@ def corpus(context: dg.AssetExecutionContext, index: IndexConfigResource, llm: L
             f"{len(stored_partitions(index.out))} built ones: register them first with "
             "`kgloom partitions` (or `kgloom index`, or the input_folder_sensor); nothing "
             "was changed"))
-    inputs = graph_inputs_fingerprint(index.out, keys, index.settings(), llm.index_model_id(index.settings().method),
+    inputs = graph_inputs_fingerprint(index.out, keys, index.settings(),
+                                      llm.index_model_id(index.settings().method),
                                       embedder.model_path)
     tables, removed = refresh_corpus(index.out, keys, index.input_dir)
     if removed:

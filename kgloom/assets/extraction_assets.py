@@ -37,12 +37,12 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     units = store.read(schemas.TEXT_UNITS, Level.PARTITION, key)
     docs = store.read(schemas.DOCUMENTS, Level.PARTITION, key)
     s = index.settings()
-    fast = not s.uses_model
-    cached = llm.open_for(s, index.out, log=context.log)
+    cached = llm.open_for(s, index.out, log=context.log)  # None: method=fast, no model
     with Timer() as t:
         result = (cooccurrence_graph(units, s, progress(context, EXTRACTION), documents=docs)
-                  if fast else extract_graph(units, cached, s, progress(context, EXTRACTION),
-                                             documents=docs))
+                  if cached is None else extract_graph(units, cached, s,
+                                                       progress(context, EXTRACTION),
+                                                       documents=docs))
     store.write(result.entity_mentions, schemas.ENTITY_MENTIONS, Level.PARTITION, key)
     store.write(result.relationship_mentions, schemas.RELATIONSHIP_MENTIONS, Level.PARTITION,
                 key)
@@ -53,7 +53,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
         claims, claim_failures = (
             extract_claims(units, result.entity_mentions, cached, s,
                            progress(context, CLAIMS))
-            if s.extract_claims else
+            if s.extract_claims and cached is not None else  # fast refuses extract_claims
             (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA), schemas.empty(schemas.FAILURES_SCHEMA)))
         store.write(claims, schemas.CLAIM_MENTIONS, Level.PARTITION, key)
         store.write_failures(claim_failures, CLAIMS, key)
@@ -66,7 +66,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     stats = write_stage_stats(index.out, EXTRACTION, clock.elapsed - claims_t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, partition=key,
                               llm_backend=cached.backend_settings() if cached else {},
-                              method=s.method, **result.counts)
+                              # counter names ("units_failed" ...), never a parameter's
+                              method=s.method, **result.counts)  # pyright: ignore[reportArgumentType]
     mark_stage(index.out, key, EXTRACTION,
                settings=settings_fingerprint(s, cached.model_id if cached else NO_MODEL))
     failed = result.counts.get("units_failed", 0)

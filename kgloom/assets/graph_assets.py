@@ -49,7 +49,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     emb = embedder.load() if use_embedding else None
     emb_seconds_before = emb.seconds if emb else 0.0  # the loaded embedder is shared
     steps: dict[str, float] = {}
-    with Timer() as t:
+    with Timer():
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(),
             # each embedding pass (resolution, summaries) gets its own progress bar
@@ -70,8 +70,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         index.out, ENTITIES, clock.elapsed, StageStats.merged(
             (cached.stats if cached else {}).get(k)
             for k in (SUMMARIES, RESOLUTION)).as_dict(),
-        **(embedder_time(emb, emb_seconds_before) if emb else {}), entities=ents.height,
-        relationships=rels.height, summary_method=s.summary_method,
+        **(embedder_time(emb, emb_seconds_before) if emb else EmbedderTime()),
+        entities=ents.height, relationships=rels.height, summary_method=s.summary_method,
         llm_backend=cached.backend_settings() if cached else {}, method=s.method,
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
     for stage in (SUMMARIES, RESOLUTION):  # always written: no stale file survives

@@ -1,5 +1,7 @@
 """Assets: documents and text_units (no LLM), one partition per input file."""
 
+from typing import cast
+
 import dagster as dg
 
 from kgloom import schemas
@@ -15,7 +17,8 @@ from kgloom.stats import write_stage_stats
 
 
 @dg.asset(group_name="ingest", partitions_def=input_files_partitions, kinds={"polars", "parquet"})
-def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
+def documents(context: dg.AssetExecutionContext,
+              index: IndexConfigResource) -> dg.MaterializeResult:
     """The documents of one input file (a JSONL/CSV file holds many); bad files and
     records become failures rows. Rewrites only this partition's folder."""
     clock = Timer.started()
@@ -40,7 +43,8 @@ def documents(context: dg.AssetExecutionContext, index: IndexConfigResource) -> 
 
 @dg.asset(group_name="ingest", partitions_def=input_files_partitions, deps=[documents],
           kinds={"polars", "parquet"})
-def text_units(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
+def text_units(context: dg.AssetExecutionContext,
+               index: IndexConfigResource) -> dg.MaterializeResult:
     """One input file's documents split into text units of chunk_size tokens with
     chunk_overlap (the partition level: no graph columns, numbered later over the
     corpus)."""
@@ -58,4 +62,5 @@ def text_units(context: dg.AssetExecutionContext, index: IndexConfigResource) ->
     return dg.MaterializeResult(metadata={
         "rows": units.height, "tokenizer": tok.name, "chunk_size_tokens": s.chunk_size,
         "chunk_overlap_tokens": s.chunk_overlap,
-        "mean_tokens": float(units["n_tokens"].mean() or 0.0)})
+        # polars annotates mean() for every dtype; of an integer column it is float | None
+        "mean_tokens": float(cast(float | None, units["n_tokens"].mean()) or 0.0)})

@@ -4,6 +4,7 @@ cost and endpoint metadata of a stage."""
 import sys
 import time
 from collections.abc import Callable
+from typing import TypedDict
 
 import dagster as dg
 import polars as pl
@@ -91,7 +92,15 @@ def endpoint_metadata(cached) -> dict:
     return {"llm_endpoints": dg.MetadataValue.json(stats())} if stats else {}
 
 
-def embedder_time(emb, seconds_before: float) -> dict[str, float]:
+class EmbedderTime(TypedDict, total=False):
+    """Keyword arguments of :func:`kgloom.stats.write_stage_stats` (seconds); both are set
+    by :func:`embedder_time`, none for a stage without an embedder."""
+
+    embedder_seconds: float
+    embedder_load_seconds: float
+
+
+def embedder_time(emb, seconds_before: float) -> EmbedderTime:
     """A stage's embedder time for :func:`kgloom.stats.write_stage_stats`:
     ``embedder_seconds`` = forward passes since ``seconds_before`` (the shared embedder's
     :attr:`~kgloom.embedding.sentence_embedder.Embedder.seconds` when the stage began) plus the

@@ -115,7 +115,8 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
           deps=[vector_index, graph_files, "corpus", "entities", "relationships",
                 "entity_aliases", "covariates", "communities", "community_reports"],
           kinds={"json", "parquet"})
-def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource) -> dg.MaterializeResult:
+def index_summary(context: dg.AssetExecutionContext,
+                  index: IndexConfigResource) -> dg.MaterializeResult:
     """failures.parquet (every stage's failures) and index-summary.json (reads every
     published table and stage's stats), then, last of every publish, the build marker
     build.json (:func:`kgloom.builds.publish_build`): from then on readers open this
@@ -128,8 +129,9 @@ def index_summary(context: dg.AssetExecutionContext, index: IndexConfigResource)
     summary = build_index_summary(index.out, index.settings().method)
     write_json(summary, store.file(SUMMARY_FILE))
     marker = publish_build(index.out)
+    versions = {k: v["version"] for k, v in marker["lancedb"].items()}
     context.log.info(f"published build {marker['build_id']} ({len(marker['tables'])} tables, "
-                     f"LanceDB versions {({k: v['version'] for k, v in marker['lancedb'].items()})})")
+                     f"LanceDB versions {versions})")
     return dg.MaterializeResult(metadata={
         "build_id": marker["build_id"],
         GRAPH_INPUTS: graph_inputs_of(context, "vector_index"),

@@ -4,9 +4,9 @@ Every event is stored in the Dagster instance (the UI's run page shows it). Besi
 runs the CLI launches log through two loggers: the console (stderr), at WARNING unless
 ``--verbose`` (then DEBUG: RUN_START, STEP_OUTPUT, ...), so progress bars and the final
 tables are what a user reads, except the events that say why nothing moves (a step
-waiting for the ``llm`` pool), which always show; and a log file, ``$DAGSTER_HOME/logs/kgloom.log``, at
-DEBUG, appended to by every run (none when ``DAGSTER_HOME`` is unset, e.g. the tests'
-ephemeral instances).
+waiting for the ``llm`` pool), which always show; and a log file,
+``$DAGSTER_HOME/logs/kgloom.log``, at DEBUG, appended to by every run (none when
+``DAGSTER_HOME`` is unset, e.g. the tests' ephemeral instances).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ ALWAYS_SHOWN = ("blocked by limit for pool",)
 def quiet_console_logger(init_context: dg.InitLoggerContext) -> logging.Logger:
     """A Python logger to stderr showing records at ``config["log_level"]`` and above,
     and any record whose message holds one of :data:`ALWAYS_SHOWN`."""
-    level = logging.getLevelName(init_context.logger_config["log_level"].upper())
+    level = logging.getLevelNamesMapping()[init_context.logger_config["log_level"].upper()]
     logger = logging.Logger("kgloom_run_console", level=logging.DEBUG)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s - dagster - %(levelname)s - "

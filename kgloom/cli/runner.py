@@ -20,9 +20,10 @@ from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
 from kgloom.builds import publish_build, read_marker
-from kgloom.corpus.partitions import InputDiff, diff_inputs, manifest_hashes, remove_refused_partitions, settings_fingerprint
-from kgloom.inputs import input_hashes, scan_inputs
 from kgloom.assets import ALL_ASSETS
+from kgloom.corpus.partitions import (InputDiff, diff_inputs, manifest_hashes,
+                                      remove_refused_partitions, settings_fingerprint)
+from kgloom.inputs import input_hashes, scan_inputs
 from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
                                         stale_graph_assets)
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys

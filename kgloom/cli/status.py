@@ -14,7 +14,7 @@ from kgloom.pipelines.recovery import in_flight_runs
 
 
 def _utc(ts: float | None) -> str | None:
-    return (dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return (dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
             if ts else None)
 
 
@@ -58,7 +58,8 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
     for key in keys:
         node = graph.get(key)
         state, detail = "ok", ""
-        if last[key] is None:
+        mine = last[key]
+        if mine is None:
             state, detail = "missing", "never materialized"
         elif node.is_partitioned:
             done = set(instance.get_materialized_partitions(key)) & live
@@ -71,7 +72,7 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
                 detail = f"{len(done)}/{len(live)} partitions"
         else:
             newer = [p.to_user_string() for p in node.parent_keys
-                     if last.get(p) and last[p] > last[key]]
+                     if (theirs := last.get(p)) and theirs > mine]
             if newer or pending:
                 state = "stale"
                 detail = ("newer upstream: " + ", ".join(sorted(newer))) if newer else \
@@ -87,5 +88,5 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
              "assets": sorted(k.to_user_string() for k in r.dagster_run.asset_selection or []),
              "partition": r.dagster_run.tags.get("dagster/partition"),
              "ended": _utc(r.end_time)} for r in failed[:failed_runs_limit]]
-    return {"inputs": diff.as_dict(), "skipped": skipped, "assets": rows, "in_flight_runs": in_flight_runs(instance),
-            "failed_runs": runs}
+    return {"inputs": diff.as_dict(), "skipped": skipped, "assets": rows,
+            "in_flight_runs": in_flight_runs(instance), "failed_runs": runs}

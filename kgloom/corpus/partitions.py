@@ -18,6 +18,7 @@ when its partition was last materialized (``manifest.json``) or with a sensor cu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -225,7 +226,7 @@ def remove_refused_partitions(output_dir: str | Path, input_dir: str | Path) -> 
 
 
 def read_partitions(output_dir: str | Path, keys: list[str], table: str,
-                    schema: dict[str, pl.DataType]) -> pl.DataFrame:
+                    schema: schemas.TableSchema) -> pl.DataFrame:
     """Concatenate table ``table`` of the partitions ``keys`` (in sorted key order), with
     a ``partition`` column (String) appended. Partitions not materialized yet are skipped;
     with none, an empty frame of ``schema`` plus ``partition`` is returned. A schema
@@ -259,7 +260,7 @@ class CorpusTables:
     duplicates: int  # documents found in more than one partition (kept once)
 
 
-def _only(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _only(df: pl.DataFrame, schema: schemas.TableSchema) -> pl.DataFrame:
     return schemas.conform(df, schema).select(list(schema))
 
 

@@ -6,6 +6,7 @@ not an entity and the weight of one extracted relationship mention. No LLM here.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from kgloom.names.candidates import MAX_NAME_CHARS, is_grounded
@@ -27,7 +28,7 @@ def sentences(text: str) -> list[str]:
     """
     flat = " ".join(text.replace("_", "").split())
     bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(flat)] + [len(flat)]
-    return [flat[a:b].strip() for a, b in zip(bounds, bounds[1:]) if flat[a:b].strip()]
+    return [flat[a:b].strip() for a, b in itertools.pairwise(bounds) if flat[a:b].strip()]
 
 
 def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:

@@ -55,14 +55,14 @@ def extraction_schema(names: list[str], settings: IndexSettings,
     ``entities`` is an object with one required property per name of ``typed`` (default:
     every candidate name), in order, whose value is an entity type or ``OTHER``: the
     model classifies each of them once (no duplicates, no invented names, ~6 tokens
-    each); :func:`extract_unit` leaves out the names whose type a cue already decides. ``relationships`` is an
-    array (``maxItems``) of source/target pairs (enums of the candidates). With
-    ``settings.llm_descriptions`` the model also writes each entity's and relationship's
-    description (``maxLength``); otherwise descriptions are the evidence sentences of the
-    text (:func:`first_sentence_with`, :func:`evidence_for`), which measured far more
-    faithful for a 135M model and costs a third of the output tokens. llama-cpp-python's grammar converter ignores
-    ``minimum``/``maximum``, so no numeric field is asked for; every object forbids
-    additional properties.
+    each); :func:`extract_unit` leaves out the names whose type a cue already decides.
+    ``relationships`` is an array (``maxItems``) of source/target pairs (enums of the
+    candidates). With ``settings.llm_descriptions`` the model also writes each entity's
+    and relationship's description (``maxLength``); otherwise descriptions are the
+    evidence sentences of the text (:func:`first_sentence_with`, :func:`evidence_for`),
+    which measured far more faithful for a 135M model and costs a third of the output
+    tokens. llama-cpp-python's grammar converter ignores ``minimum``/``maximum``, so no
+    numeric field is asked for; every object forbids additional properties.
     """
     typed = list(names) if typed is None else typed
     name = {"type": "string", "enum": names}
@@ -108,7 +108,7 @@ _EXAMPLE_RELS = [("Watson", "Holmes", "Watson agrees to share rooms with Holmes"
 
 def _example_reply(llm_descriptions: bool) -> str:
     if llm_descriptions:
-        ents = {n: {"type": t, "description": d} if t != "OTHER" else {"type": t, "description": "-"}
+        ents = {n: {"type": t, "description": d if t != "OTHER" else "-"}
                 for n, t, d in zip(_EXAMPLE_NAMES, _EXAMPLE_TYPES, _EXAMPLE_DESCRIPTIONS)}
         rels = [{"source": a, "target": b, "description": d} for a, b, d in _EXAMPLE_RELS]
     else:
@@ -345,7 +345,7 @@ def open_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     return out, None
 
 
-def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
+def unit_candidates(llm: CachedLLM | None, unit_id: str, text: str, settings: IndexSettings,
                     counts: Counter, vocabulary: Counter | None = None,
                     title: str | None = None, limit: int | None = MAX_CANDIDATES,
                     ) -> tuple[list[Candidate], list[dict]]:
@@ -360,6 +360,8 @@ def unit_candidates(llm: CachedLLM, unit_id: str, text: str, settings: IndexSett
     found = find_candidates(text, settings.candidate_source, vocabulary)
     failures = []
     if "open" in sources_for(text, settings.candidate_source).values():
+        if llm is None:
+            raise ValueError("candidate_source 'open' asks the model, but no llm was given")
         proposed, failure = open_candidates(llm, unit_id, text, settings, counts)
         found = proposed + found
         failures += [failure] if failure else []
@@ -400,6 +402,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     """
     template = extraction_template(settings.llm_descriptions)
     types = ", ".join(settings.entity_types)
+    failures: list[dict] = []
     for _ in range(6):  # the prompt must fit the model's context: cut the text if not
         cands, failures = unit_candidates(llm, unit_id, text, settings, counts, vocabulary,
                                           title)
@@ -428,7 +431,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
                                    schema=schema, types=types, names=", ".join(names),
                                    text=prompt_text)
     if obj is None:
-        return [], [], failures + [failure]
+        return [], [], failures + ([failure] if failure else [])
     counts["names_typed_by_cues_only"] += len(cued)
     replied = obj.get("entities", {})
     obj = {**obj, "entities": {n: replied[n] if n in replied else cued[n]
@@ -442,7 +445,7 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
             schema=gleaning_schema(entity_names, settings), names=", ".join(entity_names),
             found=found, text=text)
         if obj is None:
-            failures.append(failure)
+            failures += [failure] if failure else []
             break
         known = {(r["source"], r["target"]) for r in rels}
         more = [r for r in _parse_relationships(obj, unit_id, {n: 1 for n in entity_names},

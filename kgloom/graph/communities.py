@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 import igraph as ig
 import polars as pl
@@ -120,8 +121,8 @@ def _leiden(g: ig.Graph, seed: int, resolution: float = 1.0, backend: str = "igr
     the number of passes that takes grows with the graph, so its time grew faster than
     the edges, for little modularity (bench/bench_scale.py --part leiden, planted
     partitions: at 10^6 edges igraph to convergence took 23.0 s CPU for modularity
-    0.75722, two passes 1.8 s for 0.75675; leidenalg to convergence, kgloom's call before, took 23.0 s at
-    10^5 edges against 0.09 s, for 0.75276 against 0.75270).
+    0.75722, two passes 1.8 s for 0.75675; leidenalg to convergence, kgloom's call
+    before, took 23.0 s at 10^5 edges against 0.09 s, for 0.75276 against 0.75270).
 
     ``backend="leidenalg"``: the leidenalg package instead (``find_partition`` with
     ``RBConfigurationVertexPartition``, which is modularity at resolution 1.0, its own RNG
@@ -286,7 +287,9 @@ def _louvain_modularity(g: ig.Graph, seed: int) -> float:
     """Step 2: the modularity of igraph's Louvain (``community_multilevel``) on the same
     graph, a baseline for level 0, with igraph's RNG seeded (:func:`_seeded_rng`)."""
     with _seeded_rng(seed):
-        louvain = g.community_multilevel(weights="weight" if g.ecount() else None)
+        # one clustering: a list of them comes only with return_levels=True
+        louvain = cast(ig.VertexClustering,
+                       g.community_multilevel(weights="weight" if g.ecount() else None))
     return _modularity(g, louvain.membership)
 
 

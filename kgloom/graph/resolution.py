@@ -382,7 +382,8 @@ def resolve_entities(
             "embedding" is in ``methods``.
         similarity_threshold: minimum cosine similarity for an embedding merge.
         methods: which merge passes run, a subset of {"normalized", "name_extension",
-            "name_context", "embedding"} ("name_context" needs "name_extension"). Without "normalized" the key is the title as extracted.
+            "name_context", "embedding"} ("name_context" needs "name_extension"). Without
+            "normalized" the key is the title as extracted.
         verify: optional yes/no check of each embedding candidate pair, called with the
             two "title: description" texts (see ``summaries.llm_verifier``).
 
@@ -555,7 +556,7 @@ def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | 
         schemas.RELATIONSHIPS_SCHEMA)
 
 
-def _with_hrid(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _with_hrid(df: pl.DataFrame, schema: schemas.TableSchema) -> pl.DataFrame:
     """Sort by id and number rows 0..n-1 as human_readable_id."""
     df = df.sort("id").with_row_index("human_readable_id").with_columns(
         pl.col("human_readable_id").cast(pl.Int64))

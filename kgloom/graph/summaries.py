@@ -35,7 +35,8 @@ STAGE = layout.SUMMARIES
 
 SUMMARY_TEMPLATE = PromptTemplate(
     name="summarize_descriptions",
-    system="You merge short descriptions of one thing into a single description. Answer with JSON only.",
+    system=("You merge short descriptions of one thing into a single description. "
+            "Answer with JSON only."),
     user=("Name: {name}\nDescriptions:\n{descriptions}\n"
           "Write one description, two sentences at most, that keeps every fact above."),
     schema={"type": "object",
@@ -102,7 +103,7 @@ def spread(items: list[str], n: int) -> list[str]:
     return [items[round(k * step)] for k in range(n)]
 
 
-def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
+def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | None,
                            settings: IndexSettings, tokenizer: Tokenizer,
                            progress: Callable[[int, int], None] | None = None,
                            embed: Callable[[list[str]], np.ndarray] | None = None,
@@ -114,7 +115,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
             descriptions joined by newlines (see :mod:`kgloom.graph.resolution`).
         name_col: column naming the item in the prompt (``title``, or ``source`` for
             relationships, whose prompt name is ``"<source> -> <target>"``).
-        llm: the cached LLM (stage ``summaries``; used only by the ``llm`` method).
+        llm: the cached LLM (stage ``summaries``; used only by the ``llm`` method, None
+            allowed otherwise).
         settings: ``summary_method``, ``summary_min_descriptions``, and
             ``summary_max_input_tokens`` (llm) or ``summary_max_sentences`` and
             ``summary_max_chars`` (extractive).
@@ -129,6 +131,9 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
     Returns:
         (table with ``description`` replaced where summarized, failures frame; the
         extractive method never fails).
+
+    Raises:
+        ValueError: the ``llm`` method without an ``llm``.
     """
     descs = table["description"].to_list()
     names = (table[name_col] if name_col != "source" else
@@ -152,6 +157,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
                 progress(n, len(todo))
         return (table.with_columns(description=pl.Series(out, dtype=pl.String)),
                 failures_frame(failures))
+    if llm is None:
+        raise ValueError("summary_method 'llm' asks the model, but no llm was given")
     texts = {i: tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
                                    settings.summary_max_input_tokens) for i in todo}
 
@@ -169,7 +176,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM,
 
 SAME_ENTITY_TEMPLATE = PromptTemplate(
     name="verify_same_entity",
-    system="You decide whether two descriptions are about the same real-world entity. Answer with JSON only.",
+    system=("You decide whether two descriptions are about the same real-world entity. "
+            "Answer with JSON only."),
     user="A: {a}\nB: {b}\nAre A and B the same entity?",
     schema={"type": "object", "properties": {"same": {"type": "string", "enum": ["yes", "no"]}},
             "required": ["same"], "additionalProperties": False},

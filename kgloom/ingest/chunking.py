@@ -13,7 +13,13 @@ comma-like mark), and each start moves forward to the first sentence or word sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from kgloom import schemas
 from kgloom.ids import content_id
@@ -23,7 +29,7 @@ _SENTENCE_END = set(".!?…。！？")
 _CLAUSE_END = set(",;:、，；：)]）」』”’\"'»")
 
 
-def _boundary(text: str, offs: list[tuple[int, int]], b: int) -> int:
+def _boundary(text: str, offs: np.ndarray | Sequence[tuple[int, int]], b: int) -> int:
     """How good a cut before token ``b`` is: 2 after a sentence end, 1 at another word
     boundary (whitespace, punctuation), 0 inside a word."""
     if b <= 0 or b >= len(offs):
@@ -38,12 +44,13 @@ def _boundary(text: str, offs: list[tuple[int, int]], b: int) -> int:
     return 0
 
 
-def unit_windows(text: str, offs: list[tuple[int, int]], size: int,
+def unit_windows(text: str, offs: np.ndarray | Sequence[tuple[int, int]], size: int,
                  overlap: int) -> list[tuple[int, int]]:
     """Return [start, end) token ranges of at most ``size`` tokens over ``text`` whose
-    tokens have character spans ``offs``, cut at sentence or word boundaries (module doc);
-    consecutive ranges overlap by at most ``overlap`` tokens and every token is covered.
-    Falls back to the plain token window where a stretch has no boundary at all.
+    tokens have character spans ``offs`` (:meth:`Tokenizer.offsets`' (n, 2) int array,
+    or pairs), cut at sentence or word boundaries (module doc); consecutive ranges
+    overlap by at most ``overlap`` tokens and every token is covered. Falls back to the
+    plain token window where a stretch has no boundary at all.
 
     Raises:
         ValueError: when ``overlap`` is not in [0, size).

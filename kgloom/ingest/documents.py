@@ -159,7 +159,7 @@ def _csv_rows(raw: str) -> tuple[list[tuple[str, object]], list[tuple[str, str]]
             if not values:  # a blank line: skipped and not counted, as csv.DictReader does
                 n -= 1
                 continue
-            row = dict(zip(header, values))
+            row: dict[str | None, object] = dict(zip(header, values))
             for col in header[len(values):]:
                 row.setdefault(col, None)
             if len(values) > len(header):
@@ -212,7 +212,7 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
         source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
         try:
             decoded = decode_bytes(path.read_bytes())
-            if not decoded.confident:
+            if decoded.text is None or not decoded.confident:
                 failures.append({"stage": STAGE, "item_id": source,
                                  "reason": _undecodable_reason(decoded), "detail": ""})
                 continue
@@ -229,7 +229,7 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
             failures.append({"stage": STAGE, "item_id": source,
                              "reason": "empty file: no records", "detail": ""})
             continue
-        mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc).isoformat()
+        mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.UTC).isoformat()
         for title, text, raw_data in records:
             text = normalize_text(text)
             cut = None

@@ -34,9 +34,14 @@ import functools
 import logging
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import regex
+
+if TYPE_CHECKING:
+    from janome.tokenizer import Token
 
 from kgloom.names.morphology import is_adjective, is_form_of, proper_type
 from kgloom.names.normalize import normalize_for_match
@@ -83,7 +88,8 @@ _AFTER_OF_ONLY = frozenset({"the"})
 STOPWORDS = frozenset("""a an and as at but by for from he her here his how i if in is it
 its let me my no not now o of oh on or our she so that the their then there these they this
 those thus to up upon we what when where which while who why will with yes yet you your
-said says god good come well ah ha alas hallo hello bah hush pooh after before also although because during once since
+said says god good come well ah ha alas hallo hello bah hush pooh after before also
+although because during once since
 though until unless whether every each some any all both many most much more other such
 only very just even still again never always often perhaps however therefore meanwhile
 der die das den dem des ein eine einen einem einer eines und oder aber doch im am zum zur
@@ -125,7 +131,8 @@ _OPEN_QUOTES = "\"“„«‹‘'「『《〈【"
 _QUOTE_PAIRS = {"\"": "\"", "“": "”", "„": "“", "«": "»", "‹": "›", "‘": "’", "「": "」",
                 "『": "』", "《": "》", "〈": "〉", "【": "】"}
 _QUOTED = regex.compile("|".join(
-    rf"{regex.escape(a)}\s?([^{regex.escape(a + b)}\n.,;:!?。，、！？；：]{{1,{MAX_NAME_CHARS}}}){regex.escape(b)}"
+    rf"{regex.escape(a)}\s?([^{regex.escape(a + b)}\n.,;:!?。，、！？；：]"
+    rf"{{1,{MAX_NAME_CHARS}}}){regex.escape(b)}"
     for a, b in _QUOTE_PAIRS.items() if a != "'" and a != "‘"))
 _SENTENCE_END_CHARS = ".!?…。！？"
 _CLOSERS = "\"'”’»›)]」』》〉】"
@@ -423,7 +430,8 @@ def _known_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
             r"(?<![\p{L}\p{M}\p{N}])(?:" + "|".join(
                 r"\s+".join(regex.escape(w) for w in k.split()) for k in keys)
             + r")(?![\p{L}\p{M}\p{N}])", regex.IGNORECASE | regex.FULLCASE) if keys else False
-        stats._known_pattern = pattern  # compiled once per corpus
+        # compiled once per corpus, kept on the corpus's own Counter
+        stats._known_pattern = pattern  # pyright: ignore[reportAttributeAccessIssue]
     if not pattern:
         return []
     out = []
@@ -711,7 +719,10 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
                     if name:
                         out.append((name, q.toks[0].start))
     for m in _QUOTED.finditer(text):
-        inner = " ".join(m.group(m.lastindex).split())
+        g = m.lastindex  # the group of the quote pair that matched (each has one)
+        if g is None:
+            continue
+        inner = " ".join(m.group(g).split())
         words = inner.split()
         first = next((c for c in inner if c.isalpha()), "")
         if not (first.isupper() and len(words) <= MAX_NAME_WORDS) or all(
@@ -721,9 +732,9 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
                                     or not _common(inner, stats, local_lower)):
             continue  # a quoted common word ('Humbug'), unless a definition's subject
         if all(_kind(w) == "upper" for w in words) and not all(
-                acronym_evidence(w, text, m.start(m.lastindex), stats) for w in words):
+                acronym_evidence(w, text, m.start(g), stats) for w in words):
             continue  # a quoted shout or command ("PWNED", "DROP TABLE")
-        out.append((inner, m.start(m.lastindex)))
+        out.append((inner, m.start(g)))
     return out
 
 
@@ -753,6 +764,12 @@ def _janome():
     from janome.tokenizer import Tokenizer
 
     return Tokenizer()
+
+
+def _janome_tokens(text: str) -> Iterator[Token]:
+    """janome's tokens of ``text`` (its annotation adds ``str``, what only ``wakati=True``
+    yields)."""
+    return cast("Iterator[Token]", _janome().tokenize(text))
 
 
 def segmenter_available(group: str) -> bool:
@@ -803,7 +820,7 @@ def _segment_zh(text: str) -> list[tuple[str, str]]:
 
 def _segment_ja(text: str) -> list[tuple[str, str]]:
     toks = []
-    for t in _janome().tokenize(text):
+    for t in _janome_tokens(text):
         pos = t.part_of_speech.split(",")
         noun = pos[0] == "名詞" and pos[1] not in ("数", "非自立", "代名詞", "副詞可能")
         proper = noun and pos[1] == "固有名詞"
@@ -843,10 +860,9 @@ def word_spans(text: str) -> list[tuple[int, int]]:
         out += [(pos + a.start(), pos + a.end()) for a in _WORD.finditer(text[pos:m.start()])]
         run = m.group(0)
         words: list[str] = []
-        if _HAN.search(run) or _KANA.search(run):
-            if segmenter_available(group):
-                words = ([w.word for w in _jieba().cut(run)] if group == "zh"
-                         else [t.surface for t in _janome().tokenize(run)])
+        if (_HAN.search(run) or _KANA.search(run)) and segmenter_available(group):
+            words = ([w.word for w in _jieba().cut(run)] if group == "zh"
+                     else [t.surface for t in _janome_tokens(run)])
         if "".join(words) != run:  # no segmenter (or it changed the text): characters
             words = regex.findall(r"\X", run)
         a = m.start()
@@ -889,7 +905,8 @@ def _ngram_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
     function = getattr(local, "_function_chars", None)
     if function is None:
         function = _function_chars(local)
-        local._function_chars = function  # once per corpus
+        # once per corpus, kept on the corpus's own Counter
+        local._function_chars = function  # pyright: ignore[reportAttributeAccessIssue]
     out: list[tuple[str, int]] = []
     for m in _CASELESS_RUN.finditer(text):
         run = m.group(0)

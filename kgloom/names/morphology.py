@@ -99,7 +99,7 @@ def _heads_by_prefix(heads: frozenset[str]) -> dict[str, tuple[str, ...]]:
 
 
 def _slavic_form(low: str, head: str) -> bool:
-    common = len(os.path.commonprefix([low, head]))
+    common = len(os.path.commonprefix([low, head]))  # noqa: RUF071 - words, not paths
     if common < max(_STEM_MIN, len(head) - 2):
         return False
     # the head keeps its stem: at most its final vowel or last consonant may change

@@ -47,7 +47,7 @@ def recorded_graph_inputs(instance: dg.DagsterInstance, key: dg.AssetKey) -> str
     """The ``graph_inputs`` of ``key``'s latest materialization ("" when none)."""
     event = instance.get_latest_materialization_event(key)
     meta = event.asset_materialization.metadata if event and event.asset_materialization else {}
-    return meta[GRAPH_INPUTS].value if GRAPH_INPUTS in meta else ""
+    return str(meta[GRAPH_INPUTS].value) if GRAPH_INPUTS in meta else ""
 
 
 def graph_inputs_of(context: dg.AssetExecutionContext, *upstream: str) -> str:

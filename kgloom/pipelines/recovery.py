@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -112,7 +113,7 @@ def in_flight_runs(instance: dg.DagsterInstance, limit: int = 50) -> list[dict]:
         alive = process_alive(run.tags)
         rows.append({
             "run_id": run.run_id, "status": run.status.value, "age_s": round(_age(rec), 1),
-            "created": rec.create_timestamp.astimezone(dt.timezone.utc).strftime(
+            "created": rec.create_timestamp.astimezone(dt.UTC).strftime(
                 "%Y-%m-%d %H:%M:%S"),
             "job": run.job_name, "partition": run.tags.get("dagster/partition"),
             "command": run.tags.get(COMMAND_TAG), "pid": run.tags.get(PID_TAG),

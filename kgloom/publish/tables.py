@@ -2,8 +2,9 @@
 
 Polars in, polars out; no Dagster. The emitted products: graph-nodes / graph-edges
 parquet for DuckDB multi-hop, and 1-hop KG columns on every text unit so any vector
-store can expand a hit with no graph at all. The ``*_exist`` / ``*_valid`` / ``*_match`` functions at the end are pure
-checks for the asset checks: each returns ``(passed, metadata)``.
+store can expand a hit with no graph at all. The ``*_exist`` / ``*_valid`` / ``*_match``
+functions at the end are pure checks for the asset checks: each returns ``(passed,
+metadata)``.
 """
 
 from __future__ import annotations
@@ -150,9 +151,10 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
         contain the unit; ``relationship_ids``: sorted ids of relationships whose
         text_unit_ids contain it; ``neighbor_entity_ids``: sorted 1-hop neighbours of the
         kg nodes, minus the kg nodes, at most NEIGHBOR_ENTITIES_CAP (over it: the
-        neighbours with the most summed relationship weight to the kg nodes, then by id); ``neighbor_triples``: ``"source | relation |
-        target"`` (titles; relation = first line of the description, ``|`` -> ``/``, at
-        most RELATION_MAX_CHARS chars) for every relationship touching a kg node, sorted,
+        neighbours with the most summed relationship weight to the kg nodes, then by id);
+        ``neighbor_triples``: ``"source | relation | target"`` (titles; relation = first
+        line of the description, ``|`` -> ``/``, at most RELATION_MAX_CHARS chars) for
+        every relationship touching a kg node, sorted,
         at most NEIGHBOR_TRIPLES_CAP (over it: edges inside the unit first, then by
         weight descending); ``community_ids``: L ints, index = level, the
         community holding most of the unit's entities at that level (ties: smallest
@@ -219,7 +221,7 @@ def _neighbourhood_columns(text_units: pl.DataFrame, entities: pl.DataFrame,
                       rel.select(pl.col("te").alias("e"), pl.col("se").alias("nb"), "r")])
     neighbors = _neighbor_ids(ue, ends, rel.select("r", "weight"), ecode)
     triples = _neighbor_triples(relationships, rel, ends, ue)
-    return tuple(df.join(ucode, on="u").drop("u") for df in (neighbors, triples))
+    return (neighbors.join(ucode, on="u").drop("u"), triples.join(ucode, on="u").drop("u"))
 
 
 UNIT_CHUNK = 128  # text units per chunk when ranking their neighbourhoods
@@ -410,15 +412,21 @@ def write_neo4j_import(entities: pl.DataFrame, relationships: pl.DataFrame,
 
     Files (each with its header line; ``(X)`` is the ID space)::
 
-        nodes.csv          entityId:ID(Entity),title,type,description,degree:long,pagerank:double,:LABEL
-        relationships.csv  :START_ID(Entity),:END_ID(Entity),:TYPE,relationshipId,description,weight:double
-        text_units.csv     textUnitId:ID(TextUnit),human_readable_id:long,text,n_tokens:long,chunk_index:long,:LABEL
-        documents.csv      documentId:ID(Document),human_readable_id:long,title,source,:LABEL
-        communities.csv    communityId:ID(Community),community:long,level:long,title,size:long,:LABEL
+        nodes.csv
+            entityId:ID(Entity),title,type,description,degree:long,pagerank:double,:LABEL
+        relationships.csv
+            :START_ID(Entity),:END_ID(Entity),:TYPE,relationshipId,description,weight:double
+        text_units.csv
+            textUnitId:ID(TextUnit),human_readable_id:long,text,n_tokens:long,chunk_index:long,:LABEL
+        documents.csv
+            documentId:ID(Document),human_readable_id:long,title,source,:LABEL
+        communities.csv
+            communityId:ID(Community),community:long,level:long,title,size:long,:LABEL
         mentions.csv       :START_ID(TextUnit),:END_ID(Entity),:TYPE            (MENTIONS)
         part_of.csv        :START_ID(TextUnit),:END_ID(Document),:TYPE          (PART_OF)
         in_community.csv   :START_ID(Entity),:END_ID(Community),:TYPE,level:long (IN_COMMUNITY)
-        child_of.csv       :START_ID(Community),:END_ID(Community),:TYPE        (CHILD_OF: child -> parent)
+        child_of.csv       :START_ID(Community),:END_ID(Community),:TYPE
+            (CHILD_OF: child -> parent)
 
     ``text_units.csv``, ``mentions.csv`` (from entities' ``text_unit_ids``),
     ``documents.csv`` / ``part_of.csv`` and ``communities.csv`` / ``in_community.csv`` /

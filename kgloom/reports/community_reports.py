@@ -26,6 +26,7 @@ otherwise the community gets its rule report and a failures row saying why.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable
 
@@ -544,8 +545,8 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         done[c["community"]] = {**(kept.get(key) or written[key]), **_placement(c),
                                 "report_key": key}
 
-    def ask(job: tuple[dict, str, str]) -> tuple[dict | None, dict | None]:
-        return structured_call(llm, REPORT_TEMPLATE, STAGE, str(job[0]["community"]),
+    def ask(model: CachedLLM, job: tuple[dict, str, str]) -> tuple[dict | None, dict | None]:
+        return structured_call(model, REPORT_TEMPLATE, STAGE, str(job[0]["community"]),
                                settings.seed, schema=report_schema(job[0], settings),
                                context=job[2])
 
@@ -580,10 +581,12 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
             jobs.append((c, key, context))
-        if jobs and llm is None:
-            raise ValueError("LLM reports asked for with no model (llm=None)")
-        for (c, key, context), (obj, failure) in zip(jobs, llm.map(ask, jobs, tick)
-                                                     if jobs else []):
+        replies: list[tuple[dict | None, dict | None]] = []
+        if jobs:
+            if llm is None:
+                raise ValueError("LLM reports asked for with no model (llm=None)")
+            replies = llm.map(functools.partial(ask, llm), jobs, tick)
+        for (c, key, context), (obj, failure) in zip(jobs, replies):
             problems = [] if obj is None else check_report(
                 obj, context, [title_of[e] for e in c["entity_ids"] if e in title_of])
             if problems:  # published as the rule report, the reply kept in the failures row
@@ -595,7 +598,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                 answers.append((c, key, "llm", obj, failure))
         for c, key, by, obj, failure in answers:
             if obj is None:
-                failures.append(failure)
+                failures += [failure] if failure else []
             else:
                 done[c["community"]] = {
                     **_placement(c), "title": obj["title"].strip(),
