@@ -109,12 +109,12 @@ def score_rankings(questions: list[dict], rankings: list[list[str]],
     def figures(idx: list[int]) -> dict:
         n = len(idx) or 1
 
-        def pct(score: Callable[[list[str], list[str], int], float], k: int) -> float:
+        def mean_pct(score: Callable[[list[str], list[str], int], float], k: int) -> float:
             return round(100 * sum(score(rankings[i], questions[i]["supporting_titles"], k)
                                    for i in idx) / n, 1)
 
-        return {"questions": len(idx), "recall@2": pct(recall, 2), "recall@5": pct(recall, 5),
-                "all_recall@5": pct(all_recall, 5)}
+        return {"questions": len(idx), "recall@2": mean_pct(recall, 2),
+                "recall@5": mean_pct(recall, 5), "all_recall@5": mean_pct(all_recall, 5)}
 
     types: dict[str, list[int]] = {}
     for i, q in enumerate(questions):
