@@ -356,6 +356,9 @@ def unit_candidates(llm: CachedLLM | None, unit_id: str, text: str, settings: In
 
     Returns:
         (candidates, failure rows of the open-extraction call, if any).
+
+    Raises:
+        ValueError: the ``open`` source without an ``llm``.
     """
     found = find_candidates(text, settings.candidate_source, vocabulary)
     failures = []
