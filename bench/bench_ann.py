@@ -26,9 +26,9 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.stamp import save_result  # noqa: E402
-from kgloom.embedding.store import search_vectors, vector_index_type  # noqa: E402
-from kgloom.publish.vectors import ANN_INDEX_MIN_ROWS, write_lancedb  # noqa: E402
+from bench.stamp import save_result
+from kgloom.embedding.store import search_vectors, vector_index_type
+from kgloom.publish.vectors import ANN_INDEX_MIN_ROWS, write_lancedb
 
 ROOT = Path(__file__).resolve().parent.parent
 DIM = 384

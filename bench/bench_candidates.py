@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stamp import save_result  # noqa: E402
-
 from kgloom.names.candidates import find_candidates, word_counts  # noqa: E402
 from kgloom.names.normalize import normalize_for_match  # noqa: E402
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,14 +27,15 @@ from kgloom.config import IndexSettings
 from kgloom.extraction import extract
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
-from kgloom.tokenizer import default_tokenizer
-from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, default_gguf_path
+from kgloom.llm import CachedLLM, LlamaCppBackend, LLMCache, default_gguf_path
 from kgloom.names.candidates import word_counts
+from kgloom.tokenizer import default_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stamp import save_result  # noqa: E402
+
 BOUND_KEYS = ("maxItems", "maxLength")
 
 

@@ -20,8 +20,8 @@ import networkx as nx
 import polars as pl
 
 from kgloom.config import COMMUNITY_BACKENDS, IndexSettings
-from kgloom.names.candidates import is_grounded
 from kgloom.graph.communities import hierarchical_leiden
+from kgloom.names.candidates import is_grounded
 from kgloom.query.graph_bfs import bfs
 
 ROOT = Path(__file__).resolve().parent.parent

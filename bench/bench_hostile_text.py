@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stamp import load_average, save_result, when  # noqa: E402
-
 from kgloom.names.candidates import find_candidates, word_counts  # noqa: E402
 
 SUITE = ROOT / "bench" / "data" / "multilingual"

@@ -104,9 +104,9 @@ def extraction_calls(units: list[int]) -> list[tuple[str, list[dict], dict, int,
     from kgloom.extraction import extract
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
-    from kgloom.tokenizer import default_tokenizer
-    from kgloom.names.candidates import candidate_names, word_counts
     from kgloom.llm import reply_token_bound
+    from kgloom.names.candidates import candidate_names, word_counts
+    from kgloom.tokenizer import default_tokenizer
 
     docs, _ = read_documents(BOOK_DIR)
     tu = split_text_units(docs, default_tokenizer())

@@ -36,6 +36,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 from bench.stamp import save_result, when  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ISSUE_QUESTIONS = [("How is Scrooge related to Fezziwig?", "Fezziwig"),
@@ -97,7 +98,6 @@ def question_figures(retriever, index: Path, questions: Path, mode: str, top_k: 
 
 def wiki_figures(work: Path, mode: str, top_k: int) -> dict:
     from bench import eval_qa
-
     from kgloom.query.retriever import Retriever
 
     index = work / "output"

@@ -214,8 +214,8 @@ def reembed(index: Path, embedder_path: str, work: Path) -> Path:
     """Copy ``index``'s parquet tables to ``work/output-<model>`` and rebuild its LanceDB
     text_units and entities tables with another embedder."""
     from kgloom.embedding.sentence_embedder import Embedder
-    from kgloom.layout import LANCEDB_DIR
     from kgloom.embedding.store import VECTOR_TABLES, write_embedder_manifest
+    from kgloom.layout import LANCEDB_DIR
     from kgloom.publish.vectors import sync_lancedb
     from kgloom.storage import read_table
 

@@ -47,6 +47,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.stamp import save_result, when  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # The worked example of the report prompt up to issue 28 (kgloom commit 71f1f13), kept
@@ -132,11 +133,17 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
     import time
 
     from kgloom.config import IndexSettings
-    from kgloom.tokenizer import default_tokenizer
     from kgloom.llm import open_llm, structured_call
-    from kgloom.reports.community_reports import (REPORT_TEMPLATE, STAGE,
-                                                  build_report_context, check_report,
-                                                  example_text, member_claims, report_schema)
+    from kgloom.reports.community_reports import (
+        REPORT_TEMPLATE,
+        STAGE,
+        build_report_context,
+        check_report,
+        example_text,
+        member_claims,
+        report_schema,
+    )
+    from kgloom.tokenizer import default_tokenizer
 
     settings = IndexSettings()
     template = REPORT_TEMPLATE if args.prompt == "current" else dataclasses.replace(
@@ -197,10 +204,15 @@ def main() -> None:
     from kgloom.config import IndexSettings
     from kgloom.grounding import ungrounded_names
     from kgloom.ids import content_id
+    from kgloom.reports.community_reports import (
+        build_report_context,
+        check_report,
+        example_text,
+        member_claims,
+        report_text,
+        rule_report,
+    )
     from kgloom.tokenizer import default_tokenizer
-    from kgloom.reports.community_reports import (build_report_context, check_report,
-                                                  example_text, member_claims, report_text,
-                                                  rule_report)
 
     idx = args.index
     budget = args.report_max_input_tokens or IndexSettings().report_max_input_tokens

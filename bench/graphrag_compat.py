@@ -62,15 +62,19 @@ def main() -> None:
         import numpy as np
         import pandas as pd
         from graphrag.config.load_config import load_config
-        from graphrag.query.indexer_adapters import (read_indexer_communities,
-                                                     read_indexer_entities,
-                                                     read_indexer_relationships,
-                                                     read_indexer_reports,
-                                                     read_indexer_text_units)
+        from graphrag.query.indexer_adapters import (
+            read_indexer_communities,
+            read_indexer_entities,
+            read_indexer_relationships,
+            read_indexer_reports,
+            read_indexer_text_units,
+        )
         from graphrag.query.structured_search.global_search.community_context import (
-            GlobalCommunityContext)
+            GlobalCommunityContext,
+        )
         from graphrag.query.structured_search.local_search.mixed_context import (
-            LocalSearchMixedContext)
+            LocalSearchMixedContext,
+        )
         from graphrag.utils.api import get_embedding_store
         from graphrag_llm.tokenizer import Tokenizer
     except ImportError as exc:

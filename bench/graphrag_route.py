@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.stamp import load_average, save_result, when  # noqa: E402
+
 # graphrag's own virtualenv, as bench/vs_graphrag/run.sh makes it
 DEFAULT_GRAPHRAG_VENV = Path("/tmp/kgloom-vs-graphrag/venv")
 # (name, --method, extra arguments)
@@ -127,8 +128,8 @@ def main() -> None:
     python = graphrag_python(args.graphrag_python)
     if python is None:
         sys.exit("graphrag is not importable: make its virtualenv (docs/graphrag.md)")
-    from kgloom.llm import default_gguf_path
     from kgloom.graphrag_settings import CHAT_MODEL
+    from kgloom.llm import default_gguf_path
     from kgloom.testing import LlamaCppServer
 
     result = {**_stamp(), "output_dir": str(Path(args.output_dir).resolve()),

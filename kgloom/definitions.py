@@ -17,8 +17,15 @@ import os
 import dagster as dg
 
 from kgloom.assets import ALL_ASSETS
-from kgloom.pipelines.jobs import (embed_job, graph_job, index_job, ingest_job,
-                                   input_folder_sensor, nightly_index_schedule, reports_job)
+from kgloom.pipelines.jobs import (
+    embed_job,
+    graph_job,
+    index_job,
+    ingest_job,
+    input_folder_sensor,
+    nightly_index_schedule,
+    reports_job,
+)
 from kgloom.resources import build_resources, code_location_resources
 
 __all__ = ["build_executor", "build_resources", "defs"]

@@ -40,11 +40,11 @@ import polars as pl
 
 from kgloom import schemas, storage
 from kgloom.builds import publish_build
+from kgloom.embedding.store import EXTERNAL_VECTORS_KEY, write_external_manifest
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.ids import content_id
-from kgloom.publish import tables
-from kgloom.embedding.store import EXTERNAL_VECTORS_KEY, write_external_manifest
 from kgloom.layout import LANCEDB_DIR
+from kgloom.publish import tables
 from kgloom.publish.vectors import write_lancedb
 
 IMPORT_SUMMARY = "graph-import.json"  # in the output folder: what was imported, and how

@@ -183,7 +183,8 @@ class RetrievalSettings(_Section):
     depth: int = Field(default=1, description="BFS hops (multihop, fused, two_step)")
     lam: float = Field(default=1.0, description="fused: neighbourhood-overlap penalty")
     oversample: int = Field(default=5, description="fused: entity candidates per seed")
-    damping: float = Field(default=0.5, description="ppr / hybrid: probability of following an edge")
+    damping: float = Field(default=0.5,
+                           description="ppr / hybrid: probability of following an edge")
     graph_backend: str = Field(default="duckdb", description="duckdb | memory")
     hop_decay: float = 0.25
     similarity_weight: float = 0.5
@@ -220,7 +221,8 @@ class SearchSettings(_Section):
     docstring says what each does): local, direct and global search."""
 
     budget: int = 2000
-    # GraphRAG's local search shares, in packing order (kgloom.query.context_builder.context.LOCAL_SHARES)
+    # GraphRAG's local search shares, in packing order
+    # (kgloom.query.context_builder.context.LOCAL_SHARES)
     shares: tuple[tuple[str, float], ...] = (("entities", 0.15), ("relationships", 0.2),
                                              ("reports", 0.15), ("text_units", 0.5))
     retrieval_mode: str = "bridge"

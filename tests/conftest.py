@@ -31,8 +31,8 @@ def index_fake_book(tmp_path_factory, reports: bool):
 
     import dagster as dg
 
-    from kgloom.definitions import build_resources
     from kgloom.cli.runner import index_folder
+    from kgloom.definitions import build_resources
 
     book = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
     inp = tmp_path_factory.mktemp("book_input")

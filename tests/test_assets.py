@@ -45,17 +45,17 @@ import polars as pl
 import pytest
 
 from kgloom import storage
+from kgloom.assets import ALL_ASSETS
 from kgloom.assets.corpus_assets import corpus
 from kgloom.assets.extraction_assets import extracted_graph
 from kgloom.assets.graph_assets import communities, entity_graph
 from kgloom.assets.ingest_assets import documents, text_units
-from kgloom.assets import ALL_ASSETS
 from kgloom.assets.publish_assets import graph_files, index_summary, vector_index
 from kgloom.assets.report_assets import community_reports
-from kgloom.definitions import build_resources
 from kgloom.builds import BUILDS_DIR
-from kgloom.lock import HOLDER_FILE
 from kgloom.cli.runner import index_folder, register_partitions
+from kgloom.definitions import build_resources
+from kgloom.lock import HOLDER_FILE
 
 DATA = Path(__file__).resolve().parent / "data" / "assets"
 INPUT = DATA / "input"

@@ -16,8 +16,13 @@ from kgloom.config import IndexSettings
 from kgloom.extraction.claims import CLAIMS_TEMPLATE, claims_schema
 from kgloom.extraction.extract import extraction_schema, extraction_template
 from kgloom.graph.summaries import SAME_ENTITY_TEMPLATE, SUMMARY_TEMPLATE
-from kgloom.llm import (CachedLLM, LLMCache, reply_token_bound,
-                        server_reply_token_bound, structured_call)
+from kgloom.llm import (
+    CachedLLM,
+    LLMCache,
+    reply_token_bound,
+    server_reply_token_bound,
+    structured_call,
+)
 from kgloom.llm.fake import FakeBackend, grammar_sample
 from kgloom.llm.grammar import json_grammar, max_reply_bytes
 from kgloom.reports.community_reports import REPORT_TEMPLATE

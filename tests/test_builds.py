@@ -21,16 +21,22 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-from conftest import (build_carol_tables, carol_entity_id as eid, carol_relationship_id,
-                      carol_unit_id as uid)
+from conftest import build_carol_tables, carol_relationship_id
+from conftest import carol_entity_id as eid
+from conftest import carol_unit_id as uid
 from typer.testing import CliRunner
 
 from kgloom import builds, schemas, storage
-from kgloom.builds import (IndexChangedError, IndexFilesMissingError, IndexInconsistentError,
-                           publish_build, read_marker)
+from kgloom.builds import (
+    IndexChangedError,
+    IndexFilesMissingError,
+    IndexInconsistentError,
+    publish_build,
+    read_marker,
+)
 from kgloom.ids import content_id
-from kgloom.publish import tables
 from kgloom.layout import LANCEDB_DIR
+from kgloom.publish import tables
 from kgloom.publish.vectors import sync_index
 from kgloom.query.retriever import Retriever
 from kgloom.query.searcher import Searcher
@@ -388,8 +394,8 @@ def test_a_writer_that_truncates_silently_never_publishes(tmp_path, monkeypatch)
 @pytest.mark.integration
 def test_a_full_disk_in_a_stage_fails_the_run_naming_the_folder(tmp_path, monkeypatch):
     """The corpus step on a full disk: the run fails with the folder named."""
-    from kgloom.definitions import build_resources
     from kgloom.cli.runner import index_folder
+    from kgloom.definitions import build_resources
 
     inp = tmp_path / "input"
     inp.mkdir()
@@ -437,10 +443,10 @@ def test_a_question_too_long_for_the_model_says_so(published, embedder, tmp_path
 
 # --- an edgeless graph ------------------------------------------------------------------
 def test_an_edgeless_graph_gets_a_warn_check_and_a_cli_warning(tmp_path):
-    from kgloom.definitions import build_resources
-    from kgloom.graph.communities import community_structure
     from kgloom.assets.graph_assets import communities
     from kgloom.cli.runner import _warnings
+    from kgloom.definitions import build_resources
+    from kgloom.graph.communities import community_structure
 
     t = build_carol_tables()
     no_edges = t["relationships"].head(0)
@@ -465,8 +471,8 @@ def test_kgloom_index_publishes_builds_and_a_swapped_lancedb_table_is_refused(tm
     marker; after `--force` a new build; the previous build's lancedb/entities.lance put
     back in place is refused (no KeyError); a deleted table is named."""
     from kgloom.cli import app
-    from kgloom.definitions import build_resources
     from kgloom.cli.runner import index_folder
+    from kgloom.definitions import build_resources
 
     inp, out = tmp_path / "input", tmp_path / "out"
     inp.mkdir()

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
+from kgloom.corpus.partitions import with_text_unit_ids
 from kgloom.ids import content_id
 from kgloom.ingest.chunking import split_text_units, unit_windows
-from kgloom.corpus.partitions import with_text_unit_ids
 from kgloom.tokenizer import default_tokenizer
 
 # A Christmas Carol, Stave One (Project Gutenberg text, lightly trimmed).

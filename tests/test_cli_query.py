@@ -133,10 +133,9 @@ def test_ignored_options_follow_the_registry():
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory):
     from kgloom.embedding.sentence_embedder import Embedder
-    from tests.test_query import write_carol_index
-
     from kgloom.layout import LANCEDB_DIR
     from kgloom.publish.vectors import write_flat_snapshot
+    from tests.test_query import write_carol_index
 
     embedder = Embedder()
     out = write_carol_index(tmp_path_factory.mktemp("cli_index"), embedder)
@@ -208,8 +207,8 @@ def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_sa
 def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
     import polars as pl
 
-    from kgloom.layout import LANCEDB_DIR
     from kgloom.embedding.store import VECTOR_TABLES, flat_snapshot_path, read_flat_snapshot
+    from kgloom.layout import LANCEDB_DIR
     from kgloom.query.retriever import Retriever
 
     out, embedder = small_index

@@ -22,8 +22,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from kgloom.definitions import build_resources
 from kgloom.cli.runner import materialize_partitions, set_llm_pool_limit, sync_partitions
+from kgloom.definitions import build_resources
 from kgloom.testing import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,10 +12,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom.definitions import build_resources
-from kgloom.names.candidates import is_grounded
-from kgloom.llm import LLMCache
 from kgloom.cli.runner import index_folder
+from kgloom.definitions import build_resources
+from kgloom.llm import LLMCache
+from kgloom.names.candidates import is_grounded
 
 PASSAGE = """Oh! but he was a tight-fisted hand at the grindstone, Scrooge! a squeezing,
 wrenching, grasping, scraping, clutching, covetous old sinner! External heat and cold had

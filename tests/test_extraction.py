@@ -10,11 +10,16 @@ import pytest
 from kgloom import schemas
 from kgloom.config import IndexSettings, settings_from_mapping
 from kgloom.extraction.evidence import first_sentence_with
-from kgloom.extraction.extract import evidence_for, extract_graph, extraction_schema, named_sentences
+from kgloom.extraction.extract import (
+    evidence_for,
+    extract_graph,
+    extraction_schema,
+    named_sentences,
+)
 from kgloom.ids import content_id
-from kgloom.names.candidates import candidate_names, is_grounded, word_counts
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
+from kgloom.names.candidates import candidate_names, is_grounded, word_counts
 
 CHARACTERS = """Bob Cratchit, clerk to Ebenezer Scrooge.
 Mr. Fezziwig, a kind-hearted, jovial old merchant.

@@ -17,12 +17,16 @@ import polars as pl
 import pytest
 
 from kgloom.config import IndexSettings, load_settings_file, settings_from_mapping
-from kgloom.extraction.cooccurrence import (UNIT_STRENGTH, cooccurrence_graph,
-                                            cooccurrence_unit, sentence_pairs)
+from kgloom.extraction.cooccurrence import (
+    UNIT_STRENGTH,
+    cooccurrence_graph,
+    cooccurrence_unit,
+    sentence_pairs,
+)
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
-from kgloom.tokenizer import default_tokenizer
 from kgloom.resources.model import LLMResource
+from kgloom.tokenizer import default_tokenizer
 from tests import test_assets as ta
 
 FAST = {"method": "fast"}
@@ -288,9 +292,9 @@ def test_fast_index_has_a_graph_rule_reports_and_says_its_method(built_fast):
 
 @pytest.mark.integration
 def test_switching_method_rebuilds_extraction_and_graph_and_reuses_the_llm_cache(tmp_path):
+    from kgloom.cli.runner import index_folder
     from kgloom.definitions import build_resources
     from kgloom.llm import cache_rows
-    from kgloom.cli.runner import index_folder
 
     inp = ta._input_copy(tmp_path)
     out = tmp_path / "out"

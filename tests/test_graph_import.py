@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from kgloom import schemas, storage
-from kgloom.graph_import import IMPORT_SUMMARY, GraphImportError, import_graph, read_graph_tables
 from kgloom.embedding.store import ExternalVectorsError
+from kgloom.graph_import import IMPORT_SUMMARY, GraphImportError, import_graph, read_graph_tables
 from kgloom.query.retriever import Retriever
 
 

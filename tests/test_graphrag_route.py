@@ -29,9 +29,9 @@ from typer.testing import CliRunner
 from bench import graphrag_route as route
 from kgloom import graphrag_settings as grs
 from kgloom.cli import app
+from kgloom.embedding.store import read_embedder_manifest
 from kgloom.embeddings_server import create_app, llama_cpp_response_format
 from kgloom.layout import LANCEDB_DIR
-from kgloom.embedding.store import read_embedder_manifest
 from kgloom.testing import ASGIService, FakeChatServer, post_json
 
 sys.path.insert(0, str(Path(__file__).parent))

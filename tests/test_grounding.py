@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kgloom.grounding import (cut_repetition, find_repetition, is_heading, shared_phrase,
-                              ungrounded_names)
+from kgloom.grounding import (
+    cut_repetition,
+    find_repetition,
+    is_heading,
+    shared_phrase,
+    ungrounded_names,
+)
 
 CONTEXT = """Entities:
 - EBENEZER SCROOGE (PERSON): Scrooge was a squeezing, wrenching old sinner.

@@ -10,8 +10,16 @@ import jsonschema
 import pytest
 
 from kgloom import schemas
-from kgloom.llm import (CachedLLM, Completion, LLMCache, ModelFileError, PromptTemplate,
-                        StageStats, structured_call, verify_model_file)
+from kgloom.llm import (
+    CachedLLM,
+    Completion,
+    LLMCache,
+    ModelFileError,
+    PromptTemplate,
+    StageStats,
+    structured_call,
+    verify_model_file,
+)
 from kgloom.llm.fake import FakeBackend
 
 TEMPLATE = PromptTemplate(

@@ -13,12 +13,18 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from kgloom.cli.runner import LLM_POOL, index_folder, set_llm_pool_limit
 from kgloom.definitions import build_resources
-from kgloom.llm import CachedLLM, LLMCache, LlamaCppBackend, PromptTemplate, map_concurrent, \
-    structured_call
+from kgloom.llm import (
+    CachedLLM,
+    LlamaCppBackend,
+    LLMCache,
+    PromptTemplate,
+    map_concurrent,
+    structured_call,
+)
 from kgloom.llm.fake import FakeBackend
 from kgloom.llm.http import LLMServerError, OpenAIChatBackend, parse_urls
-from kgloom.cli.runner import LLM_POOL, index_folder, set_llm_pool_limit
 from kgloom.resources import LLMResource
 from kgloom.testing import FakeChatServer
 

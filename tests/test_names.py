@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from kgloom.names.candidates import (SOURCES, find_candidates, is_grounded, scripts_of,
-                                     sources_for, word_counts)
+from kgloom.names.candidates import (
+    SOURCES,
+    find_candidates,
+    is_grounded,
+    scripts_of,
+    sources_for,
+    word_counts,
+)
 from kgloom.names.normalize import normalize_for_match
 
 SUITE = Path(__file__).resolve().parent.parent / "bench" / "data" / "multilingual"

@@ -82,8 +82,8 @@ def test_the_doc_lists_the_lancedb_columns_and_neo4j_headers():
 def index(tmp_path_factory) -> Path:
     import dagster as dg
 
-    from kgloom.definitions import build_resources
     from kgloom.cli.runner import index_folder
+    from kgloom.definitions import build_resources
 
     text = BOOK.read_text(encoding="utf-8")
     start = text.index("\n\n", 20000)
@@ -115,8 +115,8 @@ def test_published_parquet_files_have_the_documented_columns(index):
 def test_lancedb_tables_mirror_their_parquet_plus_the_documented_columns(index):
     import lancedb
 
-    from kgloom.layout import LANCEDB_DIR
     from kgloom.embedding.store import VECTOR_TABLES
+    from kgloom.layout import LANCEDB_DIR
 
     db = lancedb.connect(str(index / LANCEDB_DIR))
     for table, (parquet, _) in VECTOR_TABLES.items():

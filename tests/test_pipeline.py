@@ -15,9 +15,9 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
+from kgloom.cli.runner import index_folder
 from kgloom.definitions import build_resources, defs
 from kgloom.pipelines.jobs import nightly_index_schedule
-from kgloom.cli.runner import index_folder
 from kgloom.reports import community_reports
 
 BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
@@ -375,7 +375,6 @@ def test_every_output_file_is_readable_as_the_umask_allows(indexed):
 def test_cli_summary_prints_the_cost_of_the_stages_it_ran(indexed, capsys):
     from kgloom.cli.main import _finish
     from kgloom.cli.runner import RunReport
-
     from kgloom.stats import build_index_summary
 
     out, _ = indexed

@@ -11,21 +11,27 @@ import networkx as nx
 import numpy as np
 import polars as pl
 import pytest
+from conftest import build_carol_tables, carol_relationship_id
+from conftest import carol_entity_id as eid
+from conftest import carol_unit_id as uid
 from polars.testing import assert_frame_equal
-from conftest import (build_carol_tables, carol_entity_id as eid, carol_relationship_id,
-                      carol_unit_id as uid)
 
 from kgloom import schemas, storage
-from kgloom.ids import content_id
-from kgloom.publish import tables
-from kgloom.layout import LANCEDB_DIR
 from kgloom.embedding.store import VECTOR_TABLES, write_embedder_manifest
+from kgloom.ids import content_id
+from kgloom.layout import LANCEDB_DIR
+from kgloom.publish import tables
 from kgloom.publish.vectors import sync_lancedb, write_lancedb
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
 from kgloom.query.retrieval.result import UNIT_RESULT_SCHEMA
-from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
-                                    IndexInconsistentError, RetrievalConfig, Retriever)
+from kgloom.query.retriever import (
+    EmbedderMismatchError,
+    IndexFilesMissingError,
+    IndexInconsistentError,
+    RetrievalConfig,
+    Retriever,
+)
 
 GRAPH_FILES = ["graph-nodes.parquet", "graph-edges.parquet", "entities.parquet",
                "relationships.parquet", "entity_aliases.parquet"]

@@ -19,10 +19,10 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
+from kgloom.cli.runner import index_folder, register_partitions
 from kgloom.definitions import build_resources
 from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.recovery import recover_dead_runs
-from kgloom.cli.runner import index_folder, register_partitions
 from kgloom.reports import community_reports
 from kgloom.resources import IndexConfigResource
 

@@ -9,12 +9,14 @@ import pytest
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
-from kgloom.reports.community_reports import (REPORT_TEMPLATE, build_report_context,
-                                              build_community_reports)
-
+from kgloom.reports.community_reports import (
+    REPORT_TEMPLATE,
+    build_community_reports,
+    build_report_context,
+)
+from kgloom.tokenizer import default_tokenizer
 from tests.conftest import build_carol_tables
 
 

@@ -462,8 +462,7 @@ def test_a_name_with_and_without_its_honorific_decides_together():
 
 
 def test_the_carol_fixture_ids_are_the_entities_stage_ids():
-    from conftest import (CAROL_ENTITIES, CAROL_RELATIONSHIPS, build_carol_tables,
-                          carol_entity_id)
+    from conftest import CAROL_ENTITIES, CAROL_RELATIONSHIPS, build_carol_tables, carol_entity_id
 
     mentions = [(unit, title, typ, f"{title} in {unit}.")
                 for title, (typ, units, _) in CAROL_ENTITIES.items() for unit in units]

@@ -21,12 +21,17 @@ from test_query import write_carol_index
 from kgloom import schemas, storage
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.query.context_builder import community_context as cc
-from kgloom.query.context_builder.context import (ContextItem, Section, pack_context, refs_in,
-                                                  token_counter)
+from kgloom.query.context_builder.context import (
+    ContextItem,
+    Section,
+    pack_context,
+    refs_in,
+    token_counter,
+)
 from kgloom.query.routing import route_by_rules, route_question
 from kgloom.query.searcher import SearchConfig, Searcher
-from kgloom.query.structured_search.search_base import answer_schema
 from kgloom.query.structured_search import global_search as gs
+from kgloom.query.structured_search.search_base import answer_schema
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -536,8 +541,11 @@ def test_a_looping_answer_is_cut_and_flagged(search_index, tmp_path, embedder):
 def test_answers_of_the_demo_or_fake_model_say_so(searcher, search_index, tmp_path, embedder):
     from kgloom.llm import SMOLLM2_SHA256
     from kgloom.query.render import render_search
-    from kgloom.query.structured_search.search_base import (DEMO_MODEL_NOTICE, FAKE_MODEL_NOTICE,
-                                                     model_notice)
+    from kgloom.query.structured_search.search_base import (
+        DEMO_MODEL_NOTICE,
+        FAKE_MODEL_NOTICE,
+        model_notice,
+    )
 
     res = searcher.search("Who is Tiny Tim's father?", mode="local")  # the fake model
     assert res.answer and res.notice == FAKE_MODEL_NOTICE

@@ -11,8 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from kgloom.cli import app
-from kgloom.config import (IndexSettings, load_settings_file, parse_assignments,
-                           settings_fields, settings_from_mapping)
+from kgloom.config import (
+    IndexSettings,
+    load_settings_file,
+    parse_assignments,
+    settings_fields,
+    settings_from_mapping,
+)
 from kgloom.definitions import build_resources, defs
 from kgloom.resources import IndexConfigResource, IndexSettingsConfig
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 import json
 
 from kgloom.llm import Completion, StageStats
-from kgloom.stats import (COST_FIELDS, cost_markdown, cost_table, read_stage_stats,
-                          stage_cost, write_stage_stats)
+from kgloom.stats import (
+    COST_FIELDS,
+    cost_markdown,
+    cost_table,
+    read_stage_stats,
+    stage_cost,
+    write_stage_stats,
+)
 
 
 def _llm(seconds: float, prompt: float, decode: float, calls: int = 2) -> dict:

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom.publish import tables
 from kgloom.embedding.sentence_embedder import Embedder
+from kgloom.publish import tables
 from kgloom.publish.vectors import write_lancedb
 
 # Stave One's opening, repeated: well over the 256-token window of all-MiniLM-L6-v2.

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from bench.retrieval.manifest import Case, read_manifest, query_vectors, sha256_text
+from bench.retrieval.manifest import Case, query_vectors, read_manifest, sha256_text
 
 # handle name -> graph_backend; ``files_reread``: the files handle with the fused BFS
 # reading every hop from the edge file (RetrievalConfig.fused_first_hop off), as the

@@ -67,6 +67,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(HERE))
 
 import bench_speed  # noqa: E402
+from eval_gold import norm, score  # noqa: E402
+from gateway import Gateway, read_log  # noqa: E402
+
 from bench.harness import (  # noqa: E402
     SLICE_CHARS,
     SLICE_START,
@@ -75,8 +78,6 @@ from bench.harness import (  # noqa: E402
     write_input,
 )
 from bench.stamp import load_average, save_result  # noqa: E402
-from eval_gold import norm, score  # noqa: E402
-from gateway import Gateway, read_log  # noqa: E402
 
 # tiktoken's encodings: the download URL (its cache key is the URL's SHA-1) and the
 # SHA-256 tiktoken expects (tiktoken_ext/openai_public.py, tiktoken 0.14)
@@ -276,8 +277,8 @@ def graphrag_figures(root: Path, log: list[dict], wall: float) -> dict:
 
 def run_graphrag(work: Path, args, text: str) -> dict:
     """GraphRAG's side: init, settings for the local endpoints, ``graphrag index``."""
-    from kgloom.llm import default_gguf_path
     from kgloom.embedding.sentence_embedder import Embedder
+    from kgloom.llm import default_gguf_path
     from kgloom.testing import LlamaCppServer
 
     venv = Path(args.graphrag_venv)

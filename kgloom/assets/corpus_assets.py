@@ -1,6 +1,7 @@
 """Asset: corpus, the live partitions combined into the corpus-level tables.
 
-The three levels of the output folder (:mod:`kgloom.layout` maps them to folders): **partition** (``stages/partitions/<key>/``, written by
+The three levels of the output folder (:mod:`kgloom.layout` maps them to folders):
+**partition** (``stages/partitions/<key>/``, written by
 ``documents``, ``text_units`` and ``extracted_graph`` for one input file), **corpus**
 (``stages/``: every live partition combined, written here, read by the graph-wide
 stages) and **published** (the output folder itself: the GraphRAG tables, graph files,

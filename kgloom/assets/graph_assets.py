@@ -9,19 +9,27 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.assets.corpus_assets import corpus
-from kgloom.assets.metadata import (Timer, cost_metadata, embedder_time, endpoint_metadata,
-                                    png_md, preview, progress)
+from kgloom.assets.metadata import (
+    EmbedderTime,
+    Timer,
+    cost_metadata,
+    embedder_time,
+    endpoint_metadata,
+    png_md,
+    preview,
+    progress,
+)
+from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.extraction.claims import build_covariates
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
-from kgloom.tokenizer import default_tokenizer
 from kgloom.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
 from kgloom.llm import StageStats
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.plots import bar_chart_png
-from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
+from kgloom.tokenizer import default_tokenizer
 
 
 @dg.multi_asset(

@@ -7,12 +7,18 @@ import polars as pl
 from kgloom import schemas
 from kgloom.assets.metadata import Timer, cost_metadata, embedder_time, preview, progress
 from kgloom.builds import publish_build
-from kgloom.layout import (GRAPH_FILES, GRAPHML_FILE, NEO4J_DIR, SUMMARY_FILE, VECTOR_INDEX,
-                           Level)
+from kgloom.layout import GRAPH_FILES, GRAPHML_FILE, NEO4J_DIR, SUMMARY_FILE, VECTOR_INDEX, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
-from kgloom.publish.tables import (build_graph_tables, denormalize_text_units,
-                                   edges_endpoints_exist, kg_node_ids_exist, row_counts_match,
-                                   vectors_valid, write_graphml, write_neo4j_import)
+from kgloom.publish.tables import (
+    build_graph_tables,
+    denormalize_text_units,
+    edges_endpoints_exist,
+    kg_node_ids_exist,
+    row_counts_match,
+    vectors_valid,
+    write_graphml,
+    write_neo4j_import,
+)
 from kgloom.resources import EmbedderResource, IndexConfigResource
 from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
 from kgloom.storage import disk_full_error, is_disk_full, read_parquet, write_json

@@ -5,12 +5,12 @@ import dagster as dg
 from kgloom import schemas
 from kgloom.assets.graph_assets import communities
 from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
-from kgloom.tokenizer import default_tokenizer
 from kgloom.layout import COMMUNITY_REPORTS, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.reports.community_reports import REJECTED, build_community_reports
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
+from kgloom.tokenizer import default_tokenizer
 
 
 @dg.asset(group_name="reports",

@@ -18,9 +18,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kgloom.query.modes import (DEFAULT_MODE, GRAPH_BACKENDS, OPTION_MODES, RETRIEVAL_MODES,
-                                SEARCH_MODES, check_options, ignored_options,
-                                retrieval_params)
+from kgloom.query.modes import (
+    DEFAULT_MODE,
+    GRAPH_BACKENDS,
+    OPTION_MODES,
+    RETRIEVAL_MODES,
+    SEARCH_MODES,
+    check_options,
+    ignored_options,
+    retrieval_params,
+)
 
 if TYPE_CHECKING:
     from kgloom.settings import Settings
@@ -283,7 +290,7 @@ def _http_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def PORT(default: int):  # noqa: N802 - an option, as the constants above
+def PORT(default: int):
     """A server's ``--port`` option: a TCP port, 1-65535 (uvicorn hangs on one past it)."""
     return typer.Option(default, min=1, max=65535, help="TCP port to listen on")
 
@@ -335,9 +342,8 @@ def index(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT,
     import time
 
     started = time.time()  # the command's wall time includes loading the pipeline
-    from kgloom.llm import cache_rows
     from kgloom.cli.runner import index_folder
-
+    from kgloom.llm import cache_rows
     from kgloom.names.candidates import SOURCES
 
     if candidate_source is not None and candidate_source not in SOURCES:
@@ -385,8 +391,8 @@ def backfill(partition: list[str] = typer.Option(
     import uuid
 
     started = time.time()
-    from kgloom.llm import cache_rows
     from kgloom.cli.runner import materialize_partitions, refresh_graph, sync_partitions
+    from kgloom.llm import cache_rows
 
     settings = _load(settings_file, set_, **_folder_flags(input_dir, output_dir),
                      **_model_flags(model_path, fake_llm, llm_url),
@@ -457,8 +463,8 @@ def status(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT) -> No
     warning per entry skipped for safety, as `kgloom index` gives), each asset's last
     materialization in the Dagster instance, the runs queued or in flight (with their
     age, and whether their process still lives), and recent failed runs."""
-    from kgloom.pipelines.recovery import format_age
     from kgloom.cli.status import index_status
+    from kgloom.pipelines.recovery import format_age
 
     paths = _load(None, **_folder_flags(input_dir, output_dir)).paths
     input_dir, output_dir = paths.input_dir, paths.output_dir
@@ -588,8 +594,11 @@ def query(ctx: typer.Context,
         typer.echo(f"error: {exc} (settings: retrieval section)", err=True)
         raise typer.Exit(2) from exc
 
-    from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
-                                        IndexInconsistentError)
+    from kgloom.query.retriever import (
+        EmbedderMismatchError,
+        IndexFilesMissingError,
+        IndexInconsistentError,
+    )
     from kgloom.storage import UnreadableTableError
 
     errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError,
@@ -630,8 +639,8 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
 
     from kgloom.llm import ModelFileError
     from kgloom.llm.http import LLMServerError
-    from kgloom.query.retriever import RetrievalConfig
     from kgloom.query.render import render_search
+    from kgloom.query.retriever import RetrievalConfig
     from kgloom.query.searcher import QUERY_CACHE_FILE, SearchConfig, Searcher
 
     bar: list[tqdm] = []
@@ -694,8 +703,8 @@ def import_graph(
     """
     import time
 
-    from kgloom.graph_import import GraphImportError, import_graph as run_import
-    from kgloom.graph_import import read_graph_tables
+    from kgloom.graph_import import GraphImportError, read_graph_tables
+    from kgloom.graph_import import import_graph as run_import
 
     start = time.perf_counter()
 
@@ -772,10 +781,14 @@ def serve_embeddings(
     checked against its lancedb/embedder.json. Read-only."""
     import uvicorn
 
-    from kgloom.embeddings_server import create_app
-    from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
-                                        IndexInconsistentError, Retriever)
     from kgloom.embedding.store import ExternalVectors
+    from kgloom.embeddings_server import create_app
+    from kgloom.query.retriever import (
+        EmbedderMismatchError,
+        IndexFilesMissingError,
+        IndexInconsistentError,
+        Retriever,
+    )
 
     try:
         settings = _load(None, **_folder_flags(output_dir=output_dir),
@@ -858,12 +871,14 @@ def serve(output_dir: str | None = typer.Option(None, help="the index to serve (
         raise typer.Exit(2)
     import uvicorn
 
-    from kgloom.llm import ModelFileError
+    from kgloom.llm import CACHE_FILE, ModelFileError
     from kgloom.llm.http import LLMServerError
-    from kgloom.query.retriever import (EmbedderMismatchError, IndexFilesMissingError,
-                                        IndexInconsistentError)
-    from kgloom.llm import CACHE_FILE
-    from kgloom.query.retriever import RetrievalConfig
+    from kgloom.query.retriever import (
+        EmbedderMismatchError,
+        IndexFilesMissingError,
+        IndexInconsistentError,
+        RetrievalConfig,
+    )
     from kgloom.query.searcher import SearchConfig
     from kgloom.serve.app import Limits, open_app
 

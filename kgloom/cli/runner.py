@@ -19,16 +19,25 @@ import dagster as dg
 from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
-from kgloom.builds import publish_build, read_marker
 from kgloom.assets import ALL_ASSETS
-from kgloom.corpus.partitions import (InputDiff, diff_inputs, manifest_hashes,
-                                      remove_refused_partitions, settings_fingerprint)
-from kgloom.inputs import input_hashes, scan_inputs
-from kgloom.pipelines.freshness import (GRAPH_KEYS, current_graph_inputs, rerun_selection,
-                                        stale_graph_assets)
+from kgloom.builds import publish_build, read_marker
+from kgloom.cli.logs import run_config_for_logs
+from kgloom.corpus.partitions import (
+    InputDiff,
+    diff_inputs,
+    manifest_hashes,
+    remove_refused_partitions,
+    settings_fingerprint,
+)
+from kgloom.inputs import scan_inputs
+from kgloom.pipelines.freshness import (
+    GRAPH_KEYS,
+    current_graph_inputs,
+    rerun_selection,
+    stale_graph_assets,
+)
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.jobs import graph_job, ingest_job
-from kgloom.cli.logs import run_config_for_logs
 from kgloom.processes import process_tags
 
 REPORTS_KEY = dg.AssetKey("community_reports")

@@ -18,7 +18,6 @@ when its partition was last materialized (``manifest.json``) or with a sensor cu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -365,7 +364,8 @@ def with_text_unit_ids(documents: pl.DataFrame, text_units: pl.DataFrame) -> pl.
         documents: frame with ``id``.
         text_units: frame with ``id``, ``document_id``, ``chunk_index``.
     """
-    ids = (text_units.sort("document_id", "chunk_index").group_by("document_id", maintain_order=True)
+    ids = (text_units.sort("document_id", "chunk_index")
+           .group_by("document_id", maintain_order=True)
            .agg(pl.col("id").alias("unit_ids")))
     return (documents.drop("text_unit_ids", strict=False)
             .join(ids, left_on="id", right_on="document_id", how="left", maintain_order="left")

@@ -158,7 +158,7 @@ class FastEmbedder(WindowedEmbedder):
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
 
-            def dense(h: np.ndarray, name: str) -> np.ndarray:
+            def dense(h: np.ndarray, name: str, p: str = p) -> np.ndarray:
                 return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
             q, k, v = (dense(x, f"attention.self.{m}").reshape(n, self.heads, dh)

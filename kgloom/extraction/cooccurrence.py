@@ -46,9 +46,15 @@ import regex
 from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.extraction.evidence import NOT_AN_ENTITY, first_sentence_with, sentences
-from kgloom.extraction.extract import ExtractionResult, _unit_cues, record_titles, unit_candidates, vote_types
-from kgloom.names.candidates import word_counts
+from kgloom.extraction.extract import (
+    ExtractionResult,
+    _unit_cues,
+    record_titles,
+    unit_candidates,
+    vote_types,
+)
 from kgloom.extraction.records import record_edge_mentions
+from kgloom.names.candidates import word_counts
 from kgloom.storage import failures_frame
 
 UNIT_HUBS = 3  # names of a unit joined to its other names at unit level

@@ -33,14 +33,26 @@ import polars as pl
 
 from kgloom import layout, schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.evidence import (EXTRACTED_STRENGTH, NOT_AN_ENTITY, first_sentence_with,
-                                        record_title, sentences)
+from kgloom.extraction.evidence import (
+    EXTRACTED_STRENGTH,
+    NOT_AN_ENTITY,
+    first_sentence_with,
+    record_title,
+    sentences,
+)
 from kgloom.extraction.records import record_edge_mentions
 from kgloom.extraction.type_cues import type_cue
-from kgloom.llm import (CachedLLM, PromptTemplate, prompt_room, reply_token_bound,
-                        structured_call)
-from kgloom.names.candidates import (MAX_CANDIDATES, MAX_NAME_CHARS, Candidate, caps_name_ok,
-                                     find_candidates, is_grounded, sources_for, word_counts)
+from kgloom.llm import CachedLLM, PromptTemplate, prompt_room, reply_token_bound, structured_call
+from kgloom.names.candidates import (
+    MAX_CANDIDATES,
+    MAX_NAME_CHARS,
+    Candidate,
+    caps_name_ok,
+    find_candidates,
+    is_grounded,
+    sources_for,
+    word_counts,
+)
 from kgloom.names.normalize import normalize_for_match, normalize_title
 from kgloom.storage import failures_frame
 

@@ -22,7 +22,12 @@ from collections import Counter
 import polars as pl
 
 from kgloom.config import IndexSettings, parse_record_edges
-from kgloom.extraction.evidence import EXTRACTED_STRENGTH, NOT_AN_ENTITY, first_sentence_with, record_title
+from kgloom.extraction.evidence import (
+    EXTRACTED_STRENGTH,
+    NOT_AN_ENTITY,
+    first_sentence_with,
+    record_title,
+)
 from kgloom.extraction.type_cues import type_cue
 from kgloom.names.candidates import MAX_NAME_CHARS
 

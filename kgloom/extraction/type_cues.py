@@ -164,7 +164,8 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
         if _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after) or (
                 _VOCATIVE[0].search(before) and _VOCATIVE[1].search(after)):
             person += 1
-        elif (_LOC_BEFORE.search(before) or _LOC_BEFORE_LOWER.search(before)) and not regex.match(r"['’]s\b", after):
+        elif ((_LOC_BEFORE.search(before) or _LOC_BEFORE_LOWER.search(before))
+              and not regex.match(r"['’]s\b", after)):
             location += 1
         elif (prev := _PREV_WORD.search(before)) and prev.group(1).lower() not in _LOC_WORDS \
                 and is_form_of(prev.group(1), _LOC_WORDS):

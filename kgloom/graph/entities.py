@@ -18,8 +18,8 @@ from kgloom.config import IndexSettings
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.graph.resolution import resolve_entities
 from kgloom.graph.summaries import llm_verifier, summarize_descriptions
-from kgloom.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM
+from kgloom.tokenizer import Tokenizer
 
 
 def resolution_options(settings: IndexSettings, llm: CachedLLM | None,

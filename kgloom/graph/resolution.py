@@ -35,7 +35,6 @@ from kgloom import schemas
 from kgloom.ids import content_id
 from kgloom.names.normalize import RESOLUTION_METHODS, normalize_title
 
-
 # Honorifics are evidence: "Mr. Fezziwig" and "Mrs. Fezziwig" are two people.
 MALE_HONORIFICS = frozenset({"mr", "mister", "master", "sir", "lord"})
 FEMALE_HONORIFICS = frozenset({"mrs", "miss", "ms", "madam", "madame", "mistress", "lady", "dame"})

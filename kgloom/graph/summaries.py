@@ -27,9 +27,9 @@ import polars as pl
 
 from kgloom import layout
 from kgloom.config import IndexSettings
-from kgloom.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
+from kgloom.tokenizer import Tokenizer
 
 STAGE = layout.SUMMARIES
 

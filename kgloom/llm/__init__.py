@@ -37,8 +37,13 @@ from kgloom.llm.cache import CACHE_FILE, LLMCache, cache_rows, new_rows
 from kgloom.llm.client import CachedLLM, map_concurrent, open_llm
 from kgloom.llm.grammar import reply_token_bound, server_reply_token_bound
 from kgloom.llm.llamacpp import LlamaCppBackend
-from kgloom.llm.model_files import (SMOLLM2_FILE, SMOLLM2_SHA256, ModelFileError,
-                                    default_gguf_path, verify_model_file)
+from kgloom.llm.model_files import (
+                                    SMOLLM2_FILE,
+                                    SMOLLM2_SHA256,
+                                    ModelFileError,
+                                    default_gguf_path,
+                                    verify_model_file,
+)
 from kgloom.llm.prompts import PromptTemplate, prompt_room
 from kgloom.llm.stage_stats import StageStats
 from kgloom.llm.structured import structured_call

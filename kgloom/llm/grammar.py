@@ -57,7 +57,7 @@ class Node:
     text: str = ""
     ranges: tuple[tuple[int, int], ...] = ()
     negated: bool = False
-    items: tuple["Node", ...] = ()
+    items: tuple[Node, ...] = ()
     lo: int = 0
     hi: int | None = 1
 

@@ -55,7 +55,7 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
                              max_tokens, seed + attempt)
         except LookupError:
             raise
-        except Exception as exc:  # the model crashed even after retries: record, go on
+        except Exception as exc:  # noqa: BLE001 - the model crashed even after retries: record, go on
             problem, raw = f"LLM call failed: {type(exc).__name__}", str(exc)
             continue
         raw = reply.text

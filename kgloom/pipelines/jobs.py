@@ -19,11 +19,14 @@ import dagster as dg
 
 from kgloom.corpus.partitions import diff_inputs, manifest_hashes
 from kgloom.inputs import scan_inputs
-from kgloom.pipelines.freshness import (GRAPH_ASSETS, INGEST_ASSETS, current_graph_inputs,
-                                        stale_graph_assets)
+from kgloom.pipelines.freshness import (
+    GRAPH_ASSETS,
+    INGEST_ASSETS,
+    current_graph_inputs,
+    stale_graph_assets,
+)
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
-
 
 ingest_job = dg.define_asset_job(
     "ingest_job", selection=INGEST_ASSETS,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import dagster as dg

@@ -16,9 +16,17 @@ import pyarrow as pa
 
 from kgloom import schemas
 from kgloom.embedding.sentence_embedder import Embedder, release_memory
-from kgloom.embedding.store import EMBEDDING_KEY, VECTOR_TABLES, embedder_manifest, flat_snapshot_path, read_embedder_manifest, vector_index_type, write_embedder_manifest
-from kgloom.layout import LANCEDB_DIR
+from kgloom.embedding.store import (
+    EMBEDDING_KEY,
+    VECTOR_TABLES,
+    embedder_manifest,
+    flat_snapshot_path,
+    read_embedder_manifest,
+    vector_index_type,
+    write_embedder_manifest,
+)
 from kgloom.ids import content_id
+from kgloom.layout import LANCEDB_DIR
 
 # IVF_PQ trains k-means on the vectors (256 centroids per PQ sub-vector, ~sqrt(n)
 # partitions). It needs >= 256 rows to train at all, and on the 2-core machine its build

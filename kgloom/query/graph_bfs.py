@@ -6,6 +6,7 @@ wrote, read-only, per call (no graph server).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import duckdb
@@ -215,10 +216,9 @@ def _run(sql: str, params: dict, use_key: bool, threads: int | None) -> pl.DataF
     the USING KEY form, ``threads`` when given)."""
     with duckdb.connect() as con:
         if use_key:
-            try:
+            # a DuckDB without these optimizer names: plan as it likes
+            with contextlib.suppress(duckdb.Error):
                 con.execute(f"SET disabled_optimizers = '{FIXED_JOIN_ORDER}'")
-            except duckdb.Error:  # a DuckDB without these optimizer names: plan as it likes
-                pass
         if threads is not None:
             con.execute(f"SET threads = {int(threads)}")
         return con.sql(sql, params=params).pl()

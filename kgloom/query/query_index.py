@@ -30,13 +30,28 @@ import numpy as np
 import polars as pl
 
 from kgloom import schemas
-from kgloom.builds import OPEN_RETRIES, Build, IndexChangedError, IndexFilesMissingError, \
-    IndexInconsistentError
-from kgloom.embedding.windows import WindowedEmbedder
+from kgloom.builds import (
+    OPEN_RETRIES,
+    Build,
+    IndexChangedError,
+    IndexFilesMissingError,
+    IndexInconsistentError,
+)
 from kgloom.embedding import query_embedder
-from kgloom.embedding.store import EMBEDDER_MANIFEST, EMBEDDING_KEY, EXTERNAL_VECTORS_KEY, ExternalVectors, VECTOR_TABLES, flat_snapshot_path, read_flat_snapshot, search_vectors, vector_index_type
-from kgloom.layout import LANCEDB_DIR
 from kgloom.embedding.sentence_embedder import Embedder
+from kgloom.embedding.store import (
+    EMBEDDER_MANIFEST,
+    EMBEDDING_KEY,
+    EXTERNAL_VECTORS_KEY,
+    VECTOR_TABLES,
+    ExternalVectors,
+    flat_snapshot_path,
+    read_flat_snapshot,
+    search_vectors,
+    vector_index_type,
+)
+from kgloom.embedding.windows import WindowedEmbedder
+from kgloom.layout import LANCEDB_DIR
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
 

@@ -17,15 +17,30 @@ import numpy as np
 # the errors a Retriever raises, for its callers (__all__)
 from kgloom.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
 from kgloom.embedding.sentence_embedder import Embedder
-from kgloom.query.query_index import EmbedderMismatchError, QueryIndex
 from kgloom.query.linking import LinkedEntity
 from kgloom.query.modes import RETRIEVAL_MODES
-from kgloom.query.retrieval import (bridge, fused, hybrid, multihop, one_hop, ppr, retrieve,
-                                    two_step, vector)
-from kgloom.query.retrieval.steps import RetrievalSettings, link_question
-from kgloom.query.retrieval.retrieval_config import (DEFAULT_DAMPING, DEFAULT_DEPTH, DEFAULT_LAMBDA,
-                                           DEFAULT_OVERSAMPLE, DEFAULT_TOP_K, RetrievalConfig)
+from kgloom.query.query_index import EmbedderMismatchError, QueryIndex
+from kgloom.query.retrieval import (
+    bridge,
+    fused,
+    hybrid,
+    multihop,
+    one_hop,
+    ppr,
+    retrieve,
+    two_step,
+    vector,
+)
 from kgloom.query.retrieval.result import RetrievalResult
+from kgloom.query.retrieval.retrieval_config import (
+    DEFAULT_DAMPING,
+    DEFAULT_DEPTH,
+    DEFAULT_LAMBDA,
+    DEFAULT_OVERSAMPLE,
+    DEFAULT_TOP_K,
+    RetrievalConfig,
+)
+from kgloom.query.retrieval.steps import RetrievalSettings, link_question
 
 # the modes of the one registry (kgloom.query.modes) that take a question alone;
 # retrieve() also runs two_step

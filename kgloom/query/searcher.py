@@ -30,21 +30,27 @@ from typing import Any
 import numpy as np
 
 from kgloom.builds import OPEN_RETRIES, IndexChangedError, IndexFilesMissingError
-from kgloom.llm import CachedLLM
 from kgloom.embedding.sentence_embedder import Embedder
+from kgloom.llm import CachedLLM
 from kgloom.query.context_builder.community_context import Progress
 from kgloom.query.context_builder.context import TokenCounter, check_budget
-from kgloom.query.query_index import QueryIndex
 from kgloom.query.modes import SEARCH_MODES, check_mode  # the one registry of modes
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalSettings
-from kgloom.query.retrieval.steps import link_question
 from kgloom.query.retrieval.retrieval_config import RetrievalConfig
+from kgloom.query.retrieval.steps import link_question
 from kgloom.query.routing import Route, route_question
-from kgloom.query.structured_search.search_base import (QUERY_CACHE_FILE, CallLog, SearchConfig,
-                                                 SearchModel, SearchResult, model_notice)
 from kgloom.query.structured_search.basic_search import BasicSearch
 from kgloom.query.structured_search.global_search import GlobalSearch
 from kgloom.query.structured_search.local_search import LocalSearch
+from kgloom.query.structured_search.search_base import (
+    QUERY_CACHE_FILE,
+    CallLog,
+    SearchConfig,
+    SearchModel,
+    SearchResult,
+    model_notice,
+)
 
 __all__ = ["SEARCH_MODES", "SearchConfig", "SearchResult", "Searcher"]
 

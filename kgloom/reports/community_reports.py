@@ -37,9 +37,9 @@ from kgloom import layout, schemas
 from kgloom.config import IndexSettings
 from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, words
 from kgloom.ids import content_id
-from kgloom.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.storage import failures_frame
+from kgloom.tokenizer import Tokenizer
 
 STAGE = layout.COMMUNITY_REPORTS
 

@@ -22,7 +22,7 @@ class EmbedderResource(dg.ConfigurableResource, EmbedderSettings):
     dims, 256 tokens)."""
 
     def load(self) -> Embedder:
-        """Return the loaded :class:`kgloom.embedding.sentence_embedder.Embedder` (a few seconds on CPU the
-        first time; one per model folder and process, so the stages of a run share it
-        instead of each holding a copy)."""
+        """Return the loaded :class:`kgloom.embedding.sentence_embedder.Embedder` (a few
+        seconds on CPU the first time; one per model folder and process, so the stages of
+        a run share it instead of each holding a copy)."""
         return _loaded(self.model_path)

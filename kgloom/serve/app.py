@@ -28,11 +28,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kgloom.llm import ModelFileError
-from kgloom.query.modes import (OPTION_MODES, RETRIEVAL_MODES, SEARCH_MODES, check_options,
-                                ignored_options, retrieval_params)
+from kgloom.query.modes import (
+    OPTION_MODES,
+    RETRIEVAL_MODES,
+    SEARCH_MODES,
+    check_options,
+    ignored_options,
+    retrieval_params,
+)
+from kgloom.query.retriever import IndexFilesMissingError
 from kgloom.serve import openai_chat
 from kgloom.serve.graph_view import UnknownItemError
-from kgloom.query.retriever import IndexFilesMissingError
 from kgloom.serve.live_index import IndexHandle, LiveIndex
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -346,7 +352,8 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
         for name, value, cap in (("depth", depth, limits.max_depth),
                                  ("max_nodes", max_nodes, limits.max_nodes)):
             if not isinstance(value, int) or isinstance(value, bool) or not \
-                    (name == "depth" and 0 <= value <= cap or name != "depth" and 1 <= value <= cap):
+                    ((name == "depth" and 0 <= value <= cap)
+                     or (name != "depth" and 1 <= value <= cap)):
                 raise ApiError(400, f"{name} must be an integer in "
                                f"[{0 if name == 'depth' else 1}, {cap}], got {value!r}")
         return await graph_answer(lambda h: h.graph.subgraph(

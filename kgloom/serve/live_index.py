@@ -65,7 +65,7 @@ class IndexHandle:
     @classmethod
     def open(cls, output_dir: str | Path, llm: Any, embedder: Any = None,
              search_config: SearchConfig | None = None,
-             retrieval_config: RetrievalConfig | None = None) -> "IndexHandle":
+             retrieval_config: RetrievalConfig | None = None) -> IndexHandle:
         """Open the build ``output_dir``'s marker names now, with its tables loaded.
 
         Args:

@@ -19,10 +19,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgloom.builds import IndexFilesMissingError
-from kgloom.query.context_builder.context import (Context, ContextItem, Section, TokenCounter,
-                                                  pack_context, verbalize_entity,
-                                                  verbalize_relationship, verbalize_report,
-                                                  verbalize_text_unit)
+from kgloom.query.context_builder.context import (
+    Context,
+    ContextItem,
+    Section,
+    TokenCounter,
+    pack_context,
+    verbalize_entity,
+    verbalize_relationship,
+    verbalize_report,
+    verbalize_text_unit,
+)
 from kgloom.query.context_builder.search_tables import SearchTables
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalResult, RetrievalSettings, retrieve

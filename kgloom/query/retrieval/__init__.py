@@ -29,11 +29,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from kgloom.query.query_index import QueryIndex
 from kgloom.query.modes import RETRIEVAL_MODES, check_mode
-from kgloom.query.retrieval.steps import RetrievalSettings
-from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K, RetrievalConfig
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import RetrievalResult
+from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K, RetrievalConfig
+from kgloom.query.retrieval.steps import RetrievalSettings
 
 __all__ = ["RetrievalConfig", "RetrievalResult", "RetrievalSettings", "retrieve"]
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from kgloom.query.query_index import QueryIndex
 from kgloom.query.linking import LinkedEntity
-from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
-from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
+from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
+from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,

@@ -8,10 +8,14 @@ import numpy as np
 from kgloom.embedding.store import ANN_REFINE_FACTOR
 from kgloom.query import algorithms as alg
 from kgloom.query.query_index import QueryIndex
-from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
-from kgloom.query.retrieval.retrieval_config import (DEFAULT_DEPTH, DEFAULT_LAMBDA, DEFAULT_OVERSAMPLE,
-                                           DEFAULT_TOP_K)
 from kgloom.query.retrieval.result import RetrievalResult
+from kgloom.query.retrieval.retrieval_config import (
+    DEFAULT_DEPTH,
+    DEFAULT_LAMBDA,
+    DEFAULT_OVERSAMPLE,
+    DEFAULT_TOP_K,
+)
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,

@@ -15,12 +15,16 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.query import algorithms as alg
-from kgloom.query.query_index import QueryIndex
 from kgloom.query.linking import LinkedEntity, linked_frame
 from kgloom.query.modes import GRAPH_BACKENDS, one_of
+from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval.result import (
+    ENTITY_RESULT_SCHEMA,
+    RELATIONSHIP_RESULT_SCHEMA,
+    UNIT_RESULT_SCHEMA,
+    RetrievalResult,
+)
 from kgloom.query.retrieval.retrieval_config import RetrievalConfig
-from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, RELATIONSHIP_RESULT_SCHEMA,
-                                           UNIT_RESULT_SCHEMA, RetrievalResult)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ import polars as pl
 from kgloom import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.query_index import QueryIndex
-from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_query_args
+from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, UNIT_RESULT_SCHEMA, RetrievalResult
 from kgloom.query.retrieval.retrieval_config import DEFAULT_DEPTH, DEFAULT_TOP_K
-from kgloom.query.retrieval.result import (ENTITY_RESULT_SCHEMA, UNIT_RESULT_SCHEMA,
-                                           RetrievalResult)
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_query_args
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,

@@ -27,16 +27,34 @@ from typing import Any
 import numpy as np
 
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
-from kgloom.query.context_builder.community_context import (BatchRater, CommunityTree,
-                                                            Progress, Report, ReportBatch,
-                                                            map_batches, select_dynamic,
-                                                            select_static)
-from kgloom.query.context_builder.context import (Context, ContextItem, Section, TokenCounter,
-                                                  pack_context, refs_in, verbalize_report)
+from kgloom.query.context_builder.community_context import (
+    BatchRater,
+    CommunityTree,
+    Progress,
+    Report,
+    ReportBatch,
+    map_batches,
+    select_dynamic,
+    select_static,
+)
+from kgloom.query.context_builder.context import (
+    Context,
+    ContextItem,
+    Section,
+    TokenCounter,
+    pack_context,
+    refs_in,
+    verbalize_report,
+)
 from kgloom.query.context_builder.local_context import context_sources
 from kgloom.query.query_index import QueryIndex
-from kgloom.query.structured_search.search_base import (BaseSearch, CallLog, SearchConfig,
-                                                 SearchModel, SearchResult)
+from kgloom.query.structured_search.search_base import (
+    BaseSearch,
+    CallLog,
+    SearchConfig,
+    SearchModel,
+    SearchResult,
+)
 
 POINT_SCALE = 10
 MAX_POINTS = 3

@@ -17,13 +17,25 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgloom.names.candidates import is_grounded
 from kgloom.grounding import cut_repetition, ungrounded_names
-from kgloom.llm import (SMOLLM2_SHA256, CachedLLM, Completion, PromptTemplate, StageStats,
-                        open_llm, structured_call)
+from kgloom.llm import (
+    SMOLLM2_SHA256,
+    CachedLLM,
+    Completion,
+    PromptTemplate,
+    StageStats,
+    open_llm,
+    structured_call,
+)
+from kgloom.names.candidates import is_grounded
 from kgloom.query.context_builder.community_context import DEFAULT_THRESHOLD, ReportBatch
-from kgloom.query.context_builder.context import (LOCAL_SHARES, Context, TokenCounter, refs_in,
-                                                  token_counter)
+from kgloom.query.context_builder.context import (
+    LOCAL_SHARES,
+    Context,
+    TokenCounter,
+    refs_in,
+    token_counter,
+)
 from kgloom.query.query_index import QueryIndex
 
 QUERY_CACHE_FILE = "query_cache.sqlite"
@@ -446,8 +458,7 @@ class BaseSearch:
         Raises:
             ValueError: naming the question's tokens and the model's window.
         """
-        from kgloom.llm import prompt_room
-        from kgloom.llm import reply_token_bound
+        from kgloom.llm import prompt_room, reply_token_bound
 
         schema = answer_schema(["T0"], self.config.answer_max_chars)
         reply = reply_token_bound(schema) or ANSWER_TEMPLATE.max_tokens
@@ -470,8 +481,7 @@ class BaseSearch:
         Raises:
             ValueError: naming the context's tokens, its budget and the model's window.
         """
-        from kgloom.llm import prompt_room
-        from kgloom.llm import reply_token_bound
+        from kgloom.llm import prompt_room, reply_token_bound
 
         room = prompt_room(self.llm, template, reply_token_bound(schema) or template.max_tokens,
                            **inputs)
