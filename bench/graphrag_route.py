@@ -12,7 +12,7 @@ Run (real model; graphrag in its own virtualenv, see docs/graphrag.md)::
         --graphrag-python /tmp/kgloom-vs-graphrag/venv/bin/python
 
 The helpers here (:func:`graphrag_python`, :func:`run_query`, :func:`serve_route`) are
-also what tests/test_graphrag_route.py drives with the stand-in chat server.
+also what tests/integration/test_graphrag_route.py drives with the stand-in chat server.
 """
 
 from __future__ import annotations

@@ -244,7 +244,7 @@ GRAPHRAG_TABLES: dict[str, TableSchema] = {
 }
 
 # Every parquet table kgloom publishes in the output folder (``<name>.parquet``), in the
-# order docs/outputs.md describes them; tests/test_outputs_doc.py checks that the document
+# order docs/outputs.md describes them; tests/unit/test_outputs_doc.py checks that the document
 # lists exactly these columns and types. covariates is written only with claims on;
 # graph-nodes adds one ``community_level_<k>`` column per level.
 PUBLISHED_TABLES: dict[str, TableSchema] = {

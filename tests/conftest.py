@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.graph.resolution import normalize_title
+from kgloom.names.normalize import normalize_title
 from kgloom.ids import content_id
 
 
@@ -105,7 +105,7 @@ CAROL_COMMUNITIES = [
 def carol_entity_id(title: str) -> str:
     """The id the entities stage gives the entity ``title``: ``content_id("entity", key)``
     of its normalization key (:func:`kgloom.graph.resolution.resolve_entities`; pinned by
-    tests/test_resolution.py::test_the_carol_fixture_ids_are_the_entities_stage_ids)."""
+    tests/unit/test_resolution.py::test_the_carol_fixture_ids_are_the_entities_stage_ids)."""
     return content_id("entity", normalize_title(title))
 
 

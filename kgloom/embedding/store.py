@@ -166,7 +166,7 @@ def read_flat_snapshot(db_path: str | Path, table_name: str, rows: pl.DataFrame,
     embedding key ``content_id("embedding", embedder_key, text)`` of each (a stale or
     half-written snapshot, another embedder): the caller then reads LanceDB. The file is
     read through one open handle: read by path, a replacement published between the
-    reader's opens once gave "File out of specification" (tests/test_builds.py's loop)."""
+    reader's opens once gave "File out of specification" (tests/unit/test_builds.py's loop)."""
     path = flat_snapshot_path(db_path, table_name)
     try:  # one open file: a publish that replaces the snapshot meanwhile (os.replace) cannot
         with open(path, "rb") as fh:  # mix its footer with the old file's pages

@@ -97,7 +97,7 @@ _KEYS_SCHEMA = {"node_key": pl.Int64, "hops": pl.Int64}
 # DuckDB optimizers switched off for the USING KEY query, so its joins run as written
 # (build side = right side). Measured on a 169k-node / 1.17m-edge graph, 5 seeds, 2 cores
 # under load: depth 0 / 1 / 2 in 38 / 88 / 184 ms instead of 218 / 405 / 524 ms; the
-# same rows (tests/test_multihop.py checks them against networkx).
+# same rows (tests/unit/test_multihop.py checks them against networkx).
 FIXED_JOIN_ORDER = "join_order,build_side_probe_side"
 
 

@@ -23,7 +23,7 @@ from kgloom.llm import cache_rows, new_rows
 from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.jobs import input_folder_sensor
 
-BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 
 
 def excerpt(start: int, n_chars: int) -> str:

@@ -20,7 +20,7 @@ from kgloom.graph.resolution import resolve_entities
 from kgloom.publish import tables
 from kgloom.publish.vectors import write_lancedb
 
-SUITE = Path(__file__).resolve().parent.parent / "bench" / "data" / "multilingual"
+SUITE = Path(__file__).resolve().parents[2] / "bench" / "data" / "multilingual"
 LANGS = sorted(p.name.split(".")[0] for p in SUITE.glob("*.gold.json"))
 # forms the files must keep too: quotes and commas (CSV), right-to-left scripts, NFD
 # combining marks, an apostrophe and a name with a line-breaking space

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from kgloom.query import modes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # what a checked-and-refused command must not have imported (seconds of loading)
 HEAVY = ("numpy", "polars", "pyarrow", "lancedb", "duckdb", "torch", "sentence_transformers",
          "transformers", "dagster", "kgloom.query.retriever", "kgloom.query.searcher")
@@ -135,7 +135,7 @@ def small_index(tmp_path_factory):
     from kgloom.embedding.sentence_embedder import Embedder
     from kgloom.layout import LANCEDB_DIR
     from kgloom.publish.vectors import write_flat_snapshot
-    from tests.test_query import write_carol_index
+    from tests.unit.test_query import write_carol_index
 
     embedder = Embedder()
     out = write_carol_index(tmp_path_factory.mktemp("cli_index"), embedder)

@@ -17,7 +17,7 @@ from bench import table as bt
 from bench.harness import _printed_summary, index_command
 from bench.stamp import save_result, stamp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_stamp_names_commit_date_host_load_settings_and_command(tmp_path):

@@ -18,7 +18,7 @@ ephemeral instance, and checks:
 
 Regenerate the goldens after a deliberate change of an output (and review the diff)::
 
-    KGLOOM_REGEN_GOLDEN=1 PYTHONPATH=$PWD python -m pytest tests/test_assets.py -q
+    KGLOOM_REGEN_GOLDEN=1 PYTHONPATH=$PWD python -m pytest tests/assets/test_assets.py -q
 
 A refactor that moves a file edits its path in :data:`OUTPUTS` only; the goldens, keyed
 by the logical names there, stay as they are.
@@ -57,7 +57,7 @@ from kgloom.cli.runner import index_folder, register_partitions
 from kgloom.definitions import build_resources
 from kgloom.lock import HOLDER_FILE
 
-DATA = Path(__file__).resolve().parent / "data" / "assets"
+DATA = Path(__file__).resolve().parents[1] / "data" / "assets"
 INPUT = DATA / "input"
 GOLDEN = DATA / "golden"
 REGEN = os.environ.get("KGLOOM_REGEN_GOLDEN", "") == "1"

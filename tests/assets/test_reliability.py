@@ -29,7 +29,7 @@ from kgloom.resources import IndexConfigResource
 # real kgloom processes killed, locked and raced
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
 
 

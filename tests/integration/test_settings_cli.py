@@ -21,7 +21,7 @@ from kgloom.config import (
 from kgloom.definitions import build_resources, defs
 from kgloom.resources import IndexConfigResource, IndexSettingsConfig
 
-BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 
 
 def test_the_index_settings_are_one_typed_field_of_the_resource():

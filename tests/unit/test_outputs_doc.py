@@ -17,7 +17,7 @@ import pytest
 from kgloom import schemas
 from kgloom.publish import tables
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "outputs.md"
 BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
 

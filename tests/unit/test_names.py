@@ -19,7 +19,7 @@ from kgloom.names.candidates import (
 )
 from kgloom.names.normalize import normalize_for_match
 
-SUITE = Path(__file__).resolve().parent.parent / "bench" / "data" / "multilingual"
+SUITE = Path(__file__).resolve().parents[2] / "bench" / "data" / "multilingual"
 
 
 def names(text: str, source: str = "auto", corpus: list[str] | None = None) -> list[str]:

@@ -72,7 +72,7 @@ def test_the_writer_lock_is_reentrant_and_names_its_holder(tmp_path):
              "except LockWaitCancelled:\n"
              "    print('gave up')\n", str(tmp_path)],
             capture_output=True, text=True, timeout=120,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
         assert f"pid {os.getpid()}" in child.stdout and "(kgloom test)" in child.stdout
         assert child.stdout.strip().endswith("gave up"), child.stderr
     assert holder(tmp_path) is None  # released: no stale note

@@ -28,7 +28,7 @@ from kgloom.llm.http import LLMServerError, OpenAIChatBackend, parse_urls
 from kgloom.resources import LLMResource
 from kgloom.testing import FakeChatServer
 
-BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}},
           "required": ["answer"], "additionalProperties": False}
 TEMPLATE = PromptTemplate(name="t", system="Answer with JSON.", user="Q: {q}", schema=SCHEMA,

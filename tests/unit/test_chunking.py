@@ -157,7 +157,7 @@ def test_a_long_text_is_tokenized_in_pieces_with_the_same_tokens(monkeypatch):
     from kgloom import tokenizer as tokenizer_module
 
     tok = default_tokenizer()
-    book = (Path(__file__).resolve().parent.parent / "data" / "input" /
+    book = (Path(__file__).resolve().parents[2] / "data" / "input" /
             "a-christmas-carol.txt").read_text(encoding="utf-8")[:60000]
     whole = tok.offsets(book)
     monkeypatch.setattr(tokenizer_module, "SEGMENT_CHARS", 997)  # ~60 cuts, odd places

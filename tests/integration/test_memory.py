@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.integration  # a Python subprocess per probe
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = """
 import time, psutil

@@ -660,7 +660,7 @@ def test_the_explorer_files_ship_in_the_package():
     import fnmatch
     import tomllib
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"]["kgloom.serve"]
     static = root / "kgloom" / "serve" / "static"
@@ -676,7 +676,7 @@ def test_the_serve_package_imports_no_dagster():
     code = ("import sys, kgloom.serve.app, kgloom.serve.live_index; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1])
+                         check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"
 
 

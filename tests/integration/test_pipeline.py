@@ -20,7 +20,7 @@ from kgloom.definitions import build_resources, defs
 from kgloom.pipelines.jobs import nightly_index_schedule
 from kgloom.reports import community_reports
 
-BOOK = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 EXPECTED_FILES = ["documents.parquet", "text_units.parquet", "entities.parquet",
                   "relationships.parquet", "entity_aliases.parquet", "communities.parquet",
                   "community_reports.parquet", "graph-nodes.parquet", "graph-edges.parquet",

@@ -27,7 +27,7 @@ from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
 from kgloom.resources.model import LLMResource
 from kgloom.tokenizer import default_tokenizer
-from tests import test_assets as ta
+from tests.assets import test_assets as ta
 
 FAST = {"method": "fast"}
 

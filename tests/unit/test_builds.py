@@ -476,7 +476,7 @@ def test_kgloom_index_publishes_builds_and_a_swapped_lancedb_table_is_refused(tm
 
     inp, out = tmp_path / "input", tmp_path / "out"
     inp.mkdir()
-    book = Path(__file__).resolve().parent.parent / "data" / "input" / "a-christmas-carol.txt"
+    book = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
     text = book.read_text(encoding="utf-8")
     start = text.index("Marley was dead")
     (inp / "stave1.txt").write_text(text[start:start + 2500], encoding="utf-8")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from eval_pool import BM25Baseline, evaluate_bm25, split_corpus
 from eval_qa import all_recall, score_rankings
