@@ -16,6 +16,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,11 +28,20 @@ _ST_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformer
                "sentence_transformers.models.Normalize")
 
 
-def _read_json(path: Path) -> dict | list | None:
+def _read_json(path: Path) -> object:
+    """The JSON value in ``path``; None when it is missing, unreadable or not JSON."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; {} when it is missing, unreadable, not JSON or not
+    an object (a config file of the wrong shape then fails the checks as one naming
+    nothing)."""
+    value = _read_json(path)
+    return value if isinstance(value, dict) else {}
 
 
 def fast_path_reason(model_path: str | Path) -> str | None:
@@ -45,11 +55,11 @@ def fast_path_reason(model_path: str | Path) -> str | None:
         return "modules.json is not Transformer + Pooling + Normalize"
     if any(m.get("path") for m in modules[:1]):
         return "the transformer is not at the folder's root"
-    pooling = _read_json(folder / modules[1]["path"] / "config.json") or {}
+    pooling = _read_json_object(folder / modules[1]["path"] / "config.json")
     modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
     if modes != {"pooling_mode_mean_tokens"}:
         return f"pooling is {sorted(modes)}, not mean tokens"
-    config = _read_json(folder / "config.json") or {}
+    config = _read_json_object(folder / "config.json")
     if (config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
             or config.get("position_embedding_type", "absolute") != "absolute"):
         return "config.json is not a BERT encoder with GELU and absolute positions"
@@ -114,8 +124,8 @@ class FastEmbedder(WindowedEmbedder):
         reason = fast_path_reason(folder)
         if reason:
             raise ValueError(f"{folder}: {reason}; use kgloom.embedding.sentence_embedder.Embedder")
-        config = _read_json(folder / "config.json")
-        st_config = _read_json(folder / "sentence_bert_config.json") or {}
+        config = _read_json_object(folder / "config.json")
+        st_config = _read_json_object(folder / "sentence_bert_config.json")
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         max_len = int(st_config.get("max_seq_length")

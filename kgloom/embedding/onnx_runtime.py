@@ -22,10 +22,14 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kgloom.embedding.fast import fast_path_reason
+
+if TYPE_CHECKING:  # imported where a session is made: onnxruntime is optional
+    import onnxruntime
 
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -111,9 +115,9 @@ class OnnxEncoder:
         self.model_file = Path(model_file)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self._sessions: dict[int, object] = {}
+        self._sessions: dict[int, onnxruntime.InferenceSession] = {}
 
-    def session(self, threads: int):
+    def session(self, threads: int) -> onnxruntime.InferenceSession:
         """The ONNX Runtime session with ``threads`` intra-op threads (one per count,
         made on first use): a session's thread pool is fixed when it is made."""
         if threads not in self._sessions:
@@ -149,8 +153,11 @@ class OnnxEncoder:
                 for row, i in enumerate(idx):  # right padding, as the tokenizer pads
                     input_ids[row, :len(ids[i])] = ids[i]
                     attention[row, :len(ids[i])] = 1
-                hidden = sess.run(None, {"input_ids": input_ids, "attention_mask": attention,
-                                         "token_type_ids": np.zeros_like(input_ids)})[0]
+                # the exported graph's first output, a dense float tensor: an ndarray
+                # already (asarray copies nothing), typed as one of any ONNX value's types
+                hidden = np.asarray(sess.run(None, {
+                    "input_ids": input_ids, "attention_mask": attention,
+                    "token_type_ids": np.zeros_like(input_ids)})[0])
                 mask = attention[..., None].astype(np.float32)
                 mean = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
                 mean /= np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)

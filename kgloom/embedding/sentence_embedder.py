@@ -63,7 +63,8 @@ class Embedder(WindowedEmbedder):
             sentence-transformers; :attr:`backend` says which, and why.
 
     Raises:
-        ValueError: on a window larger than the model accepts, a bad stride or backend.
+        ValueError: on a window larger than the model accepts, a bad stride or backend,
+            a model that names no max sequence length.
         RuntimeError: backend "onnx" when the ONNX path cannot be used (the reason named).
     """
 
@@ -76,7 +77,10 @@ class Embedder(WindowedEmbedder):
         self.model_path = str(model_path or default_embedder_path())
         self.model = SentenceTransformer(self.model_path, device="cpu")
         self.tokenizer = self.model.tokenizer
-        self._set_windows(int(self.model.max_seq_length), window_tokens, stride)
+        max_len = self.model.max_seq_length  # None: a model with no tokenizer or length
+        if max_len is None:
+            raise ValueError(f"{self.model_path}: the model names no max sequence length")
+        self._set_windows(int(max_len), window_tokens, stride)
         self.batch_size = batch_size
         backend = backend or os.environ.get("KGLOOM_EMBEDDER_BACKEND", "auto")
         if backend not in BACKENDS:
@@ -100,10 +104,17 @@ class Embedder(WindowedEmbedder):
 
     @property
     def dim(self) -> int:
-        """Embedding dimension reported by the model (384 for all-MiniLM-L6-v2)."""
+        """Embedding dimension reported by the model (384 for all-MiniLM-L6-v2).
+
+        Raises:
+            ValueError: the model names none (sentence-transformers returns None).
+        """
         get_dim = (getattr(self.model, "get_embedding_dimension", None)  # s-t >= 6
                    or self.model.get_sentence_embedding_dimension)
-        return int(get_dim())
+        dim = get_dim()  # None: no module of the model names its output size
+        if dim is None:
+            raise ValueError(f"{self.model_path}: the model names no embedding dimension")
+        return int(dim)
 
     def _tokenize(self, text: str) -> tuple[list[tuple[int, int]], list[int | None]]:
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,

@@ -28,7 +28,7 @@ One module per concern; this ``__init__`` only re-exports their public names, so
   model tokens a prompt leaves in the context window.
 - :mod:`kgloom.llm.structured`: :func:`structured_call`, the one way every stage asks the
   LLM for JSON (cached call, parse, validation, one retry, a failures row; it never
-  raises for a bad reply).
+  raises for a bad reply), and :class:`LLMCaller`, what it needs of an LLM.
 - :mod:`kgloom.llm.cpu`: threads per call by the machine's load.
 """
 
@@ -46,11 +46,11 @@ from kgloom.llm.model_files import (
 )
 from kgloom.llm.prompts import PromptTemplate, prompt_room
 from kgloom.llm.stage_stats import StageStats
-from kgloom.llm.structured import structured_call
+from kgloom.llm.structured import LLMCaller, structured_call
 
 __all__ = [
     "CACHE_FILE", "SMOLLM2_FILE", "SMOLLM2_SHA256", "CachedLLM", "Completion", "LLMBackend",
-    "LLMCache", "LlamaCppBackend", "ModelFileError", "PromptTemplate", "StageStats",
+    "LLMCache", "LLMCaller", "LlamaCppBackend", "ModelFileError", "PromptTemplate", "StageStats",
     "cache_rows", "default_gguf_path", "map_concurrent", "new_rows", "open_llm",
     "prompt_room", "reply_token_bound", "server_reply_token_bound", "structured_call",
     "verify_model_file",

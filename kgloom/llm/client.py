@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kgloom.llm.backend import Completion, LLMBackend
 from kgloom.llm.cache import LLMCache
@@ -187,4 +187,6 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
     backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
                               temperature=temperature, n_batch=n_batch, n_ubatch=n_ubatch,
                               flash_attn=flash_attn, grammar_first=grammar_first)
-    return CachedLLM(backend, cache, model_id, concurrency=concurrency)
+    # cast: tenacity types a @retry method as a _RetryDecorated protocol without
+    # __get__, so pyright does not bind ``self`` and misses that complete fits LLMBackend
+    return CachedLLM(cast(LLMBackend, backend), cache, model_id, concurrency=concurrency)

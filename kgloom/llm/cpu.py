@@ -24,13 +24,13 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def threads_for_load(own_threads: int = 0) -> int:
+def threads_for_load(own_threads: float = 0) -> int:
     """Threads for the next compute burst: the usable cores left free by the rest of the
     machine, at least 1.
 
     Args:
-        own_threads: threads this process itself kept busy during the last minute (they
-            are part of the load average and do not compete with it).
+        own_threads: threads this process itself kept busy during the last minute, on
+            average (they are part of the load average and do not compete with it).
 
     Returns:
         ``round(cores - max(0, load1 - own_threads))`` clamped to [1, cores], where

@@ -13,12 +13,15 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tenacity import retry, stop_after_attempt, wait_exponential
 
 from kgloom.llm.backend import Completion
 from kgloom.llm.model_files import verify_model_file
+
+if TYPE_CHECKING:  # llama_cpp itself is imported where a model is loaded
+    from llama_cpp.llama_types import ChatCompletionRequestMessage, CreateChatCompletionResponse
 
 
 class _GrammarFirstSampler:
@@ -216,9 +219,13 @@ class LlamaCppBackend:
             llama_cpp.llama_set_n_threads(ctx, threads, threads)
             llama_cpp.llama_perf_context_reset(ctx)
             t0 = time.perf_counter()
-            out = self._llm.create_chat_completion(
-                messages=messages, grammar=self._grammar(schema), max_tokens=max_tokens,
-                temperature=self.temperature, seed=seed)
+            # casts: llama_cpp types messages as its per-role TypedDicts (ours are plain
+            # {"role", "content"} string dicts of that shape), and its return without an
+            # overload on ``stream``: stream=False returns the response dict, not chunks
+            out = cast("CreateChatCompletionResponse", self._llm.create_chat_completion(
+                messages=cast("list[ChatCompletionRequestMessage]", messages),
+                grammar=self._grammar(schema), max_tokens=max_tokens,
+                temperature=self.temperature, seed=seed))
             seconds = time.perf_counter() - t0
             perf = llama_cpp.llama_perf_context(ctx)
         usage = out.get("usage") or {}

@@ -7,18 +7,34 @@ raises for a bad reply. No Dagster here.
 from __future__ import annotations
 
 import json
-from typing import Any
+import threading
+from typing import Any, Protocol
 
 import jsonschema
 
 from kgloom.ids import content_id
-from kgloom.llm.client import CachedLLM
+from kgloom.llm.backend import Completion
 from kgloom.llm.grammar import reply_token_bound
 from kgloom.llm.prompts import PromptTemplate
 from kgloom.llm.stage_stats import StageStats
 
 
-def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_id: str,
+class LLMCaller(Protocol):
+    """What :func:`structured_call` needs of an LLM: :class:`kgloom.llm.CachedLLM`, or
+    a wrapper of one with the same ``call`` (the query side's
+    :class:`kgloom.query.structured_search.search_base.CallLog`, which logs each call)."""
+
+    lock: threading.Lock  # guards ``stats``
+    stats: dict[str, StageStats]  # per stage
+
+    def call(self, stage: str, template_hash: str, input_hash: str,
+             messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int,
+             seed: int) -> Completion:
+        """The reply for one call (see :meth:`kgloom.llm.CachedLLM.call`)."""
+        ...
+
+
+def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_id: str,
                     seed: int, schema: dict[str, Any] | None = None,
                     check_schema: dict[str, Any] | None = None,
                     **inputs: str) -> tuple[dict[str, Any] | None, dict | None]:
@@ -38,7 +54,7 @@ def structured_call(llm: CachedLLM, template: PromptTemplate, stage: str, item_i
         ``schemas.FAILURES_SCHEMA`` (stage, item_id, reason, detail = raw reply excerpt).
 
     Raises:
-        LookupError: see :meth:`CachedLLM.call`; exceptions of the backend after its
+        LookupError: see :meth:`kgloom.llm.CachedLLM.call`; exceptions of the backend after its
             retries are turned into a failure row, not raised.
     """
     schema = schema or template.schema

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -71,6 +72,13 @@ def _sql_in(ids: list[str]) -> str:
 Source = pl.DataFrame | str | Path  # a frame, or a parquet file read a batch at a time
 
 
+def _frame(data: pa.Table | pa.RecordBatch) -> pl.DataFrame:
+    """``pl.from_arrow`` of a table or record batch."""
+    # cast: polars annotates from_arrow as DataFrame | Series for every input, but a
+    # table or a record batch always gives a DataFrame
+    return cast(pl.DataFrame, pl.from_arrow(data))
+
+
 def _slices(source: Source, rows: int) -> Callable[[], Iterator[pl.DataFrame]]:
     """A function that yields ``source`` in order, ``rows`` rows at a time (a parquet
     file through ``pyarrow.parquet.ParquetFile.iter_batches``: the whole table is never
@@ -85,7 +93,7 @@ def _slices(source: Source, rows: int) -> Callable[[], Iterator[pl.DataFrame]]:
 
         with named_parquet(source):
             for batch in pq.ParquetFile(str(source)).iter_batches(batch_size=rows):
-                yield pl.from_arrow(batch)
+                yield _frame(batch)
     return read
 
 
@@ -97,7 +105,7 @@ def _empty_frame(source: Source) -> pl.DataFrame:
     from kgloom.storage import named_parquet
 
     with named_parquet(source):
-        return pl.from_arrow(pq.read_schema(str(source)).empty_table())
+        return _frame(pq.read_schema(str(source)).empty_table())
 
 
 def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
@@ -125,19 +133,20 @@ def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
         table = db.open_table(table_name)
     except ValueError:  # "Table ... was not found"
         table = None
-    rewrite = table is None or table.schema != schema
-    if rewrite:
+    # the stored table when its schema is this one (rows kept), else None (rewritten)
+    kept = table if table is not None and table.schema == schema else None
+    if kept is None:
         todo, stale = index, []
     else:
-        stored = pl.from_arrow(table.search().select(["id", ROW_HASH]).limit(None).to_arrow())
+        stored = _frame(kept.search().select(["id", ROW_HASH]).limit(None).to_arrow())
         todo = index.join(stored, on=["id", ROW_HASH], how="anti")
         stale = sorted(set(stored["id"].to_list()) - set(index["id"].to_list()))
     stored_keys = None
     if table is not None and EMBEDDING_KEY in table.schema.names and todo.height:
         stored_keys = table.search().select([EMBEDDING_KEY, "vector"]).limit(None).to_arrow()
     counts = {"written": todo.height, "deleted": len(stale), "embedded": 0}
-    if not rewrite and not todo.height and not stale:  # nothing changed: no new version
-        return _finish(table, dim, ann_min_rows, counts, changed=False)
+    if kept is not None and not todo.height and not stale:  # nothing changed: no new version
+        return _finish(kept, dim, ann_min_rows, counts, changed=False)
     wanted = todo.select("id", ROW_HASH)
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -177,20 +186,21 @@ def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
     def reader(part: list[pa.RecordBatch]) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(schema, iter(part))
 
-    if rewrite:
+    if kept is None:
         parts = chunks()
-        table = db.create_table(table_name, data=reader(next(parts, [])), schema=schema,
-                                mode="overwrite" if table is not None else "create")
+        written = db.create_table(table_name, data=reader(next(parts, [])), schema=schema,
+                                  mode="overwrite" if table is not None else "create")
         for part in parts:
-            table.add(reader(part))
+            written.add(reader(part))
     else:
+        written = kept
         if todo.height:
             for part in chunks():
-                (table.merge_insert("id").when_matched_update_all()
+                (written.merge_insert("id").when_matched_update_all()
                  .when_not_matched_insert_all().execute(reader(part)))
         for i in range(0, len(stale), 1000):  # keep each SQL predicate small
-            table.delete(f"id IN ({_sql_in(stale[i:i + 1000])})")
-    return _finish(table, dim, ann_min_rows, counts, changed=True)
+            written.delete(f"id IN ({_sql_in(stale[i:i + 1000])})")
+    return _finish(written, dim, ann_min_rows, counts, changed=True)
 
 
 def _finish(table, dim: int, ann_min_rows: int, counts: dict, changed: bool) -> dict:
@@ -279,23 +289,28 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
             content_id("embedding", embedder.key, t) for t in texts], dtype=pl.String))
 
     counts = {"embedded": 0}
-    reuse: dict = {}
+    # the stored vectors as a matrix, and embedding key -> its row: read at the first batch
+    reuse_index: dict[str, int] | None = None
+    reuse_matrix = np.zeros((0, embedder.dim), dtype=np.float32)
+    fresh: dict[str, np.ndarray] = {}  # embedding key -> vector embedded this sync
 
     def embed(rows: pl.DataFrame, stored: pa.Table | None) -> np.ndarray:
-        if "index" not in reuse:  # once: the stored vectors as a matrix, by embedding key
+        nonlocal reuse_index, reuse_matrix
+        if reuse_index is None:
             column = stored["vector"].combine_chunks() if stored is not None else None
-            usable = (column is not None and pa.types.is_fixed_size_list(column.type)
-                      and column.type.list_size == embedder.dim and column.null_count == 0)
-            reuse["matrix"] = (column.flatten().to_numpy(zero_copy_only=False)
-                               .reshape(len(column), embedder.dim) if usable else None)
-            reuse["index"] = ({k: i for i, k in enumerate(stored[EMBEDDING_KEY].to_pylist())}
-                              if usable else {})
+            if (stored is not None and column is not None
+                    and pa.types.is_fixed_size_list(column.type)
+                    and column.type.list_size == embedder.dim and column.null_count == 0):
+                reuse_matrix = (column.flatten().to_numpy(zero_copy_only=False)
+                                .reshape(len(column), embedder.dim))
+                reuse_index = {k: i for i, k in enumerate(stored[EMBEDDING_KEY].to_pylist())}
+            else:
+                reuse_index = {}
         out = np.zeros((rows.height, embedder.dim), dtype=np.float32)
-        fresh = reuse.setdefault("fresh", {})  # embedding key -> vector embedded this sync
         todo: dict[str, list[int]] = {}  # key -> its rows, each distinct text embedded once
         for row, key in enumerate(rows[EMBEDDING_KEY].to_list()):
-            if key in reuse["index"]:
-                out[row] = reuse["matrix"][reuse["index"][key]]
+            if key in reuse_index:
+                out[row] = reuse_matrix[reuse_index[key]]
             elif key in fresh:
                 out[row] = fresh[key]
             else:
@@ -337,7 +352,7 @@ def write_flat_snapshot(db_path: str | Path, table_name: str) -> Path | None:
     if vector_index_type(table) != "flat" or EMBEDDING_KEY not in table.schema.names:
         path.unlink(missing_ok=True)
         return None
-    frame = pl.from_arrow(table.to_arrow().select(["id", EMBEDDING_KEY, "vector"]))
+    frame = _frame(table.to_arrow().select(["id", EMBEDDING_KEY, "vector"]))
     return _atomic(path, lambda tmp: frame.write_parquet(tmp))
 
 

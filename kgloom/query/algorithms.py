@@ -19,8 +19,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # imported where the first pool is made
+    from concurrent.futures import ThreadPoolExecutor
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ class ReachedSet:
 # A BFS level whose frontier has fewer nodes than this is expanded on the calling thread
 # even when threads > 1: below it, handing chunks to a pool costs more than it saves.
 PARALLEL_MIN_FRONTIER = 512
-_POOLS: dict[int, object] = {}
+_POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
 def _row_positions(adj: Adjacency, nodes: np.ndarray) -> np.ndarray:
@@ -162,7 +166,7 @@ def _fresh_neighbors(adj: Adjacency, frontier: np.ndarray, seen: np.ndarray) -> 
     return np.unique(nbrs[~seen[nbrs]])
 
 
-def _pool(threads: int):
+def _pool(threads: int) -> ThreadPoolExecutor:
     from concurrent.futures import ThreadPoolExecutor
 
     if threads not in _POOLS:

@@ -31,6 +31,7 @@ import polars as pl
 
 from kgloom.names.candidates import candidate_names, unspaced, word_spans
 from kgloom.names.normalize import normalize_title
+from kgloom.schemas import TableSchema
 
 MAX_SPAN_TOKENS = 8
 MAX_UNSPACED_SPAN = 40  # words (characters, in Thai) of a span in a script without spaces
@@ -69,7 +70,7 @@ class LinkedEntity:
     score: float
 
 
-LINKED_SCHEMA: dict[str, pl.DataType] = {
+LINKED_SCHEMA: TableSchema = {
     "entity_id": pl.String, "title": pl.String, "method": pl.String, "span": pl.String,
     "score": pl.Float64}
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.llm import LLMCaller, PromptTemplate, structured_call
 
 ROUTES = ("direct", "local", "global")
 
@@ -147,7 +147,7 @@ CLASSIFY_TEMPLATE = PromptTemplate(
 )
 
 
-def classify(question: str, linked_titles: list[str], llm: CachedLLM,
+def classify(question: str, linked_titles: list[str], llm: LLMCaller,
              seed: int) -> tuple[Route, dict | None]:
     """One classifier call (stage ``search_route``).
 
@@ -165,7 +165,7 @@ def classify(question: str, linked_titles: list[str], llm: CachedLLM,
                  "classifier"), None
 
 
-def route_question(question: str, linked_titles: list[str], llm: CachedLLM | None,
+def route_question(question: str, linked_titles: list[str], llm: LLMCaller | None,
                    seed: int) -> tuple[Route, dict | None]:
     """Rules, then the classifier when no rule fires; with ``llm`` None (context-only
     runs) an undecided question goes to local search (it degrades to vector retrieval

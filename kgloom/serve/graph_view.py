@@ -11,6 +11,7 @@ JSON-ready dict; a node is :meth:`GraphView.node` and an edge :meth:`GraphView.e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kgloom import schemas
@@ -107,7 +108,7 @@ class GraphView:
                 "description": r["description"], "weight": r["weight"], "kind": r["kind"]}
 
     def subgraph(self, entity_ids: list[str], depth: int = 0, max_nodes: int = 200,
-                 text_unit_ids: list[str] = ()) -> dict[str, Any]:
+                 text_unit_ids: Sequence[str] = ()) -> dict[str, Any]:
         """The entities ``entity_ids`` and those the text units ``text_unit_ids``
         mention (unknown ids are left out) and, with ``depth`` > 0, every entity within
         ``depth`` hops (edges undirected), nearest first, with the relationships among

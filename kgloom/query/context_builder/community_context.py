@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.llm import LLMCaller, PromptTemplate, structured_call
 from kgloom.query.context_builder.context import TokenCounter, check_budget, verbalize_report
 
 RATING_SCALE = 5  # GraphRAG's rate_relevancy scale is 0-5 with threshold 1
@@ -305,7 +305,7 @@ class BatchRater:
             (``SearchConfig.rate_max_tokens``).
     """
 
-    def __init__(self, llm: CachedLLM, question: str, counter: TokenCounter, seed: int,
+    def __init__(self, llm: LLMCaller, question: str, counter: TokenCounter, seed: int,
                  budget: int, max_reports: int, report_max_tokens: int) -> None:
         self.llm, self.question, self.counter, self.seed = llm, question, counter, seed
         self.budget, self.max_reports = budget, max_reports

@@ -7,8 +7,10 @@ from typing import Any
 
 import polars as pl
 
+from kgloom.schemas import TableSchema
+
 _STR_LIST = pl.List(pl.String)
-UNIT_RESULT_SCHEMA: dict[str, pl.DataType] = {
+UNIT_RESULT_SCHEMA: TableSchema = {
     "rank": pl.Int64,  # 1..k
     "id": pl.String,  # text unit id
     "score": pl.Float64,  # the mode's ranking score (higher is better)
@@ -22,10 +24,10 @@ UNIT_RESULT_SCHEMA: dict[str, pl.DataType] = {
     "document_title": pl.String,
     "text": pl.String,
 }
-ENTITY_RESULT_SCHEMA: dict[str, pl.DataType] = {
+ENTITY_RESULT_SCHEMA: TableSchema = {
     "entity_id": pl.String, "title": pl.String, "hop_depth": pl.Int64,
     "score": pl.Float64, "seed_entity_id": pl.String, "via": pl.String}
-RELATIONSHIP_RESULT_SCHEMA: dict[str, pl.DataType] = {
+RELATIONSHIP_RESULT_SCHEMA: TableSchema = {
     "relationship_id": pl.String, "source": pl.String, "relation": pl.String,
     "target": pl.String, "weight": pl.Float64, "hop_depth": pl.Int64}
 

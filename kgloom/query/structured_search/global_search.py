@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kgloom.llm import CachedLLM, PromptTemplate, structured_call
+from kgloom.llm import LLMCaller, PromptTemplate, structured_call
 from kgloom.query.context_builder.community_context import (
     BatchRater,
     CommunityTree,
@@ -99,7 +99,7 @@ class KeyPoint:
     position: int
 
 
-def run_map(question: str, batches: Sequence[ReportBatch], llm: CachedLLM, seed: int,
+def run_map(question: str, batches: Sequence[ReportBatch], llm: LLMCaller, seed: int,
             progress: Progress | None = None, first_batch: int = 0
             ) -> tuple[list[KeyPoint], list[dict]]:
     """One map call per batch (stage ``search_map``); returns (points in batch order,
@@ -112,6 +112,7 @@ def run_map(question: str, batches: Sequence[ReportBatch], llm: CachedLLM, seed:
                                        seed, schema=map_schema(batch.refs), question=question,
                                        reports=batch.text)
         if obj is None:
+            assert failure is not None  # structured_call: no object, then a failure row
             failures.append(failure)
         else:
             for j, p in enumerate(obj["points"]):

@@ -444,6 +444,7 @@ class BaseSearch:
                                        check_schema=loose_answer_schema(schema),
                                        context=context.text, question=question)
         if obj is None:
+            assert failure is not None  # structured_call: no object, then a failure row
             failures.append(failure)
             return None, []
         check = check_answer(obj["answer"], obj["citations"], citable, context.text)
