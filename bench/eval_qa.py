@@ -31,7 +31,6 @@ bundled 135M model); later runs reuse the index (and its LLM cache).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import json
 import os
@@ -190,14 +189,14 @@ def sweep(retriever, questions: list[dict], top_k: int = 5) -> dict:
     for mode, grid in SWEEP.items():
         rows = []
         for values in itertools.product(*grid.values()):
-            cfg = dataclasses.replace(RetrievalConfig(), **dict(zip(grid, values)))
+            cfg = RetrievalConfig(**dict(zip(grid, values)))
             retriever.config = cfg
             params = {"depth": 1} if mode == "multihop" else {}
             a = evaluate(retriever, tune, mode, params, top_k)
             rows.append({"config": dict(zip(grid, values)), "tune_recall@5": a["recall@5"],
                          "tune_recall@2": a["recall@2"]})
         best = max(rows, key=lambda r: (r["tune_recall@5"], r["tune_recall@2"]))
-        retriever.config = dataclasses.replace(RetrievalConfig(), **best["config"])
+        retriever.config = RetrievalConfig(**best["config"])
         h = evaluate(retriever, held, mode, {"depth": 1} if mode == "multihop" else {}, top_k)
         retriever.config = RetrievalConfig()
         d = evaluate(retriever, held, mode, {"depth": 1} if mode == "multihop" else {}, top_k)
@@ -275,7 +274,7 @@ def main() -> None:
         "benchmark": "2WikiMultihopQA dev slice: 40 questions, 354 passages",
         "metric": "supporting-passage recall@k (HippoRAG, arXiv 2405.14831, Table 2)",
         "fake_llm": args.fake_llm, "top_k": args.top_k, "graph_backend": args.graph_backend,
-        "config": dataclasses.asdict(RetrievalConfig()),
+        "config": RetrievalConfig().model_dump(),
         "index": json.loads((index / "index-summary.json").read_text())["rows"]
         if (index / "index-summary.json").exists() else {},
         "modes": rows,

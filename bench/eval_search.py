@@ -186,13 +186,12 @@ def eval_global(searcher, questions: list[dict], level: int,
     ``keep_parent`` also dynamic search keeping relevant parents (GraphRAG's option; its
     rating calls are the dynamic run's, served by the query cache). ``on_row`` gets the
     figures so far (:func:`global_figures`) after each question, e.g. to save them."""
-    import dataclasses
 
     rows = []
     keeper = None
     if keep_parent:
         keeper = copy.copy(searcher)
-        keeper.config = dataclasses.replace(searcher.config, keep_parent=True)
+        keeper.config = searcher.config.model_copy(update={"keep_parent": True})
     for q in questions:
         t0 = time.perf_counter()
         static = searcher.search(q["question"], mode="global", level=level)

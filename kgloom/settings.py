@@ -8,7 +8,7 @@ Sections (``docs/configuration.md`` lists every key):
   model servers, or the fake model) that indexing *and* search use;
 - ``embedder``: :class:`EmbedderSettings`, the sentence-transformers folder;
 - ``retrieval``: :class:`RetrievalSettings`, the retrieval modes' options and scoring knobs
-  (``kgloom.query.retriever.RetrievalConfig``);
+  (``RetrievalConfig``);
 - ``search``: :class:`SearchSettings`, the search knobs (``kgloom.query.searcher.SearchConfig``).
 
 :func:`load_settings` reads them, later layers winning: the defaults, one YAML file
@@ -166,26 +166,55 @@ class EmbedderSettings(_Section):
     model_path: str = ""
 
 
-# the retrieval options each query may also give (kgloom.query.modes.RETRIEVAL_DEFAULTS and
-# `kgloom query`'s --graph-backend); the other RetrievalSettings fields are RetrievalConfig's
-QUERY_OPTIONS: tuple[str, ...] = ("top_k", "depth", "lam", "oversample", "damping",
-                                  "graph_backend")
+# GraphRAG's local search shares, in packing order (its local search defaults)
+LOCAL_SHARES: dict[str, float] = {"entities": 0.15, "relationships": 0.2, "reports": 0.15,
+                                  "text_units": 0.5}
+DEFAULT_THRESHOLD = 1  # dynamic global search: a report is relevant at rating >= this
 
 
-class RetrievalSettings(_Section):
-    """Retrieval: the per-query options' defaults (``top_k`` .. ``graph_backend``, what
-    ``kgloom query`` uses when its flag is not given; ranges checked by
-    ``kgloom.query.modes.check_options``) and the scoring knobs of
-    ``kgloom.query.retriever.RetrievalConfig`` (same names and defaults; its docstring
-    says what each does; defaults chosen by bench/eval_qa.py on 2WikiMultihopQA)."""
+class RetrievalConfig(_Section):
+    """The scoring knobs of the graph modes (defaults chosen by bench/eval_qa.py on
+    2WikiMultihopQA; docs/measurements.md has the figures). Frozen; change a copy with
+    ``config.model_copy(update={...})``.
 
-    top_k: int = Field(default=5, description="text units returned")
-    depth: int = Field(default=1, description="BFS hops (multihop, fused, two_step)")
-    lam: float = Field(default=1.0, description="fused: neighbourhood-overlap penalty")
-    oversample: int = Field(default=5, description="fused: entity candidates per seed")
-    damping: float = Field(default=0.5,
-                           description="ppr / hybrid: probability of following an edge")
-    graph_backend: str = Field(default="duckdb", description="duckdb | memory")
+    Attributes:
+        hop_decay: activation kept per hop away from a seed entity (multihop, fused).
+        similarity_weight: weight of the question-unit cosine in multihop/fused unit
+            scores (the graph part has weight 1).
+        one_hop_weight: weight of the entity bonus in one_hop unit scores.
+        one_hop_oversample: one_hop expands the ``one_hop_oversample x top_k`` nearest units.
+        neighbor_decay: one_hop: a neighbour entity counts this much of a mentioned one.
+        ann_link_min_similarity: a question span links the nearest entity (LanceDB
+            ``entities`` vectors of "title: description") at cosine >= this.
+        ann_link_question_k: entities linked by whole-question ANN (0 = off).
+        rrf_k: reciprocal-rank fusion constant (Cormack et al. 2009 use 60).
+        hybrid_pool: hybrid fuses the best ``hybrid_pool`` units of each ranking.
+        hybrid_weights: RRF weights of the (vector, ppr) rankings.
+        hit_seeds: the entities of this many nearest text units also seed multihop, ppr
+            and hybrid (0 = only the question's linked entities).
+        hit_seed_weight: their seed score is this times the unit's similarity.
+        bridge_hits: bridge expands the entities of this many nearest text units.
+        bridge_keep: bridge ranks this many nearest units first, then the bridged ones.
+        bridge_relevance_power: bridge weighs an entity by (question-entity cosine,
+            clipped at 0) to this power (0 = every entity of a hit counts alike).
+        bridge_link_weight: the question's linked entities count as named by a hit of
+            this similarity (bridge).
+        entity_affinity: weigh an entity's contribution to a unit by how much the unit is
+            about it: the cosine of the entity's vector ("title: description") and the
+            unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
+            mention counts 1.
+        seed_diagnostics: fused / two_step also report ``seed_overlap`` (and fused
+            ``baseline_seed_overlap``) in ``info``: mean pairwise Jaccard of the seeds'
+            neighbourhoods, O(top_k^2) set operations that answer nothing; a latency
+            benchmark turns them off and computes them outside the timed call.
+        fused_first_hop: the fused retrieve's BFS over files starts from the chosen
+            seeds' neighbourhoods, which its rerank read from the handle's adjacency:
+            no edge-file query at depth 1, one recursion round fewer beyond (the same
+            rows). False: it reads every hop from graph-edges.parquet, as the two-call
+            baseline's traversal call does (the retrieval bench's ``files_reread``
+            handle). The in-memory BFS is the same either way.
+    """
+
     hop_decay: float = 0.25
     similarity_weight: float = 0.5
     one_hop_weight: float = 0.5
@@ -206,30 +235,52 @@ class RetrievalSettings(_Section):
     seed_diagnostics: bool = True
     fused_first_hop: bool = True
 
-    def options(self) -> dict[str, Any]:
-        """The per-query options (:data:`QUERY_OPTIONS`) as ``name -> value``."""
-        return {name: getattr(self, name) for name in QUERY_OPTIONS}
 
-    def scoring(self) -> dict[str, Any]:
-        """The ``RetrievalConfig`` knobs as keyword arguments
-        (``RetrievalConfig(**settings.retrieval.scoring())``)."""
-        return {k: v for k, v in self.model_dump().items() if k not in QUERY_OPTIONS}
+class SearchConfig(_Section):
+    """Search knobs (tokens are the counter's: the model's own when a GGUF is loaded).
+    Frozen; change a copy with ``config.model_copy(update={...})``.
 
-
-class SearchSettings(_Section):
-    """The knobs of ``kgloom.query.searcher.SearchConfig`` (same names and defaults; its
-    docstring says what each does): local, direct and global search."""
+    Attributes:
+        budget: tokens of a local or direct context.
+        shares: local context shares per section, in packing order (GraphRAG's local
+            search defaults; see :mod:`kgloom.query.context_builder.context`).
+        retrieval_mode: the Retriever mode that ranks local search's text units.
+        top_k: text units asked of the retrieval (local and direct).
+        max_neighbors: neighbour entities considered around the seeds.
+        seed_units: when no entity links, the entities of this many best units seed.
+        threshold: dynamic selection: a report is relevant at rating >= this (0-5).
+        rate_shortlist: dynamic selection rates at most this many communities at each
+            step (roots, children of the relevant ones, a fallback level): the ones
+            whose report title and summary are nearest to the question by the index's
+            embedder (cosine); the others are pruned unrated. 0: rate every one
+            (GraphRAG's behaviour: one call per root).
+        rate_max_tokens: dynamic selection rates each report on one line, ``[C5] title:
+            summary`` (the full content when it has no summary), cut to this many
+            tokens (per report, title included).
+        rate_budget: tokens of the report lines of one rating call (several reports are
+            rated per call: kgloom's change to GraphRAG's one report per call); 650
+            holds 8 full lines of 80 tokens.
+        rate_batch: reports per rating call at most.
+        keep_parent: dynamic selection keeps a relevant community beside its relevant
+            children (GraphRAG's ``keep_parent``, off by default there too).
+        map_fallback: when dynamic selection's reports give no key point above 0, map
+            the relevant communities their children replaced (broader reports), once.
+        map_budget: tokens of one map batch of reports.
+        map_report_max_tokens: a report is cut to this many tokens in a map batch.
+        reduce_budget: tokens of the key points the global answer reads.
+        answer_max_chars: the longest answer the schema allows (characters).
+        default_level: static global search's level when none is given (falls back to
+            the deepest level when the index has fewer).
+        seed: the LLM sampler's seed.
+    """
 
     budget: int = 2000
-    # GraphRAG's local search shares, in packing order
-    # (kgloom.query.context_builder.context.LOCAL_SHARES)
-    shares: tuple[tuple[str, float], ...] = (("entities", 0.15), ("relationships", 0.2),
-                                             ("reports", 0.15), ("text_units", 0.5))
+    shares: tuple[tuple[str, float], ...] = tuple(LOCAL_SHARES.items())
     retrieval_mode: str = "bridge"
     top_k: int = 10
     max_neighbors: int = 30
     seed_units: int = 3
-    threshold: int = 1  # kgloom.query.context_builder.community_context.DEFAULT_THRESHOLD
+    threshold: int = DEFAULT_THRESHOLD
     rate_shortlist: int = 8
     rate_max_tokens: int = 80
     rate_budget: int = 650
@@ -242,6 +293,41 @@ class SearchSettings(_Section):
     answer_max_chars: int = 200
     default_level: int = 1
     seed: int = 0xDEADBEEF
+
+
+# the retrieval options each query may also give (kgloom.query.modes.RETRIEVAL_DEFAULTS and
+# `kgloom query`'s --graph-backend); the other RetrievalSettings fields are RetrievalConfig's
+QUERY_OPTIONS: tuple[str, ...] = ("top_k", "depth", "lam", "oversample", "damping",
+                                  "graph_backend")
+
+
+class RetrievalSettings(RetrievalConfig):
+    """Retrieval: the per-query options' defaults (``top_k`` .. ``graph_backend``, what
+    ``kgloom query`` uses when its flag is not given; ranges checked by
+    ``kgloom.query.modes.check_options``) and the scoring knobs it inherits from
+    :class:`RetrievalConfig`."""
+
+    top_k: int = Field(default=5, description="text units returned")
+    depth: int = Field(default=1, description="BFS hops (multihop, fused, two_step)")
+    lam: float = Field(default=1.0, description="fused: neighbourhood-overlap penalty")
+    oversample: int = Field(default=5, description="fused: entity candidates per seed")
+    damping: float = Field(default=0.5,
+                           description="ppr / hybrid: probability of following an edge")
+    graph_backend: str = Field(default="duckdb", description="duckdb | memory")
+
+    def options(self) -> dict[str, Any]:
+        """The per-query options (:data:`QUERY_OPTIONS`) as ``name -> value``."""
+        return {name: getattr(self, name) for name in QUERY_OPTIONS}
+
+    def scoring(self) -> dict[str, Any]:
+        """The ``RetrievalConfig`` knobs as keyword arguments
+        (``RetrievalConfig(**settings.retrieval.scoring())``)."""
+        return {k: v for k, v in self.model_dump().items() if k not in QUERY_OPTIONS}
+
+
+class SearchSettings(SearchConfig):
+    """The ``search`` section: the knobs of :class:`SearchConfig` (local, direct and global
+    search)."""
 
     def config_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``SearchConfig(**settings.search.config_kwargs())``."""

@@ -6,8 +6,8 @@ import polars as pl
 import pytest
 
 from kgloom import schemas
-from kgloom.names.normalize import normalize_title
 from kgloom.ids import content_id
+from kgloom.names.normalize import normalize_title
 
 
 @pytest.fixture(autouse=True)

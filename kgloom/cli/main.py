@@ -633,7 +633,6 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
     settings name (file, servers or fake; cache ``cache_path`` or
     ``OUTPUT_DIR/query_cache.sqlite``) with the settings' search and retrieval knobs, a
     progress bar for global search, then the rendered (or JSON) result."""
-    import dataclasses
 
     from tqdm import tqdm
 
@@ -665,7 +664,7 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
     output_dir = settings.paths.output_dir
     config = SearchConfig(**settings.search.config_kwargs())
     given = {"keep_parent": keep_parent or None, "top_k": top_k}
-    config = dataclasses.replace(config, **{k: v for k, v in given.items() if v is not None})
+    config = config.model_copy(update={k: v for k, v in given.items() if v is not None})
     try:
         llm = settings.llm.open_cached(cache_path or Path(output_dir) / QUERY_CACHE_FILE)
         searcher = Searcher(output_dir, llm=llm, config=config,

@@ -166,7 +166,7 @@ def run_query(handle: IndexHandle, q: dict[str, Any]) -> dict[str, Any]:
     else:
         config = handle.searcher.config
         changes = {k: q[k] for k in ("top_k", "keep_parent") if k in q}
-        result = handle.search(q["question"], dataclasses.replace(config, **changes),
+        result = handle.search(q["question"], config.model_copy(update=changes),
                                mode=mode, dynamic=q.get("dynamic", False),
                                level=q.get("level"), answer=q.get("answer", True),
                                budget=q.get("budget"))

@@ -3,8 +3,6 @@ KGLOOM_* variables, overrides, their precedence, and errors that name the key.""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from kgloom.config import IndexSettings
@@ -27,8 +25,8 @@ def test_defaults_are_the_libraries_defaults():
 
     s = load_settings(env={})
     assert s == Settings() and s.index == IndexSettings()
-    assert s.retrieval.scoring() == dataclasses.asdict(RetrievalConfig())
-    assert s.search.config_kwargs() == dataclasses.asdict(SearchConfig())
+    assert s.retrieval.scoring() == RetrievalConfig().model_dump()
+    assert s.search.config_kwargs() == SearchConfig().model_dump()
     assert SearchConfig(**s.search.config_kwargs()) == SearchConfig()
     options = s.retrieval.options()
     assert {k: options[k] for k in RETRIEVAL_DEFAULTS} == RETRIEVAL_DEFAULTS

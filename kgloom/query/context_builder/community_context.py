@@ -36,9 +36,9 @@ import polars as pl
 
 from kgloom.llm import LLMCaller, PromptTemplate, structured_call
 from kgloom.query.context_builder.context import TokenCounter, check_budget, verbalize_report
+from kgloom.settings import DEFAULT_THRESHOLD
 
 RATING_SCALE = 5  # GraphRAG's rate_relevancy scale is 0-5 with threshold 1
-DEFAULT_THRESHOLD = 1
 
 RATE_TEMPLATE = PromptTemplate(
     name="search_rate",

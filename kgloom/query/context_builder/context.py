@@ -28,8 +28,6 @@ HEADINGS = {"reports": "Community reports:", "entities": "Entities:",
             "relationships": "Relationships:", "text_units": "Text units:",
             "points": "Key points:"}
 RENDER_ORDER = ("reports", "entities", "relationships", "text_units", "points")
-LOCAL_SHARES: dict[str, float] = {"entities": 0.15, "relationships": 0.2, "reports": 0.15,
-                                  "text_units": 0.5}
 MAX_DESCRIPTION_TOKENS = 80  # an entity or relationship line keeps this much description
 
 
