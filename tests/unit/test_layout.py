@@ -55,7 +55,7 @@ def test_fake_llm_by_configuration_does_not_import_test_servers(tmp_path):
     assert out.stdout.strip() == "[]"
 
 
-# --- the layers (DESIGN.md "Code layout"): imports point one way ---------------------------
+# --- the layers (docs/architecture.md "Layers"): imports point one way -----------------------
 # Kernels any stage may use <- the stages' domain logic <- the Dagster packages (resources <-
 # pipelines <- assets <- definitions) <- the applications over an index <- the command line.
 # The query side reads published files and kernels only. A folder (or top-level module) may
