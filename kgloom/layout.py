@@ -34,7 +34,7 @@ from urllib.parse import quote, unquote
 import polars as pl
 
 from kgloom import schemas
-from kgloom.storage import read_table, table_path, write_table
+from kgloom.storage import read_table, write_table
 
 STAGES_DIR = "stages"  # the corpus level, under the output folder
 PARTITIONS_DIR = "partitions"  # the partition level, under the corpus level
@@ -231,11 +231,6 @@ class TableStore:
             return stages_dir(self.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         return self.output_dir
-
-    def path(self, table: str, level: Level = Level.PUBLISHED,
-             partition: str | None = None) -> Path:
-        """``<folder>/<table>.parquet``."""
-        return table_path(self.folder(level, partition), table)
 
     def file(self, name: str) -> Path:
         """A published side file or folder (``graph.graphml``, ``neo4j``, the summary)."""

@@ -86,12 +86,6 @@ class IndexConfigResource(dg.ConfigurableResource):
         (:class:`kgloom.layout.TableStore`)."""
         return TableStore(self.out)
 
-    @property
-    def corpus_folder(self) -> Path:
-        """The corpus level, ``<output>/stages/`` (created): the live partitions combined
-        (the ``corpus`` asset) and the graph-wide stages' failures and stats."""
-        return self.store.folder(Level.CORPUS)
-
     def partition(self, key: str) -> str:
         """Return ``key`` once it is known to name a file inside the input folder, with its
         folder at the partition level made: every partitioned asset asks first.

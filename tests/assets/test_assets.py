@@ -576,6 +576,21 @@ def test_each_file_is_written_once_per_index_run(built):
     assert not rewritten, "written more than once in one run: " + json.dumps(rewritten)
 
 
+def test_the_stage_registry_names_what_each_asset_writes():
+    """kgloom.layout.STAGES (each stage's asset, level and tables) agrees with OUTPUTS, which
+    the test below checks against the files a run writes: every registered table and
+    every stage's stats file is among its asset's outputs, in its level's folder."""
+    from kgloom.layout import STAGES, Level
+
+    folder = {Level.PARTITION: f"{P}/", Level.CORPUS: "stages/", Level.PUBLISHED: ""}
+    op = {"entities": "entity_graph"}  # the multi-asset's op writes for all its assets
+    for stage in STAGES.values():
+        declared = set(OUTPUTS[op.get(stage.asset, stage.asset)].values())
+        expected = {f"{folder[level]}{table}.parquet" for table, level in stage.tables}
+        expected.add(f"{folder[stage.level]}{stage.name}.stats.json")
+        assert expected <= declared, (stage.name, sorted(expected - declared))
+
+
 def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):
     """Every file of the output folder but the LanceDB tables and the LLM cache went
     through kgloom.storage's atomic write during the run, from inside an asset step

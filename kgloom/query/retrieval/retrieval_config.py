@@ -7,13 +7,15 @@ measurement that chose it (bench/eval_qa.py).
 
 from __future__ import annotations
 
+from kgloom.query.modes import RETRIEVAL_DEFAULTS
 from kgloom.settings import RetrievalConfig  # the one definition, with the settings
 
-DEFAULT_TOP_K = 5
-DEFAULT_DEPTH = 1
-DEFAULT_OVERSAMPLE = 5  # fused: entity candidates = 5 x top_k (the fused-retrieve default)
-DEFAULT_LAMBDA = 1.0  # fused: overlap penalty
-DEFAULT_DAMPING = 0.5  # ppr: probability of following an edge (HippoRAG uses 0.5)
+# the per-call defaults, named (kgloom.query.modes.RETRIEVAL_DEFAULTS is their one list)
+DEFAULT_TOP_K: int = RETRIEVAL_DEFAULTS["top_k"]
+DEFAULT_DEPTH: int = RETRIEVAL_DEFAULTS["depth"]
+DEFAULT_OVERSAMPLE: int = RETRIEVAL_DEFAULTS["oversample"]  # fused: entity candidates x top_k
+DEFAULT_LAMBDA: float = RETRIEVAL_DEFAULTS["lam"]  # fused: overlap penalty
+DEFAULT_DAMPING: float = RETRIEVAL_DEFAULTS["damping"]  # ppr: P(follow an edge), HippoRAG's 0.5
 
 __all__ = ["DEFAULT_DAMPING", "DEFAULT_DEPTH", "DEFAULT_LAMBDA", "DEFAULT_OVERSAMPLE",
            "DEFAULT_TOP_K", "RetrievalConfig"]
