@@ -69,6 +69,10 @@ BENCHES: dict[str, Bench] = {
         "bench_extraction.py", "extraction throughput: prefix reuse and bounded schemas "
         "against neither, and one gleaning round", True, ("extraction*.json",),
         (("speedup", "speedup"),)),
+    "choice_decoding": Bench(
+        "bench_choice_decoding.py", "choice decoding against the grammar path: paired "
+        "extraction calls, seconds and agreement", True, ("choice_decoding*.json",),
+        (("speedup", "speedup"), ("same names", "same_entity_names"))),
     "quality": Bench(
         "bench_quality.py", "extraction quality with the real model: book gold set, "
         "2Wiki titles, multilingual suite", True, ("quality-*.json",),

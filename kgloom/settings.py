@@ -90,6 +90,8 @@ class LLMSettings(_Section):
     flash_attn: bool = False  # llama.cpp's fused attention kernel (changes some replies)
     # n_batch / n_ubatch / flash_attn: measured by bench/bench_llama_probe.py (README)
     grammar_first: bool = True  # greedy grammar sampling checks the best token first
+    # choice-only replies (extraction) evaluate their forced text in batches (llm.choices)
+    choice_decoding: bool = True
     temperature: float = 0.0
     fake: bool = False
     urls: list[str] = []  # OpenAI-compatible servers; empty: the GGUF in-process
@@ -156,7 +158,8 @@ class LLMSettings(_Section):
                         # env KGLOOM_FAKE_LLM_DELAY_S slows each fake call (crash tests, demos)
                         fake_delay_s=float(os.environ.get("KGLOOM_FAKE_LLM_DELAY_S", "0") or 0),
                         n_batch=self.n_batch, n_ubatch=self.n_ubatch, flash_attn=self.flash_attn,
-                        grammar_first=self.grammar_first)
+                        grammar_first=self.grammar_first,
+                        choice_decoding=self.choice_decoding)
 
 
 class EmbedderSettings(_Section):

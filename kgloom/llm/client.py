@@ -156,7 +156,7 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
              temperature: float = 0.0, expected_sha256: str | None = None,
              concurrency: int = 1, fake_delay_s: float = 0.0, n_batch: int = 512,
              n_ubatch: int = 512, flash_attn: bool = False,
-             grammar_first: bool = True) -> CachedLLM:
+             grammar_first: bool = True, choice_decoding: bool = True) -> CachedLLM:
     """Open a model behind the cache in ``cache_path``, with no Dagster import (the one
     way the pipeline's LLM resource and the query side load a model).
 
@@ -169,7 +169,8 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
         expected_sha256: verify a given ``model_path`` against this digest.
         concurrency: see :class:`CachedLLM` (in-process calls queue on the model's lock).
         fake_delay_s: seconds each fake call sleeps (crash and concurrency tests).
-        n_batch / n_ubatch / flash_attn / grammar_first: see :class:`LlamaCppBackend`.
+        n_batch / n_ubatch / flash_attn / grammar_first / choice_decoding: see
+            :class:`LlamaCppBackend`.
 
     Returns:
         a :class:`CachedLLM` (model id = the GGUF's SHA-256, or ``fake-llm``).
@@ -186,7 +187,8 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
     model_id = verify_model_file(path, expected)
     backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
                               temperature=temperature, n_batch=n_batch, n_ubatch=n_ubatch,
-                              flash_attn=flash_attn, grammar_first=grammar_first)
+                              flash_attn=flash_attn, grammar_first=grammar_first,
+                              choice_decoding=choice_decoding)
     # cast: tenacity types a @retry method as a _RetryDecorated protocol without
     # __get__, so pyright does not bind ``self`` and misses that complete fits LLMBackend
     return CachedLLM(cast(LLMBackend, backend), cache, model_id, concurrency=concurrency)

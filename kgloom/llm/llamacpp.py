@@ -149,6 +149,11 @@ class LlamaCppBackend:
         grammar_first: greedy grammar sampling checks the best token first
             (:class:`_GrammarFirstSampler`); False keeps llama-cpp-python's chain,
             which applies the grammar to the whole vocabulary at every step.
+        choice_decoding: greedy replies under a choice-only schema (enums, booleans,
+            bounded arrays: :func:`kgloom.llm.choices.is_choice_schema`, such as the
+            extraction reply) are decoded by :func:`kgloom.llm.choices.decode_choices`,
+            which evaluates the forced text between two choices as one batch; False:
+            every reply is decoded token by token under its grammar.
 
     Raises:
         ModelFileError: when the model file is missing, unreadable or fails its checksum.
@@ -158,7 +163,7 @@ class LlamaCppBackend:
                  n_gpu_layers: int = 0, temperature: float = 0.0,
                  expected_sha256: str | None = None, reuse_prefix: bool = True,
                  n_batch: int = 512, n_ubatch: int = 512, flash_attn: bool = False,
-                 grammar_first: bool = True) -> None:
+                 grammar_first: bool = True, choice_decoding: bool = True) -> None:
         self.model_path = Path(model_path)
         self.model_id = verify_model_file(self.model_path, expected_sha256)
         from llama_cpp import Llama  # heavy import, only when a model is really used
@@ -178,7 +183,10 @@ class LlamaCppBackend:
                          "n_batch": n_batch, "n_ubatch": n_ubatch, "flash_attn": flash_attn,
                          "n_gpu_layers": n_gpu_layers,
                          "grammar_first": grammar_first and cls is not Llama,
+                         "choice_decoding": choice_decoding,
                          "reuse_prefix": reuse_prefix, "temperature": temperature}
+        self.choice_decoding = choice_decoding
+        self._formatter: Any = None
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
         from kgloom.llm.cpu import BurstThreads
@@ -211,6 +219,10 @@ class LlamaCppBackend:
         """
         import llama_cpp
 
+        from kgloom.llm.choices import is_choice_schema
+
+        if self.choice_decoding and self.temperature == 0.0 and is_choice_schema(schema):
+            return self._complete_choices(messages, schema)
         with self._lock:
             if not self.reuse_prefix:
                 self._llm.reset()
@@ -235,3 +247,77 @@ class LlamaCppBackend:
                           seconds=seconds, prompt_eval_tokens=int(perf.n_p_eval),
                           prompt_seconds=perf.t_p_eval_ms / 1000.0,
                           generation_seconds=perf.t_eval_ms / 1000.0, threads=threads)
+
+    def _prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
+        """The chat prompt's tokens, formatted and tokenized as llama-cpp-python's
+        ``create_chat_completion`` does for the model's own chat template."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llm = self._llm
+        if self._formatter is None:
+            eos, bos = llm.token_eos(), llm.token_bos()
+            self._formatter = Jinja2ChatFormatter(
+                template=llm.metadata["tokenizer.chat_template"],
+                eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                bos_token=llm._model.token_get_text(bos) if bos != -1 else "")
+        result = self._formatter(messages=messages)
+        return llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special,
+                            special=True)
+
+    def _complete_choices(self, messages: list[dict[str, str]],
+                          schema: dict[str, Any]) -> Completion:
+        """One greedy reply by :func:`kgloom.llm.choices.decode_choices` (see the class
+        doc), reusing the KV cache of the prompt prefix shared with the previous call as
+        ``Llama.generate`` does. ``prompt_seconds`` is the first batch (the prompt's new
+        tokens and the reply's opening); ``generation_seconds`` the rest."""
+        import llama_cpp
+        import numpy as np
+
+        from kgloom.llm.choices import decode_choices
+
+        llm = self._llm
+        with self._lock:
+            prompt = self._prompt_tokens(messages)
+            if len(prompt) >= self.n_ctx:
+                raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx "
+                                 f"{self.n_ctx}")
+            keep = 0
+            if self.reuse_prefix:
+                for a, b in zip(llm.input_ids[:llm.n_tokens], prompt):
+                    if a != b:
+                        break
+                    keep += 1
+                keep = min(keep, len(prompt) - 1)  # one token left to give fresh logits
+            llm.n_tokens = keep  # Llama.eval drops the KV cache from n_tokens on
+            threads = self._threads.pick()
+            llama_cpp.llama_set_n_threads(llm._ctx.ctx, threads, threads)
+            n_vocab = llm.n_vocab()
+            timing: list[float] = []
+
+            class _Model:
+                @staticmethod
+                def tokenize(text: bytes) -> list[int]:
+                    return llm.tokenize(text, add_bos=False, special=False)
+
+                @staticmethod
+                def detokenize(tokens: list[int]) -> bytes:
+                    return llm.detokenize(tokens, special=False)
+
+                @staticmethod
+                def logits_after(tokens: list[int]):
+                    if llm.n_tokens + len(tokens) > self.n_ctx:
+                        raise ValueError(f"reply does not fit n_ctx {self.n_ctx}")
+                    t = time.perf_counter()
+                    llm.eval(tokens)
+                    timing.append(time.perf_counter() - t)
+                    return np.ctypeslib.as_array(
+                        llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
+
+            t0 = time.perf_counter()
+            reply = decode_choices(_Model(), prompt[keep:], schema)
+            seconds = time.perf_counter() - t0
+        return Completion(text=reply.text, prompt_tokens=len(prompt),
+                          completion_tokens=reply.tokens, seconds=seconds,
+                          prompt_eval_tokens=len(prompt) - keep,
+                          prompt_seconds=timing[0] if timing else 0.0,
+                          generation_seconds=sum(timing[1:]), threads=threads)

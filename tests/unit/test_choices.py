@@ -1,0 +1,139 @@
+"""Choice decoding (kgloom.llm.choices) against an oracle model that knows the reply it
+wants: the decoder must write exactly that reply, valid under the schema, evaluating
+only tokens of it, with a tokenizer whose merges cross the decoder's choice points."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from kgloom.config import IndexSettings
+from kgloom.extraction.extract import extraction_schema, gleaning_schema
+from kgloom.llm.choices import decode_choices, is_choice_schema, opening
+
+# a longest-match tokenizer: single bytes plus pieces that merge across choice points
+PIECES = ['"},', '"}', ']}', ', {"', '": "', '", "', "PER", "SON", "LOC", "ATION", '{"',
+          "source", "target", "entities", "relationships", "Hol", "mes", " Cr"]
+VOCAB = [bytes([b]) for b in range(256)] + [p.encode() for p in PIECES]
+
+
+def tokenize(raw: bytes) -> list[int]:
+    out, i = [], 0
+    while i < len(raw):
+        best = max((t for t, piece in enumerate(VOCAB) if raw.startswith(piece, i)),
+                   key=lambda t: len(VOCAB[t]))
+        out.append(best)
+        i += len(VOCAB[best])
+    return out
+
+
+class Oracle:
+    """Logits that favour the tokens continuing ``target`` (longer pieces first)."""
+
+    def __init__(self, prompt: list[int], target: str) -> None:
+        self.prompt, self.target = len(prompt), target.encode()
+        self.seen: list[int] = []
+        self.calls = 0
+
+    def tokenize(self, text: bytes) -> list[int]:
+        return tokenize(text)
+
+    def detokenize(self, tokens: list[int]) -> bytes:
+        return b"".join(VOCAB[t] for t in tokens)
+
+    def logits_after(self, tokens: list[int]) -> list[float]:
+        assert tokens, "an empty batch was evaluated"
+        self.calls += 1
+        self.seen += tokens
+        done = self.detokenize(self.seen[self.prompt:])
+        assert self.target.startswith(done), (done, self.target)
+        return [float(len(p)) if self.target.startswith(done + p) else -1.0 for p in VOCAB]
+
+
+def extraction(names: list[str]) -> dict:
+    return extraction_schema(names, IndexSettings())
+
+
+def reply(types: dict[str, str], rels: list[tuple[str, str]]) -> str:
+    return json.dumps({"entities": types,
+                       "relationships": [{"source": a, "target": b} for a, b in rels]},
+                      ensure_ascii=False)
+
+
+NAMES = ["Holmes", "Watson", "Mrs. Hudson", "Baker Street", "Zürich"]
+CASES = [
+    ({"Holmes": "PERSON", "Watson": "OTHER", "Mrs. Hudson": "PERSON",
+      "Baker Street": "LOCATION", "Zürich": "LOCATION"}, []),
+    ({n: "PERSON" for n in NAMES}, [("Holmes", "Watson")]),
+    ({n: "EVENT" for n in NAMES}, [("Watson", "Holmes"), ("Zürich", "Zürich"),
+                                   ("Baker Street", "Mrs. Hudson")]),
+]
+
+
+@pytest.mark.parametrize(("types", "rels"), CASES)
+def test_the_decoder_writes_the_reply_the_model_prefers(types, rels):
+    schema = extraction(NAMES)
+    target = reply(types, rels)
+    prompt = tokenize(b"<prompt>")
+    model = Oracle(prompt, target)
+    out = decode_choices(model, prompt, schema)
+    assert out.text == target
+    jsonschema.validate(json.loads(out.text), schema)
+    assert out.tokens == len(tokenize(target.encode()))
+    # one evaluation per choice point that needed logits, never per forced token
+    assert model.calls == out.batches <= out.choices + 1
+    assert out.evaluated_tokens < out.tokens
+
+
+def test_a_full_array_is_closed_without_asking():
+    settings = IndexSettings()
+    most = settings.max_relationships_per_unit
+    rels = [("Holmes", "Watson")] * most
+    target = reply({n: "PERSON" for n in NAMES}, rels)
+    prompt = tokenize(b"p")
+    assert decode_choices(Oracle(prompt, target), prompt, extraction(NAMES)).text == target
+
+
+def test_names_sharing_their_first_tokens_are_told_apart():
+    names = ["Holmes", "Holmes Cr", "Hol"]
+    target = reply({n: "PERSON" for n in names}, [("Holmes Cr", "Hol"), ("Hol", "Holmes")])
+    prompt = tokenize(b"p")
+    assert decode_choices(Oracle(prompt, target), prompt, extraction(names)).text == target
+
+
+def test_gleaning_and_booleans_are_choice_schemas():
+    schema = {"type": "object", "properties": {"same": {"type": "boolean"}},
+              "required": ["same"], "additionalProperties": False}
+    for value in (True, False):
+        target = json.dumps({"same": value})
+        prompt = tokenize(b"p")
+        assert decode_choices(Oracle(prompt, target), prompt, schema).text == target
+    assert is_choice_schema(gleaning_schema(NAMES, IndexSettings()))
+
+
+def test_only_choice_schemas_are_decoded():
+    assert is_choice_schema(extraction(NAMES))
+    described = extraction_schema(NAMES, IndexSettings(llm_descriptions=True))
+    assert not is_choice_schema(described)  # free-text descriptions need the grammar
+    optional = {"type": "object", "properties": {"a": {"enum": ["x"]}}, "required": [],
+                "additionalProperties": False}
+    for schema in (optional, {"type": "string"}, {"type": "integer"},
+                   {"type": "array", "items": {"enum": ["x"]}},  # no maxItems
+                   {"type": "array", "items": {"enum": ["x"]}, "maxItems": 2, "minItems": 1},
+                   {"enum": ["x", "x"]}):
+        assert not is_choice_schema(schema)
+        with pytest.raises(ValueError, match="choice-only"):
+            decode_choices(Oracle([1], ""), [1], schema)
+    with pytest.raises(ValueError, match="prompt token"):
+        decode_choices(Oracle([], ""), [], extraction(NAMES))
+
+
+def test_opening_is_the_text_before_the_first_choice():
+    assert opening(extraction(NAMES)) == '{"entities": {"Holmes": "'
+    empty = extraction_schema(NAMES, IndexSettings(), typed=[])
+    assert opening(empty) == '{"entities": {}'
+    target = reply({}, [("Watson", "Holmes")])
+    prompt = tokenize(b"p")
+    assert decode_choices(Oracle(prompt, target), prompt, empty).text == target
