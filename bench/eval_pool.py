@@ -38,7 +38,11 @@ Floor (issue 27, point 3; bench/floor.py): after each size's index, the same mod
 evaluates the passages' own tokens once (llama.cpp prompt evaluation, the index's
 threads and batch settings); ``ratio`` = the index command's wall seconds / the floor.
 ``--floor-only`` measures just the floor of each size (the model's default settings,
-``--threads`` to fix the threads); ``--fake-llm`` measures no floor.
+``--threads`` to fix the threads); ``--fake-llm`` measures no floor. The bundled model
+evaluates 100-200 prompt tokens/s on 2 busy cores, so the pool's 0.69 M tokens take about
+an hour: ``--floor-budget-s 300`` measures the rate on a spread sample of the chunks and
+extrapolates; ``--floor-chunk 512`` packs shorter chunks than the context (a tighter
+floor: less attention per token).
 
 The result is saved (bench/stamp.py) after each size's index, its floor and each
 retrieval mode, so a stopped run leaves what it measured.
@@ -51,7 +55,8 @@ Usage:
     python bench/eval_pool.py --set method=fast [--work /tmp/kgloom-pool] [--parts 8]
         [--passages 600,2000,6119] [--index DIR] [--questions FILE] [--corpus FILE]
         [--modes vector,ppr] [--no-retrieval] [--no-floor] [--floor-only] [--threads N]
-        [--again] [--save bench/results/eval_pool_fast.json]
+        [--floor-chunk TOKENS] [--floor-budget-s S] [--again]
+        [--save bench/results/eval_pool_fast.json]
 """
 
 from __future__ import annotations
@@ -455,17 +460,21 @@ def score_retrieval(index: Path, questions: list[dict], wanted: set[str], top_k:
     return out
 
 
-def floor_of(lines: list[str], summary: dict | None, threads: int) -> dict:
+def floor_of(lines: list[str], summary: dict | None, args: argparse.Namespace) -> dict:
     """The floor (:func:`bench.floor.measure_floor`) of the passages ``lines``, with the
     llama.cpp settings and thread count of the index whose ``summary`` is given (None:
-    kgloom's defaults), or ``threads`` when non-zero."""
+    kgloom's defaults), or ``args.threads`` when non-zero; ``args.floor_chunk`` and
+    ``args.floor_budget_s`` as :func:`bench.floor.prompt_floor`'s chunk and budget."""
     from bench.floor import floor_settings, measure_floor
 
-    settings = floor_settings(summary, threads)
+    settings = floor_settings(summary, args.threads)
     print(f"floor: {len(lines)} passages, {settings['n_threads']} thread(s)", flush=True)
-    out = measure_floor(passage_texts(lines), settings)
+    out = measure_floor(passage_texts(lines), settings, chunk_tokens=args.floor_chunk,
+                        budget_s=args.floor_budget_s)
     print(f"floor: {out['tokens']} tokens in {out['floor_seconds']} s "
-          f"({out['tokens_per_s']} tokens/s)", flush=True)
+          f"({out['tokens_per_s']} tokens/s"
+          f"{', extrapolated from ' + str(out['evaluated_tokens']) if out['extrapolated'] else ''}"
+          ")", flush=True)
     return out
 
 
@@ -491,6 +500,11 @@ def main() -> None:
                     help="measure the floor of each size alone (no index, no retrieval)")
     ap.add_argument("--threads", type=int, default=0,
                     help="the floor's threads (default: the index's, see bench/floor.py)")
+    ap.add_argument("--floor-chunk", type=int, default=0,
+                    help="tokens per floor chunk (default: the context, n_ctx)")
+    ap.add_argument("--floor-budget-s", type=float, default=0.0,
+                    help="measure the floor's rate for this long and extrapolate "
+                         "(default 0: evaluate every token; the pool takes ~1 h on 2 cores)")
     ap.add_argument("--again", action="store_true",
                     help="measure every size again (default: sizes finished in --save "
                          "by the same command are kept)")
@@ -511,6 +525,7 @@ def main() -> None:
     sizes = parse_sizes(args.passages) if args.passages else [len(lines)]
     key = {"corpus": args.corpus.name, "questions": args.questions.name, "settings": settings,
            "fake_llm": args.fake_llm, "parts": args.parts, "floor_only": args.floor_only,
+           "floor": [args.no_floor, args.threads, args.floor_chunk, args.floor_budget_s],
            "index": str(args.index) if args.index else None}
     result: dict = {"benchmark": f"2WikiMultihopQA pool: {args.corpus.name}, "
                                  f"{len(questions)} questions from {args.questions.name}",
@@ -555,7 +570,7 @@ def main() -> None:
         entry = {"passages": len(chosen), "selection": selection}
         result["sizes"].append(entry)
         if args.floor_only:
-            entry["floor"] = floor_of(chosen, None, args.threads)
+            entry["floor"] = floor_of(chosen, None, args)
             entry["complete"] = True
             save_now()
             continue
@@ -566,7 +581,7 @@ def main() -> None:
                                                           args.fake_llm)
         save_now()
         if not args.fake_llm and not args.no_floor:
-            floor = floor_of(chosen, summary, args.threads)
+            floor = floor_of(chosen, summary, args)
             secs = floor["floor_seconds"]
             floor["ratio"] = round(entry["index"]["wall_seconds"] / secs, 2) if secs else None
             floor["ratio_of_stages"] = (round(entry["index"]["stages_wall_seconds"] / secs, 2)

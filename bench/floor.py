@@ -18,11 +18,16 @@ the token lists are packed in order into chunks of at most ``n_ctx`` tokens (a t
 than ``n_ctx`` is cut across chunks; texts are never split otherwise), and every chunk is
 evaluated from an empty KV cache (``Llama.reset``, then ``Llama.eval``, which decodes
 ``n_batch`` tokens at a time). Seconds are the wall time of the evaluation alone; loading
-and tokenizing are reported beside it. No Dagster, no pipeline stage here.
+and tokenizing are reported beside it. Packing into full contexts makes each token attend
+to about ``n_ctx / 2`` earlier ones, more than in the pipeline's prompts (a few hundred
+to 1.7 k tokens); ``chunk_tokens`` (e.g. ``n_batch``) gives the tighter floor. A time
+budget measures the rate on a spread sample of the chunks and extrapolates (the whole
+pool takes about an hour on 2 busy cores). No Dagster, no pipeline stage here.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -111,41 +116,73 @@ def pack(token_lists: Sequence[Sequence[int]], n_ctx: int) -> list[list[int]]:
     return chunks
 
 
-def prompt_floor(texts: Sequence[str], llm: Any, n_ctx: int) -> dict:
+def prompt_floor(texts: Sequence[str], llm: Any, n_ctx: int, chunk_tokens: int = 0,
+                 budget_s: float = 0.0) -> dict:
     """Evaluate the tokens of ``texts`` once with ``llm`` (a ``llama_cpp.Llama``, or any
-    object with its ``tokenize``, ``reset`` and ``eval``) packed into ``n_ctx``-token
-    chunks (:func:`pack`), each from an empty cache; return the figures.
+    object with its ``tokenize``, ``reset`` and ``eval``) packed into chunks
+    (:func:`pack`) of ``chunk_tokens`` (0: ``n_ctx``), each from an empty cache; return
+    the figures.
+
+    With ``budget_s`` > 0 the chunks are evaluated in a fixed shuffled order (seed 0, so
+    the sample spreads over the whole corpus) until ``budget_s`` seconds have passed (at
+    least one chunk), and ``floor_seconds`` is extrapolated: all tokens / the measured
+    tokens per second (chunks are all full but the last, so the rate carries over). On
+    2 busy cores prompt evaluation of the bundled model ran at 100-200 tokens/s
+    (bench/results/llama_probe.json), so the 6,119-passage pool's 0.69 M tokens take about
+    an hour: a budget measures the rate in minutes.
 
     Returns:
-        ``{"texts", "tokens", "chunks", "floor_seconds" (wall time of the evaluation),
-        "tokens_per_s", "tokenize_seconds", "load_before", "load_after"}``.
+        ``{"texts", "tokens", "chunks", "chunk_tokens", "evaluated_tokens",
+        "evaluated_chunks", "extrapolated", "floor_seconds", "tokens_per_s",
+        "tokenize_seconds", "load_before", "load_after"}``.
+
+    Raises:
+        ValueError: ``chunk_tokens`` above ``n_ctx`` (a chunk must fit the context).
     """
+    chunk_tokens = chunk_tokens or n_ctx
+    if chunk_tokens > n_ctx:
+        raise ValueError(f"chunk_tokens {chunk_tokens} exceeds n_ctx {n_ctx}")
     before = load_average()
     t0 = time.perf_counter()
     token_lists = [llm.tokenize(t.encode("utf-8"), add_bos=False, special=True)
                    for t in texts]
     tokenize_s = time.perf_counter() - t0
-    chunks = pack(token_lists, n_ctx)
+    chunks = pack(token_lists, chunk_tokens)
+    order = list(range(len(chunks)))
+    if budget_s > 0:
+        random.Random(0).shuffle(order)
+    evaluated = done = 0
     t0 = time.perf_counter()
-    for chunk in chunks:
+    seconds = 0.0
+    for i in order:
+        if done and budget_s > 0 and seconds >= budget_s:
+            break
         llm.reset()
-        llm.eval(chunk)
-    seconds = time.perf_counter() - t0
+        llm.eval(chunks[i])
+        evaluated += len(chunks[i])
+        done += 1
+        seconds = time.perf_counter() - t0
     tokens = sum(len(c) for c in chunks)
+    rate = evaluated / seconds if seconds > 0 else None
+    partial = done < len(chunks)
+    floor = tokens / rate if partial and rate else seconds
     return {"texts": len(texts), "tokens": tokens, "chunks": len(chunks),
-            "floor_seconds": round(seconds, 2),
-            "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else None,
+            "chunk_tokens": chunk_tokens, "evaluated_tokens": evaluated,
+            "evaluated_chunks": done, "extrapolated": partial,
+            "floor_seconds": round(floor, 2),
+            "tokens_per_s": round(rate, 1) if rate else None,
             "tokenize_seconds": round(tokenize_s, 2), "load_before": before,
             "load_after": load_average()}
 
 
 def measure_floor(texts: Sequence[str], settings: dict, model_path: str | Path = "",
-                  llm: Any = None) -> dict:
-    """:func:`prompt_floor` of ``texts`` with the model opened by :func:`open_model`
-    (or ``llm`` when given), with ``settings`` and the model's load seconds beside it."""
+                  llm: Any = None, chunk_tokens: int = 0, budget_s: float = 0.0) -> dict:
+    """:func:`prompt_floor` of ``texts`` (``chunk_tokens``, ``budget_s``: see there) with
+    the model opened by :func:`open_model` (or ``llm`` when given), with ``settings`` and
+    the model's load seconds beside it."""
     t0 = time.perf_counter()
     model = llm if llm is not None else open_model(settings, model_path)
     load_s = time.perf_counter() - t0
-    out = prompt_floor(texts, model, settings["n_ctx"])
+    out = prompt_floor(texts, model, settings["n_ctx"], chunk_tokens, budget_s)
     return {**out, "model_load_seconds": round(load_s, 2), "settings": settings,
             "model": Path(model_path).name if model_path else "bundled GGUF"}

@@ -146,6 +146,24 @@ def test_the_floor_evaluates_every_token_once_in_context_sized_chunks_from_empty
         pack([[1]], 0)
 
 
+def test_a_floor_budget_samples_chunks_across_the_corpus_and_extrapolates(monkeypatch):
+    import bench.floor as bf
+
+    clock = iter(range(1000))  # every perf_counter() call is one second later
+    monkeypatch.setattr(bf.time, "perf_counter", lambda: float(next(clock)))
+    texts = [" ".join(["w"] * 4)] * 10  # 40 tokens: 10 full chunks of 4
+    llm = FakeLlama()
+    out = prompt_floor(texts, llm, n_ctx=8, chunk_tokens=4, budget_s=2.5)
+    assert out["chunks"] == 10 and out["chunk_tokens"] == 4 and out["extrapolated"]
+    assert out["evaluated_chunks"] == len(llm.evals) == 3  # stopped once past the budget
+    assert out["evaluated_tokens"] == 12 and out["tokens_per_s"] == 4.0
+    assert out["floor_seconds"] == 10.0  # 40 tokens at 4 tokens/s
+    whole = prompt_floor(texts, FakeLlama(), n_ctx=8, chunk_tokens=4)
+    assert not whole["extrapolated"] and whole["evaluated_tokens"] == whole["tokens"] == 40
+    with pytest.raises(ValueError):
+        prompt_floor(texts, FakeLlama(), n_ctx=4, chunk_tokens=8)
+
+
 def test_the_floor_runs_with_the_threads_most_of_the_index_calls_used():
     summary = {"llm_backend": {"n_ctx": 2048, "n_batch": 256, "n_ubatch": 128,
                                "flash_attn": False, "n_threads": "auto (by load)"},
