@@ -245,7 +245,8 @@ def build_pool_index(lines: list[str], work: Path, settings: list[str], parts: i
 
     Returns:
         (the output folder, the build figures, the index summary). Figures: the command's
-        ``wall_seconds``, ``seconds_per_passage``, ``cpu_seconds``, ``peak_rss_mb``,
+        ``wall_seconds``, ``seconds_per_passage``, ``cpu_seconds``, ``peak_rss_mb`` (the
+        larger of ``ru_maxrss`` and the 0.2 s samples of the process tree's summed RSS),
         ``load_before`` / ``load_after``, ``model_share_of_command`` (model seconds of the
         stages this command ran / its wall seconds); ``resumed`` (the output folder existed
         before: the command's figures then cover only what was left);
@@ -256,8 +257,9 @@ def build_pool_index(lines: list[str], work: Path, settings: list[str], parts: i
     out = work / "output"
     resumed = out.exists()
     files = split_lines(lines, parts, work / "input")
+    # sample_rss: the peak over the process tree (Dagster may run steps in children)
     run = build_index(work / "input", out, dagster_home=work / "dagster_home",
-                      fake_llm=fake_llm, settings=settings)
+                      fake_llm=fake_llm, settings=settings, sample_rss=True)
     summary = json.loads((out / "index-summary.json").read_text())
     n = max(1, len(lines))
     model_s = (run.summary.get("cost") or {}).get("model_seconds", 0.0)

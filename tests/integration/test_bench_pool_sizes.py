@@ -24,8 +24,8 @@ def run_bench(tmp_path: Path, *extra: str) -> dict:
     save = tmp_path / "result.json"
     cmd = [sys.executable, str(ROOT / "bench" / "eval_pool.py"), "--corpus",
            str(tmp_path / "pool.jsonl"), "--questions", str(tmp_path / "questions.jsonl"),
-           "--work", str(tmp_path / "work"), "--passages", "6,12,50", "--parts", "2",
-           "--fake-llm", "--modes", "bm25", "--save", str(save), *extra]
+           "--work", str(tmp_path / "work"), "--parts", "2", "--fake-llm", "--modes", "bm25",
+           "--save", str(save), *(extra or ("--passages", "6,12,50"))]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
                          env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
                               "PATH": "/usr/bin:/bin"})
@@ -85,3 +85,10 @@ def test_two_sizes_counts_are_the_index_tables_and_a_rerun_keeps_them(tmp_path):
 
     again = run_bench(tmp_path)  # the same command: both sizes kept, nothing rebuilt
     assert again["sizes"] == result["sizes"]
+    # measured again over a finished index (as after an interruption): says it resumed,
+    # ran no partition, and its per-stage figures still cover the whole index
+    [six] = run_bench(tmp_path, "--passages", "6", "--again", "--no-retrieval")["sizes"]
+    assert six["index"]["resumed"] and six["index"]["partitions_run"] == 0
+    assert six["index"]["counts"] == result["sizes"][0]["index"]["counts"]
+    assert six["index"]["stages"]["extraction"] == result["sizes"][0]["index"]["stages"][
+        "extraction"]
