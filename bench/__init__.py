@@ -105,10 +105,20 @@ BENCHES: dict[str, Bench] = {
         (("best graph mode", "best_graph_mode.mode"), ("R@5", "best_graph_mode.recall@5"),
          ("R@5 gain over vector", "best_graph_mode.recall@5_gain_over_vector"))),
     "pool": Bench(
-        "eval_pool.py", "retrieval on the 6,119-passage 2Wiki pool: every mode, vector "
-        "and BM25", True, ("eval_pool_*.json", "eval_slice_*.json"),
+        "eval_pool.py", "the 6,119-passage 2Wiki pool (or nested subsets, --passages): "
+        "index cost per stage and its growth, the floor, every mode, vector and BM25", True,
+        ("eval_pool_*.json", "eval_slice_*.json"),
         (("best graph mode", "best_graph_mode.mode"), ("R@5", "best_graph_mode.recall@5"),
-         ("R@5 gain over vector", "best_graph_mode.recall@5_gain_over_vector"))),
+         ("R@5 gain over vector", "best_graph_mode.recall@5_gain_over_vector"),
+         # results with sizes (--passages, --floor-only): the largest size's figures
+         ("passages", "sizes.-1.passages"), ("s/passage", "sizes.-1.index.seconds_per_passage"),
+         ("s/passage spread", "scaling.seconds_per_passage_spread"),
+         ("floor s", "sizes.-1.floor.floor_seconds"),
+         ("floor tokens/s", "sizes.-1.floor.tokens_per_s"),
+         ("wall/floor", "sizes.-1.floor.ratio"),
+         ("best graph mode", "sizes.-1.best_graph_mode.mode"),
+         ("R@5", "sizes.-1.best_graph_mode.recall@5"),
+         ("R@5 gain over vector", "sizes.-1.best_graph_mode.recall@5_gain_over_vector"))),
     "named": Bench(
         "eval_named.py", "does a question's named entity reach the top k of a retrieval "
         "mode", False, ("eval_named*.json",),
