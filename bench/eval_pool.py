@@ -502,8 +502,10 @@ def main() -> None:
                     help="measure the floor of each size alone (no index, no retrieval)")
     ap.add_argument("--threads", type=int, default=0,
                     help="the floor's threads (default: the index's, see bench/floor.py)")
-    ap.add_argument("--floor-chunk", type=int, default=0,
-                    help="tokens per floor chunk (default: the context, n_ctx)")
+    ap.add_argument("--floor-chunk", type=int, default=512,
+                    help="tokens per floor chunk (default 512: about an extraction "
+                         "prompt's length, so attention over a long context is not "
+                         "counted; 0: the context, n_ctx)")
     ap.add_argument("--floor-budget-s", type=float, default=0.0,
                     help="measure the floor's rate for this long and extrapolate "
                          "(default 0: evaluate every token; the pool takes ~1 h on 2 cores)")

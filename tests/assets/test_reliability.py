@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -25,6 +26,7 @@ from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.recovery import recover_dead_runs
 from kgloom.reports import community_reports
 from kgloom.resources import IndexConfigResource
+from kgloom.stats import read_stage_stats
 
 # real kgloom processes killed, locked and raced
 pytestmark = pytest.mark.integration
@@ -143,6 +145,62 @@ def test_kill_9_mid_extraction_then_the_next_index_recovers(tmp_path, home, monk
                              dg.DagsterInstance.ephemeral())
     assert report.success
     for table in ("entities", "relationships", "communities", "text_units"):
+        assert pl.read_parquet(out / f"{table}.parquet").equals(
+            pl.read_parquet(ref / f"{table}.parquet")), table
+
+
+def cached_replies(out: Path, stage: str) -> int:
+    """Rows of ``stage`` in the output's LLM cache (0 while it does not exist yet)."""
+    db = out / "llm_cache.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as con:
+            return con.execute("SELECT count(*) FROM llm_calls WHERE stage = ?",
+                               (stage,)).fetchone()[0]
+    except sqlite3.Error:  # created but not yet holding the table
+        return 0
+
+
+@pytest.mark.parametrize("where", ["inside_extraction", "at_the_stage_boundary"])
+def test_a_killed_index_resumes_and_asks_the_model_nothing_twice(tmp_path, home, where):
+    """kill -9 inside the extraction stage (some units' replies cached, the stage's
+    tables not written) or once it has finished (its tables written, the reports stage
+    under way): the next index reuses every reply and table the killed one finished."""
+    inp, out = tmp_path / "input", tmp_path / "out"
+    inp.mkdir()
+    (inp / "staves.txt").write_text(excerpt(20000, 12000), encoding="utf-8")
+    first = start_index(home, inp, out, tmp_path / "first.log", 1.0)
+    stage, need = (("extraction", 2) if where == "inside_extraction"
+                   else ("community_reports", 1))
+    try:
+        wait_for(lambda: cached_replies(out, stage) >= need, 900, f"{need} {stage} replies",
+                 first)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    done = cached_replies(out, "extraction")
+    before = read_stage_stats(out).get("extraction")
+
+    second = start_index(home, inp, out, tmp_path / "second.log")
+    assert wait_exit(second, tmp_path / "second.log") == 0, \
+        (tmp_path / "second.log").read_text()[-3000:]
+    total = cached_replies(out, "extraction")
+    after = read_stage_stats(out)["extraction"]
+    if where == "inside_extraction":
+        assert before is None  # the killed stage wrote nothing
+        assert 2 <= done < total
+        # the resumed stage got the killed run's replies from the cache, asked the rest
+        llm = after["llm"]
+        assert llm["cache_hits"] == done and llm["calls"] == total - done
+    else:
+        assert before is not None and done == total  # extraction had finished
+        assert after == before  # and was not run again
+    ref = tmp_path / "ref"
+    _, report = index_folder(build_resources(str(inp), str(ref), fake_llm=True),
+                             dg.DagsterInstance.ephemeral())
+    assert report.success
+    for table in ("entities", "relationships", "community_reports"):
         assert pl.read_parquet(out / f"{table}.parquet").equals(
             pl.read_parquet(ref / f"{table}.parquet")), table
 
