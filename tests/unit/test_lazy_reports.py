@@ -234,7 +234,8 @@ def test_global_search_without_the_model_reads_the_rule_reports(lazy_index, tmp_
     for c in res.info["selection"]["selected"]:
         rule = rule_report(comms[c], t["entities"], t["relationships"])
         assert s.index.tables.tree.reports[c].title == rule["title"]
-    assert res.info["lazy_reports"]["written"] == 0 and "llm" not in res.info["lazy_reports"]
+    lazy = res.info["lazy_reports"]
+    assert lazy["written"] == 0 and lazy["awaiting_after"] == lazy["awaiting_before"] > 0
     assert not (tmp_path / LAZY_REPORTS_FILE).exists()
     # with the model but lazy_reports off: no report call either
     backend = Recording()
@@ -270,3 +271,23 @@ def test_a_rejected_lazy_report_keeps_the_rule_report_and_is_not_asked_again(
                      cache_path=tmp_path / "q2.sqlite")
     fresh.search("What are the main themes?", mode="global", level=1)
     assert other.report_calls() == []
+
+
+def test_a_search_writes_at_most_its_share_of_lazy_reports(tmp_path_factory, tmp_path,
+                                                          embedder):
+    index = write_lazy_index(tmp_path_factory.mktemp("lazy_capped"), embedder, LAZY)
+    backend = Recording()
+    s = Searcher(index, llm=_llm(backend, tmp_path / "q.sqlite"), embedder=embedder,
+                 cache_path=tmp_path / "q.sqlite",
+                 config=SearchConfig(lazy_reports_per_search=1))
+    first = s.search("What are the main themes?", mode="global", level=1)
+    info = first.info["lazy_reports"]
+    selected = first.info["selection"]["selected"]
+    tree = s.index.tables.tree
+    assert len(backend.report_calls()) == info["written"] == 1
+    assert info["capped"] == len({tree.reports[c].report_key for c in selected}) - 1 > 0
+    # the best-ranked report of the static selection got its LLM report first
+    assert tree.reports[selected[0]].generated_by == "llm"
+    assert [tree.reports[c].generated_by for c in selected[1:]].count("lazy") == info["capped"]
+    second = s.search("What are the main themes?", mode="global", level=1)
+    assert len(backend.report_calls()) == 2 and second.info["lazy_reports"]["written"] == 1

@@ -191,66 +191,95 @@ class LazyReports:
         return self._tables
 
     def resolve(self, tree: CommunityTree, communities: Iterable[int], llm: LLMCaller,
-                model_id: str, failures: list[dict]) -> dict[str, int]:
+                model_id: str, failures: list[dict], limit: int | None = None
+                ) -> dict[str, int]:
         """Give each of ``communities`` awaiting an LLM report (``generated_by`` ``lazy``
-        in ``tree``) its LLM report, in ``tree`` (deepest level first, so a parent's
-        context can use its children's new reports).
+        in ``tree``) its LLM report, in ``tree``: from the side table when a query
+        wrote it before, else written now (deepest level first, so a parent's context
+        can use its children's new reports). Every copy of a report (a community
+        repeated one level deeper) gets it at once.
 
         Args:
             tree: the index's community tree (changed in place).
-            communities: community numbers; those without a lazy report are skipped.
+            communities: community numbers, most wanted first; those without a lazy
+                report are skipped.
             llm: the model global search calls (a logged cached LLM).
             model_id: its model id (part of the report key).
             failures: failure rows are appended here (a rejected reply, a reply that
                 failed twice).
+            limit: write at most this many reports (model calls; the first ones of
+                ``communities`` not in the side table); the others keep their rule
+                report in this search (``capped``). None: no limit.
 
         Returns:
             counts: ``written`` (model replies published), ``rejected`` (replies
             :func:`kgloom.report_writer.check_report` rejected: the rule report stays),
             ``failed`` (replies that failed twice: the rule report stays, not stored,
             so a later search handle asks again), ``reused`` (taken from the side
-            table), ``unsaved`` (written but not stored: the folder is not writable).
+            table), ``unsaved`` (written but not stored: the folder is not writable),
+            ``capped`` (left as rule reports by ``limit``).
 
         Raises:
             IndexChangedError / IndexFilesMissingError: as :meth:`kgloom.builds.Build.read`.
         """
-        counts = {"written": 0, "rejected": 0, "failed": 0, "reused": 0, "unsaved": 0}
+        counts = {"written": 0, "rejected": 0, "failed": 0, "reused": 0, "unsaved": 0,
+                  "capped": 0}
         with self._lock:
-            todo = {tree.reports[c].report_key: c for c in sorted(set(communities))
-                    if c in tree.reports and tree.reports[c].generated_by == LAZY}
-            if not todo:
+            wanted = list(dict.fromkeys(
+                tree.reports[c].report_key for c in communities
+                if c in tree.reports and tree.reports[c].generated_by == LAZY))
+            if not wanted:
                 return counts
             t = self._load()
             sharing: dict[str, list[int]] = {}
             for c, rep in tree.reports.items():
-                if rep.report_key in todo:
+                if rep.report_key in wanted:
                     sharing.setdefault(rep.report_key, []).append(c)
-            # the deepest copy of each lazy report first, as the reports stage writes them
-            firsts = sorted((max(cs, key=lambda c: (tree.reports[c].level, -c))
-                             for cs in sharing.values()),
-                            key=lambda c: (-tree.reports[c].level, c))
-            for c in firsts:
-                lazy_key = tree.reports[c].report_key
-                fields, how = self._report(tree, t, t["communities"][c], llm, model_id,
-                                           failures)
+            # each lazy report is written from its deepest copy, as the reports stage does
+            deepest = {k: max(cs, key=lambda c: (tree.reports[c].level, -c))
+                       for k, cs in sharing.items()}
+            to_write: list[tuple[str, str]] = []  # (lazy key, LLM report key)
+            for lazy_key in wanted:
+                key = self._key(t, t["communities"][deepest[lazy_key]], model_id)
+                stored = self.store.get(key)
+                if stored is None:
+                    to_write.append((lazy_key, key))
+                    continue
+                counts["reused"] += 1
+                self._apply(tree, sharing[lazy_key], _tree_fields(stored, key))
+            if limit is not None:
+                counts["capped"] = max(0, len(to_write) - limit)
+                to_write = to_write[:max(0, limit)]
+            for lazy_key, key in sorted(to_write, key=lambda lk: (
+                    -tree.reports[deepest[lk[0]]].level, deepest[lk[0]])):
+                fields, how = self._write(tree, t, t["communities"][deepest[lazy_key]], key,
+                                          llm, model_id, failures)
                 counts[how] += 1
-                for k in sharing[lazy_key]:
-                    tree.reports[k] = replace(tree.reports[k], **fields)
+                self._apply(tree, sharing[lazy_key], fields)
         return counts
 
-    def _report(self, tree: CommunityTree, t: dict[str, Any], row: dict, llm: LLMCaller,
-                model_id: str, failures: list[dict]) -> tuple[dict[str, Any], str]:
-        """One community's report fields for the tree (title, summary, full_content,
-        rank, report_key, generated_by) and how they came (a key of
-        :meth:`resolve`'s counts)."""
+    @staticmethod
+    def _apply(tree: CommunityTree, communities: list[int], fields: dict[str, Any]) -> None:
+        for k in communities:
+            tree.reports[k] = replace(tree.reports[k], **fields)
+
+    @staticmethod
+    def _key(t: dict[str, Any], row: dict, model_id: str) -> str:
+        """The LLM report key of community ``row`` (:func:`kgloom.report_writer.report_key`,
+        method ``llm``, the index's report settings)."""
+        own_claims = member_claims(row, t["entities"], t["claims"])
+        return report_key(row, model_id, t["settings"],
+                          own_claims["id"].to_list() if own_claims is not None else None,
+                          "llm")
+
+    def _write(self, tree: CommunityTree, t: dict[str, Any], row: dict, key: str,
+               llm: LLMCaller, model_id: str, failures: list[dict]
+               ) -> tuple[dict[str, Any], str]:
+        """Write community ``row``'s LLM report (key ``key``) and store it; returns the
+        report fields for the tree (title, summary, full_content, rank, report_key,
+        generated_by) and how they came (a key of :meth:`resolve`'s counts)."""
         settings: IndexSettings = t["settings"]
         own_claims = member_claims(row, t["entities"], t["claims"])
-        key = report_key(row, model_id, settings,
-                         own_claims["id"].to_list() if own_claims is not None else None,
-                         "llm")
-        stored = self.store.get(key)
-        if stored is not None:
-            return _tree_fields(stored, key), "reused"
         children = [{"title": tree.reports[k].title, "summary": tree.reports[k].summary,
                      "size": t["communities"][k]["size"]}
                     for k in (row["children"] or []) if k in tree.reports]

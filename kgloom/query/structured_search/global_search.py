@@ -255,21 +255,26 @@ class GlobalSearch(BaseSearch):
                info: dict[str, Any], failures: list[dict]
                ) -> Callable[[list[int]], None] | None:
         """What global search calls on the communities it reaches: writes the LLM
-        report of those awaiting one (:meth:`LazyReports.resolve`), counting in
-        ``info["lazy_reports"]``; None when nothing awaits one, there is no model
+        report of those awaiting one (:meth:`LazyReports.resolve`, at most
+        ``config.lazy_reports_per_search`` calls in this search), counting in
+        ``info["lazy_reports"]`` (``awaiting_*``: distinct reports of this handle's
+        tree still awaiting theirs); None when nothing awaits one, there is no model
         (``answer=False``) or ``config.lazy_reports`` is off."""
         waiting = awaiting(tree)
         if not waiting:
             return None
         counts = {"awaiting_before": waiting, "written": 0, "rejected": 0, "failed": 0,
-                  "reused": 0, "unsaved": 0, "awaiting_after": waiting}
+                  "reused": 0, "unsaved": 0, "capped": 0, "awaiting_after": waiting}
         info["lazy_reports"] = counts
         if not answer or log is None or self.lazy is None or not self.config.lazy_reports:
             return None
-        lazy, model_id = self.lazy, log.model_id
+        lazy, model_id, cap = self.lazy, log.model_id, self.config.lazy_reports_per_search
 
         def reach(communities: list[int]) -> None:
-            for k, n in lazy.resolve(tree, communities, log, model_id, failures).items():
+            calls = counts["written"] + counts["rejected"] + counts["failed"] + counts["unsaved"]
+            got = lazy.resolve(tree, communities, log, model_id, failures,
+                               limit=max(0, cap - calls) if cap else None)
+            for k, n in got.items():
                 counts[k] += n
             counts["awaiting_after"] = awaiting(tree)
 
