@@ -113,8 +113,9 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Build a report for every community, deepest level first (the caller writes them).
 
-    Incremental indexing: a community whose :func:`report_key` (members, internal
-    relationships, template, model, settings) equals that of a report in ``previous`` keeps
+    Incremental indexing: a community whose :func:`~kgloom.report_writer.report_key`
+    (members, internal relationships, template, model, settings) equals that of a report
+    in ``previous`` keeps
     that report (its title, summary, rating and findings) with no LLM call, even if the
     community's number changed; so after adding or deleting a document only communities
     whose membership or internal relationships changed are rewritten (GraphRAG's
@@ -127,12 +128,13 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         entities / relationships: ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames.
         llm: the cached LLM (stage ``community_reports``); at most one call per community
             large enough for it (:func:`needs_llm_report`); the others get
-            :func:`rule_report`. The calls of one level go out ``llm.concurrency`` at a
-            time. None with ``method=fast`` or ``llm_reports: lazy``: no call. A reply that
-            :func:`check_report` rejects (it names what its context lacks, repeats the
-            prompt's example or repeats itself) is replaced by the community's
-            :func:`rule_report`, with a failures row saying why (reason starting with
-            :data:`REJECTED`, detail the reply).
+            :func:`~kgloom.report_writer.rule_report`. The calls of one level go out
+            ``llm.concurrency`` at a time. None with ``method=fast`` or ``llm_reports:
+            lazy``: no call. A reply that :func:`~kgloom.report_writer.check_report`
+            rejects (it names what its context lacks, repeats the prompt's example or
+            repeats itself) is replaced by the community's rule report, with a failures
+            row saying why (reason starting with :data:`kgloom.report_writer.REJECTED`,
+            detail the reply; :func:`kgloom.report_writer.write_llm_report`).
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
             ``report_llm_min_relationships``, ``report_llm_min_source_tokens``,
             ``report_brief_max_members`` and ``llm_reports`` (``lazy``: every community
