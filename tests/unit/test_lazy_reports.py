@@ -291,3 +291,14 @@ def test_a_search_writes_at_most_its_share_of_lazy_reports(tmp_path_factory, tmp
     assert [tree.reports[c].generated_by for c in selected[1:]].count("lazy") == info["capped"]
     second = s.search("What are the main themes?", mode="global", level=1)
     assert len(backend.report_calls()) == 2 and second.info["lazy_reports"]["written"] == 1
+
+
+def test_side_table_is_shared_whole_and_an_unwritable_folder_does_not_raise(tmp_path):
+    row = {"generated_by": "llm", "title": "t", "summary": "s", "full_content": "# t\n",
+           "rank": 3.0, "full_content_json": "{}", "model_id": "m", "reason": ""}
+    a, b = LazyReportStore(tmp_path / "x.sqlite"), LazyReportStore(tmp_path / "x.sqlite")
+    assert b.get("k") is None and a.put("k", row)
+    assert b.get("k") == row  # another connection sees the committed row
+    assert a.put("k", {**row, "title": "other"}) and b.get("k") == row  # first one kept
+    missing = LazyReportStore(tmp_path / "no" / "such" / "folder" / "x.sqlite")
+    assert missing.get("k") is None and not missing.put("k", row) and len(missing) == 0
