@@ -79,6 +79,12 @@ BENCHES: dict[str, Bench] = {
         (("entity recall", "entity_recall"), ("pair recall", "pair_recall"),
          ("type accuracy", "type_accuracy"),
          ("2Wiki title found", "title_is_entity_title_or_alias"))),
+    "lazy_reports": Bench(
+        "bench_lazy_reports.py", "lazy community reports against eager ones (fake LLM): "
+        "report calls at index time and per global search", False, ("lazy_reports_*.json",),
+        (("eager report calls", "figures.eager_report_calls"),
+         ("lazy report calls", "figures.lazy_report_calls_at_index"),
+         ("most calls of one search", "figures.max_report_calls_of_one_first_search"))),
     "candidates": Bench(
         "bench_candidates.py", "candidate names without a model: multilingual suite, "
         "2Wiki titles, the book's gold entities", False, ("candidates*.json",),

@@ -2,10 +2,10 @@
 
 Reads an index folder (community_reports, communities, entities, relationships,
 covariates parquet and ``llm_cache.sqlite``), rebuilds each LLM report's context exactly
-as the reports stage built it (:func:`kgloom.reports.community_reports.build_report_context`
+as the reports stage built it (:func:`kgloom.report_writer.build_report_context`
 with the index's ``report_max_input_tokens``, its children's reports, its members'
 claims) and checks that rebuilt context against the LLM cache (the input hash of a cached
-``community_reports`` call), then runs :func:`kgloom.reports.community_reports.check_report`
+``community_reports`` call), then runs :func:`kgloom.report_writer.check_report`
 on each reply. No model is called.
 
 Figures (saved as JSON, stamped with commit, date and load average):
@@ -134,7 +134,7 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
 
     from kgloom.config import IndexSettings
     from kgloom.llm import open_llm, structured_call
-    from kgloom.reports.community_reports import (
+    from kgloom.report_writer import (
         REPORT_TEMPLATE,
         STAGE,
         build_report_context,
@@ -204,7 +204,7 @@ def main() -> None:
     from kgloom.config import IndexSettings
     from kgloom.grounding import ungrounded_names
     from kgloom.ids import content_id
-    from kgloom.reports.community_reports import (
+    from kgloom.report_writer import (
         build_report_context,
         check_report,
         example_text,

@@ -23,6 +23,7 @@ DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("PERSON", "ORGANIZATION", "LOCATION", "
 SUMMARY_METHODS: tuple[str, ...] = ("extractive", "llm")  # see kgloom.graph.summaries
 EXTRACTION_TEXTS: tuple[str, ...] = ("named_sentences", "full")  # see kgloom.extraction.extract
 METHODS: tuple[str, ...] = ("standard", "fast")  # see kgloom.extraction.cooccurrence
+LLM_REPORTS: tuple[str, ...] = ("eager", "lazy")  # see kgloom.reports.community_reports
 # community detection: igraph's C community_leiden (the default, measured 255x faster at
 # 10^5 edges by bench/bench_scale.py --part leiden) or the leidenalg package
 COMMUNITY_BACKENDS: tuple[str, ...] = ("igraph", "leidenalg")
@@ -117,6 +118,14 @@ class IndexSettings(BaseModel):
         reuse_reports: keep the report of a community whose members and internal
             relationships are unchanged since the last run (``reports.report_key``), so an
             incremental run rewrites only the communities it changed.
+        llm_reports: when the communities that get an LLM report (the rules above) get
+            it: ``eager`` (the reports stage writes it) or ``lazy`` (LazyGraphRAG's idea:
+            the stage makes no model call and publishes their rule reports with
+            ``generated_by`` ``lazy``; global search with a model writes a community's
+            LLM report, with the same prompt, context and checks, the first time it
+            reaches the community, and keeps it in ``lazy_reports.sqlite`` beside the
+            query cache for the next query; ``docs/lazy-reports.md``). With
+            ``method=fast`` no community gets an LLM report either way.
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
@@ -169,6 +178,7 @@ class IndexSettings(BaseModel):
     report_llm_min_source_tokens: int = 200
     report_brief_max_members: int = 5
     reuse_reports: bool = True
+    llm_reports: str = "eager"
     cut_boilerplate: bool = True
     candidate_source: str = "auto"
     title_candidates: bool = True
@@ -211,6 +221,9 @@ class IndexSettings(BaseModel):
             if bad:
                 raise ValueError(f"method=fast uses no model, but {bad} ask(s) for one; "
                                  "use method=standard or reset them")
+        if self.llm_reports not in LLM_REPORTS:
+            raise ValueError(f"llm_reports must be one of {LLM_REPORTS}, "
+                             f"got {self.llm_reports!r}")
         for name in ("cooccurrence_window", "cooccurrence_max_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -156,7 +156,10 @@ COMMUNITY_REPORTS_SCHEMA: TableSchema = {
     "size": pl.Int64,
     # kgloom
     "report_key": pl.String,  # reports.report_key: the same key keeps the same report
-    "generated_by": pl.String,  # "llm", or "rules" for a small community (reports.rule_report)
+    # "llm"; "rules" for a small community (report_writer.rule_report); "lazy": the rule
+    # report of a community awaiting its LLM report (llm_reports: lazy), which global
+    # search writes on first use (query.context_builder.lazy_reports)
+    "generated_by": pl.String,
 }
 
 # GraphRAG's claims table (data_model/schemas.py COVARIATES_FINAL_COLUMNS); optional

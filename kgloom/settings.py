@@ -275,6 +275,15 @@ class SearchConfig(_Section):
         default_level: static global search's level when none is given (falls back to
             the deepest level when the index has fewer).
         seed: the LLM sampler's seed.
+        lazy_reports: on an index built with ``llm_reports: lazy``, global search with a
+            model writes the LLM report of each community awaiting one the first time
+            it reaches it, and keeps it for the next query
+            (:mod:`kgloom.query.context_builder.lazy_reports`); off: it reads the rule
+            reports as published (no report call).
+        lazy_reports_per_search: write at most this many lazy reports (model calls) in
+            one global search, the first reached first (static: by report rank); the
+            others keep their rule report until a later search reaches them. 0: no
+            limit (a static search then writes every lazy report of its level).
     """
 
     budget: int = 2000
@@ -296,6 +305,8 @@ class SearchConfig(_Section):
     answer_max_chars: int = 200
     default_level: int = 1
     seed: int = 0xDEADBEEF
+    lazy_reports: bool = True
+    lazy_reports_per_search: int = Field(default=0, ge=0)
 
 
 # the retrieval options each query may also give (kgloom.query.modes.RETRIEVAL_DEFAULTS and

@@ -7,7 +7,8 @@ from kgloom.assets.graph_assets import communities
 from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.layout import COMMUNITY_REPORTS, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
-from kgloom.reports.community_reports import REJECTED, build_community_reports
+from kgloom.report_writer import REJECTED, report_settings
+from kgloom.reports.community_reports import build_community_reports
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 from kgloom.tokenizer import default_tokenizer
@@ -19,8 +20,8 @@ from kgloom.tokenizer import default_tokenizer
 def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResource,
                       llm: LLMResource) -> dg.MaterializeResult:
     """An LLM report per community, deepest level first (sub-reports stand in when over
-    budget); a rule report for small ones, and for all with ``method=fast`` (no model
-    opened)."""
+    budget); a rule report for small ones, and for all with ``method=fast`` or
+    ``llm_reports: lazy`` (no model opened; lazy marks those awaiting an LLM report)."""
     clock = Timer.started()
     s = index.settings()
     store = index.store
@@ -32,7 +33,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     claims = store.read(schemas.COVARIATES, schema=schemas.COVARIATES_SCHEMA)
     units = store.read(schemas.TEXT_UNITS, Level.CORPUS, schema=schemas.TEXT_UNITS_SCHEMA,
                        columns=["id", "n_tokens"])  # not the texts
-    cached = llm.open_for(s, index.out, log=context.log)
+    cached = llm.open_for(s, index.out, log=context.log) if s.llm_reports == "eager" else None
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, COMMUNITY_REPORTS),
         previous=previous, claims=claims,
@@ -48,6 +49,9 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
                               reports=reports.height, failures=failures.height,
                               context_methods=methods, llm_reports=by.get("llm", 0),
                               rule_reports=by.get("rules", 0), rejected_reports=rejected,
+                              **({"lazy_reports": by.get("lazy", 0),
+                                  "report_settings": report_settings(s)}
+                                 if s.llm_reports == "lazy" else {}),
                               llm_backend=cached.backend_settings() if cached else {},
                               method=s.method)
     return dg.MaterializeResult(metadata={
@@ -55,6 +59,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
         "rows": reports.height, "communities": comms.height, "failures": failures.height,
         "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
         "rejected_reports": rejected,
+        **({"lazy_reports": by.get("lazy", 0)} if s.llm_reports == "lazy" else {}),
         "context_methods": dg.MetadataValue.json(methods),
         **cost_metadata(stats),
         **(endpoint_metadata(cached) if cached else {}), "method": s.method,

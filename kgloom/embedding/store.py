@@ -19,10 +19,11 @@ VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
     "text_units": (schemas.TEXT_UNITS, pl.col("text")),
     "entities": (schemas.ENTITIES, pl.col("title") + pl.lit(": ") + pl.col("description")),
     "community_reports": (schemas.COMMUNITY_REPORTS, pl.when(
-        pl.col("generated_by") == "rules").then(
+        pl.col("generated_by").is_in(["rules", "lazy"])).then(
         pl.col("title") + pl.lit("\n\n") + pl.col("summary")).otherwise(pl.col("full_content"))),
 }
-# A report built by rules (reports.rule_report) embeds its title and summary: its findings
+# A report built by rules (report_writer.rule_report; generated_by rules, or lazy while it
+# awaits its LLM report) embeds its title and summary: its findings
 # quote the summary's first sentences and its rating explanation is the same sentence for
 # every community, so its full_content holds nothing more to embed. On the 6,119-passage
 # 2Wiki pool (fast method) that is 0.62 M tokens for 8,333 distinct reports instead of

@@ -17,8 +17,11 @@ It returns a :class:`SearchResult`: the route taken and why, the context the mod
 (within its token budget), the answer and its citations, and ``info`` with the LLM calls
 and prompt tokens of each stage, the community selection and any fallback. LLM calls go
 through the cache in ``cache_path`` (default ``<output_dir>/query_cache.sqlite``, a file
-of its own: a query never writes the index's ``llm_cache.sqlite`` or any other file of
-the index; pass another path for a read-only index). No Dagster import.
+of its own: a query never writes the index's ``llm_cache.sqlite``, its tables or any other
+file of the index; pass another path for a read-only index). On an index built with
+``llm_reports: lazy``, global search keeps the LLM reports it writes in
+``lazy_reports.sqlite`` beside that cache
+(:mod:`kgloom.query.context_builder.lazy_reports`). No Dagster import.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.llm import CachedLLM
 from kgloom.query.context_builder.community_context import Progress
 from kgloom.query.context_builder.context import TokenCounter, check_budget
+from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE, LazyReports
 from kgloom.query.modes import SEARCH_MODES, check_mode  # the one registry of modes
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalSettings
@@ -71,7 +75,8 @@ class Searcher:
             index handle).
         retrieval_config: the scoring knobs of the retrieval local search runs (default
             :class:`RetrievalConfig`'s).
-        cache_path: the query LLM cache (default ``<output_dir>/query_cache.sqlite``).
+        cache_path: the query LLM cache (default ``<output_dir>/query_cache.sqlite``);
+            the lazy reports global search writes go beside it (``lazy_reports.sqlite``).
         model_path / fake_llm / n_ctx / n_threads: how to open the model.
 
     Attributes:
@@ -105,8 +110,10 @@ class Searcher:
                         raise
         self._report_vectors: dict[str, np.ndarray] = {}  # report key -> vector
         self.config = config or SearchConfig()
+        cache_path = Path(cache_path or self.index.output_dir / QUERY_CACHE_FILE)
+        self.lazy_reports = LazyReports(self.index, cache_path.parent / LAZY_REPORTS_FILE)
         self.model = SearchModel(llm, {
-            "cache_path": cache_path or self.index.output_dir / QUERY_CACHE_FILE,
+            "cache_path": cache_path,
             "model_path": model_path, "fake": fake_llm, "n_ctx": n_ctx, "n_threads": n_threads})
 
     @property
@@ -190,7 +197,7 @@ class Searcher:
                 reason = f"{reason}; fell back to local: {tables.no_reports_reason}"
             else:
                 result = GlobalSearch(self.index, self.config, self.model,
-                                      self._report_vectors).search(
+                                      self._report_vectors, self.lazy_reports).search(
                     question, mode, reason, dynamic, level, answer, log, info, failures,
                     progress)
                 if result.route == "global":

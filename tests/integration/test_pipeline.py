@@ -14,11 +14,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom import schemas
+from kgloom import report_writer, schemas
 from kgloom.cli.runner import index_folder
 from kgloom.definitions import build_resources, defs
 from kgloom.pipelines.jobs import nightly_index_schedule
-from kgloom.reports import community_reports
 
 BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 EXPECTED_FILES = ["documents.parquet", "text_units.parquet", "entities.parquet",
@@ -167,9 +166,9 @@ def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports
     assert reused == again["rows"]["communities"]
     assert again["llm_cache_hits"] == (first["llm_calls"] + first["llm_cache_hits"]
                                        - first["llm"]["community_reports"]["calls"])
-    edited = dataclasses.replace(community_reports.REPORT_TEMPLATE,
-                                 user=community_reports.REPORT_TEMPLATE.user + "\nBe brief.")
-    monkeypatch.setattr(community_reports, "REPORT_TEMPLATE", edited)
+    edited = dataclasses.replace(report_writer.REPORT_TEMPLATE,
+                                 user=report_writer.REPORT_TEMPLATE.user + "\nBe brief.")
+    monkeypatch.setattr(report_writer, "REPORT_TEMPLATE", edited)
     third = run_index(corpus, out)
     assert third["llm"]["extraction"]["calls"] == 0
     assert third["llm"].get("summaries", {}).get("calls", 0) == 0

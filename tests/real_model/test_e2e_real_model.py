@@ -73,7 +73,7 @@ def test_real_model_indexes_a_tiny_input_and_second_run_is_free(tmp_path):
 @pytest.mark.slow
 def test_grammar_first_sampling_gives_the_replies_of_llama_cpp_pythons_sampler_chain():
     from kgloom.llm import LlamaCppBackend, default_gguf_path, reply_token_bound
-    from kgloom.reports.community_reports import REPORT_TEMPLATE
+    from kgloom.report_writer import REPORT_TEMPLATE
 
     schema = {"type": "object", "properties": {
         "names": {"type": "array", "maxItems": 4,

@@ -25,7 +25,7 @@ from kgloom.llm import (
 )
 from kgloom.llm.fake import FakeBackend, grammar_sample
 from kgloom.llm.grammar import json_grammar, max_reply_bytes
-from kgloom.reports.community_reports import REPORT_TEMPLATE
+from kgloom.report_writer import REPORT_TEMPLATE
 
 NAMES = ["Alice Moreau", "Bruno Keller", "Zoë", "李白"]
 SCHEMAS = {

@@ -10,7 +10,7 @@ from kgloom.config import IndexSettings
 from kgloom.extraction.claims import NO_OBJECT, build_covariates, claims_schema, extract_claims
 from kgloom.llm import CachedLLM, LLMCache
 from kgloom.llm.fake import FakeBackend
-from kgloom.reports.community_reports import build_report_context, member_claims
+from kgloom.report_writer import build_report_context, member_claims
 from kgloom.tokenizer import default_tokenizer
 
 TEXT = ("Scrooge refused to give anything to the charity collectors. Bob Cratchit was paid "

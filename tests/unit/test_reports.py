@@ -11,11 +11,8 @@ from kgloom import schemas
 from kgloom.config import IndexSettings
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
-from kgloom.reports.community_reports import (
-    REPORT_TEMPLATE,
-    build_community_reports,
-    build_report_context,
-)
+from kgloom.report_writer import REPORT_TEMPLATE, build_report_context
+from kgloom.reports.community_reports import build_community_reports
 from kgloom.tokenizer import default_tokenizer
 from tests.conftest import build_carol_tables
 
@@ -292,7 +289,7 @@ def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path,
 def test_rule_reports_are_bounded_for_large_small_communities(tables):
     import jsonschema
 
-    from kgloom.reports.community_reports import rule_report
+    from kgloom.report_writer import rule_report
 
     long = "word " * 400
     rels = tables["relationships"].with_columns(pl.lit(long).alias("description"))
@@ -368,7 +365,7 @@ def test_reports_are_sized_to_the_community(tmp_path, tables):
     (one finding, a shorter summary) from the same prompt; larger ones the full schema;
     0 turns brief reports off; the setting is part of the report's reuse key."""
     from kgloom.llm import reply_token_bound
-    from kgloom.reports.community_reports import BRIEF_REPORT_SCHEMA, report_key
+    from kgloom.report_writer import BRIEF_REPORT_SCHEMA, report_key
 
     args = (tables["communities"], tables["entities"], tables["relationships"])
     sizes = dict(tables["communities"].select("community", "size").iter_rows())
@@ -515,7 +512,7 @@ def _context_of(tables, number: int) -> tuple[str, list[str]]:
 
 
 def test_check_report_keeps_a_grounded_reply_and_says_why_it_rejects_others(tables):
-    from kgloom.reports.community_reports import check_report
+    from kgloom.report_writer import check_report
 
     ctx, members = _context_of(tables, 2)  # Scrooge, Marley, Fred
     assert check_report(_GOOD, ctx, members) == []
@@ -551,7 +548,7 @@ def test_check_report_keeps_a_grounded_reply_and_says_why_it_rejects_others(tabl
     (_SAME_FIELDS, "repeats itself")])
 def test_a_rejected_reply_is_replaced_by_the_rule_report_with_a_failures_row(
         tmp_path, tables, reply, reason):
-    from kgloom.reports.community_reports import REJECTED, rule_report
+    from kgloom.report_writer import REJECTED, rule_report
 
     only = tables["communities"].filter(pl.col("community") == 2)  # 3 members: an LLM report
     backend = _Scripted(reply)
@@ -582,7 +579,7 @@ def test_the_report_prompt_has_no_example_a_model_could_copy():
     """The grammar shapes the reply: the prompt holds no worked example (the former one's
     Sherlock Holmes was copied into 12 of 60 reports, a placeholder one's slots into 9
     of 22 replies); the instructions ask for the data's names only."""
-    from kgloom.reports.community_reports import example_text
+    from kgloom.report_writer import example_text
 
     assert REPORT_TEMPLATE.examples == () and example_text() == ""
     assert "Name only the entities of the data." in REPORT_TEMPLATE.system

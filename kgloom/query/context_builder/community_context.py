@@ -72,6 +72,7 @@ class Report:
     full_content: str
     rank: float
     report_key: str
+    generated_by: str = ""  # llm | rules | lazy (a rule report awaiting its LLM report)
 
     @property
     def ref(self) -> str:
@@ -88,7 +89,9 @@ class CommunityTree:
             to take the structure from the reports' own columns.
 
     Attributes:
-        reports: community -> :class:`Report` (only communities that have one).
+        reports: community -> :class:`Report` (only communities that have one); a lazy
+            report is replaced here once global search has written its LLM report
+            (:mod:`kgloom.query.context_builder.lazy_reports`).
         levels: the hierarchy's levels, ascending (0 = roots).
         missing: communities of the hierarchy without a report.
         stale: reports whose community is not in ``communities`` (ignored).
@@ -100,6 +103,7 @@ class CommunityTree:
         self.reports: dict[int, Report] = {}
         self.stale: list[int] = []
         has_key = "report_key" in reports.columns
+        has_by = "generated_by" in reports.columns
         for r in reports.iter_rows(named=True):
             if r["community"] not in known:
                 self.stale.append(r["community"])
@@ -107,7 +111,8 @@ class CommunityTree:
             self.reports[r["community"]] = Report(
                 r["community"], r["level"], r["title"] or "", r["summary"] or "",
                 r["full_content"] or "", float(r["rank"] or 0.0),
-                (r["report_key"] if has_key else None) or f"community:{r['community']}")
+                (r["report_key"] if has_key else None) or f"community:{r['community']}",
+                (r["generated_by"] if has_by else None) or "")
         self.level_of = dict(zip(structure["community"].to_list(), structure["level"].to_list()))
         self.children = {c: [k for k in (kids or []) if k in known] for c, kids in
                          zip(structure["community"].to_list(), structure["children"].to_list())}
@@ -344,7 +349,8 @@ Progress = Callable[[dict[str, Any]], None]  # an event of the search's progress
 def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAULT_THRESHOLD,
                    max_level: int | None = None, progress: Progress | None = None,
                    shortlist: Callable[[list[int]], list[int]] | None = None,
-                   keep_parent: bool = False) -> Selection:
+                   keep_parent: bool = False,
+                   reach: Callable[[list[int]], None] | None = None) -> Selection:
     """Dynamic community selection (module doc) over ``tree``.
 
     At each step (the roots, then the children of the relevant communities, or a
@@ -372,6 +378,10 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
         keep_parent: keep a relevant community in the selection beside its relevant
             children (GraphRAG's ``keep_parent``); off: the children replace it, and it
             is listed in ``Selection.replaced``.
+        reach: called with each step's communities about to be rated (after the
+            shortlist), before their reports are read: global search writes the LLM
+            reports of those awaiting one there
+            (:meth:`kgloom.query.context_builder.lazy_reports.LazyReports.resolve`).
 
     Returns:
         the :class:`Selection`; ``selected`` is empty when nothing was relevant.
@@ -414,6 +424,8 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
             kept = shortlist(queue)
             sel.shortlisted_out += len(queue) - len(kept)
             queue = kept
+        if reach is not None:
+            reach(queue)
         todo: dict[str, Report] = {}  # each report not rated yet once, in queue order
         for c in queue:
             if tree.reports[c].report_key not in rated_keys:

@@ -14,6 +14,13 @@ then the answer.
 - **Reduce**: points with score > 0, by score (ties: batch, then position in the
   batch), packed into ``reduce_budget`` tokens as the answer's context.
 
+On an index built with ``llm_reports: lazy`` (and ``SearchConfig.lazy_reports`` on), the
+communities a search reaches get their LLM report before their report is read: each
+dynamic step's communities after the shortlist (rated on the LLM report; the shortlist
+itself compares the question with the rule report), the static selection, and the map
+fallback's broader reports (:mod:`kgloom.query.context_builder.lazy_reports`). Without
+the model (``answer=False``) the rule reports are read as published.
+
 Map replies that fail twice become failure rows (GraphRAG's failures schema), never
 exceptions: a failed map batch gives no points.
 """
@@ -46,6 +53,7 @@ from kgloom.query.context_builder.context import (
     refs_in,
     verbalize_report,
 )
+from kgloom.query.context_builder.lazy_reports import LazyReports, awaiting
 from kgloom.query.context_builder.local_context import context_sources
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.structured_search.search_base import (
@@ -148,12 +156,16 @@ class GlobalSearch(BaseSearch):
     Attributes (besides :class:`BaseSearch`'s):
         report_vectors: report key -> its "title: summary" vector, embedded once and
             shared across calls (the dynamic selection's shortlist).
+        lazy: writes the LLM reports a lazy index left to search (None: read the
+            reports as published).
     """
 
     def __init__(self, index: QueryIndex, config: SearchConfig, model: SearchModel,
-                 report_vectors: dict[str, np.ndarray]) -> None:
+                 report_vectors: dict[str, np.ndarray],
+                 lazy: LazyReports | None = None) -> None:
         super().__init__(index, config, model)
         self.report_vectors = report_vectors
+        self.lazy = lazy
 
     def search(self, question: str, mode: str, reason: str, dynamic: bool,
                level: int | None, answer: bool, log: CallLog | None, info: dict[str, Any],
@@ -169,6 +181,7 @@ class GlobalSearch(BaseSearch):
         assert tree is not None
         info["hierarchy"] = {"levels": tree.levels, "reports": len(tree),
                              "missing_reports": tree.missing, "stale_reports": tree.stale}
+        reach = self._reach(tree, answer, log, info, failures)
         if dynamic:
             assert log is not None
 
@@ -177,7 +190,7 @@ class GlobalSearch(BaseSearch):
             selection = select_dynamic(
                 tree, rate, cfg.threshold, level, progress,
                 shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None,
-                keep_parent=cfg.keep_parent)
+                keep_parent=cfg.keep_parent, reach=reach)
         else:
             chosen = level if level is not None else (
                 cfg.default_level if cfg.default_level in tree.levels else tree.levels[-1])
@@ -190,6 +203,8 @@ class GlobalSearch(BaseSearch):
             info["fallback"] = f"global search found nothing: {why}"
             return SearchResult(question, mode, "local", f"{reason}; fell back to local: {why}",
                                 None, [], Context([], 0, 0, ""), info=info)
+        if reach is not None:
+            reach(selection.selected)
         reports = [tree.reports[c] for c in selection.selected]
         batches = map_batches(reports, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
         map_info: dict[str, Any] = {"batches": len(batches), "reports": len(reports),
@@ -208,6 +223,8 @@ class GlobalSearch(BaseSearch):
         points, map_failures = run_map(question, batches, log, cfg.seed, progress)
         failures += map_failures
         if dynamic and cfg.map_fallback and selection.replaced and not rank_points(points):
+            if reach is not None:
+                reach(selection.replaced)
             broader = [tree.reports[c] for c in selection.replaced]
             more = map_batches(broader, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
             extra, map_failures = run_map(question, more, log, cfg.seed, progress,
@@ -233,6 +250,35 @@ class GlobalSearch(BaseSearch):
             text, cites = self.answer(question, context, citable, log, failures, info)
         return SearchResult(question, mode, "global", reason, text, cites, context, sources,
                             batches, info, failures)
+
+    def _reach(self, tree: CommunityTree, answer: bool, log: CallLog | None,
+               info: dict[str, Any], failures: list[dict]
+               ) -> Callable[[list[int]], None] | None:
+        """What global search calls on the communities it reaches: writes the LLM
+        report of those awaiting one (:meth:`LazyReports.resolve`, at most
+        ``config.lazy_reports_per_search`` calls in this search), counting in
+        ``info["lazy_reports"]`` (``awaiting_*``: distinct reports of this handle's
+        tree still awaiting theirs); None when nothing awaits one, there is no model
+        (``answer=False``) or ``config.lazy_reports`` is off."""
+        waiting = awaiting(tree)
+        if not waiting:
+            return None
+        counts = {"awaiting_before": waiting, "written": 0, "rejected": 0, "failed": 0,
+                  "reused": 0, "unsaved": 0, "capped": 0, "awaiting_after": waiting}
+        info["lazy_reports"] = counts
+        if not answer or log is None or self.lazy is None or not self.config.lazy_reports:
+            return None
+        lazy, model_id, cap = self.lazy, log.model_id, self.config.lazy_reports_per_search
+
+        def reach(communities: list[int]) -> None:
+            calls = counts["written"] + counts["rejected"] + counts["failed"] + counts["unsaved"]
+            got = lazy.resolve(tree, communities, log, model_id, failures,
+                               limit=max(0, cap - calls) if cap else None)
+            for k, n in got.items():
+                counts[k] += n
+            counts["awaiting_after"] = awaiting(tree)
+
+        return reach
 
     def _shortlist(self, question: str, tree: CommunityTree
                    ) -> Callable[[list[int]], list[int]]:
