@@ -165,30 +165,48 @@ class _Decoder:
         self.parts.append(raw[pick])
         return pick
 
-    def value(self, schema: dict[str, Any], follow: str) -> None:
+    def value(self, schema: dict[str, Any], follow: str, forbid: frozenset = frozenset(),
+              earlier: tuple | None = None) -> Any:
         """Write the rest of a value of ``schema`` (its :func:`opening` is written), then
-        ``follow``: the forced text after it, up to the next choice."""
+        ``follow``: the forced text after it, up to the next choice; return the value.
+
+        ``forbid``: enum values not to choose (unless no other is left); ``earlier``: the
+        items an array holds so far when this value is its next item, else None (see
+        :func:`decode_choices` for the two rules, which hold for array items only)."""
         if "enum" in schema:
-            self.choose([json.dumps(v, ensure_ascii=False)[1:] + follow for v in schema["enum"]])
-        elif schema.get("type") == "boolean":
-            self.choose(["true" + follow, "false" + follow])
-        elif schema.get("type") == "object":
+            values = [v for v in schema["enum"] if v not in forbid] or list(schema["enum"])
+            pick = self.choose([json.dumps(v, ensure_ascii=False)[1:] + follow for v in values])
+            return values[pick]
+        if schema.get("type") == "boolean":
+            return self.choose(["true" + follow, "false" + follow]) == 0
+        if schema.get("type") == "object":
             props = list(schema.get("properties", {}).items())
             if not props:
                 self.force(follow)
-            for j, (_, sub) in enumerate(props):
+            got: dict[str, Any] = {}
+            for j, (name, sub) in enumerate(props):
                 nxt = (", " + _key(props[j + 1][0]) + opening(props[j + 1][1])
                        if j + 1 < len(props) else "}" + follow)
-                self.value(sub, nxt)
-        else:  # array: "[" is written
-            item, most = schema["items"], schema["maxItems"]
-            for i in range(most):
-                more = ("" if i == 0 else ", ") + opening(item)
-                if self.choose(["]" + follow, more]) == 0:
-                    return
-                self.value(item, "" if i + 1 < most else "]" + follow)
-            if most == 0:
-                self.force("]" + follow)
+                no = set()
+                if "enum" in sub and earlier is not None:
+                    # not a value an earlier property of the same enum took
+                    no = {got[k] for k, s in props[:j] if s.get("enum") == sub["enum"]}
+                    if j + 1 == len(props):  # nor one that repeats an earlier item
+                        no |= {e[name] for e in earlier
+                               if all(e.get(k) == got[k] for k, _ in props[:j])}
+                got[name] = self.value(sub, nxt, frozenset(no))
+            return got
+        item, most = schema["items"], schema["maxItems"]  # array: "[" is written
+        items: list[Any] = []
+        for i in range(most):
+            more = ("" if i == 0 else ", ") + opening(item)
+            if self.choose(["]" + follow, more]) == 0:
+                return items
+            items.append(self.value(item, "" if i + 1 < most else "]" + follow,
+                                    earlier=tuple(items)))
+        if most == 0:
+            self.force("]" + follow)
+        return items
 
 
 def decode_choices(model: ChoiceModel, prompt: list[int], schema: dict[str, Any]) -> ChoiceReply:
@@ -200,6 +218,14 @@ def decode_choices(model: ChoiceModel, prompt: list[int], schema: dict[str, Any]
             opening, as the first batch.
         prompt: the prompt's tokens still to evaluate (at least one).
         schema: the reply's JSON schema.
+
+    Two rules beyond the schema for the object items of an array, because a repeat states
+    nothing: a string enum property whose enum is that of an earlier property of the same
+    item does not take the earlier one's value (a relationship's target is not its
+    source), and an item does not repeat an earlier item. A choice the rules would leave
+    empty keeps all its options. (A 135M model given three relationship slots filled the
+    second and third with repeats of the first or with self-loops in most units, which
+    the extraction stage then dropped; so it names another pair instead.)
 
     Returns:
         a :class:`ChoiceReply`: the reply text (``json.loads`` gives a value the schema
