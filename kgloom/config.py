@@ -126,6 +126,15 @@ class IndexSettings(BaseModel):
             reaches the community, and keeps it in ``lazy_reports.sqlite`` beside the
             query cache for the next query; ``docs/lazy-reports.md``). With
             ``method=fast`` no community gets an LLM report either way.
+        report_llm_eager_max: with ``eager``, at most this many communities get their LLM
+            report from the reports stage: those nearest the root first (lowest level,
+            then most members), where global search starts; the others that need one are
+            published as ``lazy`` (above) and written by the first global search that
+            reaches them. 0: no cap. With the default model a report costs ~5 s on 2
+            cores, and communities needing one grow with the corpus (155 on the
+            354-passage 2Wiki slice, ~2,700 expected on the 6,119-passage pool), so the
+            cap keeps the stage's cost bounded (about 8 minutes) at any corpus size; the
+            bundled book needs 23, under it.
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
@@ -179,6 +188,7 @@ class IndexSettings(BaseModel):
     report_brief_max_members: int = 5
     reuse_reports: bool = True
     llm_reports: str = "eager"
+    report_llm_eager_max: int = 100
     cut_boilerplate: bool = True
     candidate_source: str = "auto"
     title_candidates: bool = True
@@ -274,7 +284,7 @@ class IndexSettings(BaseModel):
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_gleanings", "report_llm_min_members",
                      "report_llm_min_relationships", "report_llm_min_source_tokens",
-                     "report_brief_max_members"):
+                     "report_brief_max_members", "report_llm_eager_max"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not -1.0 <= self.embedding_merge_threshold <= 1.0:

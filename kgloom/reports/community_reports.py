@@ -103,6 +103,32 @@ def _placement(community: dict) -> dict:
             "period": community["period"], "size": community["size"]}
 
 
+def eager_llm_reports(communities: pl.DataFrame, settings: IndexSettings,
+                      relationship_units: dict[str, list[str] | None] | None = None,
+                      unit_tokens: dict[str, int] | None = None) -> set[int]:
+    """The communities whose LLM report the reports stage writes now: with ``llm_reports``
+    ``eager``, those :func:`needs_llm_report` selects, at most ``report_llm_eager_max``
+    of them (0: all), nearest the root first (lowest ``level``, then most members, then
+    community number); none with ``lazy``. The other selected communities are lazy.
+
+    Args:
+        communities: a ``COMMUNITIES_SCHEMA`` frame.
+        settings / relationship_units / unit_tokens: as for :func:`needs_llm_report`.
+
+    Returns:
+        community numbers (``community`` column values).
+    """
+    if settings.llm_reports == "lazy":
+        return set()
+    wanted = [c for c in communities.iter_rows(named=True)
+              if needs_llm_report(c, settings, relationship_units, unit_tokens)]
+    cap = settings.report_llm_eager_max
+    if cap and len(wanted) > cap:
+        wanted = sorted(wanted, key=lambda c: (c["level"], -len(c["entity_ids"]),
+                                               c["community"]))[:cap]
+    return {c["community"] for c in wanted}
+
+
 def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             relationships: pl.DataFrame, llm: CachedLLM | None,
                             settings: IndexSettings, tokenizer: Tokenizer,
@@ -182,6 +208,8 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         if progress:
             progress(finished + n, total)
 
+    eager = eager_llm_reports(communities, settings, units, unit_tokens)
+
     # a level's communities are disjoint and need only deeper levels' reports: one
     # level's calls go out together (llm.concurrency at a time), deepest level first
     for _, level in order.group_by("level", maintain_order=True):
@@ -190,7 +218,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         for c in level.iter_rows(named=True):
             own_claims = member_claims(c, entities, claims)
             by = ("rules" if not needs_llm_report(c, settings, units, unit_tokens)
-                  else "lazy" if settings.llm_reports == "lazy" else "llm")
+                  else "llm" if c["community"] in eager else "lazy")
             key = report_key(c, llm.model_id if llm and by == "llm" else "", settings,
                              own_claims["id"].to_list() if own_claims is not None else None, by)
             if key in kept or key in written:

@@ -302,3 +302,26 @@ def test_side_table_is_shared_whole_and_an_unwritable_folder_does_not_raise(tmp_
     assert a.put("k", {**row, "title": "other"}) and b.get("k") == row  # first one kept
     missing = LazyReportStore(tmp_path / "no" / "such" / "folder" / "x.sqlite")
     assert missing.get("k") is None and not missing.put("k", row) and len(missing) == 0
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_eager_writes_at_most_its_cap_nearest_the_root_and_leaves_the_rest_lazy(tmp_path, cap):
+    t = carol()
+    backend = Recording()
+    settings = IndexSettings(**ALL_LLM, report_llm_eager_max=cap)
+    reports, _, _ = _build(t, _llm(backend, tmp_path / "c.sqlite"), settings)
+    chosen = [c for c in t["communities"].iter_rows(named=True)
+              if needs_llm_report(c, settings)]
+    assert len(chosen) > cap  # the cap binds on this graph
+    first = sorted(chosen, key=lambda c: (c["level"], -len(c["entity_ids"]),
+                                          c["community"]))[:cap]
+    by = dict(reports.select("community", "generated_by").iter_rows())
+    assert {c for c, b in by.items() if b == "llm"} == {c["community"] for c in first}
+    assert {c for c, b in by.items() if b == "lazy"} == \
+        {c["community"] for c in chosen} - {c["community"] for c in first}
+    assert len(backend.report_calls()) <= cap  # communities repeated per level share one
+    # no cap: every chosen community is written now, as before the cap
+    uncapped, _, _ = _build(t, _llm(Recording(), tmp_path / "u.sqlite"),
+                            IndexSettings(**ALL_LLM, report_llm_eager_max=0))
+    assert set(uncapped.filter(pl.col("generated_by") == "llm")["community"].to_list()) == \
+        {c["community"] for c in chosen}
