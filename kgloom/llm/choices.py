@@ -14,14 +14,18 @@ finite-state machine (Zheng et al. 2024, arXiv 2312.07104, section 4), written h
 the small schema subset kgloom's choice-only replies use (:func:`is_choice_schema`).
 
 How a choice is made: each option is the text it would add (an enum value, its closing
-quote and the forced text up to the next choice), tokenized on its own; the options form
-a trie of token sequences, and at each branching node the token with the highest logit
-wins (greedy), as a grammar-constrained greedy sampler would pick the best allowed token.
-The reply is the same JSON a grammar would allow; it can differ from the grammar path's
-token for token where llama.cpp's tokenizer would have split the text differently (each
-option is tokenized from the choice on, not with the text before it), and where the
-grammar path would have written different optional whitespace (this decoder writes
-``", "`` and ``": "`` as ``json.dumps`` does).
+quote and the forced text up to the next choice), tokenized together with the forced text
+still pending before it, so the tokens at the boundary are the tokenizer's own; the token
+sequences form a trie, the tokens all options in the running share are evaluated as one
+batch, and at a branching the option's token with the highest logit wins (greedy). Only
+that token of each option competes, not every shorter token that is a byte prefix of it
+(a grammar allows those too): measured on the book, letting them compete made the 135M
+model choose one-letter tokens of the most frequent name and write self-loops nearly
+everywhere. The reply is the same JSON a grammar would allow; it can differ from the
+grammar path's where the model decoding under a grammar picks another split of the same
+forced text (later choices see that context), where the grammar path would have written
+other optional whitespace (this decoder writes ``", "`` and ``": "`` as ``json.dumps``
+does), and by the two rules of :func:`decode_choices` on array items.
 """
 
 from __future__ import annotations
