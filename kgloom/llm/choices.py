@@ -19,9 +19,9 @@ still pending before it, so the tokens at the boundary are the tokenizer's own; 
 sequences form a trie, the tokens all options in the running share are evaluated as one
 batch, and at a branching the option's token with the highest logit wins (greedy). Only
 that token of each option competes, not every shorter token that is a byte prefix of it
-(a grammar allows those too): measured on the book, letting them compete made the 135M
-model choose one-letter tokens of the most frequent name and write self-loops nearly
-everywhere. The reply is the same JSON a grammar would allow; it can differ from the
+(a grammar allows those too): tried on 12 units of the book, letting them compete made
+the 135M model name the most frequent entity in nearly every relationship slot, mostly as
+self-loops. The reply is the same JSON a grammar would allow; it can differ from the
 grammar path's where the model decoding under a grammar picks another split of the same
 forced text (later choices see that context), where the grammar path would have written
 other optional whitespace (this decoder writes ``", "`` and ``": "`` as ``json.dumps``
