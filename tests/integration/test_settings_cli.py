@@ -55,6 +55,8 @@ def test_the_index_settings_are_one_typed_field_of_the_resource():
             value = "full"
         elif name == "community_backend":
             value = "leidenalg"
+        elif name == "llm_reports":
+            value = "lazy"
         else:
             pytest.fail(f"no test value for {name}")
         resource = IndexConfigResource(index_settings=IndexSettingsConfig(**{name: value}))
