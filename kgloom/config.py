@@ -131,12 +131,12 @@ class IndexSettings(BaseModel):
             then most members), where global search starts; the others that need one are
             published as ``lazy`` (above) and written by the first global search that
             reaches them. 0: no cap. Communities needing a report grow with the corpus
-            (23 on the bundled book, 155 on the 354-passage 2Wiki slice, 469 on 600 pool
+            (32 on the bundled book, 155 on the 354-passage 2Wiki slice, 469 on 600 pool
             passages), and with the default model a report cost 8.4 s on 2 cores and was
             rejected by the grounding check (published as the rule report) in 96 of 100
             cases on those 600 passages (``bench/results/eval_pool_standard.json``), so
-            the cap bounds the stage at about 3.5 minutes at any corpus size and keeps
-            every report the book needs.
+            the cap bounds the stage at about 3.5 minutes at any corpus size (on the
+            book: 25 communities eager, 18 distinct calls, 7 lazy).
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
