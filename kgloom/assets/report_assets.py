@@ -51,7 +51,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
                               rule_reports=by.get("rules", 0), rejected_reports=rejected,
                               **({"lazy_reports": by.get("lazy", 0),
                                   "report_settings": report_settings(s)}
-                                 if s.llm_reports == "lazy" else {}),
+                                 if by.get("lazy", 0) else {}),
                               llm_backend=cached.backend_settings() if cached else {},
                               method=s.method)
     return dg.MaterializeResult(metadata={
@@ -59,7 +59,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
         "rows": reports.height, "communities": comms.height, "failures": failures.height,
         "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
         "rejected_reports": rejected,
-        **({"lazy_reports": by.get("lazy", 0)} if s.llm_reports == "lazy" else {}),
+        **({"lazy_reports": by.get("lazy", 0)} if by.get("lazy", 0) else {}),
         "context_methods": dg.MetadataValue.json(methods),
         **cost_metadata(stats),
         **(endpoint_metadata(cached) if cached else {}), "method": s.method,
