@@ -75,8 +75,10 @@ class Searcher:
             index handle).
         retrieval_config: the scoring knobs of the retrieval local search runs (default
             :class:`RetrievalConfig`'s).
-        cache_path: the query LLM cache (default ``<output_dir>/query_cache.sqlite``);
-            the lazy reports global search writes go beside it (``lazy_reports.sqlite``).
+        cache_path: the query LLM cache (default: the given ``llm``'s cache file, else
+            ``<output_dir>/query_cache.sqlite``); the lazy reports global search writes go
+            beside it (``lazy_reports.sqlite``), so a searcher given a model with its own
+            cache (the HTTP server's) writes nothing into the index folder.
         model_path / fake_llm / n_ctx / n_threads: how to open the model.
 
     Attributes:
@@ -110,6 +112,8 @@ class Searcher:
                         raise
         self._report_vectors: dict[str, np.ndarray] = {}  # report key -> vector
         self.config = config or SearchConfig()
+        if cache_path is None and llm is not None:
+            cache_path = llm.cache.path  # a given model keeps its answers where it was told
         cache_path = Path(cache_path or self.index.output_dir / QUERY_CACHE_FILE)
         self.lazy_reports = LazyReports(self.index, cache_path.parent / LAZY_REPORTS_FILE)
         self.model = SearchModel(llm, {
