@@ -73,6 +73,11 @@ BENCHES: dict[str, Bench] = {
         "bench_choice_decoding.py", "choice decoding against the grammar path: paired "
         "extraction calls, seconds and agreement", True, ("choice_decoding*.json",),
         (("speedup", "speedup"), ("same names", "same_entity_names"))),
+    "extraction_packs": Bench(
+        "bench_extraction_packs.py", "short units packed into one extraction call against "
+        "one call per unit: paired pool passages, seconds and agreement", True,
+        ("pack_extraction*.json",),
+        (("speedup", "speedup"), ("same names", "agreement.same_entity_names"))),
     "quality": Bench(
         "bench_quality.py", "extraction quality with the real model: book gold set, "
         "2Wiki titles, multilingual suite", True, ("quality-*.json",),

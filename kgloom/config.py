@@ -156,6 +156,11 @@ class IndexSettings(BaseModel):
         title_candidates: a record's own title (the ``title`` field of a JSONL/CSV
             record, without a trailing parenthesis) is a candidate name of the record's
             first text unit, shown to the model as the text's title.
+        extraction_pack_tokens: short text units share an extraction call: consecutive
+            units of at most this many chunking tokens go into one call while their sum
+            stays within it (``kgloom.extraction.extract.pack_units``, ``extract_pack``:
+            each unit keeps its own names and the relationships between them); 0 (the
+            default) asks one call per unit.
     """
 
     method: str = "standard"
@@ -196,6 +201,7 @@ class IndexSettings(BaseModel):
     title_candidates: bool = True
     extraction_text: str = "named_sentences"
     type_cued_names: bool = False
+    extraction_pack_tokens: int = 0
 
     @property
     def uses_model(self) -> bool:
@@ -286,7 +292,8 @@ class IndexSettings(BaseModel):
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_gleanings", "report_llm_min_members",
                      "report_llm_min_relationships", "report_llm_min_source_tokens",
-                     "report_brief_max_members", "report_llm_eager_max"):
+                     "report_brief_max_members", "report_llm_eager_max",
+                     "extraction_pack_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not -1.0 <= self.embedding_merge_threshold <= 1.0:

@@ -116,13 +116,19 @@ PARTITION_SETTINGS = ("method", "cooccurrence_window", "cooccurrence_max_pairs",
                       "co_mention_edges", "co_mention_strength", "seed",
                       "cut_boilerplate", "candidate_source", "title_candidates",
                       "extraction_text", "type_cued_names")
+# settings added later: in the fingerprint only when they differ from their default, so
+# the partitions an index built before they existed stay valid while they are unset
+LATER_PARTITION_SETTINGS = ("extraction_pack_tokens",)
 
 
 def settings_fingerprint(settings: IndexSettings, model_id: str) -> str:
-    """Return a hex SHA-256 of the model id and the :data:`PARTITION_SETTINGS` fields: a
-    partition built under another fingerprint must be rebuilt."""
+    """Return a hex SHA-256 of the model id, the :data:`PARTITION_SETTINGS` fields and the
+    :data:`LATER_PARTITION_SETTINGS` set to other than their default: a partition built
+    under another fingerprint must be rebuilt."""
+    later = [f"{f}={getattr(settings, f)!r}" for f in LATER_PARTITION_SETTINGS
+             if getattr(settings, f) != IndexSettings.model_fields[f].default]
     return content_id("partition-settings", model_id,
-                      *(repr(getattr(settings, f)) for f in PARTITION_SETTINGS))
+                      *(repr(getattr(settings, f)) for f in PARTITION_SETTINGS), *later)
 
 
 def code_fingerprint() -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,20 +56,23 @@ from kgloom.names.candidates import (
 )
 from kgloom.names.normalize import normalize_for_match, normalize_title
 from kgloom.storage import failures_frame
+from kgloom.tokenizer import default_tokenizer
 
 STAGE = layout.EXTRACTION
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description
 
 
 def extraction_schema(names: list[str], settings: IndexSettings,
-                      typed: list[str] | None = None) -> dict:
+                      typed: list[str] | None = None,
+                      max_relationships: int | None = None) -> dict:
     """Return the bounded JSON schema of one extraction reply for a unit with ``names``.
 
     ``entities`` is an object with one required property per name of ``typed`` (default:
     every candidate name), in order, whose value is an entity type or ``OTHER``: the
     model classifies each of them once (no duplicates, no invented names, ~6 tokens
     each); :func:`extract_unit` leaves out the names whose type a cue already decides.
-    ``relationships`` is an array (``maxItems``) of source/target pairs (enums of the
+    ``relationships`` is an array (``maxItems``: ``max_relationships``, default
+    ``settings.max_relationships_per_unit``) of source/target pairs (enums of the
     candidates). With ``settings.llm_descriptions`` the model also writes each entity's
     and relationship's description (``maxLength``); otherwise descriptions are the
     evidence sentences of the text (:func:`first_sentence_with`, :func:`evidence_for`),
@@ -91,7 +95,8 @@ def extraction_schema(names: list[str], settings: IndexSettings,
         "properties": {
             "entities": {"type": "object", "properties": {n: entity_value for n in typed},
                          "required": list(typed), "additionalProperties": False},
-            "relationships": {"type": "array", "maxItems": settings.max_relationships_per_unit,
+            "relationships": {"type": "array", "maxItems": max_relationships
+                              or settings.max_relationships_per_unit,
                               "items": {"type": "object", "properties": rel_props,
                                         "required": list(rel_props),
                                         "additionalProperties": False}},
@@ -399,6 +404,130 @@ def _cut(text: str, share: float) -> str:
     return (m.group(0) if m and len(m.group(0)) > len(head) // 2 else head).rstrip()
 
 
+@dataclass
+class _Unit:
+    """One text unit made ready for its extraction call (:func:`_prepare_unit`)."""
+
+    unit_id: str
+    text: str  # the unit's text (cut when the prompt did not fit the context)
+    shown: str  # title and text: what descriptions, evidence and cues come from
+    names: list[str]  # candidate names, in prompt order
+    cues: dict[str, str]  # :func:`_unit_cues`
+    cued: dict[str, str]  # name -> its cue's type: not asked of the model
+    prompt_text: str  # what the call shows of the unit (title, named sentences)
+    failures: list[dict]  # of the open-extraction call, if any
+
+
+def _prepare_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
+                  counts: Counter, vocabulary: Counter[str] | None, title: str | None,
+                  ) -> _Unit | list[dict]:
+    """The candidates, cues and shown text of one unit, the text cut until the unit's own
+    call fits the model's context (see :func:`extract_unit`); the failure rows of its
+    open-extraction call instead when the unit has no candidate name."""
+    template = extraction_template(settings.llm_descriptions)
+    types = ", ".join(settings.entity_types)
+    for _ in range(6):  # the prompt must fit the model's context: cut the text if not
+        cands, failures = unit_candidates(llm, unit_id, text, settings, counts, vocabulary,
+                                          title)
+        names = [c.name for c in cands]
+        if not names:
+            counts["units_without_names"] += 1
+            return failures
+        shown = f"{title}\n\n{text}" if title else text
+        cues = _unit_cues(names, shown, {c.name: c.hint for c in cands if c.hint},
+                          settings.entity_types)
+        cued: dict[str, str] = {}  # name -> the type its cue gives: not asked of the model
+        if not settings.type_cued_names and not settings.llm_descriptions:
+            cued = {n: cue for n in names if (cue := cues[" ".join(n.split())])}
+        prompt_text = (named_sentences(text, names) if settings.extraction_text
+                       == "named_sentences" else text)
+        prompt_text = f"{title}\n\n{prompt_text}" if title else prompt_text
+        unit = _Unit(unit_id, text, shown, names, cues, cued, prompt_text, failures)
+        schema = extraction_schema(names, settings, [n for n in names if n not in cued])
+        room = prompt_room(llm, template, reply_token_bound(schema) or template.max_tokens,
+                           types=types, names=", ".join(names), text=prompt_text)
+        if room is None or room >= 0 or len(text) < 200:
+            return unit
+        counts["units_cut_to_fit_context"] += 1
+        text = _cut(text, 0.75)
+    return unit
+
+
+def pack_label(k: int) -> str:
+    """The label of the ``k``-th unit (from 0) of a packed call: in front of its text in
+    the prompt, and the key of its relationships in the reply."""
+    return f"[{k + 1}]"
+
+
+def unit_schema(units: list[_Unit], settings: IndexSettings) -> dict:
+    """The reply schema of one extraction call for ``units``: :func:`extraction_schema`
+    for one unit; for several (a packed call), the type of every distinct name once (the
+    names cued in every unit that has them not asked) and ``relationships`` an object
+    with one array per unit (key :func:`pack_label`), each of its own names' pairs only
+    and ``max_relationships_per_unit`` long, so no relationship can join two units."""
+    names = list(dict.fromkeys(n for u in units for n in u.names))
+    typed = [n for n in names if not all(n in u.cued for u in units if n in u.names)]
+    schema = extraction_schema(names, settings, typed)
+    if len(units) > 1:
+        per_unit = {pack_label(k): extraction_schema(u.names, settings)["properties"]
+                    ["relationships"] for k, u in enumerate(units)}
+        schema["properties"]["relationships"] = {
+            "type": "object", "properties": per_unit, "required": list(per_unit),
+            "additionalProperties": False}
+    return schema
+
+
+def _call_units(llm: CachedLLM, units: list[_Unit], settings: IndexSettings,
+                counts: Counter) -> tuple[dict | None, dict | None]:
+    """One extraction call for ``units`` (one, or several packed: :func:`extract_pack`)
+    under :func:`unit_schema`, each packed unit's text after its :func:`pack_label`.
+    Returns :func:`kgloom.llm.structured_call`'s (reply, failure row)."""
+    names = list(dict.fromkeys(n for u in units for n in u.names))
+    text = units[0].prompt_text if len(units) == 1 else PACK_SEPARATOR.join(
+        f"{pack_label(k)} {u.prompt_text}" for k, u in enumerate(units))
+    return structured_call(llm, extraction_template(settings.llm_descriptions), STAGE,
+                           units[0].unit_id, settings.seed, schema=unit_schema(units, settings),
+                           types=", ".join(settings.entity_types), names=", ".join(names),
+                           text=text)
+
+
+def _finish_unit(llm: CachedLLM, unit: _Unit, obj: dict, settings: IndexSettings,
+                 counts: Counter) -> tuple[list[dict], list[dict], list[dict]]:
+    """Mention rows of one unit from the reply ``obj`` of its call (only its own names and
+    the relationships between them), then its gleaning rounds and co-mention edges."""
+    names, cued, text, unit_id = unit.names, unit.cued, unit.text, unit.unit_id
+    failures = list(unit.failures)
+    counts["names_typed_by_cues_only"] += sum(n not in obj.get("entities", {}) for n in cued)
+    replied = obj.get("entities", {})
+    obj = {**obj, "entities": {n: replied[n] if n in replied else cued[n]
+                               for n in names if n in replied or n in cued}}
+    ents, rels = _parse_reply(obj, unit_id, unit.shown, counts, set(names), unit.cues)
+    entity_names = [e["title"] for e in ents]
+    for round_no in range(settings.max_gleanings if len(ents) >= 2 else 0):
+        found = "; ".join(f"{r['source']} - {r['target']}" for r in rels) or "(none)"
+        glean, failure = structured_call(
+            llm, GLEANING_TEMPLATE, STAGE, f"{unit_id}#glean{round_no + 1}", settings.seed,
+            schema=gleaning_schema(entity_names, settings), names=", ".join(entity_names),
+            found=found, text=text)
+        if glean is None:
+            failures += [failure] if failure else []
+            break
+        known = {(r["source"], r["target"]) for r in rels}
+        more = [r for r in _parse_relationships(glean, unit_id, {n: 1 for n in entity_names},
+                                                counts, text)
+                if (r["source"], r["target"]) not in known]
+        counts["gleaned_relationships"] += len(more)
+        rels += more
+        if not more:
+            break
+    if len(ents) >= 2 and settings.co_mention_edges:
+        extra = _co_mentions(unit_id, [e["title"] for e in ents], text,
+                             settings.co_mention_strength, rels)
+        counts["co_mention_edges"] += len(extra)
+        rels += extra
+    return ents, rels, failures
+
+
 def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettings,
                  counts: Counter, vocabulary: Counter[str] | None = None,
                  title: str | None = None,
@@ -415,67 +544,121 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
     the candidates are taken from what is shown (counted in
     ``units_cut_to_fit_context``).
     """
+    unit = _prepare_unit(llm, unit_id, text, settings, counts, vocabulary, title)
+    if not isinstance(unit, _Unit):
+        return [], [], unit
+    return _extract_prepared(llm, unit, settings, counts)
+
+
+PACK_SEPARATOR = "\n\n"  # between the texts of the units of one packed call
+
+
+def extract_pack(llm: CachedLLM, rows: list[tuple[str, str, str | None]],
+                 settings: IndexSettings, counts: Counter,
+                 vocabulary: Counter[str] | None = None, nameless: set[str] | None = None,
+                 ) -> list[tuple[list[dict], list[dict], list[dict]]]:
+    """Extract several short text units in as few calls as their names allow.
+
+    ``rows``: (unit id, text, title or None) of consecutive short units
+    (:func:`pack_units`). Each unit's candidates, cues and shown text are prepared as
+    for :func:`extract_unit`; the units with names are then taken in order into calls of
+    at most :data:`kgloom.names.candidates.MAX_CANDIDATES` distinct names (the size of a
+    one-unit reply). A call shows the units' texts one after the other, each after its
+    :func:`pack_label`, asks the type of every name once, and the relationships of each
+    unit in an array of its own (:func:`unit_schema`: its own names only, so the model
+    cannot join two units). Each unit takes the types of its own names and its own
+    array. A packed call that fails (bad reply twice) or does not fit the context falls
+    back to one call per unit (``packs_split_after_failure`` /
+    ``packs_split_to_fit_context``), so packing loses no unit.
+
+    Returns:
+        per row, in order, what :func:`extract_unit` returns for it; the ids of the
+        units with no candidate name are added to ``nameless`` when given.
+    """
+    results: list[tuple[list[dict], list[dict], list[dict]]] = [([], [], [])] * len(rows)
+    ready: list[tuple[int, _Unit]] = []
+    for i, (unit_id, text, title) in enumerate(rows):
+        unit = _prepare_unit(llm, unit_id, text, settings, counts, vocabulary, title)
+        if isinstance(unit, _Unit):
+            ready.append((i, unit))
+        else:
+            results[i] = ([], [], unit)
+            if nameless is not None:
+                nameless.add(unit_id)
+    packs: list[list[tuple[int, _Unit]]] = []
+    for item in ready:
+        names = {n for _, u in packs[-1] for n in u.names} if packs else set()
+        if packs and len(names | set(item[1].names)) <= MAX_CANDIDATES:
+            packs[-1].append(item)
+        else:
+            packs.append([item])
+    for pack in packs:
+        calls = [pack]
+        if len(pack) > 1 and not _pack_fits(llm, [u for _, u in pack], settings):
+            counts["packs_split_to_fit_context"] += 1
+            calls = [[item] for item in pack]
+        for call in calls:
+            units = [u for _, u in call]
+            obj, failure = _call_units(llm, units, settings, counts)
+            if obj is None and len(units) > 1:
+                counts["packs_split_after_failure"] += 1
+                for i, u in call:
+                    results[i] = _extract_prepared(llm, u, settings, counts)
+                continue
+            if obj is None:
+                i, u = call[0]
+                results[i] = ([], [], u.failures + ([failure] if failure else []))
+                continue
+            if len(units) > 1:
+                counts["packed_calls"] += 1
+                counts["packed_units"] += len(units)
+            for k, (i, u) in enumerate(call):
+                mine = obj["relationships"][pack_label(k)] if len(units) > 1 else \
+                    obj["relationships"]
+                results[i] = _finish_unit(llm, u, {**obj, "relationships": mine}, settings,
+                                          counts)
+    return results
+
+
+def _pack_fits(llm: CachedLLM, units: list[_Unit], settings: IndexSettings) -> bool:
+    """Whether one packed call of ``units`` (prompt and longest reply) fits the context."""
     template = extraction_template(settings.llm_descriptions)
-    types = ", ".join(settings.entity_types)
-    failures: list[dict] = []
-    for _ in range(6):  # the prompt must fit the model's context: cut the text if not
-        cands, failures = unit_candidates(llm, unit_id, text, settings, counts, vocabulary,
-                                          title)
-        names = [c.name for c in cands]
-        if not names:
-            counts["units_without_names"] += 1
-            return [], [], failures
-        shown = f"{title}\n\n{text}" if title else text
-        cues = _unit_cues(names, shown, {c.name: c.hint for c in cands if c.hint},
-                          settings.entity_types)
-        cued: dict[str, str] = {}  # name -> the type its cue gives: not asked of the model
-        if not settings.type_cued_names and not settings.llm_descriptions:
-            cued = {n: cue for n in names if (cue := cues[" ".join(n.split())])}
-        typed = [n for n in names if n not in cued]
-        prompt_text = (named_sentences(text, names) if settings.extraction_text
-                       == "named_sentences" else text)
-        prompt_text = f"{title}\n\n{prompt_text}" if title else prompt_text
-        schema = extraction_schema(names, settings, typed)
-        room = prompt_room(llm, template, reply_token_bound(schema) or template.max_tokens,
-                           types=types, names=", ".join(names), text=prompt_text)
-        if room is None or room >= 0 or len(text) < 200:
-            break
-        counts["units_cut_to_fit_context"] += 1
-        text = _cut(text, 0.75)
-    obj, failure = structured_call(llm, template, STAGE, unit_id, settings.seed,
-                                   schema=schema, types=types, names=", ".join(names),
-                                   text=prompt_text)
+    names = list(dict.fromkeys(n for u in units for n in u.names))
+    room = prompt_room(llm, template, reply_token_bound(unit_schema(units, settings))
+                       or template.max_tokens, types=", ".join(settings.entity_types),
+                       names=", ".join(names), text=PACK_SEPARATOR.join(
+                           f"{pack_label(k)} {u.prompt_text}" for k, u in enumerate(units)))
+    return room is None or room >= 0
+
+
+def _extract_prepared(llm: CachedLLM, unit: _Unit, settings: IndexSettings,
+                      counts: Counter) -> tuple[list[dict], list[dict], list[dict]]:
+    """:func:`extract_unit` of a prepared unit: its own call, then its mention rows."""
+    obj, failure = _call_units(llm, [unit], settings, counts)
     if obj is None:
-        return [], [], failures + ([failure] if failure else [])
-    counts["names_typed_by_cues_only"] += len(cued)
-    replied = obj.get("entities", {})
-    obj = {**obj, "entities": {n: replied[n] if n in replied else cued[n]
-                               for n in names if n in replied or n in cued}}
-    ents, rels = _parse_reply(obj, unit_id, shown, counts, set(names), cues)
-    entity_names = [e["title"] for e in ents]
-    for round_no in range(settings.max_gleanings if len(ents) >= 2 else 0):
-        found = "; ".join(f"{r['source']} - {r['target']}" for r in rels) or "(none)"
-        obj, failure = structured_call(
-            llm, GLEANING_TEMPLATE, STAGE, f"{unit_id}#glean{round_no + 1}", settings.seed,
-            schema=gleaning_schema(entity_names, settings), names=", ".join(entity_names),
-            found=found, text=text)
-        if obj is None:
-            failures += [failure] if failure else []
-            break
-        known = {(r["source"], r["target"]) for r in rels}
-        more = [r for r in _parse_relationships(obj, unit_id, {n: 1 for n in entity_names},
-                                                counts, text)
-                if (r["source"], r["target"]) not in known]
-        counts["gleaned_relationships"] += len(more)
-        rels += more
-        if not more:
-            break
-    if len(ents) >= 2 and settings.co_mention_edges:
-        extra = _co_mentions(unit_id, [e["title"] for e in ents], text,
-                             settings.co_mention_strength, rels)
-        counts["co_mention_edges"] += len(extra)
-        rels += extra
-    return ents, rels, failures
+        return [], [], unit.failures + ([failure] if failure else [])
+    return _finish_unit(llm, unit, obj, settings, counts)
+
+
+def pack_units(n_tokens: list[int], budget: int) -> list[list[int]]:
+    """Group row positions into packs for :func:`extract_pack`: consecutive rows of at
+    most ``budget`` chunking tokens together while their sum stays within ``budget``;
+    every longer row alone. ``budget`` 0: every row alone (today's one call per unit).
+    Deterministic in the rows' order, so a rerun over the same units asks the same calls
+    (the LLM cache answers them).
+
+    Example: ``pack_units([60, 50, 700, 90, 90, 90], 200)`` -> ``[[0, 1], [2], [3, 4], [5]]``.
+    """
+    packs: list[list[int]] = []
+    size = 0
+    for i, n in enumerate(n_tokens):
+        if budget and n <= budget and packs and size and size + n <= budget:
+            packs[-1].append(i)
+            size += n
+        else:
+            packs.append([i])
+            size = n if budget and n <= budget else 0
+    return packs
 
 
 def vote_types(mentions: list[dict], counts: Counter) -> None:
@@ -553,21 +736,44 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
     titles = record_titles(documents) if settings.title_candidates else {}
     rows = list(text_units.select("id", "text", "document_id", "chunk_index")
                 .iter_rows(named=True))
+    budget = settings.extraction_pack_tokens
+    n_tokens = ([0] * total if not budget else text_units["n_tokens"].to_list()
+                if "n_tokens" in text_units.columns
+                else [default_tokenizer().count(t) for t in text_units["text"]])
+    packs = pack_units(n_tokens, budget)
+    done = [0]  # units finished, for ``progress`` (the map counts packs)
+    lock = threading.Lock()
 
-    def one(row: dict) -> tuple[tuple[list[dict], list[dict], list[dict]], Counter]:
-        own: Counter[str] = Counter()  # per unit: the calls run in threads
-        title = titles.get(row["document_id"]) if row["chunk_index"] == 0 else None
-        return extract_unit(llm, row["id"], row["text"], settings, own, vocabulary,
-                            title), own
+    def one(pack: list[int]) -> tuple[list[tuple[list[dict], list[dict], list[dict]]],
+                                      list[bool], Counter]:
+        own: Counter[str] = Counter()  # per pack: the calls run in threads
+        items = [(rows[i]["id"], rows[i]["text"], titles.get(rows[i]["document_id"])
+                  if rows[i]["chunk_index"] == 0 else None) for i in pack]
+        nameless: set[str] = set()
+        if len(items) == 1:
+            out = [extract_unit(llm, *items[0][:2], settings, own, vocabulary, items[0][2])]
+            nameless = {items[0][0]} if own["units_without_names"] else set()
+        else:
+            out = extract_pack(llm, items, settings, own, vocabulary, nameless)
+        with lock:
+            done[0] += len(pack)
+        return out, [item[0] in nameless for item in items], own
 
-    for row, ((e, r, f), own) in zip(rows, llm.map(one, rows, progress)):
+    def units_done(_packs_done: int, _packs: int) -> None:
+        if progress:
+            progress(done[0], total)
+
+    per_unit: list[tuple[tuple[list[dict], list[dict], list[dict]], bool]] = []
+    for pack_out, pack_nameless, own in llm.map(one, packs, units_done):
         counts.update(own)
+        per_unit += list(zip(pack_out, pack_nameless))
+    for row, ((e, r, f), nameless) in zip(rows, per_unit):
         ents += e
         rels += r
         fails += f
         failed = bool(f) and not e
         counts["units_failed"] += failed
-        no_names = own["units_without_names"] > 0 and not failed
+        no_names = nameless and not failed
         status.append({"text_unit_id": row["id"], "entities": len(e), "relationships": len(r),
                        "status": "failed" if failed else "no_names" if no_names
                        else "extracted"})
