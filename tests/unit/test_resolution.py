@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import polars as pl
 import pytest
@@ -473,3 +475,31 @@ def test_the_carol_fixture_ids_are_the_entities_stage_ids():
     fixture = build_carol_tables()["relationships"]
     assert (sorted(zip(rels["source_id"], rels["target_id"], rels["id"]))
             == sorted(zip(fixture["source_id"], fixture["target_id"], fixture["id"])))
+
+
+def test_embedding_merges_do_not_depend_on_the_search_block():
+    # 300 groups in 60 tight clusters: every block size, down to one row, finds the same
+    # merges (the search's memory is bounded by its block, its result is not)
+    from kgloom.graph.resolution import _Key, _merge_embeddings, _UnionFind
+
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(60, 16))
+    names = [f"Name {i:03d}" for i in range(300)]
+    vectors = {n: (centres[i % 60] + rng.normal(scale=0.05, size=16)).tolist()
+               for i, n in enumerate(names)}
+    embed = _fake_embed(vectors)
+
+    def merged(block_cells: int) -> list[set[str]]:
+        keys = {n: _Key(n.lower().split(), Counter({n: 1}), [P], [(i, "a person")])
+                for i, n in enumerate(names)}
+        uf = _UnionFind(names)
+        _merge_embeddings(keys, uf, embed, 0.95, block_cells=block_cells)
+        groups: dict[str, set[str]] = {}
+        for n in names:
+            groups.setdefault(uf.find(n), set()).add(n)
+        return sorted(groups.values(), key=min)
+
+    whole = merged(300 * 300)
+    assert 60 <= len(whole) < 300  # the clusters merged
+    for cells in (1, 299, 300 * 7):
+        assert merged(cells) == whole
