@@ -135,8 +135,10 @@ def _example_reply(llm_descriptions: bool) -> str:
 
 _SYSTEM = ("You build a knowledge graph from a text. You answer with JSON only: the type of "
            "each name found in the text, and the relationships between the entities.")
+# no list of the names: the reply's keys are the names, forced by the schema, so the model
+# reads each one just before it types it (the list cost a fifth of a pool passage's
+# prompt tokens; docs/scale.md)
 _USER = ("Entity types: {types} (OTHER: not an entity)\n"
-         "Names found in the text: {names}\n"
          "Text:\n\"\"\"\n{text}\n\"\"\"\n"
          "Give each name its entity type, or OTHER when it is not a person, organization, "
          "location or event. Then list how the entities are related in this text.")
@@ -150,7 +152,7 @@ def extraction_template(llm_descriptions: bool) -> PromptTemplate:
         schema={},  # per unit: see extraction_schema
         max_tokens=700 if llm_descriptions else 400,
         examples=((_USER.format(types="PERSON, ORGANIZATION, LOCATION, EVENT",
-                                names=", ".join(_EXAMPLE_NAMES), text=_EXAMPLE_TEXT),
+                                text=_EXAMPLE_TEXT),
                    _example_reply(llm_descriptions)),),
     )
 
@@ -445,7 +447,7 @@ def _prepare_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSettin
         unit = _Unit(unit_id, text, shown, names, cues, cued, prompt_text, failures)
         schema = extraction_schema(names, settings, [n for n in names if n not in cued])
         room = prompt_room(llm, template, reply_token_bound(schema) or template.max_tokens,
-                           types=types, names=", ".join(names), text=prompt_text)
+                           types=types, text=prompt_text)
         if room is None or room >= 0 or len(text) < 200:
             return unit
         counts["units_cut_to_fit_context"] += 1
@@ -482,13 +484,11 @@ def _call_units(llm: CachedLLM, units: list[_Unit], settings: IndexSettings,
     """One extraction call for ``units`` (one, or several packed: :func:`extract_pack`)
     under :func:`unit_schema`, each packed unit's text after its :func:`pack_label`.
     Returns :func:`kgloom.llm.structured_call`'s (reply, failure row)."""
-    names = list(dict.fromkeys(n for u in units for n in u.names))
     text = units[0].prompt_text if len(units) == 1 else PACK_SEPARATOR.join(
         f"{pack_label(k)} {u.prompt_text}" for k, u in enumerate(units))
     return structured_call(llm, extraction_template(settings.llm_descriptions), STAGE,
                            units[0].unit_id, settings.seed, schema=unit_schema(units, settings),
-                           types=", ".join(settings.entity_types), names=", ".join(names),
-                           text=text)
+                           types=", ".join(settings.entity_types), text=text)
 
 
 def _finish_unit(llm: CachedLLM, unit: _Unit, obj: dict, settings: IndexSettings,
@@ -623,10 +623,9 @@ def extract_pack(llm: CachedLLM, rows: list[tuple[str, str, str | None]],
 def _pack_fits(llm: CachedLLM, units: list[_Unit], settings: IndexSettings) -> bool:
     """Whether one packed call of ``units`` (prompt and longest reply) fits the context."""
     template = extraction_template(settings.llm_descriptions)
-    names = list(dict.fromkeys(n for u in units for n in u.names))
     room = prompt_room(llm, template, reply_token_bound(unit_schema(units, settings))
                        or template.max_tokens, types=", ".join(settings.entity_types),
-                       names=", ".join(names), text=PACK_SEPARATOR.join(
+                       text=PACK_SEPARATOR.join(
                            f"{pack_label(k)} {u.prompt_text}" for k, u in enumerate(units)))
     return room is None or room >= 0
 
