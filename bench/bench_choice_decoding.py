@@ -36,7 +36,7 @@ from bench.stamp import load_average, save_result  # noqa: E402
 from kgloom.config import IndexSettings  # noqa: E402
 from kgloom.extraction.evidence import record_title  # noqa: E402
 from kgloom.extraction.extract import extract_unit  # noqa: E402
-from kgloom.llm import Completion, open_llm  # noqa: E402
+from kgloom.llm import CachedLLM, Completion, open_llm  # noqa: E402
 
 VARIANTS = ("grammar", "choice")
 
@@ -67,21 +67,16 @@ def summary(calls: list[Completion], wall: float, n: int) -> dict:
             "reply_seconds": round(sum(c.generation_seconds for c in calls), 2)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", choices=("pool", "book"), default="pool")
-    ap.add_argument("--units", type=int, default=30)
-    ap.add_argument("--start", type=int, default=0)
-    ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "choice_decoding.json"))
-    args = ap.parse_args()
-
-    units = units_of(args.corpus, args.start, args.units)
-    settings = IndexSettings()
-    calls: dict[str, list[Completion]] = {v: [] for v in VARIANTS}
-    llms = {}
-    work = Path(tempfile.mkdtemp(prefix="kgloom-choice-"))
-    for v in VARIANTS:
-        llm = open_llm(work / f"{v}.sqlite", choice_decoding=v == "choice")
+def logged_llms(variants: dict[str, dict], prefix: str
+                ) -> tuple[dict[str, CachedLLM], dict[str, list[Completion]]]:
+    """One real-model LLM per variant (``open_llm`` with that variant's keyword
+    arguments), each behind its own empty cache in a new temporary folder; every reply a
+    variant's backend gives is appended to its list of completions."""
+    calls: dict[str, list[Completion]] = {v: [] for v in variants}
+    llms: dict[str, CachedLLM] = {}
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    for v, kwargs in variants.items():
+        llm = open_llm(work / f"{v}.sqlite", **kwargs)
         backend = llm.backend
         complete = backend.complete  # type: ignore[union-attr]
 
@@ -92,6 +87,21 @@ def main() -> None:
 
         backend.complete = logged  # type: ignore[union-attr]
         llms[v] = llm
+    return llms, calls
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", choices=("pool", "book"), default="pool")
+    ap.add_argument("--units", type=int, default=30)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "choice_decoding.json"))
+    args = ap.parse_args()
+
+    units = units_of(args.corpus, args.start, args.units)
+    settings = IndexSettings()
+    llms, calls = logged_llms({v: {"choice_decoding": v == "choice"} for v in VARIANTS},
+                              "kgloom-choice-")
     load_before = load_average()
     wall: Counter[str] = Counter()
     found: dict[str, list[dict]] = {v: [] for v in VARIANTS}

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,11 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.bench_choice_decoding import summary, units_of  # noqa: E402
+from bench.bench_choice_decoding import logged_llms, summary, units_of  # noqa: E402
 from bench.stamp import load_average, save_result  # noqa: E402
 from kgloom.config import IndexSettings  # noqa: E402
 from kgloom.extraction.extract import extract_pack, extract_unit, pack_units  # noqa: E402
-from kgloom.llm import Completion, open_llm  # noqa: E402
 from kgloom.tokenizer import default_tokenizer  # noqa: E402
 
 VARIANTS = ("alone", "packed")
@@ -85,21 +83,7 @@ def main() -> None:
     n_tokens = [tok.count(t) for t, _ in units]
     alone_settings = IndexSettings()
     packed_settings = IndexSettings(extraction_pack_tokens=args.budget)
-    calls: dict[str, list[Completion]] = {v: [] for v in VARIANTS}
-    llms = {}
-    work = Path(tempfile.mkdtemp(prefix="kgloom-packs-"))
-    for v in VARIANTS:
-        llm = open_llm(work / f"{v}.sqlite")
-        backend = llm.backend
-        complete = backend.complete  # type: ignore[union-attr]
-
-        def logged(*a, _complete=complete, _v=v, **kw):
-            reply = _complete(*a, **kw)
-            calls[_v].append(reply)
-            return reply
-
-        backend.complete = logged  # type: ignore[union-attr]
-        llms[v] = llm
+    llms, calls = logged_llms({v: {} for v in VARIANTS}, "kgloom-packs-")
     load_before = load_average()
     wall: Counter[str] = Counter()
     counts: Counter[str] = Counter()
