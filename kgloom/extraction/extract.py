@@ -736,9 +736,12 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
     rows = list(text_units.select("id", "text", "document_id", "chunk_index")
                 .iter_rows(named=True))
     budget = settings.extraction_pack_tokens
-    n_tokens = ([0] * total if not budget else text_units["n_tokens"].to_list()
-                if "n_tokens" in text_units.columns
-                else [default_tokenizer().count(t) for t in text_units["text"]])
+    if not budget:  # one unit per call: no need to count
+        n_tokens = [0] * total
+    elif "n_tokens" in text_units.columns:
+        n_tokens = text_units["n_tokens"].to_list()
+    else:
+        n_tokens = [default_tokenizer().count(t) for t in text_units["text"]]
     packs = pack_units(n_tokens, budget)
     done = [0]  # units finished, for ``progress`` (the map counts packs)
     lock = threading.Lock()
@@ -749,11 +752,7 @@ def extract_graph(text_units: pl.DataFrame, llm: CachedLLM, settings: IndexSetti
         items = [(rows[i]["id"], rows[i]["text"], titles.get(rows[i]["document_id"])
                   if rows[i]["chunk_index"] == 0 else None) for i in pack]
         nameless: set[str] = set()
-        if len(items) == 1:
-            out = [extract_unit(llm, *items[0][:2], settings, own, vocabulary, items[0][2])]
-            nameless = {items[0][0]} if own["units_without_names"] else set()
-        else:
-            out = extract_pack(llm, items, settings, own, vocabulary, nameless)
+        out = extract_pack(llm, items, settings, own, vocabulary, nameless)  # 1 unit: 1 call
         with lock:
             done[0] += len(pack)
         return out, [item[0] in nameless for item in items], own
