@@ -78,6 +78,12 @@ BENCHES: dict[str, Bench] = {
         "one call per unit: paired pool passages, seconds and agreement", True,
         ("pack_extraction*.json",),
         (("speedup", "speedup"), ("same names", "agreement.same_entity_names"))),
+    "model_weights": Bench(
+        "bench_model_weights.py", "the bundled GGUF's Q4_1 weights against the same weights "
+        "converted (F16, BF16, Q8_0, Q4_0): paired extraction calls, seconds and agreement",
+        True, ("model_weights*.json",),
+        (("F16 speedup", "variants.f16.speedup"), ("BF16 speedup", "variants.bf16.speedup"),
+         ("BF16 same names", "variants.bf16.agreement_with_baseline.same_entity_names"))),
     "quality": Bench(
         "bench_quality.py", "extraction quality with the real model: book gold set, "
         "2Wiki titles, multilingual suite", True, ("quality-*.json",),

@@ -44,14 +44,17 @@ from kgloom.tokenizer import default_tokenizer  # noqa: E402
 VARIANTS = ("alone", "packed")
 
 
-def _found(result: tuple[list[dict], list[dict], list[dict]]) -> dict:
+def found_in(result: tuple[list[dict], list[dict], list[dict]]) -> dict:
     ents, rels, _ = result
     return {"types": {e["title"]: e["type"] for e in ents},
             "rels": {(r["source"], r["target"]) for r in rels if r["kind"] == "extracted"}}
 
 
-def agreement(alone: list[dict], packed: list[dict]) -> dict:
-    """How ``packed``'s per-unit findings agree with ``alone``'s (lists of :func:`_found`)."""
+def agreement(alone: list[dict], packed: list[dict],
+              labels: tuple[str, str] = ("alone", "packed")) -> dict:
+    """How ``packed``'s per-unit findings agree with ``alone``'s (lists of :func:`found_in`);
+    ``labels`` name the two in the keys."""
+    a_name, p_name = labels
     both = [(a, p) for a, p in zip(alone, packed)]
     shared = [(a["types"][n], p["types"][n]) for a, p in both
               for n in set(a["types"]) & set(p["types"])]
@@ -59,13 +62,14 @@ def agreement(alone: list[dict], packed: list[dict]) -> dict:
     return {
         "units": len(both),
         "same_entity_names": sum(set(a["types"]) == set(p["types"]) for a, p in both),
-        "entities": {"alone": sum(len(a["types"]) for a, _ in both),
-                     "packed": sum(len(p["types"]) for _, p in both)},
+        "entities": {a_name: sum(len(a["types"]) for a, _ in both),
+                     p_name: sum(len(p["types"]) for _, p in both)},
         "shared_entity_names": len(shared),
         "same_type": sum(x == y for x, y in shared),
-        "extracted_relationships": {"alone": rel_alone,
-                                    "packed": sum(len(p["rels"]) for _, p in both)},
-        "alone_relationships_kept_by_packed": sum(len(a["rels"] & p["rels"]) for a, p in both),
+        "extracted_relationships": {a_name: rel_alone,
+                                    p_name: sum(len(p["rels"]) for _, p in both)},
+        f"{a_name}_relationships_kept_by_{p_name}": sum(len(a["rels"] & p["rels"])
+                                                        for a, p in both),
     }
 
 
@@ -102,7 +106,7 @@ def main() -> None:
                     out += extract_pack(llms[v], [rows[j] for j in pack], packed_settings,
                                         counts)
             wall[v] += time.perf_counter() - start
-            found[v] += [_found(r) for r in out]
+            found[v] += [found_in(r) for r in out]
         print(f"{block[-1] + 1}/{len(units)} alone {wall['alone']:.0f} s, packed "
               f"{wall['packed']:.0f} s", flush=True)
     result = {

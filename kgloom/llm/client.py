@@ -18,7 +18,14 @@ from kgloom.llm.backend import Completion, LLMBackend
 from kgloom.llm.cache import LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.llm.llamacpp import LlamaCppBackend
-from kgloom.llm.model_files import SMOLLM2_SHA256, default_gguf_path, verify_model_file
+from kgloom.llm.model_files import (
+    SMOLLM2_SHA256,
+    converted_gguf,
+    default_gguf_path,
+    model_identity,
+    resolve_weights,
+    verify_model_file,
+)
 from kgloom.llm.stage_stats import StageStats
 
 T = TypeVar("T")
@@ -156,7 +163,8 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
              temperature: float = 0.0, expected_sha256: str | None = None,
              concurrency: int = 1, fake_delay_s: float = 0.0, n_batch: int = 512,
              n_ubatch: int = 512, flash_attn: bool = False,
-             grammar_first: bool = True, choice_decoding: bool = True) -> CachedLLM:
+             grammar_first: bool = True, choice_decoding: bool = True,
+             weights: str = "auto") -> CachedLLM:
     """Open a model behind the cache in ``cache_path``, with no Dagster import (the one
     way the pipeline's LLM resource and the query side load a model).
 
@@ -171,12 +179,19 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
         fake_delay_s: seconds each fake call sleeps (crash and concurrency tests).
         n_batch / n_ubatch / flash_attn / grammar_first / choice_decoding: see
             :class:`LlamaCppBackend`.
+        weights: how the GGUF's weights are stored when loaded
+            (:func:`kgloom.llm.model_files.resolve_weights`: "auto", "file", "f16",
+            "bf16", "q8_0", "q4_0"); a converted copy is made once by
+            :func:`kgloom.llm.model_files.converted_gguf`.
 
     Returns:
-        a :class:`CachedLLM` (model id = the GGUF's SHA-256, or ``fake-llm``).
+        a :class:`CachedLLM` (model id = the GGUF's SHA-256, ``+<weights>`` when
+        converted: :func:`kgloom.llm.model_files.model_identity`; or ``fake-llm``).
 
     Raises:
-        ModelFileError: a missing, unreadable or wrong model file (before loading it).
+        ModelFileError: a missing, unreadable or wrong model file (before loading it),
+            or a conversion that fails.
+        ValueError: an unknown ``weights``.
     """
     cache = LLMCache(cache_path)
     if fake:
@@ -184,11 +199,14 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
                          concurrency=concurrency)
     path = Path(model_path) if model_path else default_gguf_path()
     expected = expected_sha256 or (None if model_path else SMOLLM2_SHA256)
-    model_id = verify_model_file(path, expected)
-    backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers,
+    digest = verify_model_file(path, expected)
+    kind = resolve_weights(weights, bundled=not model_path)
+    backend = LlamaCppBackend(converted_gguf(path, digest, kind), n_ctx=n_ctx,
+                              n_threads=n_threads, n_gpu_layers=n_gpu_layers,
                               temperature=temperature, n_batch=n_batch, n_ubatch=n_ubatch,
                               flash_attn=flash_attn, grammar_first=grammar_first,
                               choice_decoding=choice_decoding)
     # cast: tenacity types a @retry method as a _RetryDecorated protocol without
     # __get__, so pyright does not bind ``self`` and misses that complete fits LLMBackend
-    return CachedLLM(cast(LLMBackend, backend), cache, model_id, concurrency=concurrency)
+    return CachedLLM(cast(LLMBackend, backend), cache, model_identity(digest, kind),
+                     concurrency=concurrency)

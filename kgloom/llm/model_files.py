@@ -5,6 +5,8 @@ check every model file passes before it is loaded (no Dagster here).
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from pathlib import Path
 
 from kgloom.ids import file_sha256
@@ -73,3 +75,116 @@ def verify_model_file(path: str | Path, expected_sha256: str | None = None) -> s
         raise ModelFileError(
             f"model file {p} has SHA-256 {digest}, expected {expected_sha256}: {fix}")
     return digest
+
+
+# Weight types a GGUF can be converted to before loading (``llm.weights``), with their
+# llama.cpp file types (llama.h ``LLAMA_FTYPE_MOSTLY_*``). "file" loads the file as it is.
+WEIGHT_TYPES = {"f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16",
+                "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
+
+
+def resolve_weights(weights: str, bundled: bool) -> str:
+    """The weight type a model is loaded with: ``weights`` itself, except "auto": the
+    bundled model as BF16 where llama.cpp's CPU backend has AVX512-BF16, else F16 (both
+    measured faster than its Q4_1 file, ``bench/bench_model_weights.py``); any other
+    GGUF as it is ("file"), since its type was chosen by whoever made it.
+
+    Raises:
+        ValueError: an unknown ``weights``.
+    """
+    if weights == "auto":
+        if not bundled:
+            return "file"
+        import llama_cpp
+
+        info = llama_cpp.llama_print_system_info().decode(errors="replace")
+        return "bf16" if "AVX512_BF16 = 1" in info else "f16"
+    if weights != "file" and weights not in WEIGHT_TYPES:
+        raise ValueError(f"llm.weights must be auto, file or one of {', '.join(WEIGHT_TYPES)}; "
+                         f"got {weights!r}")
+    return weights
+
+
+def model_identity(digest: str, weights: str) -> str:
+    """The model's identity in cache keys and partition fingerprints: the GGUF's SHA-256,
+    followed by ``+<weights>`` when it runs converted (its replies can differ)."""
+    return digest if weights == "file" else f"{digest}+{weights}"
+
+
+def converted_dir() -> Path:
+    """Where converted GGUFs are kept: env ``KGLOOM_MODEL_CACHE``, else the user cache
+    folder (platformdirs: ``~/.cache/kgloom/models`` on Linux)."""
+    env = os.environ.get("KGLOOM_MODEL_CACHE")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("kgloom")) / "models"
+
+
+def converted_gguf(path: str | Path, digest: str, weights: str,
+                   folder: str | Path | None = None) -> Path:
+    """The GGUF ``path`` with its weights stored as ``weights`` (a key of
+    :data:`WEIGHT_TYPES`), converted once by llama.cpp's own quantizer
+    (``llama_model_quantize``, requantizing allowed) into ``folder`` and reused after.
+
+    Why: llama.cpp's CPU matrix kernels for F16, BF16, Q8_0 and Q4_0 use tiled
+    (llamafile) or repacked code paths that Q4_1 lacks; the bundled Q4_1 SmolLM2
+    evaluates prompts about 2x faster as F16 or BF16 (``bench/bench_model_weights.py``).
+    F16 and BF16 hold the Q4_1 values (scale x q + min, each a 16-bit float) to within
+    their rounding; Q8_0 and Q4_0 round them again.
+
+    Args:
+        path: the source GGUF (already verified).
+        digest: its SHA-256 (names the converted file).
+        weights: "f16", "bf16", "q8_0" or "q4_0"; "file" returns ``path`` unchanged.
+        folder: where to keep converted files; None: :func:`converted_dir`.
+
+    Returns:
+        the path of the converted GGUF (``<folder>/<digest[:16]>-<weights>.gguf``),
+        written to a temporary name and renamed, so a crash leaves no half file and two
+        processes converting at once each rename a whole one.
+
+    Raises:
+        ValueError: an unknown ``weights``.
+        ModelFileError: the folder cannot be written or llama.cpp fails to convert.
+    """
+    if weights == "file":
+        return Path(path)
+    if weights not in WEIGHT_TYPES:
+        raise ValueError(f"llm.weights must be file or one of {', '.join(WEIGHT_TYPES)}; "
+                         f"got {weights!r}")
+    out_dir = Path(folder) if folder is not None else converted_dir()
+    out = out_dir / f"{digest[:16]}-{weights}.gguf"
+    if out.is_file():
+        return out
+    import ctypes
+
+    import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{out.stem}-", suffix=".tmp")
+        os.close(fd)
+        os.chmod(tmp, 0o644)
+    except OSError as exc:
+        raise ModelFileError(f"cannot write the converted model into {out_dir} ({exc}): set "
+                             "KGLOOM_MODEL_CACHE to a writable folder, or llm.weights to "
+                             "'file'") from exc
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, WEIGHT_TYPES[weights])
+    params.allow_requantize = True
+    params.nthread = os.cpu_count() or 1
+    try:
+        with suppress_stdout_stderr(disable=False):
+            rc = llama_cpp.llama_model_quantize(str(path).encode(), tmp.encode(),
+                                                ctypes.pointer(params))
+        if rc != 0:
+            raise ModelFileError(f"llama.cpp could not convert {path} to {weights} (code {rc}); "
+                                 "set llm.weights to 'file' to load it as it is")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out

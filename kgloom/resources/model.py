@@ -15,6 +15,7 @@ from kgloom.llm import (
     verify_model_file,
 )
 from kgloom.llm.http import common_model
+from kgloom.llm.model_files import model_identity, resolve_weights
 from kgloom.settings import LLMSettings
 
 __all__ = ["CACHE_FILE", "NO_MODEL", "LLMResource"]
@@ -51,7 +52,8 @@ class LLMResource(dg.ConfigurableResource, LLMSettings):
         return Path(self.model_path) if self.model_path else default_gguf_path()
 
     def verify(self) -> str:
-        """Check the model before any work; return its identity: the GGUF's SHA-256, the
+        """Check the model before any work; return its identity: the GGUF's SHA-256
+        (``+<weights>`` when it is loaded converted, as :meth:`open` names it), the
         model the servers serve, or ``fake-llm``.
 
         Raises:
@@ -69,7 +71,8 @@ class LLMResource(dg.ConfigurableResource, LLMSettings):
                                 self.model)
         path = self.resolved_model_path()
         expected = self.expected_sha256 or (None if self.model_path else SMOLLM2_SHA256)
-        return verify_model_file(path, expected)
+        return model_identity(verify_model_file(path, expected),
+                              resolve_weights(self.weights, bundled=not self.model_path))
 
     def index_model_id(self, method: str) -> str:
         """The model identity an index built with ``method`` depends on: :data:`NO_MODEL`

@@ -191,9 +191,9 @@ FAKE_MODEL_NOTICE = (
 
 def model_notice(model_id: str) -> str | None:
     """What an answer must say about the model that wrote it: :data:`DEMO_MODEL_NOTICE`
-    for the bundled SmolLM2-135M (its SHA-256 as model id), :data:`FAKE_MODEL_NOTICE`
-    for the fake model, else None."""
-    if model_id == SMOLLM2_SHA256:
+    for the bundled SmolLM2-135M (its SHA-256 as model id, with any ``+<weights>``),
+    :data:`FAKE_MODEL_NOTICE` for the fake model, else None."""
+    if model_id.split("+")[0] == SMOLLM2_SHA256:
         return DEMO_MODEL_NOTICE
     if model_id == "fake-llm":
         return FAKE_MODEL_NOTICE
