@@ -39,7 +39,8 @@ from bench.stamp import load_average
 
 def floor_settings(summary: dict | None = None, threads: int = 0) -> dict:
     """The llama.cpp settings the floor runs with: ``n_ctx``, ``n_batch``, ``n_ubatch``,
-    ``flash_attn`` and ``n_threads`` (an int), and ``threads_from`` (where the thread
+    ``flash_attn``, ``weights`` (``llm.weights``, as the index resolved it) and
+    ``n_threads`` (an int), and ``threads_from`` (where the thread
     count came from).
 
     Args:
@@ -54,7 +55,7 @@ def floor_settings(summary: dict | None = None, threads: int = 0) -> dict:
     defaults = LLMSettings()
     backend = (summary or {}).get("llm_backend") or {}
     out: dict[str, Any] = {k: backend.get(k, getattr(defaults, k))
-                           for k in ("n_ctx", "n_batch", "n_ubatch", "flash_attn")}
+                           for k in ("n_ctx", "n_batch", "n_ubatch", "flash_attn", "weights")}
     used: Counter[int] = Counter()
     for stage in ((summary or {}).get("stages") or {}).values():
         for n, calls in ((stage.get("llm") or {}).get("threads") or {}).items():
@@ -75,19 +76,23 @@ def floor_settings(summary: dict | None = None, threads: int = 0) -> dict:
 
 def open_model(settings: dict, model_path: str | Path = "") -> Any:
     """The ``llama_cpp.Llama`` of the model at ``model_path`` (empty: the bundled GGUF,
-    :func:`kgloom.llm.default_gguf_path`, SHA-256 checked), opened by
+    :func:`kgloom.llm.default_gguf_path`, SHA-256 checked, with its weights converted as
+    ``settings["weights"]`` says, as the index loads it), opened by
     :class:`kgloom.llm.LlamaCppBackend` with ``settings`` (:func:`floor_settings`).
 
     Raises:
         kgloom.llm.ModelFileError: a missing, unreadable or wrong model file.
     """
     from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_gguf_path
+    from kgloom.llm.model_files import converted_gguf, resolve_weights, verify_model_file
 
     path = Path(model_path) if model_path else default_gguf_path()
-    backend = LlamaCppBackend(path, n_ctx=settings["n_ctx"], n_threads=settings["n_threads"],
+    kind = resolve_weights(settings.get("weights", "auto"), bundled=not model_path)
+    digest = verify_model_file(path, None if model_path else SMOLLM2_SHA256)
+    backend = LlamaCppBackend(converted_gguf(path, digest, kind), n_ctx=settings["n_ctx"],
+                              n_threads=settings["n_threads"],
                               n_batch=settings["n_batch"], n_ubatch=settings["n_ubatch"],
-                              flash_attn=settings["flash_attn"], grammar_first=False,
-                              expected_sha256=None if model_path else SMOLLM2_SHA256)
+                              flash_attn=settings["flash_attn"], grammar_first=False)
     return backend._llm
 
 

@@ -206,6 +206,7 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
                               temperature=temperature, n_batch=n_batch, n_ubatch=n_ubatch,
                               flash_attn=flash_attn, grammar_first=grammar_first,
                               choice_decoding=choice_decoding)
+    backend.settings["weights"] = kind  # recorded in index-summary.json's llm_backend
     # cast: tenacity types a @retry method as a _RetryDecorated protocol without
     # __get__, so pyright does not bind ``self`` and misses that complete fits LLMBackend
     return CachedLLM(cast(LLMBackend, backend), cache, model_identity(digest, kind),

@@ -166,15 +166,18 @@ def test_a_floor_budget_samples_chunks_across_the_corpus_and_extrapolates(monkey
 
 def test_the_floor_runs_with_the_threads_most_of_the_index_calls_used():
     summary = {"llm_backend": {"n_ctx": 2048, "n_batch": 256, "n_ubatch": 128,
-                               "flash_attn": False, "n_threads": "auto (by load)"},
+                               "flash_attn": False, "n_threads": "auto (by load)",
+                               "weights": "f16"},
                "stages": {"extraction": {"llm": {"threads": {"1": 30, "2": 50}}},
                           "community_reports": {"llm": {"threads": {"1": 40}}},
                           "corpus": {"llm": {}}}}
     s = floor_settings(summary)
     assert (s["n_ctx"], s["n_batch"], s["n_ubatch"], s["n_threads"]) == (2048, 256, 128, 1)
+    assert s["weights"] == "f16"  # the floor loads the weights the index loaded
     assert floor_settings(summary, threads=3)["n_threads"] == 3
     fixed = floor_settings({"llm_backend": {"n_threads": 2}})
     assert fixed["n_threads"] == 2 and fixed["n_ctx"] == 4096  # the defaults fill the rest
+    assert fixed["weights"] == "auto"
     assert floor_settings(None)["n_threads"] >= 1
 
 
