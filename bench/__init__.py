@@ -78,6 +78,12 @@ BENCHES: dict[str, Bench] = {
         "one call per unit: paired pool passages, seconds and agreement", True,
         ("pack_extraction*.json",),
         (("speedup", "speedup"), ("same names", "agreement.same_entity_names"))),
+    "choice_lookahead": Bench(
+        "bench_choice_lookahead.py", "speculative choice decoding (lookahead) against one "
+        "evaluation per branching: paired extraction calls, seconds, evaluations, agreement",
+        True, ("choice_lookahead*.json",),
+        (("4:32 speedup", "variants.4:32.speedup"),
+         ("4:32 same units", "variants.4:32.units_same_as_baseline"))),
     "model_weights": Bench(
         "bench_model_weights.py", "the bundled GGUF's Q4_1 weights against the same weights "
         "converted (F16, BF16, Q8_0, Q4_0): paired extraction calls, seconds and agreement",

@@ -30,6 +30,7 @@ does), and by the two rules of :func:`decode_choices` on array items.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -50,6 +51,20 @@ class ChoiceModel(Protocol):
         """Evaluate ``tokens`` after everything evaluated so far (one batch) and return
         the next-token logits, indexable by token id (a float sequence or a numpy array
         of vocabulary size). ``tokens`` is never empty."""
+        ...
+
+
+class SpeculativeModel(ChoiceModel, Protocol):
+    """What :func:`decode_choices` needs of a model to speculate (``lookahead`` > 0)."""
+
+    def logits_many(self, tokens: list[int], at: list[int]) -> list[Any]:
+        """Evaluate ``tokens`` after everything evaluated so far, as one batch where it
+        fits, and return the next-token logits after ``tokens[: i + 1]`` for each ``i``
+        in ``at`` (ascending; the last is ``len(tokens) - 1``), each a copy."""
+        ...
+
+    def rewind(self, n: int) -> None:
+        """Forget the last ``n`` evaluated tokens (their KV cache entries)."""
         ...
 
 
@@ -108,7 +123,69 @@ class ChoiceReply:
     tokens: int  # model tokens of the reply (evaluated or not)
     evaluated_tokens: int = 0  # reply tokens evaluated (the text after the last choice is not)
     choices: int = 0  # choices that needed the model's logits
-    batches: int = 0  # model evaluations (each one batch)
+    batches: int = 0  # evaluations the reply needed, one after another
+    evaluations: int = 0  # model evaluations made (with speculation fewer than batches)
+    speculated_tokens: int = 0  # tokens evaluated past a wrong guess, then dropped
+
+
+def pick_head(logits: Any, heads: set[int] | frozenset[int]) -> int:
+    """The greedy pick among the tokens ``heads`` at a branching: the highest logit,
+    the lowest token id on a tie."""
+    return max(heads, key=lambda t: (logits[t], -t))
+
+
+class _DraftFull(Exception):
+    """A speculative pass has assumed as many choices as it may."""
+
+
+@dataclass
+class _Draft:
+    """Stands for logits not computed yet: each branching decided on it takes the guessed
+    head, and the (heads, head) pairs are checked against the real logits later."""
+
+    tokens: list[int]
+    picks: list[tuple[frozenset[int], int]] = field(default_factory=list)
+
+    def assume(self, heads: set[int], head: int) -> int:
+        self.picks.append((frozenset(heads), head))
+        return head
+
+
+class _Replay:
+    """The model as one speculative pass of :func:`decode_choices` sees it: the first
+    evaluations return the logits already checked (``known``, without evaluating
+    again); past them every evaluation is a :class:`_Draft`, until ``lookahead`` choices
+    or ``budget`` tokens are assumed."""
+
+    def __init__(self, model: Any, known: list[tuple[list[int], Any]], lookahead: int,
+                 budget: int, memo: dict[bytes, list[int]]) -> None:
+        self.model, self.known, self.lookahead, self.budget = model, known, lookahead, budget
+        self.memo = memo
+        self.used = 0
+        self.drafts: list[_Draft] = []
+
+    def tokenize(self, text: bytes) -> list[int]:
+        if text not in self.memo:
+            self.memo[text] = self.model.tokenize(text)
+        return self.memo[text]
+
+    def detokenize(self, tokens: list[int]) -> bytes:
+        return self.model.detokenize(tokens)
+
+    def logits_after(self, tokens: list[int]) -> Any:
+        if self.used < len(self.known):
+            seen, logits = self.known[self.used]
+            if seen != tokens:
+                raise RuntimeError("speculative decoding replayed other tokens than it "
+                                   "evaluated (a bug in kgloom.llm.choices)")
+            self.used += 1
+            return logits
+        assumed = sum(len(d.picks) for d in self.drafts)
+        drafted = sum(len(d.tokens) for d in self.drafts[1:])
+        if self.drafts and (assumed >= self.lookahead or drafted + len(tokens) > self.budget):
+            raise _DraftFull
+        self.drafts.append(_Draft(list(tokens)))
+        return self.drafts[-1]
 
 
 @dataclass
@@ -119,6 +196,7 @@ class _Decoder:
     parts: list[bytes] = field(default_factory=list)
     reply: ChoiceReply = field(default_factory=lambda: ChoiceReply("", 0))
     last: Any = ()  # the logits of the last evaluation
+    taken: dict[Any, str] = field(default_factory=dict)  # guesses: last value per enum
 
     def force(self, text: str) -> None:
         raw = text.encode("utf-8")
@@ -136,13 +214,14 @@ class _Decoder:
             self.last = self.model.logits_after(batch)
         return self.last
 
-    def choose(self, options: list[str]) -> int:
+    def choose(self, options: list[str], guess: int = 0) -> int:
         """Pick one of ``options`` (byte-prefix-free texts) greedily and write it.
 
         The pending text and each option are tokenized together, so the tokens at the
         boundary are the tokenizer's own; the token sequences form a trie, tokens all
         options share are evaluated in one batch, and at a branching the highest logit
-        decides. What stays unevaluated goes back to pending text."""
+        decides. What stays unevaluated goes back to pending text. ``guess``: the option
+        a speculative pass assumes (:class:`_Draft`), checked later against the logits."""
         raw = [o.encode("utf-8") for o in options]
         if len(raw) == 1:
             self.parts.append(raw[0])
@@ -158,7 +237,11 @@ class _Decoder:
                 logits = self._logits(commit)
                 done_bytes += len(self.model.detokenize(commit))
                 commit = []
-                best = max(heads, key=lambda t: (logits[t], -t))
+                if isinstance(logits, _Draft):
+                    want = seqs[guess][depth] if guess in alive else min(heads)
+                    best = logits.assume(heads, want)
+                else:
+                    best = pick_head(logits, heads)
             else:
                 best = heads.pop()
             commit.append(best)
@@ -170,16 +253,22 @@ class _Decoder:
         return pick
 
     def value(self, schema: dict[str, Any], follow: str, forbid: frozenset = frozenset(),
-              earlier: tuple | None = None) -> Any:
+              earlier: tuple | None = None, prop: str | None = None) -> Any:
         """Write the rest of a value of ``schema`` (its :func:`opening` is written), then
         ``follow``: the forced text after it, up to the next choice; return the value.
 
         ``forbid``: enum values not to choose (unless no other is left); ``earlier``: the
         items an array holds so far when this value is its next item, else None (see
-        :func:`decode_choices` for the two rules, which hold for array items only)."""
+        :func:`decode_choices` for the two rules, which hold for array items only);
+        ``prop``: the property of an array item this value is (guesses remember an enum's
+        last value per such property, else per enum)."""
         if "enum" in schema:
             values = [v for v in schema["enum"] if v not in forbid] or list(schema["enum"])
-            pick = self.choose([json.dumps(v, ensure_ascii=False)[1:] + follow for v in values])
+            memo = (tuple(schema["enum"]), prop)
+            last = self.taken.get(memo)
+            pick = self.choose([json.dumps(v, ensure_ascii=False)[1:] + follow for v in values],
+                               values.index(last) if last in values else 0)
+            self.taken[memo] = values[pick]
             return values[pick]
         if schema.get("type") == "boolean":
             return self.choose(["true" + follow, "false" + follow]) == 0
@@ -198,13 +287,14 @@ class _Decoder:
                     if j + 1 == len(props):  # nor one that repeats an earlier item
                         no |= {e[name] for e in earlier
                                if all(e.get(k) == got[k] for k, _ in props[:j])}
-                got[name] = self.value(sub, nxt, frozenset(no))
+                got[name] = self.value(sub, nxt, frozenset(no),
+                                       prop=name if earlier is not None else None)
             return got
         item, most = schema["items"], schema["maxItems"]  # array: "[" is written
         items: list[Any] = []
         for i in range(most):
             more = ("" if i == 0 else ", ") + opening(item)
-            if self.choose(["]" + follow, more]) == 0:
+            if self.choose(["]" + follow, more], guess=1) == 0:
                 return items
             items.append(self.value(item, "" if i + 1 < most else "]" + follow,
                                     earlier=tuple(items)))
@@ -213,15 +303,30 @@ class _Decoder:
         return items
 
 
-def decode_choices(model: ChoiceModel, prompt: list[int], schema: dict[str, Any]) -> ChoiceReply:
+def decode_choices(model: ChoiceModel, prompt: list[int], schema: dict[str, Any],
+                   lookahead: int = 0, budget: int = 64) -> ChoiceReply:
     """Decode a reply to ``prompt`` under ``schema`` (:func:`is_choice_schema`).
 
     Args:
-        model: the model (:class:`ChoiceModel`); its state is whatever was evaluated
-            before this call, and ``prompt`` is evaluated after it, with the reply's
-            opening, as the first batch.
+        model: the model (:class:`ChoiceModel`; :class:`SpeculativeModel` when
+            ``lookahead`` > 0); its state is whatever was evaluated before this call,
+            and ``prompt`` is evaluated after it, with the reply's opening, as the first
+            batch.
         prompt: the prompt's tokens still to evaluate (at least one).
         schema: the reply's JSON schema.
+        lookahead: 0 evaluates one batch per branching, each after the last. Above 0,
+            speculative: the decoder runs ahead assuming a guess at up to ``lookahead``
+            branchings (an enum takes the value it took last in this reply, for an array
+            item's property the value that property took last; an array goes on while
+            it may), and the tokens of those batches, at most ``budget`` past the first,
+            are evaluated as one batch with the logits read at each branching. The
+            guesses the logits confirm are kept; at the first they refute, the tokens
+            after it are dropped (:meth:`SpeculativeModel.rewind`) and decoding goes on
+            from there with the model's pick. The reply is the one ``lookahead=0`` gives
+            (speculative decoding: Leviathan et al. 2023, arXiv 2211.17192, here with a
+            rule in place of a draft model), except where llama.cpp's logits for a
+            token differ with the batch it is evaluated in.
+        budget: see ``lookahead``.
 
     Two rules beyond the schema for the object items of an array, because a repeat states
     nothing: a string enum property whose enum is that of an earlier property of the same
@@ -242,10 +347,48 @@ def decode_choices(model: ChoiceModel, prompt: list[int], schema: dict[str, Any]
         raise ValueError("not a choice-only schema: decode it under a grammar")
     if not prompt:
         raise ValueError("decode_choices needs at least one prompt token to evaluate")
-    dec = _Decoder(model, queue=list(prompt))
-    dec.force(opening(schema))
-    dec.value(schema, "")
+    if lookahead <= 0:
+        dec = _Decoder(model, queue=list(prompt))
+        dec.force(opening(schema))
+        dec.value(schema, "")
+        dec.reply.evaluations = dec.reply.batches
+        return _finish(dec, model)
+    known: list[tuple[list[int], Any]] = []
+    memo: dict[bytes, list[int]] = {}
+    evaluations = wasted = 0
+    while True:
+        seen = _Replay(model, known, lookahead, budget, memo)
+        dec = _Decoder(seen, queue=list(prompt))
+        try:
+            dec.force(opening(schema))
+            dec.value(schema, "")
+            finished = True
+        except _DraftFull:
+            finished = False
+        if not seen.drafts:  # every branching decided on checked logits
+            dec.reply.evaluations, dec.reply.speculated_tokens = evaluations, wasted
+            return _finish(dec, model)
+        tokens = [t for d in seen.drafts for t in d.tokens]
+        ends = list(itertools.accumulate(len(d.tokens) for d in seen.drafts))
+        real = model.logits_many(tokens, [e - 1 for e in ends])  # type: ignore[attr-defined]
+        evaluations += 1
+        kept = len(seen.drafts)
+        for j, (draft, logits) in enumerate(zip(seen.drafts, real)):
+            known.append((draft.tokens, logits))
+            if any(pick_head(logits, heads) != head for heads, head in draft.picks):
+                kept = j + 1
+                break
+        else:
+            if finished:  # the whole reply's guesses held: this pass wrote it
+                dec.reply.evaluations, dec.reply.speculated_tokens = evaluations, wasted
+                return _finish(dec, model)
+        drop = len(tokens) - ends[kept - 1]
+        if drop:
+            model.rewind(drop)  # type: ignore[attr-defined]
+            wasted += drop
+
+
+def _finish(dec: _Decoder, model: ChoiceModel) -> ChoiceReply:
     dec.reply.text = b"".join(dec.parts).decode("utf-8")
     dec.reply.tokens = dec.reply.evaluated_tokens + len(model.tokenize(dec.pending))
     return dec.reply
-

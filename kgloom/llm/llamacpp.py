@@ -122,6 +122,34 @@ def _fast_llama_class():
     return _Llama
 
 
+def _eval_with_logits(llm: Any, tokens: list[int], at: list[int]) -> list[Any]:
+    """Evaluate ``tokens`` after the ``llm.n_tokens`` already in ``llm``'s KV cache, in
+    batches of ``llm.n_batch``, asking llama.cpp for the logits after ``tokens[i]`` for
+    each ``i`` in ``at`` only (``Llama.eval`` asks for the last token's or every
+    token's); return copies of those rows (numpy float32, vocabulary size)."""
+    import llama_cpp
+    import numpy as np
+
+    n_vocab = llm.n_vocab()
+    want = set(at)
+    rows: dict[int, Any] = {}
+    llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+    for lo in range(0, len(tokens), llm.n_batch):
+        part = tokens[lo:lo + llm.n_batch]
+        n_past = llm.n_tokens
+        llm._batch.set_batch(batch=part, n_past=n_past, logits_all=False)
+        flagged = [i for i in range(len(part)) if lo + i in want]
+        for i in range(len(part)):
+            llm._batch.batch.logits[i] = (lo + i) in want
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[n_past:n_past + len(part)] = part
+        llm.n_tokens += len(part)
+        for i in flagged:
+            rows[lo + i] = np.ctypeslib.as_array(
+                llama_cpp.llama_get_logits_ith(llm._ctx.ctx, i), shape=(n_vocab,)).copy()
+    return [rows[i] for i in at]
+
+
 class LlamaCppBackend:
     """A GGUF model run in-process by llama-cpp-python.
 
@@ -152,8 +180,11 @@ class LlamaCppBackend:
         choice_decoding: greedy replies under a choice-only schema (enums, booleans,
             bounded arrays: :func:`kgloom.llm.choices.is_choice_schema`, such as the
             extraction reply) are decoded by :func:`kgloom.llm.choices.decode_choices`,
-            which evaluates the forced text between two choices as one batch; False:
-            every reply is decoded token by token under its grammar.
+            which evaluates the forced text between two choices as one batch, and
+            speculates up to ``lookahead`` (4) branchings or ``lookahead_tokens`` (32)
+            tokens ahead of its logits (attributes; 0 and 0: one evaluation per
+            branching; ``bench/bench_choice_lookahead.py``); False: every reply is
+            decoded token by token under its grammar.
 
     Raises:
         ModelFileError: when the model file is missing, unreadable or fails its checksum.
@@ -186,6 +217,10 @@ class LlamaCppBackend:
                          "choice_decoding": choice_decoding,
                          "reuse_prefix": reuse_prefix, "temperature": temperature}
         self.choice_decoding = choice_decoding
+        # branchings a choice reply assumes ahead of its logits (kgloom.llm.choices
+        # decode_choices; 0: one evaluation per branching)
+        self.lookahead, self.lookahead_tokens = 4, 32
+        self.settings["choice_lookahead"] = [self.lookahead, self.lookahead_tokens]
         self._formatter: Any = None
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -313,8 +348,22 @@ class LlamaCppBackend:
                     return np.ctypeslib.as_array(
                         llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
 
+                @staticmethod
+                def logits_many(tokens: list[int], at: list[int]) -> list[Any]:
+                    if llm.n_tokens + len(tokens) > self.n_ctx:
+                        raise ValueError(f"reply does not fit n_ctx {self.n_ctx}")
+                    t = time.perf_counter()
+                    out = _eval_with_logits(llm, tokens, at)
+                    timing.append(time.perf_counter() - t)
+                    return out
+
+                @staticmethod
+                def rewind(n: int) -> None:
+                    llm.n_tokens -= n  # the next evaluation drops their KV cache entries
+
             t0 = time.perf_counter()
-            reply = decode_choices(_Model(), prompt[keep:], schema)
+            reply = decode_choices(_Model(), prompt[keep:], schema, lookahead=self.lookahead,
+                                   budget=self.lookahead_tokens)
             seconds = time.perf_counter() - t0
         return Completion(text=reply.text, prompt_tokens=len(prompt),
                           completion_tokens=reply.tokens, seconds=seconds,

@@ -41,3 +41,34 @@ def test_choice_decoding_finds_what_the_grammar_path_finds(tmp_path):
     for (names_g, rels_g), (names_c, rels_c) in zip(found[False], found[True]):
         assert names_c == names_g  # the names are forced: only their types may differ
         assert rels_c >= 1 and rels_g >= 1
+
+
+@pytest.mark.slow
+def test_speculation_gives_the_replies_of_one_evaluation_per_branching(tmp_path):
+    from kgloom.llm import choices
+
+    settings = IndexSettings()
+    replies, evaluations = {}, {}
+    plain = choices.decode_choices
+    for lookahead in (0, 4):
+        llm = open_llm(tmp_path / f"cache-{lookahead}.sqlite")
+        llm.backend.lookahead = lookahead  # type: ignore[union-attr]
+        made = []
+
+        def counted(*a, _made=made, **kw):
+            reply = plain(*a, **kw)
+            _made.append(reply)
+            return reply
+
+        choices.decode_choices = counted
+        try:
+            for i, text in enumerate(UNITS):
+                *_, fails = extract_unit(llm, f"u{i}", text, settings, Counter())
+                assert not fails, fails
+        finally:
+            choices.decode_choices = plain
+        replies[lookahead] = [r.text for r in made]
+        evaluations[lookahead] = sum(r.evaluations for r in made)
+        assert len(made) == len(UNITS)
+    assert replies[4] == replies[0]
+    assert evaluations[4] < evaluations[0]

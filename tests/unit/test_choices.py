@@ -156,3 +156,68 @@ def test_a_relationship_neither_loops_nor_repeats_an_earlier_one():
     one = extraction(["Holmes"])
     lone = reply({"Holmes": "PERSON"}, [("Holmes", "Holmes")])
     assert decode_choices(Oracle(prompt, lone), prompt, one).text == lone
+
+
+class Speculating(Oracle):
+    """The oracle with the two calls speculation needs: a batch with logits read at
+    several positions, and forgetting the last tokens evaluated."""
+
+    def __init__(self, prompt: list[int], target: str) -> None:
+        super().__init__(prompt, target)
+        self.strict = False  # a guess may run past the target; it is dropped after
+        self.evaluated = 0
+
+    def _logits(self) -> list[float]:
+        done = self.detokenize(self.seen[self.prompt:])
+        return [float(len(p)) if self.target.startswith(done + p) else -1.0 for p in VOCAB]
+
+    def logits_many(self, tokens: list[int], at: list[int]) -> list[list[float]]:
+        assert tokens and at and at[-1] == len(tokens) - 1
+        self.calls += 1
+        out = []
+        for i, t in enumerate(tokens):
+            self.seen.append(t)
+            self.evaluated += 1
+            if i in at:
+                out.append(self._logits())
+        return out
+
+    def rewind(self, n: int) -> None:
+        assert 0 < n <= len(self.seen) - self.prompt
+        del self.seen[-n:]
+
+
+@pytest.mark.parametrize(("types", "rels"), CASES)
+@pytest.mark.parametrize("lookahead", [1, 3, 8])
+def test_speculation_writes_the_same_reply_in_fewer_evaluations(types, rels, lookahead):
+    schema = extraction(NAMES)
+    target = reply(types, rels)
+    prompt = tokenize(b"<prompt>")
+    plain = decode_choices(Oracle(prompt, target), prompt, schema)
+    model = Speculating(prompt, target)
+    out = decode_choices(model, prompt, schema, lookahead=lookahead)
+    assert out.text == plain.text == target
+    assert out.tokens == plain.tokens
+    # what stays in the model is the prompt and exactly the reply's evaluated tokens
+    assert model.detokenize(model.seen[len(prompt):]) == \
+        target.encode()[:len(model.detokenize(model.seen[len(prompt):]))]
+    assert out.evaluations == model.calls <= plain.batches
+    assert model.evaluated - out.speculated_tokens == len(model.seen)
+
+
+def test_right_guesses_save_evaluations_and_wrong_ones_cost_only_tokens():
+    schema = extraction(NAMES)
+    prompt = tokenize(b"<prompt>")
+    same = reply({n: "PERSON" for n in NAMES}, [])  # every type as the one before
+    mixed = reply({"Holmes": "PERSON", "Watson": "LOCATION", "Mrs. Hudson": "EVENT",
+                   "Baker Street": "OTHER", "Zürich": "PERSON"}, [])
+    for target, most in ((same, 2), (mixed, None)):
+        plain = decode_choices(Oracle(prompt, target), prompt, schema)
+        model = Speculating(prompt, target)
+        out = decode_choices(model, prompt, schema, lookahead=8)
+        assert out.text == target
+        if most is not None:
+            assert out.evaluations <= most < plain.batches
+            assert out.speculated_tokens == 0
+        else:  # each type differs from the one before: those guesses are refuted
+            assert out.evaluations <= plain.batches and out.speculated_tokens > 0
