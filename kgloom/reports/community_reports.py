@@ -95,6 +95,21 @@ def _write(llm: CachedLLM, settings: IndexSettings, entities: pl.DataFrame,
     return write_llm_report(llm, job[0], job[2], settings, entities, relationships, title_of)
 
 
+def _write_unless_given_up(llm: CachedLLM, settings: IndexSettings, entities: pl.DataFrame,
+                           relationships: pl.DataFrame, title_of: dict[str, str],
+                           rejected_run: list[int],
+                           job: tuple[dict, str, str]) -> WrittenReport | None:
+    """:func:`_write`, or None without a call once ``settings.report_llm_give_up_after``
+    replies in a row were rejected (``rejected_run[0]`` counts them; a kept reply resets
+    it)."""
+    give_up = settings.report_llm_give_up_after
+    if give_up and rejected_run[0] >= give_up:
+        return None
+    reply = _write(llm, settings, entities, relationships, title_of, job)
+    rejected_run[0] = rejected_run[0] + 1 if reply.rejected else 0
+    return reply
+
+
 def _placement(community: dict) -> dict:
     """The report fields that come from the community itself, not from the LLM."""
     return {"id": content_id("community_report", community["id"]),
@@ -160,7 +175,10 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             rejects (it names what its context lacks, repeats the prompt's example or
             repeats itself) is replaced by the community's rule report, with a failures
             row saying why (reason starting with :data:`kgloom.report_writer.REJECTED`,
-            detail the reply; :func:`kgloom.report_writer.write_llm_report`).
+            detail the reply; :func:`kgloom.report_writer.write_llm_report`). After
+            ``report_llm_give_up_after`` rejected replies in a row no more calls are
+            made: the communities left are published ``lazy``
+            (``context_methods["lazy_after_rejections"]`` counts them).
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
             ``report_llm_min_relationships``, ``report_llm_min_source_tokens``,
             ``report_brief_max_members`` and ``llm_reports`` (``lazy``: every community
@@ -209,6 +227,8 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             progress(finished + n, total)
 
     eager = eager_llm_reports(communities, settings, units, unit_tokens)
+    rejected_run = [0]  # LLM replies rejected in a row (report_llm_give_up_after)
+    claim_ids_of: dict[int, list[str] | None] = {}
 
     # a level's communities are disjoint and need only deeper levels' reports: one
     # level's calls go out together (llm.concurrency at a time), deepest level first
@@ -219,8 +239,10 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             own_claims = member_claims(c, entities, claims)
             by = ("rules" if not needs_llm_report(c, settings, units, unit_tokens)
                   else "llm" if c["community"] in eager else "lazy")
+            claim_ids = own_claims["id"].to_list() if own_claims is not None else None
+            claim_ids_of[c["community"]] = claim_ids
             key = report_key(c, llm.model_id if llm and by == "llm" else "", settings,
-                             own_claims["id"].to_list() if own_claims is not None else None, by)
+                             claim_ids, by)
             if key in kept or key in written:
                 reuse(c, key)
                 finished += 1
@@ -238,13 +260,20 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                                                    tokenizer, own_claims)
             methods[method] = methods.get(method, 0) + 1
             jobs.append((c, key, context))
-        replies: list[WrittenReport] = []
+        replies: list[WrittenReport | None] = []
         if jobs:
             if llm is None:
                 raise ValueError("LLM reports asked for with no model (llm=None)")
-            write = functools.partial(_write, llm, settings, entities, relationships, title_of)
+            write = functools.partial(_write_unless_given_up, llm, settings, entities,
+                                      relationships, title_of, rejected_run)
             replies = llm.map(write, jobs, tick)
         for (c, key, _), reply in zip(jobs, replies):
+            if reply is None:  # the stage gave up on LLM reports: lazy, as global search
+                lazy_key = report_key(c, "", settings, claim_ids_of[c["community"]], "lazy")
+                methods["lazy_after_rejections"] = methods.get("lazy_after_rejections", 0) + 1
+                answers.append((c, lazy_key, "lazy", rule_report(c, entities, relationships),
+                                None))
+                continue
             if reply.rejected:  # published as the rule report, the reply kept in the row
                 failures.append(reply.rejected)
             answers.append((c, key, reply.generated_by, reply.report, reply.failure))

@@ -325,3 +325,44 @@ def test_eager_writes_at_most_its_cap_nearest_the_root_and_leaves_the_rest_lazy(
                             IndexSettings(**ALL_LLM, report_llm_eager_max=0))
     assert set(uncapped.filter(pl.col("generated_by") == "llm")["community"].to_list()) == \
         {c["community"] for c in chosen}
+
+
+def _invented(messages, schema):  # names nobody in any community's context
+    return {"title": "Sherlock Holmes", "summary": "Sherlock Holmes lives in Baker Street.",
+            "rating": 5, "rating_explanation": "Holmes matters.",
+            "findings": [{"summary": "Watson helps", "explanation": "Watson writes."}]}
+
+
+def test_the_stage_gives_up_on_llm_reports_after_rejected_replies_in_a_row(tmp_path):
+    t = carol()
+    never = Recording(_invented)
+    all_asked, _, _ = _build(t, _llm(never, tmp_path / "n.sqlite"),
+                             IndexSettings(**ALL_LLM, report_llm_eager_max=0,
+                                           report_llm_give_up_after=0))
+    assert len(never.report_calls()) > 2  # without giving up every chosen one is asked
+    assert set(all_asked["generated_by"]) <= {"rules"}  # and every reply was rejected
+    backend = Recording(_invented)
+    settings = IndexSettings(**ALL_LLM, report_llm_eager_max=0, report_llm_give_up_after=2)
+    reports, failures, methods = _build(t, _llm(backend, tmp_path / "g.sqlite"), settings)
+    assert len(backend.report_calls()) == 2
+    assert failures.filter(pl.col("reason").str.starts_with(REJECTED)).height == 2
+    lazy = reports.filter(pl.col("generated_by") == "lazy")
+    assert lazy.height == methods["lazy_after_rejections"] > 0
+    # a lazy report is the rule report global search starts from, as llm_reports: lazy
+    chosen = {c["community"] for c in t["communities"].iter_rows(named=True)
+              if needs_llm_report(c, settings)}
+    assert set(lazy["community"].to_list()) <= chosen
+    lazy_mode, _, _ = _build(t, _llm(Recording(), tmp_path / "l.sqlite"),
+                             IndexSettings(**ALL_LLM, llm_reports="lazy"))
+    keys = dict(lazy_mode.select("community", "report_key").iter_rows())
+    assert all(keys[c] == k for c, k in lazy.select("community", "report_key").iter_rows())
+
+
+def test_kept_replies_never_make_the_stage_give_up(tmp_path):
+    t = carol()
+    backend = Recording()  # the fake model's replies pass the check
+    settings = IndexSettings(**ALL_LLM, report_llm_eager_max=0, report_llm_give_up_after=1)
+    reports, _, methods = _build(t, _llm(backend, tmp_path / "k.sqlite"), settings)
+    assert "lazy_after_rejections" not in methods
+    assert "lazy" not in set(reports["generated_by"])
+    assert "llm" in set(reports["generated_by"])
