@@ -57,6 +57,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
             (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA), schemas.empty(schemas.FAILURES_SCHEMA)))
         store.write(claims, schemas.CLAIM_MENTIONS, Level.PARTITION, key)
         store.write_failures(claim_failures, CLAIMS, key)
+    if cached is not None:
+        cached.release()  # the model, now: the next partition loads its own
     claim_stats = cached.stats.get(CLAIMS) if cached else None
     write_stage_stats(index.out, CLAIMS, claims_t.seconds,
                       claim_stats.as_dict() if claim_stats else {}, partition=key,

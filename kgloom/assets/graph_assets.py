@@ -65,6 +65,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             if emb else None,
             progress=progress(context, SUMMARIES), timings=steps)
     release_memory()  # the resolution's embedding passes
+    if cached is not None:
+        cached.release()  # the model, now (CachedLLM.release)
     store.write(ents, schemas.ENTITIES)
     store.write(rels, schemas.RELATIONSHIPS)
     store.write(aliases, schemas.ENTITY_ALIASES)

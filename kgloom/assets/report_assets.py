@@ -38,6 +38,8 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, COMMUNITY_REPORTS),
         previous=previous, claims=claims,
         unit_tokens=dict(zip(units["id"].to_list(), units["n_tokens"].to_list())))
+    if cached is not None:
+        cached.release()  # the model, now (CachedLLM.release)
     store.write(reports, schemas.COMMUNITY_REPORTS)
     store.write_failures(failures, COMMUNITY_REPORTS)
     st = cached.stats.get(COMMUNITY_REPORTS) if cached else None

@@ -228,6 +228,13 @@ class LlamaCppBackend:
 
         self._threads = BurstThreads(n_threads)
 
+    def close(self) -> None:
+        """Free the model, its context and KV cache (``Llama.close``); later calls raise."""
+        with self._lock:
+            close = getattr(self._llm, "close", None)
+            if close is not None:
+                close()
+
     def _grammar(self, schema: dict[str, Any]):
         from llama_cpp import LlamaGrammar
 

@@ -86,3 +86,13 @@ def test_a_conversion_that_fails_says_so_and_leaves_nothing(tmp_path):
         converted_gguf(default_gguf_path(), SMOLLM2_SHA256, "f16", blocked / "models")
     with pytest.raises(ValueError, match=r"llm\.weights"):
         converted_gguf(default_gguf_path(), SMOLLM2_SHA256, "int3", folder)
+
+
+@pytest.mark.slow
+def test_a_released_model_frees_its_llama_and_keeps_its_figures(tmp_path, monkeypatch):
+    monkeypatch.setenv("KGLOOM_MODEL_CACHE", str(tmp_path / "models"))
+    llm = open_llm(tmp_path / "cache.sqlite")
+    settings = llm.backend_settings()
+    llm.release()
+    assert llm.backend._llm._ctx is None or llm.backend._llm._ctx.ctx is None  # type: ignore[union-attr]
+    assert llm.backend_settings() == settings
