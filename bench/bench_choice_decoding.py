@@ -57,6 +57,14 @@ def units_of(corpus: str, start: int, n: int) -> list[tuple[str, str | None]]:
     return [(t, None) for t in units["text"].to_list()[start:start + n]]
 
 
+def variants_and_units(spec: str, start: int, n: int
+                       ) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """The comma-separated variant names of ``spec`` (the first is the baseline) and
+    :func:`units_of` the pool from ``start``, ``n`` of them: what the paired benches with
+    a variant list start from."""
+    return [v.strip() for v in spec.split(",") if v.strip()], units_of("pool", start, n)
+
+
 def summary(calls: list[Completion], wall: float, n: int) -> dict:
     """One variant's figures over its ``calls``."""
     return {"wall_seconds": round(wall, 2), "seconds_per_unit": round(wall / max(n, 1), 3),

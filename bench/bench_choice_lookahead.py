@@ -30,7 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.bench_choice_decoding import logged_llms, summary, units_of  # noqa: E402
+from bench.bench_choice_decoding import (  # noqa: E402
+    logged_llms,
+    summary,
+    variants_and_units,
+)
 from bench.bench_extraction_packs import found_in  # noqa: E402
 from bench.stamp import load_average, save_result  # noqa: E402
 from kgloom.config import IndexSettings  # noqa: E402
@@ -47,9 +51,8 @@ def main() -> None:
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "choice_lookahead.json"))
     args = ap.parse_args()
 
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    variants, units = variants_and_units(args.variants, args.start, args.units)
     base = variants[0]
-    units = units_of("pool", args.start, args.units)
     settings = IndexSettings()
     llms, calls = logged_llms({v: {} for v in variants}, "kgloom-lookahead-")
     for v, llm in llms.items():

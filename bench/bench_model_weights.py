@@ -32,7 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.bench_choice_decoding import logged_llms, summary, units_of  # noqa: E402
+from bench.bench_choice_decoding import (  # noqa: E402
+    logged_llms,
+    summary,
+    variants_and_units,
+)
 from bench.bench_extraction_packs import agreement, found_in  # noqa: E402
 from bench.stamp import load_average, save_result  # noqa: E402
 from kgloom.config import IndexSettings  # noqa: E402
@@ -55,9 +59,8 @@ def main() -> None:
     ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "model_weights.json"))
     args = ap.parse_args()
 
-    variants = [w.strip() for w in args.weights.split(",") if w.strip()]
+    variants, units = variants_and_units(args.weights, args.start, args.units)
     base = variants[0]
-    units = units_of("pool", args.start, args.units)
     settings = IndexSettings()
     folder = Path(tempfile.mkdtemp(prefix="kgloom-weights-"))
     paths = {w: converted_gguf(default_gguf_path(), SMOLLM2_SHA256, w, folder)

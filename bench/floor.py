@@ -83,16 +83,14 @@ def open_model(settings: dict, model_path: str | Path = "") -> Any:
     Raises:
         kgloom.llm.ModelFileError: a missing, unreadable or wrong model file.
     """
-    from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_gguf_path
-    from kgloom.llm.model_files import converted_gguf, resolve_weights, verify_model_file
+    from kgloom.llm import LlamaCppBackend
+    from kgloom.llm.model_files import locate_model
 
-    path = Path(model_path) if model_path else default_gguf_path()
-    kind = resolve_weights(settings.get("weights", "auto"), bundled=not model_path)
-    digest = verify_model_file(path, None if model_path else SMOLLM2_SHA256)
-    backend = LlamaCppBackend(converted_gguf(path, digest, kind), n_ctx=settings["n_ctx"],
-                              n_threads=settings["n_threads"],
+    load, model_id, _ = locate_model(model_path or None, settings.get("weights", "auto"))
+    backend = LlamaCppBackend(load, n_ctx=settings["n_ctx"], n_threads=settings["n_threads"],
                               n_batch=settings["n_batch"], n_ubatch=settings["n_ubatch"],
-                              flash_attn=settings["flash_attn"], grammar_first=False)
+                              flash_attn=settings["flash_attn"], grammar_first=False,
+                              model_id=model_id)
     return backend._llm
 
 

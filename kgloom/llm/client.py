@@ -18,14 +18,7 @@ from kgloom.llm.backend import Completion, LLMBackend
 from kgloom.llm.cache import LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.llm.llamacpp import LlamaCppBackend
-from kgloom.llm.model_files import (
-    SMOLLM2_SHA256,
-    converted_gguf,
-    default_gguf_path,
-    model_identity,
-    resolve_weights,
-    verify_model_file,
-)
+from kgloom.llm.model_files import locate_model
 from kgloom.llm.stage_stats import StageStats
 
 T = TypeVar("T")
@@ -209,17 +202,13 @@ def open_llm(cache_path: str | Path, model_path: str | Path | None = None, fake:
     if fake:
         return CachedLLM(FakeBackend(delay_s=fake_delay_s), cache, "fake-llm",
                          concurrency=concurrency)
-    path = Path(model_path) if model_path else default_gguf_path()
-    expected = expected_sha256 or (None if model_path else SMOLLM2_SHA256)
-    digest = verify_model_file(path, expected)
-    kind = resolve_weights(weights, bundled=not model_path)
-    backend = LlamaCppBackend(converted_gguf(path, digest, kind), n_ctx=n_ctx,
-                              n_threads=n_threads, n_gpu_layers=n_gpu_layers,
-                              temperature=temperature, n_batch=n_batch, n_ubatch=n_ubatch,
-                              flash_attn=flash_attn, grammar_first=grammar_first,
-                              choice_decoding=choice_decoding)
+    load, model_id, kind = locate_model(model_path, weights, expected_sha256)
+    backend = LlamaCppBackend(load, n_ctx=n_ctx, n_threads=n_threads,
+                              n_gpu_layers=n_gpu_layers, temperature=temperature,
+                              n_batch=n_batch, n_ubatch=n_ubatch, flash_attn=flash_attn,
+                              grammar_first=grammar_first, choice_decoding=choice_decoding,
+                              model_id=model_id)
     backend.settings["weights"] = kind  # recorded in index-summary.json's llm_backend
     # cast: tenacity types a @retry method as a _RetryDecorated protocol without
     # __get__, so pyright does not bind ``self`` and misses that complete fits LLMBackend
-    return CachedLLM(cast(LLMBackend, backend), cache, model_identity(digest, kind),
-                     concurrency=concurrency)
+    return CachedLLM(cast(LLMBackend, backend), cache, model_id, concurrency=concurrency)

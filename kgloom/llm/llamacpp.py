@@ -177,6 +177,8 @@ class LlamaCppBackend:
         grammar_first: greedy grammar sampling checks the best token first
             (:class:`_GrammarFirstSampler`); False keeps llama-cpp-python's chain,
             which applies the grammar to the whole vocabulary at every step.
+        model_id: the model's identity when the caller has verified the file
+            (:func:`kgloom.llm.model_files.locate_model`); None: verify it here.
         choice_decoding: greedy replies under a choice-only schema (enums, booleans,
             bounded arrays: :func:`kgloom.llm.choices.is_choice_schema`, such as the
             extraction reply) are decoded by :func:`kgloom.llm.choices.decode_choices`,
@@ -194,9 +196,11 @@ class LlamaCppBackend:
                  n_gpu_layers: int = 0, temperature: float = 0.0,
                  expected_sha256: str | None = None, reuse_prefix: bool = True,
                  n_batch: int = 512, n_ubatch: int = 512, flash_attn: bool = False,
-                 grammar_first: bool = True, choice_decoding: bool = True) -> None:
+                 grammar_first: bool = True, choice_decoding: bool = True,
+                 model_id: str | None = None) -> None:
         self.model_path = Path(model_path)
-        self.model_id = verify_model_file(self.model_path, expected_sha256)
+        # a caller that verified the file already (locate_model) names it: no second hash
+        self.model_id = model_id or verify_model_file(self.model_path, expected_sha256)
         from llama_cpp import Llama  # heavy import, only when a model is really used
 
         from kgloom.llm.cpu import usable_cores

@@ -188,3 +188,28 @@ def converted_gguf(path: str | Path, digest: str, weights: str,
         if os.path.exists(tmp):
             os.unlink(tmp)
     return out
+
+
+def locate_model(model_path: str | Path | None, weights: str = "auto",
+                 expected_sha256: str | None = None,
+                 convert: bool = True) -> tuple[Path, str, str]:
+    """The one way a GGUF is chosen, checked and named before loading: ``model_path``
+    (None or empty: the bundled SmolLM2, its SHA-256 checked), verified
+    (:func:`verify_model_file`), its weight type resolved (:func:`resolve_weights`) and,
+    with ``convert``, converted (:func:`converted_gguf`).
+
+    Returns:
+        (the file to load: the converted copy, or the source when ``weights`` resolves to
+        "file" or ``convert`` is False; the model's identity, :func:`model_identity`;
+        the resolved weight type).
+
+    Raises:
+        ModelFileError: see :func:`verify_model_file` and :func:`converted_gguf`.
+        ValueError: an unknown ``weights``.
+    """
+    path = Path(model_path) if model_path else default_gguf_path()
+    expected = expected_sha256 or (None if model_path else SMOLLM2_SHA256)
+    digest = verify_model_file(path, expected)
+    kind = resolve_weights(weights, bundled=not model_path)
+    load = converted_gguf(path, digest, kind) if convert else path
+    return load, model_identity(digest, kind), kind

@@ -9,13 +9,11 @@ import dagster as dg
 
 from kgloom.llm import (
     CACHE_FILE,
-    SMOLLM2_SHA256,
     CachedLLM,
     default_gguf_path,
-    verify_model_file,
 )
 from kgloom.llm.http import common_model
-from kgloom.llm.model_files import model_identity, resolve_weights
+from kgloom.llm.model_files import locate_model
 from kgloom.settings import LLMSettings
 
 __all__ = ["CACHE_FILE", "NO_MODEL", "LLMResource"]
@@ -69,10 +67,8 @@ class LLMResource(dg.ConfigurableResource, LLMSettings):
         if urls:
             return common_model(urls, self.api_key, min(self.request_timeout_s, 10.0),
                                 self.model)
-        path = self.resolved_model_path()
-        expected = self.expected_sha256 or (None if self.model_path else SMOLLM2_SHA256)
-        return model_identity(verify_model_file(path, expected),
-                              resolve_weights(self.weights, bundled=not self.model_path))
+        return locate_model(self.model_path or None, self.weights,
+                            self.expected_sha256 or None, convert=False)[1]
 
     def index_model_id(self, method: str) -> str:
         """The model identity an index built with ``method`` depends on: :data:`NO_MODEL`
