@@ -242,7 +242,7 @@ def test_llama_settings_of_the_resource_reach_the_model_and_the_metadata(
         tmp_path, stub_llama, monkeypatch):
     from kgloom.resources.model import LLMResource
 
-    monkeypatch.setattr("kgloom.llm.client.verify_model_file", lambda path, expected: "stub")
+    monkeypatch.setattr("kgloom.llm.model_files.verify_model_file", lambda path, expected: "stub")
     res = LLMResource(model_path=str(stub_llama), n_threads=1, n_batch=128, n_ubatch=64,
                       flash_attn=True, grammar_first=False)
     llm = res.open(tmp_path)
