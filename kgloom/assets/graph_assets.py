@@ -19,6 +19,7 @@ from kgloom.assets.metadata import (
     preview,
     progress,
 )
+from kgloom.embedding.cache import open_embedding_cache
 from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.extraction.claims import build_covariates
 from kgloom.graph.communities import community_structure, hierarchical_leiden
@@ -56,15 +57,18 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         "embedding" in s.resolution_methods or s.summary_method == "extractive")
     emb = embedder.load() if use_embedding else None
     emb_seconds_before = emb.seconds if emb else 0.0  # the loaded embedder is shared
+    cache = open_embedding_cache(index.out)  # texts embedded by an earlier run: read
     steps: dict[str, float] = {}
     with Timer():
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(),
             # each embedding pass (resolution, summaries) gets its own progress bar
-            embed=(lambda texts: emb.embed(texts, progress=progress(context, "embeddings")))
+            embed=(lambda texts: cache.embed(emb, texts,
+                                             progress=progress(context, "embeddings")))
             if emb else None,
             progress=progress(context, SUMMARIES), timings=steps)
     release_memory()  # the resolution's embedding passes
+    cache.close()
     if cached is not None:
         cached.release()  # the model, now (CachedLLM.release)
     store.write(ents, schemas.ENTITIES)
@@ -83,6 +87,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         **(embedder_time(emb, emb_seconds_before) if emb else EmbedderTime()),
         entities=ents.height, relationships=rels.height, summary_method=s.summary_method,
         llm_backend=cached.backend_settings() if cached else {}, method=s.method,
+        embedding_cache={"hits": cache.hits, "misses": cache.misses},
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
     for stage in (SUMMARIES, RESOLUTION):  # always written: no stale file survives
         st = (cached.stats if cached else {}).get(stage, StageStats())

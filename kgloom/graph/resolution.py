@@ -343,16 +343,23 @@ RESOLUTION_TEXT_CHARS = 1000
 
 def _resolution_text(title: str, descriptions: list[str],
                      max_chars: int = RESOLUTION_TEXT_CHARS) -> str:
-    """``"title: d1 d2 ..."`` with whole descriptions, in order, while the text stays
+    """``"title: d1<newline>d2 ..."`` with whole descriptions, in order, while the text stays
     within ``max_chars`` (the first one cut to fit when it alone is longer); the title
-    alone when there is none."""
+    alone when there is none.
+
+    The descriptions are joined by newlines, as the entities table joins them, so for a
+    group that stays one entity with a short description list this is the text the
+    vector stage embeds for it (``title: description``) and the index's embedding cache
+    (:mod:`kgloom.embedding.cache`) serves it there. A WordPiece tokenizer (the
+    bundled all-MiniLM-L6-v2's) splits on any whitespace, so the vector is the one a
+    space would give."""
     if not descriptions:
         return title
     text = f"{title}: {descriptions[0]}"[:max_chars]
     for d in descriptions[1:]:
         if len(text) + 1 + len(d) > max_chars:
             break
-        text += " " + d
+        text += "\n" + d
     return text
 
 

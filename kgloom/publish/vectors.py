@@ -16,6 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from kgloom import schemas
+from kgloom.embedding.cache import EmbeddingCache, open_embedding_cache
 from kgloom.embedding.sentence_embedder import Embedder, release_memory
 from kgloom.embedding.store import (
     EMBEDDING_KEY,
@@ -240,7 +241,8 @@ def write_lancedb(db_path: str | Path, table_name: str, df: pl.DataFrame,
 def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.Expr,
                  embedder: Embedder, ann_min_rows: int = ANN_INDEX_MIN_ROWS,
                  batch_rows: int = BATCH_ROWS,
-                 progress: Callable[[int, int], None] | None = None) -> dict:
+                 progress: Callable[[int, int], None] | None = None,
+                 cache: EmbeddingCache | None = None) -> dict:
     """Make LanceDB table ``table_name`` mirror ``source`` (a frame, or a parquet file
     read a batch at a time) with a vector of ``text`` per row (an expression over its
     columns, e.g. ``pl.col("text")``), embedding only what changed and streaming in
@@ -252,11 +254,13 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
       ``merge_insert("id").when_matched_update_all().when_not_matched_insert_all()``)
       and stored ids no longer in ``source`` are deleted. Nothing changed: nothing is
       written and the table gains no version.
-    - A row to write reuses the stored vector of its ``embedding_key`` when there is one;
-      otherwise its text is embedded. ``batch_rows`` rows at a time are embedded (in the
-      calling thread) and ``progress(done, total)`` is called after each batch; every
-      :data:`WRITE_ROWS` embedded rows go to Lance through a ``pyarrow.RecordBatchReader``
-      (one table version per write).
+    - A row to write reuses the stored vector of its ``embedding_key`` when there is one,
+      else the vector ``cache`` holds for its text (another stage embedded the same
+      text, :mod:`kgloom.embedding.cache`); otherwise its text is embedded.
+      ``batch_rows`` rows at a time are embedded (in the calling thread) and
+      ``progress(done, total)`` is called after each batch; every :data:`WRITE_ROWS`
+      embedded rows go to Lance through a ``pyarrow.RecordBatchReader`` (one table
+      version per write).
     - A table whose schema differs (older layout, another dimension) is rewritten as a
       new version. Earlier versions stay readable with ``table.checkout(version)`` until
       ``cleanup_old_versions`` runs.
@@ -272,13 +276,15 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
         source: rows with a unique String ``id`` column; every column is stored.
         text: the text embedded for each row (nulls embed as "").
         embedder: the :class:`Embedder`.
+        cache: the index's embedding cache, or None (every new text embedded).
 
     Returns:
         ``{"rows", "version", "dim", "indexed", "written", "deleted", "embedded",
-        "reused"}``: rows in the table, its version, the vector size, whether it has an
-        ANN index, rows written, rows deleted, distinct texts embedded (rows with the
-        same text, e.g. a community report repeated on several levels, share one
-        pass), vectors reused (stored, or embedded for an earlier row of this call).
+        "reused", "cached"}``: rows in the table, its version, the vector size, whether
+        it has an ANN index, rows written, rows deleted, distinct texts embedded (rows
+        with the same text, e.g. a community report repeated on several levels, share
+        one pass), vectors reused (stored, from the cache, or embedded for an earlier
+        row of this call), and of those, distinct texts read from ``cache``.
 
     Raises:
         ValueError: when ids repeat.
@@ -288,7 +294,7 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
         return rows.with_columns(pl.Series(EMBEDDING_KEY, [
             content_id("embedding", embedder.key, t) for t in texts], dtype=pl.String))
 
-    counts = {"embedded": 0}
+    counts = {"embedded": 0, "cached": 0}
     # the stored vectors as a matrix, and embedding key -> its row: read at the first batch
     reuse_index: dict[str, int] | None = None
     reuse_matrix = np.zeros((0, embedder.dim), dtype=np.float32)
@@ -317,16 +323,23 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
                 todo.setdefault(key, []).append(row)
         if todo:
             texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
-            vectors = embedder.embed([texts[rs[0]] for rs in todo.values()])
+            distinct = [texts[rs[0]] for rs in todo.values()]
+            if cache is None:
+                vectors = embedder.embed(distinct)
+                counts["embedded"] += len(todo)
+            else:
+                misses = cache.misses
+                vectors = cache.embed(embedder, distinct)
+                counts["embedded"] += cache.misses - misses
+                counts["cached"] += len(todo) - (cache.misses - misses)
             for (key, rs), vector in zip(todo.items(), vectors):
                 out[rs] = vector
                 fresh[key] = vector
-            counts["embedded"] += len(todo)
         return out
 
     result = _sync_table(db_path, table_name, source, embedder.dim, keyed, embed, batch_rows,
                          ann_min_rows, progress)
-    result["embedded"] = counts["embedded"]
+    result["embedded"], result["cached"] = counts["embedded"], counts["cached"]
     result["reused"] = result["written"] - counts["embedded"]
     return result
 
@@ -362,7 +375,8 @@ def sync_index(output_dir: str | Path, embedder: Embedder,
     """Mirror the published tables of :data:`VECTOR_TABLES` (``text_units.parquet``,
     ``entities.parquet``, ``community_reports.parquet`` under ``output_dir``) into the
     LanceDB folder ``<output_dir>/lancedb`` with :func:`sync_lancedb` (only changed rows
-    embedded and written, in batches), refresh each flat table's
+    embedded and written, in batches; a text another stage embedded is read from the
+    index's embedding cache, :mod:`kgloom.embedding.cache`), refresh each flat table's
     :func:`write_flat_snapshot`, and record the embedder's manifest when it changed.
 
     A missing ``community_reports.parquet`` (an index built without reports) gives an
@@ -381,31 +395,38 @@ def sync_index(output_dir: str | Path, embedder: Embedder,
 
     Raises:
         FileNotFoundError: when ``text_units.parquet`` or ``entities.parquet`` is missing.
+        sqlite3.DatabaseError: ``embedding_cache.sqlite`` is not a SQLite database.
     """
     from kgloom.storage import parquet_rows, table_path
 
     out = Path(output_dir)
     db_path = out / LANCEDB_DIR
+    cache = open_embedding_cache(out)
     written, expected = {}, {}
-    for table, (parquet, text_expr) in VECTOR_TABLES.items():
-        path = table_path(out, parquet)
-        if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
+    try:
+        for table, (parquet, text_expr) in VECTOR_TABLES.items():
+            path = table_path(out, parquet)
+            if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
+                if log:
+                    log("no community_reports.parquet: its LanceDB table is empty")
+                source: Source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
+                expected[table] = 0
+            elif not path.exists():
+                raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
+            else:  # read a batch at a time: a big index's text units never sit in memory
+                source = path
+                expected[table] = parquet_rows(path)
+            written[table] = w = sync_lancedb(db_path, table, source, text_expr, embedder,
+                                              progress=progress(table) if progress else None,
+                                              cache=cache)
+            write_flat_snapshot(db_path, table)  # what a cold query reads instead of LanceDB
             if log:
-                log("no community_reports.parquet: its LanceDB table is empty")
-            source: Source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
-            expected[table] = 0
-        elif not path.exists():
-            raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
-        else:  # read a batch at a time: a big index's text units never sit in memory
-            source = path
-            expected[table] = parquet_rows(path)
-        written[table] = w = sync_lancedb(db_path, table, source, text_expr, embedder,
-                                          progress=progress(table) if progress else None)
-        write_flat_snapshot(db_path, table)  # what a cold query reads instead of LanceDB
-        if log:
-            log(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
-                f"{w['reused']} vectors reused), {w['deleted']} deleted, "
-                f"{w['rows'] - w['written']} unchanged")
+                log(f"{table}: {w['written']} rows written ({w['embedded']} embedded, "
+                    f"{w['reused']} vectors reused, {w['cached']} of them from the embedding "
+                    f"cache), {w['deleted']} deleted, "
+                    f"{w['rows'] - w['written']} unchanged")
+    finally:
+        cache.close()
     if read_embedder_manifest(db_path) != embedder_manifest(embedder):
         write_embedder_manifest(db_path, embedder)
     return written, expected

@@ -156,6 +156,7 @@ ASSETS = {"documents": documents, "text_units": text_units, "extracted_graph": e
 PARTITIONED = ("documents", "text_units", "extracted_graph")
 LANCEDB = "lancedb"
 LLM_CACHE = "llm_cache.sqlite"
+EMBEDDING_CACHE = "embedding_cache.sqlite"
 
 # --------------------------------------------------------------------------------------
 # recording the writes of kgloom.storage
@@ -592,13 +593,14 @@ def test_the_stage_registry_names_what_each_asset_writes():
 
 
 def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):
-    """Every file of the output folder but the LanceDB tables and the LLM cache went
-    through kgloom.storage's atomic write during the run, from inside an asset step
-    (the writer lock's note aside), and OUTPUTS declares it for that asset."""
+    """Every file of the output folder but the LanceDB tables and the LLM and embedding
+    caches went through kgloom.storage's atomic write during the run, from inside an
+    asset step (the writer lock's note aside), and OUTPUTS declares it for that asset."""
     by_path = built.log.by_path()
     files = {p.relative_to(built.out).as_posix() for p in built.out.rglob("*") if p.is_file()}
     other = {f for f in files if (f.startswith(f"{LANCEDB}/") and ".lance/" in f)
-             or f.startswith(LLM_CACHE) or Path(f).name in (HOLDER_FILE, ".kgloom.lock")
+             or f.startswith((LLM_CACHE, EMBEDDING_CACHE))
+             or Path(f).name in (HOLDER_FILE, ".kgloom.lock")
              or f.startswith(f"{BUILDS_DIR}/")}  # links to published files (kgloom.builds)
     assert files - other == set(by_path)
     declared = {(a, p) for a, names in OUTPUTS.items() for p in names.values()}

@@ -440,7 +440,7 @@ def test_resolution_embeds_a_bounded_text_per_entity_however_many_descriptions()
     assert max(len(t) for t in seen) <= RESOLUTION_TEXT_CHARS
     scrooge = next(t for t in seen if t.startswith("Scrooge"))
     # whole descriptions, in order, as many as fit
-    assert scrooge.startswith("Scrooge: Scrooge counted coin number 0 alone. Scrooge counted")
+    assert scrooge.startswith("Scrooge: Scrooge counted coin number 0 alone.\nScrooge counted")
     assert scrooge.endswith("alone.")
 
 
