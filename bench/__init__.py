@@ -84,6 +84,12 @@ BENCHES: dict[str, Bench] = {
         True, ("choice_lookahead*.json",),
         (("4:32 speedup", "variants.4:32.speedup"),
          ("4:32 same units", "variants.4:32.units_same_as_baseline"))),
+    "prompt_layout": Bench(
+        "bench_prompt_layout.py", "the extraction instruction after the text against before "
+        "it (in the cached prompt prefix): paired extraction calls, prompt tokens, agreement",
+        True, ("prompt_layout*.json",),
+        (("text_first speedup", "variants.text_first.speedup"),
+         ("same names", "agreement.same_entity_names"))),
     "model_weights": Bench(
         "bench_model_weights.py", "the bundled GGUF's Q4_1 weights against the same weights "
         "converted (F16, BF16, Q8_0, Q4_0): paired extraction calls, seconds and agreement",

@@ -1,0 +1,105 @@
+"""The extraction prompt's instruction after the text (kgloom's layout until 2026-12-03)
+against before it: the same extraction calls on the same pool passages with the real
+bundled model, both layouts in one run, paired; prints and saves JSON.
+
+Usage: python bench/bench_prompt_layout.py [--units 60] [--start 0] [--corpus pool|book]
+       [--save bench/results/prompt_layout.json]
+
+Why it can pay: the backend keeps the KV cache of the prompt prefix a call shares with the
+previous one (:class:`kgloom.llm.llamacpp.LlamaCppBackend`), and everything up to a
+unit's text is the same in every extraction call (system, the few-shot turn, the entity
+types). An instruction after the text is evaluated again in every call; before the text
+it joins the shared prefix, evaluated once. ``text_last`` is the layout with the
+instruction after the text (:data:`TEXT_LAST`); ``text_first`` the one in
+:mod:`kgloom.extraction.extract` when it differs, else :data:`TEXT_FIRST`. One LLM per
+layout, each behind its own empty LLM cache and KV prefix; each passage is extracted by
+both in an order that alternates passage by passage, so the machine's load hits both
+alike. Figures per layout: wall seconds per unit, prompt tokens evaluated and their
+seconds, reply tokens and seconds, the speedup over ``text_last``, and how the
+``text_first`` findings agree with ``text_last``'s (entity names, types, extracted
+relationships; :func:`bench.bench_extraction_packs.agreement`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench.bench_choice_decoding import logged_llms, summary, units_of  # noqa: E402
+from bench.bench_extraction_packs import agreement, found_in  # noqa: E402
+from bench.stamp import load_average, save_result  # noqa: E402
+from kgloom.config import IndexSettings  # noqa: E402
+from kgloom.extraction import extract  # noqa: E402
+
+# the user turn with the instruction after the text (kgloom's until 2026-12-03)
+TEXT_LAST = ("Entity types: {types} (OTHER: not an entity)\n"
+             "Text:\n\"\"\"\n{text}\n\"\"\"\n"
+             "Give each name its entity type, or OTHER when it is not a person, organization, "
+             "location or event. Then list how the entities are related in this text.")
+# the same words with the instruction before the text
+TEXT_FIRST = ("Entity types: {types} (OTHER: not an entity)\n"
+              "Give each name its entity type, or OTHER when it is not a person, organization, "
+              "location or event. Then list how the entities are related in the text.\n"
+              "Text:\n\"\"\"\n{text}\n\"\"\"")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--units", type=int, default=60)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--corpus", choices=("pool", "book"), default="pool")
+    ap.add_argument("--save", default=str(ROOT / "bench" / "results" / "prompt_layout.json"))
+    args = ap.parse_args()
+
+    layouts = {"text_last": TEXT_LAST,
+               "text_first": extract._USER if extract._USER != TEXT_LAST else TEXT_FIRST}
+    units = units_of(args.corpus, args.start, args.units)
+    settings = IndexSettings()
+    llms, calls = logged_llms({v: {} for v in layouts}, "kgloom-layout-")
+    shipped = extract._USER
+    load_before = load_average()
+    wall: Counter[str] = Counter()
+    found: dict[str, list[dict]] = {v: [] for v in layouts}
+    names = list(layouts)
+    try:
+        for i, (text, title) in enumerate(units):
+            for v in (names if i % 2 == 0 else names[::-1]):
+                extract._USER = layouts[v]  # read by extraction_template at each call
+                start = time.perf_counter()
+                out = extract.extract_unit(llms[v], f"u{i}", text, settings, Counter(), None,
+                                           title)
+                wall[v] += time.perf_counter() - start
+                found[v].append(found_in(out))
+            if (i + 1) % 10 == 0:
+                print(f"{i + 1}/{len(units)} " + ", ".join(f"{v} {wall[v]:.0f} s"
+                                                          for v in names), flush=True)
+    finally:
+        extract._USER = shipped
+    base = names[0]
+    result = {
+        "corpus": args.corpus, "units": len(units), "start": args.start,
+        "model": "bundled SmolLM2-135M-Instruct (llm.weights auto)", "baseline": base,
+        "layouts": layouts, "shipped": next(v for v, u in layouts.items() if u == shipped),
+        "cores": os.cpu_count(), "load_before": load_before, "load_after": load_average(),
+        "variants": {v: {**summary(calls[v], wall[v], len(units)),
+                         "speedup": round(wall[base] / max(wall[v], 1e-9), 2)}
+                     for v in names},
+        "agreement": agreement(found[base], found[names[1]], (base, names[1])),
+    }
+    print(json.dumps({v: [r["seconds_per_unit"], r["speedup"], r["prompt_tokens_evaluated"]]
+                      for v, r in result["variants"].items()}))
+    print(json.dumps(result["agreement"]))
+    save_result(Path(args.save), result, args)
+
+
+if __name__ == "__main__":
+    main()
