@@ -89,8 +89,9 @@ class EmbeddingCache:
         return found
 
     def store(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        """Store (key, vector) pairs, float32, in one transaction."""
-        rows = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items]
+        """Store (key, vector) pairs, float32, in one transaction (streamed: no copy of
+        all the rows is made first)."""
+        rows = ((k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items)
         with self._lock:
             self._db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)",
                                  rows)
