@@ -314,23 +314,22 @@ def normalize_table(df: pl.DataFrame) -> dict:
     return {"columns": [[c, str(t)] for c, t in df.schema.items()], "rows": rows}
 
 
-def _drop_cache_state(v):
-    """``v`` without the :data:`CACHE_STATE_KEYS` (any dict key containing one)."""
+def _drop_keys(v, words: tuple[str, ...]):
+    """``v`` without any dict key that contains one of ``words``, at every depth."""
     if isinstance(v, dict):
-        return {k: _drop_cache_state(x) for k, x in v.items()
-                if not any(word in k for word in CACHE_STATE_KEYS)}
+        return {k: _drop_keys(x, words) for k, x in v.items()
+                if not any(word in k for word in words)}
     if isinstance(v, list):
-        return [_drop_cache_state(x) for x in v]
+        return [_drop_keys(x, words) for x in v]
     return v
+
+
+def _drop_cache_state(v):
+    return _drop_keys(v, CACHE_STATE_KEYS)
 
 
 def _drop_volatile(v):
-    if isinstance(v, dict):
-        return {k: _drop_volatile(x) for k, x in v.items()
-                if not any(word in k for word in VOLATILE_KEYS)}
-    if isinstance(v, list):
-        return [_drop_volatile(x) for x in v]
-    return v
+    return _drop_keys(v, VOLATILE_KEYS)
 
 
 def normalize_file(out: Path, rel: str) -> dict:
