@@ -19,7 +19,7 @@ from kgloom.assets.metadata import (
     preview,
     progress,
 )
-from kgloom.embedding.cache import open_embedding_cache
+from kgloom.embedding.embedding_cache import open_embedding_cache
 from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.extraction.claims import build_covariates
 from kgloom.graph.communities import community_structure, hierarchical_leiden

@@ -350,7 +350,7 @@ def _resolution_text(title: str, descriptions: list[str],
     The descriptions are joined by newlines, as the entities table joins them, so for a
     group that stays one entity with a short description list this is the text the
     vector stage embeds for it (``title: description``) and the index's embedding cache
-    (:mod:`kgloom.embedding.cache`) serves it there. A WordPiece tokenizer (the
+    (:mod:`kgloom.embedding.embedding_cache`) serves it there. A WordPiece tokenizer (the
     bundled all-MiniLM-L6-v2's) splits on any whitespace, so the vector is the one a
     space would give."""
     if not descriptions:

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from kgloom import schemas
-from kgloom.embedding.cache import EmbeddingCache, open_embedding_cache
+from kgloom.embedding.embedding_cache import EmbeddingCache, open_embedding_cache
 from kgloom.embedding.sentence_embedder import Embedder, release_memory
 from kgloom.embedding.store import (
     EMBEDDING_KEY,
@@ -256,7 +256,7 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
       written and the table gains no version.
     - A row to write reuses the stored vector of its ``embedding_key`` when there is one,
       else the vector ``cache`` holds for its text (another stage embedded the same
-      text, :mod:`kgloom.embedding.cache`); otherwise its text is embedded.
+      text, :mod:`kgloom.embedding.embedding_cache`); otherwise its text is embedded.
       ``batch_rows`` rows at a time are embedded (in the calling thread) and
       ``progress(done, total)`` is called after each batch; every :data:`WRITE_ROWS`
       embedded rows go to Lance through a ``pyarrow.RecordBatchReader`` (one table
@@ -376,7 +376,7 @@ def sync_index(output_dir: str | Path, embedder: Embedder,
     ``entities.parquet``, ``community_reports.parquet`` under ``output_dir``) into the
     LanceDB folder ``<output_dir>/lancedb`` with :func:`sync_lancedb` (only changed rows
     embedded and written, in batches; a text another stage embedded is read from the
-    index's embedding cache, :mod:`kgloom.embedding.cache`), refresh each flat table's
+    index's embedding cache, :mod:`kgloom.embedding.embedding_cache`), refresh each flat table's
     :func:`write_flat_snapshot`, and record the embedder's manifest when it changed.
 
     A missing ``community_reports.parquet`` (an index built without reports) gives an

@@ -1,4 +1,4 @@
-"""kgloom.embedding.cache: each text embedded once per index, across stages and runs."""
+"""kgloom.embedding.embedding_cache: each text embedded once per index, across stages and runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.embedding.cache import EmbeddingCache, cache_key, open_embedding_cache
+from kgloom.embedding.embedding_cache import EmbeddingCache, cache_key, open_embedding_cache
 from kgloom.embedding.store import VECTOR_TABLES
 from kgloom.graph.entities import build_entity_tables
 from kgloom.tokenizer import default_tokenizer
