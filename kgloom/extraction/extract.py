@@ -137,11 +137,14 @@ _SYSTEM = ("You build a knowledge graph from a text. You answer with JSON only: 
            "each name found in the text, and the relationships between the entities.")
 # no list of the names: the reply's keys are the names, forced by the schema, so the model
 # reads each one just before it types it (the list cost a fifth of a pool passage's
-# prompt tokens; docs/scale.md)
+# prompt tokens; docs/scale.md). The instruction comes before the text: everything up to
+# the text is the same in every call, so the backend's KV cache of the shared prompt prefix
+# holds it and it is evaluated once, not per unit (bench/bench_prompt_layout.py: 33 prompt
+# tokens and 1.13x the seconds a pool passage, docs/scale.md)
 _USER = ("Entity types: {types} (OTHER: not an entity)\n"
-         "Text:\n\"\"\"\n{text}\n\"\"\"\n"
          "Give each name its entity type, or OTHER when it is not a person, organization, "
-         "location or event. Then list how the entities are related in this text.")
+         "location or event. Then list how the entities are related in the text.\n"
+         "Text:\n\"\"\"\n{text}\n\"\"\"")
 
 def extraction_template(llm_descriptions: bool) -> PromptTemplate:
     """The extraction prompt; its few-shot reply matches :func:`extraction_schema`."""
