@@ -366,7 +366,10 @@ def write_flat_snapshot(db_path: str | Path, table_name: str) -> Path | None:
     if vector_index_type(table) != "flat" or EMBEDDING_KEY not in table.schema.names:
         path.unlink(missing_ok=True)
         return None
-    frame = _frame(table.to_arrow().select(["id", EMBEDDING_KEY, "vector"]))
+    # the three columns only: ``to_arrow().select`` read every column first (the pool's
+    # community reports: 459 MB resident against 288 MB, the process included)
+    frame = _frame(table.search().select(["id", EMBEDDING_KEY, "vector"]).limit(None)
+                   .to_arrow())
     return _atomic(path, lambda tmp: frame.write_parquet(tmp))
 
 
