@@ -143,6 +143,11 @@ class OnnxEncoder:
                 str(self.model_file), opts, providers=["CPUExecutionProvider"]))
         return self._session[1]
 
+    def release(self) -> None:
+        """Drop the session (its weights and memory arena: about 0.3 GB after a pass of
+        256-token windows); the next :meth:`encode` makes it again (about 0.3 s)."""
+        self._session = None
+
     def encode(self, windows: list[str], threads: int, progress=None,
                progress_every: int = 512) -> np.ndarray:
         """float32 (len(windows), dim), unit rows: each window's last hidden states
@@ -308,6 +313,10 @@ class OnnxEmbedder(TokenizersEmbedder):
                              f"model's saved vector; delete the file to export it again")
         self.backend = f"onnxruntime, no torch: {model_file}"
         self.load_seconds = time.perf_counter() - t0
+
+    def release(self) -> None:
+        """Drop the ONNX Runtime session (:meth:`OnnxEncoder.release`)."""
+        self._onnx.release()
 
     def _encode(self, windows: list[str], threads: int | None,
                 progress: Callable[[int, int], None] | None) -> np.ndarray:
