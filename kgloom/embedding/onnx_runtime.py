@@ -272,9 +272,11 @@ class OnnxEmbedder(TokenizersEmbedder):
     :class:`~kgloom.embedding.sentence_embedder.Embedder` (the export is the one its ONNX
     path runs, checked against the torch model's saved probe vector), same windows and
     :attr:`key`, so either may write or read an index. Without torch, transformers and
-    sentence-transformers in the process, the embedder held about 0.35 GB resident after
-    a 1,500-passage pass where the sentence-transformers one held about 0.67 GB
-    (``bench/bench_embedder.py --memory``).
+    sentence-transformers in the process, a process that loaded it and embedded 1,500
+    pool passages peaked at 393 MB resident, against 838 MB with sentence-transformers
+    loaded and the same ONNX passes, 738 MB with torch's passes; it loaded in 0.5 s
+    against 6.1 s (``bench/bench_embedder.py --memory``,
+    ``bench/results/embedder_memory.json``).
 
     Args:
         model_path: a folder :func:`fast_path_reason` accepts; default the bundled one.
