@@ -10,7 +10,17 @@ by load, as in an index run).
 Figures: seconds per round, the median ratio torch / onnx per set, and the smallest cosine
 between the two backends' vectors of one text (1.0 = the same vector).
 
-Usage: python bench/bench_embedder.py [--rounds 3] [--threads 2]
+With ``--memory N``: instead, resident memory of each way to load the embedder, each in
+its own fresh process, embedding the first N passages of the 2Wiki pool
+(bench/data/2wiki-pool/corpus.jsonl) once: ``torch`` (sentence-transformers),
+``onnx`` (sentence-transformers loaded, forward passes on ONNX Runtime: the index's
+embedder until 2026-12-03) and ``onnx_no_torch``
+(:class:`kgloom.embedding.onnx_runtime.OnnxEmbedder`, what
+:func:`kgloom.embedding.index_embedder` loads). Figures: RSS after loading and after the
+pass, the process's peak RSS (``ru_maxrss``), seconds, whether torch was imported, and
+the smallest cosine of each way's vectors to ``torch``'s.
+
+Usage: python bench/bench_embedder.py [--rounds 3] [--threads 2] [--memory N]
            [--save bench/results/embedder_backends.json]
 """
 
@@ -42,13 +52,91 @@ def text_sets(corpus: Path) -> dict[str, list[str]]:
     return {"passages": passages, "short": short}
 
 
+POOL = ROOT / "bench" / "data" / "2wiki-pool" / "corpus.jsonl"
+WAYS = ("torch", "onnx", "onnx_no_torch")
+
+
+def memory_child(way: str, n: int, vectors: Path) -> dict:
+    """Load the embedder ``way`` (:data:`WAYS`) in this process, embed the pool's first
+    ``n`` passages, save their vectors to ``vectors`` (.npy); return the figures (MiB,
+    seconds)."""
+    import resource
+
+    import numpy as np
+    import psutil
+
+    proc = psutil.Process()
+    t0 = time.perf_counter()
+    if way == "onnx_no_torch":
+        from kgloom.embedding import default_embedder_path
+        from kgloom.embedding.onnx_runtime import OnnxEmbedder, ensure_export
+
+        reason = ensure_export(default_embedder_path())
+        if reason:
+            raise SystemExit(f"no ONNX export: {reason}")
+        emb = OnnxEmbedder()
+    else:
+        from kgloom.embedding.sentence_embedder import Embedder
+
+        emb = Embedder(backend=way)
+    load_s, rss_load = time.perf_counter() - t0, proc.memory_info().rss
+    texts = [json.loads(line)["text"] for line in POOL.read_text(encoding="utf-8")
+             .splitlines()[:n]]
+    t0 = time.perf_counter()
+    vecs = emb.embed(texts)
+    np.save(vectors, vecs)
+    return {"way": way, "texts": len(texts), "load_seconds": round(load_s, 1),
+            "pass_seconds": round(time.perf_counter() - t0, 1),
+            "rss_after_load_mb": round(rss_load / 2**20),
+            "rss_after_pass_mb": round(proc.memory_info().rss / 2**20),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "torch_imported": "torch" in sys.modules}
+
+
+def memory(n: int) -> dict:
+    """:func:`memory_child` of every way in :data:`WAYS`, each in a fresh process, and
+    each way's smallest cosine to the torch vectors."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    out: dict = {"texts": n, "ways": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for way in WAYS:
+            vec = Path(tmp) / f"{way}.npy"
+            done = subprocess.run([sys.executable, __file__, "--memory-child", way,
+                                   "--memory", str(n), "--vectors", str(vec)],
+                                  capture_output=True, text=True, check=True)
+            out["ways"][way] = json.loads(done.stdout.strip().splitlines()[-1])
+            print(out["ways"][way], flush=True)
+        ref = np.load(Path(tmp) / "torch.npy")
+        for way in WAYS:
+            cos = (np.load(Path(tmp) / f"{way}.npy") * ref).sum(axis=1)
+            out["ways"][way]["min_cosine_to_torch"] = round(float(cos.min()), 7)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="0: by load")
     ap.add_argument("--save", type=Path, default=ROOT / "bench" / "results" /
                     "embedder_backends.json")
+    ap.add_argument("--memory", type=int, default=0, metavar="N",
+                    help="resident memory of each way to load the embedder on N pool passages")
+    ap.add_argument("--memory-child", choices=WAYS, help=argparse.SUPPRESS)
+    ap.add_argument("--vectors", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.memory_child:
+        print(json.dumps(memory_child(args.memory_child, args.memory, args.vectors)))
+        return
+    if args.memory:
+        save_result(args.save, {"benchmark": "embedder memory: each way to load it, in its "
+                                "own process, on the 2Wiki pool's passages", **when(),
+                                "cores": os.cpu_count(), "load_before": load_average(),
+                                **memory(args.memory), "load_after": load_average()}, args)
+        return
     from kgloom.embedding.sentence_embedder import Embedder
 
     loads = {}

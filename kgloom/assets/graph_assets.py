@@ -2,6 +2,7 @@
 mentions) and communities (published level)."""
 
 import datetime as dt
+import functools
 from collections import Counter
 
 import dagster as dg
@@ -21,6 +22,7 @@ from kgloom.assets.metadata import (
 )
 from kgloom.embedding.embedding_cache import open_embedding_cache
 from kgloom.embedding.sentence_embedder import release_memory
+from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.extraction.claims import build_covariates
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
@@ -59,13 +61,20 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     emb_seconds_before = emb.seconds if emb else 0.0  # the loaded embedder is shared
     cache = open_embedding_cache(index.out)  # texts embedded by an earlier run: read
     steps: dict[str, float] = {}
+
+    def embed_pass(texts: list[str], emb: WindowedEmbedder):
+        """One embedding pass (resolution, summaries), its own progress bar; the
+        embedder's session is freed after it, so the merge check's model is not
+        resident beside it."""
+        try:
+            return cache.embed(emb, texts, progress=progress(context, "embeddings"))
+        finally:
+            emb.release()
+
     with Timer():
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(),
-            # each embedding pass (resolution, summaries) gets its own progress bar
-            embed=(lambda texts: cache.embed(emb, texts,
-                                             progress=progress(context, "embeddings")))
-            if emb else None,
+            embed=functools.partial(embed_pass, emb=emb) if emb else None,
             progress=progress(context, SUMMARIES), timings=steps)
     release_memory()  # the resolution's embedding passes
     cache.close()

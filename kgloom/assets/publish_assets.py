@@ -95,6 +95,8 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
         if is_disk_full(exc):
             raise disk_full_error(db_path, None, exc) from exc
         raise
+    finally:
+        emb.release()  # its session's memory, until a later stage embeds again
     stats = write_stage_stats(out, VECTOR_INDEX, clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
                               **embedder_time(emb, emb_seconds_before))

@@ -6,7 +6,9 @@
   truncation).
 - :mod:`kgloom.embedding.sentence_embedder`: ``Embedder``, the sentence-transformers
   embedder (ONNX Runtime when it reproduces the model:
-  :mod:`kgloom.embedding.onnx_runtime`), used to build an index.
+  :mod:`kgloom.embedding.onnx_runtime`).
+- :mod:`kgloom.embedding.onnx_runtime`: ``OnnxEmbedder``, the same vectors without torch
+  in the process; :func:`index_embedder` picks it to build an index when it can.
 - :mod:`kgloom.embedding.fast`: the numpy encoder a cold query process loads instead
   (:func:`query_embedder` picks it when it reproduces the model).
 - :mod:`kgloom.embedding.store`: where an index's vectors live (LanceDB folder, tables,
@@ -49,6 +51,37 @@ def query_embedder(model_path: str | Path | None = None) -> WindowedEmbedder:
     path = str(model_path or default_embedder_path())
     if os.environ.get("KGLOOM_TORCH_EMBEDDER") != "1" and fast_path_reason(path) is None:
         return FastEmbedder(path)
+    from kgloom.embedding.sentence_embedder import Embedder
+
+    return Embedder(path)
+
+
+def index_embedder(model_path: str | Path | None = None) -> WindowedEmbedder:
+    """The embedder an index is built with for ``model_path`` (None: the bundled
+    all-MiniLM-L6-v2): :class:`~kgloom.embedding.onnx_runtime.OnnxEmbedder` when the
+    folder is of the kind it reproduces and a checked ONNX export exists or can be made
+    (:func:`~kgloom.embedding.onnx_runtime.ensure_export`, in a child process), so the
+    indexing process never imports torch; else the sentence-transformers
+    :class:`~kgloom.embedding.sentence_embedder.Embedder`, whose own backend choice then
+    applies. ``KGLOOM_EMBEDDER_BACKEND=torch`` forces the latter. Same vectors and key
+    either way.
+
+    Raises:
+        ValueError, RuntimeError: as :class:`~kgloom.embedding.sentence_embedder.Embedder`
+            (a bad backend name; backend "onnx" when no ONNX path serves).
+    """
+    from kgloom.embedding.fast import fast_path_reason
+
+    path = str(model_path or default_embedder_path())
+    if (os.environ.get("KGLOOM_EMBEDDER_BACKEND", "auto") in ("auto", "onnx")
+            and fast_path_reason(path) is None):
+        from kgloom.embedding.onnx_runtime import OnnxEmbedder, ensure_export
+
+        if ensure_export(path) is None:
+            try:
+                return OnnxEmbedder(path)
+            except (OSError, ValueError, ImportError):
+                pass  # the sentence-transformers embedder below tries (and says) again
     from kgloom.embedding.sentence_embedder import Embedder
 
     return Embedder(path)

@@ -90,7 +90,55 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     return (x - mean) / np.sqrt(var + eps) * weight + bias
 
 
-class FastEmbedder(WindowedEmbedder):
+class TokenizersEmbedder(WindowedEmbedder):
+    """What the torch-free embedders of a :func:`fast_path_reason` folder share: the
+    folder's checks, its window (``sentence_bert_config.json``'s ``max_seq_length``), its
+    ``tokenizer.json`` on the ``tokenizers`` library (the same fast tokenizer
+    sentence-transformers wraps), :attr:`dim` from ``config.json``. A subclass loads the
+    weights and implements ``_encode``.
+
+    Args:
+        model_path: a folder :func:`fast_path_reason` accepts; default the bundled one.
+        window_tokens, stride: as :class:`~kgloom.embedding.sentence_embedder.Embedder`.
+
+    Raises:
+        ValueError: a folder of another kind (the reason named), a bad window or stride.
+    """
+
+    def __init__(self, model_path: str | Path | None = None, window_tokens: int | None = None,
+                 stride: int | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        self.model_path = str(model_path or default_embedder_path())
+        folder = Path(self.model_path)
+        reason = fast_path_reason(folder)
+        if reason:
+            raise ValueError(f"{folder}: {reason}; use kgloom.embedding.sentence_embedder.Embedder")
+        self.config = _read_json_object(folder / "config.json")
+        st_config = _read_json_object(folder / "sentence_bert_config.json")
+        max_len = int(st_config.get("max_seq_length")
+                      or self.config.get("max_position_embeddings", 512))
+        self._set_windows(max_len, window_tokens, stride)
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self.seconds = 0.0
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension (the model's hidden size; 384 for all-MiniLM-L6-v2)."""
+        return int(self.config["hidden_size"])
+
+    def _tokenize(self, text: str) -> tuple[list[tuple[int, int]], list[int | None]]:
+        enc = self.tokenizer.encode(text, add_special_tokens=False)
+        return enc.offsets, enc.word_ids
+
+    def _token_counts(self, windows: list[str]) -> list[int]:
+        return [len(e.ids) for e in
+                self.tokenizer.encode_batch(windows, add_special_tokens=False)]
+
+
+class FastEmbedder(TokenizersEmbedder):
     """The sentence-transformers vectors of a BERT + mean pooling + normalize folder
     (all-MiniLM-L6-v2), computed with ``tokenizers`` and numpy: no torch, no
     transformers, so a cold query process embeds its question in tens of milliseconds
@@ -117,44 +165,17 @@ class FastEmbedder(WindowedEmbedder):
                  stride: int | None = None) -> None:
         t0 = time.perf_counter()
         from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
 
-        self.model_path = str(model_path or default_embedder_path())
-        folder = Path(self.model_path)
-        reason = fast_path_reason(folder)
-        if reason:
-            raise ValueError(f"{folder}: {reason}; use kgloom.embedding.sentence_embedder.Embedder")
-        config = _read_json_object(folder / "config.json")
-        st_config = _read_json_object(folder / "sentence_bert_config.json")
-        self.heads = int(config["num_attention_heads"])
-        self.eps = float(config.get("layer_norm_eps", 1e-12))
-        max_len = int(st_config.get("max_seq_length")
-                      or config.get("max_position_embeddings", 512))
-        self._set_windows(max_len, window_tokens, stride)
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
-        raw = load_file(str(folder / "model.safetensors"))
+        super().__init__(model_path, window_tokens, stride)
+        self.heads = int(self.config["num_attention_heads"])
+        self.eps = float(self.config.get("layer_norm_eps", 1e-12))
+        raw = load_file(str(Path(self.model_path) / "model.safetensors"))
         w = {k.removeprefix("bert."): v.astype(np.float32, copy=False) for k, v in raw.items()}
         w = {k.replace("LayerNorm.gamma", "LayerNorm.weight")
              .replace("LayerNorm.beta", "LayerNorm.bias"): v for k, v in w.items()}
         self._w = w
-        self.layers = int(config["num_hidden_layers"])
-        self.seconds = 0.0
+        self.layers = int(self.config["num_hidden_layers"])
         self.load_seconds = time.perf_counter() - t0
-
-    @property
-    def dim(self) -> int:
-        """Embedding dimension (the model's hidden size; 384 for all-MiniLM-L6-v2)."""
-        return int(self._w["embeddings.word_embeddings.weight"].shape[1])
-
-    def _tokenize(self, text: str) -> tuple[list[tuple[int, int]], list[int | None]]:
-        enc = self.tokenizer.encode(text, add_special_tokens=False)
-        return enc.offsets, enc.word_ids
-
-    def _token_counts(self, windows: list[str]) -> list[int]:
-        return [len(e.ids) for e in
-                self.tokenizer.encode_batch(windows, add_special_tokens=False)]
 
     def _forward(self, ids: np.ndarray, type_ids: np.ndarray) -> np.ndarray:
         """Last hidden states (n, dim) of one sequence of ``ids`` (with [CLS]/[SEP])."""

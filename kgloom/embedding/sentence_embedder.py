@@ -125,6 +125,12 @@ class Embedder(WindowedEmbedder):
         ids = self.tokenizer(windows, add_special_tokens=False, verbose=False)["input_ids"]
         return [len(i) for i in ids]
 
+    def release(self) -> None:
+        """Drop the ONNX Runtime session when the passes run on one
+        (:meth:`kgloom.embedding.onnx_runtime.OnnxEncoder.release`); torch's model stays."""
+        if self._onnx is not None:
+            self._onnx.release()
+
     def _encode(self, windows: list[str], threads: int | None,
                 progress: Callable[[int, int], None] | None) -> np.ndarray:
         """Unit-length vectors of ``windows`` by ``SentenceTransformer.encode``.

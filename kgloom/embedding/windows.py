@@ -63,6 +63,10 @@ class WindowedEmbedder:
                 progress: Callable[[int, int], None] | None) -> np.ndarray:
         raise NotImplementedError
 
+    def release(self) -> None:
+        """Free what the forward passes hold between passes (an ONNX Runtime session and
+        its memory arena); the next pass makes it again. Nothing to free by default."""
+
     # --- shared -------------------------------------------------------------------
     def claim_load_seconds(self) -> float:
         """:attr:`load_seconds` the first time it is asked for, 0.0 after: the stage that

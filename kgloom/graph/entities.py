@@ -50,7 +50,9 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         llm: the cached LLM (stages ``resolution`` and ``summaries``); None with
             ``method=fast``: no merge check, and the embedding pass (which that check
             guards) is skipped; summaries are extractive (``IndexSettings`` refuses
-            ``fast`` with ``summary_method=llm``).
+            ``fast`` with ``summary_method=llm``). Its model is released
+            (:meth:`CachedLLM.release`) once resolution is done unless the summaries
+            are ``llm`` ones; a later call would load it again.
         settings: resolution methods and threshold, LLM verification, summary options.
         tokenizer: budgets of the summary and verification prompts (tokens).
         embed: texts -> (n, dim) array for the embedding pass (when "embedding" is among
@@ -72,6 +74,10 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         similarity_threshold=settings.embedding_merge_threshold,
         **resolution_options(settings, llm, tokenizer))
     t1 = time.perf_counter()
+    if llm is not None and settings.summary_method != "llm":
+        # the merge check was the stage's last model call: free the weights before the
+        # summaries' embedding pass (about 420 MB for the bundled model; CachedLLM.release)
+        llm.release()
     ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress, embed)
     rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress, embed)
     t2 = time.perf_counter()

@@ -89,10 +89,30 @@ def test_a_conversion_that_fails_says_so_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_released_model_frees_its_llama_and_keeps_its_figures(tmp_path, monkeypatch):
+def test_the_model_loads_at_its_first_call_and_a_released_one_loads_again(tmp_path,
+                                                                         monkeypatch):
+    """Opening a model loads no weights; counting tokens reads the vocabulary alone (the
+    same counts); the first call loads them; release frees them and keeps the figures;
+    the next call loads them again and replies as before."""
+    from kgloom.llm import PromptTemplate, structured_call
+
     monkeypatch.setenv("KGLOOM_MODEL_CACHE", str(tmp_path / "models"))
     llm = open_llm(tmp_path / "cache.sqlite")
+    backend = llm.backend
+    assert backend._model is None  # type: ignore[union-attr]
+    text = "Fezziwig said: Christmas Eve, Dick! Yo ho, my boys!"
+    vocab_count = backend.count_tokens(text)  # type: ignore[union-attr]
+    assert backend._model is None and vocab_count > 5  # type: ignore[union-attr]
+    template = PromptTemplate(name="t", system="Answer in JSON.", user="Is {q} a person?",
+                              schema={"type": "object", "properties": {
+                                  "answer": {"type": "boolean"}}, "required": ["answer"]},
+                              max_tokens=10)
+    first, _ = structured_call(llm, template, "s", "Fezziwig", 1, q="Fezziwig")
+    assert backend._model is not None  # type: ignore[union-attr]
+    assert backend.count_tokens(text) == vocab_count  # type: ignore[union-attr]
     settings = llm.backend_settings()
     llm.release()
-    assert llm.backend._llm._ctx is None or llm.backend._llm._ctx.ctx is None  # type: ignore[union-attr]
-    assert llm.backend_settings() == settings
+    assert backend._model is None and llm.backend_settings() == settings  # type: ignore[union-attr]
+    again, _ = structured_call(llm, template, "s", "Fezziwig", 2, q="Fezziwig")  # a miss
+    assert again == first and backend._model is not None  # type: ignore[union-attr]
+    assert llm.stats["s"].calls == 2

@@ -98,6 +98,53 @@ def test_onnx_backend_gives_the_torch_vectors_and_falls_back_with_a_reason(embed
         Embedder(embedder.model_path, backend="tensorflow")
 
 
+def test_index_embedder_builds_without_torch_and_gives_the_torch_vectors(embedder, tmp_path,
+                                                                         monkeypatch):
+    """The index's embedder makes the checked ONNX export in a child process, then runs
+    it with no torch in the process (a fresh interpreter proves it), with the torch
+    vectors and the same key; an export whose probe disagrees with the saved torch vector
+    is refused, and the index then gets the sentence-transformers embedder."""
+    import subprocess
+    import sys
+
+    from kgloom.embedding import index_embedder
+    from kgloom.embedding.onnx_runtime import (
+        OnnxEmbedder,
+        ensure_export,
+        export_file,
+        probe_file,
+    )
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KGLOOM_CACHE_DIR", str(cache))
+    with pytest.raises(FileNotFoundError, match="no checked ONNX export"):
+        OnnxEmbedder(embedder.model_path)
+    assert ensure_export(embedder.model_path) is None
+    model_file = export_file(embedder.model_path)
+    assert model_file.parent == cache / "onnx" and probe_file(model_file).is_file()
+
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys\n"
+         "from kgloom.embedding import index_embedder\n"
+         "e = index_embedder()\n"
+         "v = e.embed(['Tiny Tim', 'Bob Cratchit carried him home.'])\n"
+         "print(type(e).__name__, 'torch' in sys.modules, v.shape)"],
+        capture_output=True, text=True, check=True)
+    assert child.stdout.split()[:2] == ["OnnxEmbedder", "False"], child.stdout + child.stderr
+
+    onnx = index_embedder(embedder.model_path)
+    assert isinstance(onnx, OnnxEmbedder) and onnx.key == embedder.key
+    texts = ["Scrooge's nephew Fred wishes him a merry Christmas.", "", LONG_TEXT, "Tiny Tim"]
+    assert onnx.windows_for(LONG_TEXT) == embedder.windows_for(LONG_TEXT)
+    cos = (onnx.embed(texts) * embedder.embed(texts)).sum(axis=1)
+    assert cos.min() > 0.99999, cos
+
+    np.save(probe_file(model_file), -np.load(probe_file(model_file)))  # another model's
+    with pytest.raises(ValueError, match="probe cosine"):
+        OnnxEmbedder(embedder.model_path)
+    assert isinstance(index_embedder(embedder.model_path), Embedder)
+
+
 def _frame_and_vectors(n: int, dim: int = 8, seed: int = 0):
     rng = np.random.default_rng(seed)
     vectors = rng.normal(size=(n, dim)).astype(np.float32)
