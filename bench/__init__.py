@@ -53,6 +53,10 @@ BENCHES: dict[str, Bench] = {
         (("add: LLM calls", "figures.add_llm_calls"),
          ("no change: LLM calls", "figures.no_change_llm_calls"),
          ("no change: wall share", "figures.no_change_wall_share_of_first_run"))),
+    "pool_memory": Bench(
+        "bench_pool_memory.py", "peak memory per step of a finished pool index rebuilt "
+        "with extraction replayed from its LLM cache", True, ("pool_memory*.json",),
+        (("peak RSS MB", "peak_rss_mb"), ("wall s", "wall_seconds"))),
     "big_document": Bench(
         "bench_big_document.py", "one huge document (fake LLM): peak memory and wall "
         "time against the book alone", False, ("big_document*.json",),
