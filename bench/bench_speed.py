@@ -21,7 +21,8 @@ text unit). A JSON with the figures so far is saved after every variant. The mac
 1-minute load average is recorded before and after each run (other processes share the
 cores): compare the ratios of one run, not seconds across runs.
 
-Figures per variant: wall seconds of the whole command and per text unit; LLM calls per
+Figures per variant: wall seconds of the whole command and per text unit, peak resident
+memory of the command's process tree (MiB, sampled every 0.2 s); LLM calls per
 stage (new rows in the LLM cache); each stage's wall and model seconds (``cost`` of
 ``index-summary.json``; for a baseline without it, the stages' ``seconds`` and LLM
 seconds); the share of the wall time inside the models; community reports written by
@@ -121,11 +122,12 @@ def run_variant(name: str, src: Path, work: Path, corpus: str, args) -> dict:
     out.mkdir(parents=True)
     print(f"[{name}] kgloom index ({corpus}), load {load()} ...", flush=True)
     run = build_index(inp, out, src=src, log=work / name / "log.txt",
-                      fake_llm=args.fake_llm, model_path=args.model_path)
+                      fake_llm=args.fake_llm, model_path=args.model_path, sample_rss=True)
     wall, before = run.wall_seconds, run.load_before[0]
     fig = variant_figures(out, corpus, wall, before, run.load_after[0])
-    shown = ("wall_seconds", "llm_calls_total", "model_share_of_wall", "load_before",
-             "load_after")
+    fig["peak_rss_mb"] = run.peak_rss_mb  # the process tree's, sampled every 0.2 s
+    shown = ("wall_seconds", "llm_calls_total", "model_share_of_wall", "peak_rss_mb",
+             "load_before", "load_after")
     print(f"[{name}] {json.dumps({k: fig[k] for k in shown})}", flush=True)
     return fig
 
