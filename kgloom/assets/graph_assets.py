@@ -71,15 +71,16 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         finally:
             emb.release()
 
-    with Timer():
+    try:
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(),
             embed=functools.partial(embed_pass, emb=emb) if emb else None,
             progress=progress(context, SUMMARIES), timings=steps)
-    release_memory()  # the resolution's embedding passes
-    cache.close()
-    if cached is not None:
-        cached.release()  # the model, now (CachedLLM.release)
+    finally:  # on failure too: the cache file closed, the model freed
+        release_memory()  # the resolution's embedding passes
+        cache.close()
+        if cached is not None:
+            cached.release()  # the model, now (CachedLLM.release)
     store.write(ents, schemas.ENTITIES)
     store.write(rels, schemas.RELATIONSHIPS)
     store.write(aliases, schemas.ENTITY_ALIASES)
