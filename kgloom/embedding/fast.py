@@ -152,13 +152,7 @@ class FastEmbedder(TokenizersEmbedder):
     own (no padding). Windowing, pooling of windows, :attr:`name` and :attr:`key` are
     :class:`WindowedEmbedder`'s, so an index built with the sentence-transformers
     :class:`~kgloom.embedding.sentence_embedder.Embedder` is queried with the same key.
-
-    Args:
-        model_path: a folder :func:`fast_path_reason` accepts; default the bundled one.
-        window_tokens, stride: as :class:`~kgloom.embedding.sentence_embedder.Embedder`.
-
-    Raises:
-        ValueError: a folder of another kind (the reason named), a bad window or stride.
+    Arguments and errors: :class:`TokenizersEmbedder`'s.
     """
 
     def __init__(self, model_path: str | Path | None = None, window_tokens: int | None = None,
