@@ -171,7 +171,8 @@ BENCHES: dict[str, Bench] = {
          ("published naming outside", "after.published_reports_naming_outside_context"))),
     "embedder": Bench(
         "bench_embedder.py", "the embedder's backends: sentence-transformers (torch) "
-        "against ONNX Runtime", False, ("embedder_backends*.json",),
+        "against ONNX Runtime; --memory: each way's resident memory", False,
+        ("embedder_backends*.json", "embedder_memory*.json"),
         (("torch/onnx (passages)", "sets.passages.torch_over_onnx_median"),
          ("min cosine", "sets.passages.min_cosine"))),
     "ann": Bench(

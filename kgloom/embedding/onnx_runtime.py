@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kgloom.embedding.fast import TokenizersEmbedder, fast_path_reason
-from kgloom.embedding.sentence_embedder import PROGRESS_WINDOWS
+from kgloom.embedding.windows import PROGRESS_WINDOWS
 
 if TYPE_CHECKING:  # imported where a session is made: onnxruntime is optional
     import onnxruntime

@@ -17,11 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from kgloom.embedding import default_embedder_path
-from kgloom.embedding.windows import WindowedEmbedder
+from kgloom.embedding.windows import PROGRESS_WINDOWS, WindowedEmbedder
 
-# windows per encode call of Embedder.embed: a progress step (about 10-20 s of a 2-core
-# CPU for 256-token windows of all-MiniLM-L6-v2); batches inside stay ``batch_size``
-PROGRESS_WINDOWS = 512
 # how windows are encoded: "auto" (ONNX Runtime when the folder allows it, else torch),
 # "onnx" (fail without it), "torch" (sentence-transformers); env KGLOOM_EMBEDDER_BACKEND
 BACKENDS = ("auto", "onnx", "torch")
