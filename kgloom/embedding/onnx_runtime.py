@@ -284,8 +284,9 @@ class OnnxEmbedder(TokenizersEmbedder):
         batch_size: windows per forward pass (:class:`OnnxEncoder`).
 
     Raises:
-        ValueError: a folder of another kind, a bad window or stride, or an export whose
-            probe vector is off the saved one (cosine under :data:`MIN_PROBE_COSINE`).
+        ValueError: a folder of another kind, a bad window or stride, an export ONNX
+            Runtime cannot run (a damaged file), or one whose probe vector is off the
+            saved one (cosine under :data:`MIN_PROBE_COSINE`).
         FileNotFoundError: no checked export (run :func:`ensure_export` first).
         ImportError: without ``onnxruntime``.
     """
@@ -308,8 +309,12 @@ class OnnxEmbedder(TokenizersEmbedder):
             model_file, lambda w: [e.ids for e in self.tokenizer.encode_batch(w)],
             int(self.config.get("pad_token_id") or 0), batch_size)
         self._bursts = BurstThreads()  # threads of each pass, by the others' load
-        threads = self._bursts.pick()
-        cosine = float(np.dot(self._onnx.encode([PROBE], threads)[0], np.load(probe)))
+        try:
+            got = self._onnx.encode([PROBE], self._bursts.pick())[0]
+        except Exception as exc:  # ONNX Runtime's own errors derive from Exception only
+            raise ValueError(f"{model_file}: ONNX Runtime cannot run it ({type(exc).__name__}:"
+                             f" {exc}); delete the file to export it again") from exc
+        cosine = float(np.dot(got, np.load(probe)))
         if cosine < MIN_PROBE_COSINE:
             raise ValueError(f"{model_file}: probe cosine {cosine:.6f} against the torch "
                              f"model's saved vector; delete the file to export it again")

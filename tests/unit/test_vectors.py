@@ -144,6 +144,11 @@ def test_index_embedder_builds_without_torch_and_gives_the_torch_vectors(embedde
         OnnxEmbedder(embedder.model_path)
     assert isinstance(index_embedder(embedder.model_path), Embedder)
 
+    model_file.write_bytes(model_file.read_bytes()[:1000])  # a cut (damaged) export
+    with pytest.raises(ValueError, match=r"cannot run it.*delete the file"):
+        OnnxEmbedder(embedder.model_path)
+    assert isinstance(index_embedder(embedder.model_path), Embedder)
+
 
 def _frame_and_vectors(n: int, dim: int = 8, seed: int = 0):
     rng = np.random.default_rng(seed)
