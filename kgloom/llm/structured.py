@@ -11,6 +11,8 @@ import threading
 from typing import Any, Protocol
 
 import jsonschema
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 
 from kgloom.ids import content_id
 from kgloom.llm.backend import Completion
@@ -32,6 +34,20 @@ class LLMCaller(Protocol):
              seed: int) -> Completion:
         """The reply for one call (see :meth:`kgloom.llm.CachedLLM.call`)."""
         ...
+
+
+def _validate(obj: Any, schema: dict[str, Any]) -> None:
+    """``jsonschema.validate(obj, schema)`` without its check of ``schema`` against the
+    meta-schema, which it repeats at every call: kgloom's schemas are built by its own
+    code, and on the extraction's per-unit schemas that check was most of the 12 ms a
+    reply's validation took (cProfile of 39 pool units).
+
+    Raises:
+        jsonschema.ValidationError: the best-matching error, as ``jsonschema.validate``.
+    """
+    error = best_match(validator_for(schema)(schema).iter_errors(obj))
+    if error is not None:
+        raise error
 
 
 def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_id: str,
@@ -78,7 +94,7 @@ def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_i
         try:
             # strict=False: grammar strings may hold raw newlines, which are harmless here
             obj = json.loads(raw, strict=False)
-            jsonschema.validate(obj, check_schema or schema)
+            _validate(obj, check_schema or schema)
             return obj, None
         except json.JSONDecodeError as exc:
             problem = f"reply is not JSON ({exc.msg}; max_tokens {max_tokens} reached?)"
