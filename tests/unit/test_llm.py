@@ -308,3 +308,29 @@ def test_reply_token_bound_covers_every_reply_of_a_bounded_schema():
     assert len(json.dumps(schema_instance(schema))) <= bound
     assert reply_token_bound({"type": "array", "items": {"type": "string"}}) is None
     assert reply_token_bound({"type": "string"}) is None
+
+
+def test_reply_validation_reports_what_jsonschema_validate_reports():
+    """Validation without the per-call meta-schema check (kgloom.llm.structured._validate)
+    accepts and rejects as ``jsonschema.validate`` does, with the same best-match message."""
+    from kgloom.config import IndexSettings
+    from kgloom.extraction.extract import extraction_schema
+    from kgloom.llm.structured import _validate
+
+    schema = extraction_schema(["Marley", "Scrooge"], IndexSettings())
+    good = {"entities": {"Marley": "PERSON", "Scrooge": "PERSON"},
+            "relationships": [{"source": "Marley", "target": "Scrooge"}]}
+    _validate(good, schema)
+    jsonschema.validate(good, schema)
+    bad_replies = [
+        {"entities": {"Marley": "PERSON"}, "relationships": []},  # a name left out
+        {**good, "relationships": [{"source": "Marley", "target": "Fezziwig"}]},  # not a name
+        {**good, "extra": 1},  # an additional property
+        {"entities": {"Marley": "GHOST", "Scrooge": "PERSON"}, "relationships": []},  # type
+    ]
+    for bad in bad_replies:
+        with pytest.raises(jsonschema.ValidationError) as ours:
+            _validate(bad, schema)
+        with pytest.raises(jsonschema.ValidationError) as theirs:
+            jsonschema.validate(bad, schema)
+        assert ours.value.message == theirs.value.message
