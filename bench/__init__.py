@@ -94,6 +94,12 @@ BENCHES: dict[str, Bench] = {
         True, ("prompt_layout*.json",),
         (("text_first speedup", "variants.text_first.speedup"),
          ("same names", "agreement.same_entity_names"))),
+    "relationship_pairs": Bench(
+        "bench_relationship_pairs.py", "relationships as [source, target] pairs against "
+        "{source, target} objects in the extraction reply: paired calls, reply tokens, "
+        "agreement", True, ("relationship_pairs*.json",),
+        (("pairs speedup", "variants.pairs.speedup"),
+         ("same names", "agreement.same_entity_names"))),
     "model_weights": Bench(
         "bench_model_weights.py", "the bundled GGUF's Q4_1 weights against the same weights "
         "converted (F16, BF16, Q8_0, Q4_0): paired extraction calls, seconds and agreement",

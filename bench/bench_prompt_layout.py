@@ -28,6 +28,7 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,42 +64,70 @@ def main() -> None:
     layouts = {"text_last": TEXT_LAST,
                "text_first": extract._USER if extract._USER != TEXT_LAST else TEXT_FIRST}
     units = units_of(args.corpus, args.start, args.units)
-    settings = IndexSettings()
-    llms, calls = logged_llms({v: {} for v in layouts}, "kgloom-layout-")
     shipped = extract._USER
-    load_before = load_average()
-    wall: Counter[str] = Counter()
-    found: dict[str, list[dict]] = {v: [] for v in layouts}
     names = list(layouts)
+
+    def use(v: str) -> None:
+        extract._USER = layouts[v]  # read by extraction_template at each call
+
     try:
-        for i, (text, title) in enumerate(units):
-            for v in (names if i % 2 == 0 else names[::-1]):
-                extract._USER = layouts[v]  # read by extraction_template at each call
-                start = time.perf_counter()
-                out = extract.extract_unit(llms[v], f"u{i}", text, settings, Counter(), None,
-                                           title)
-                wall[v] += time.perf_counter() - start
-                found[v].append(found_in(out))
-            if (i + 1) % 10 == 0:
-                print(f"{i + 1}/{len(units)} " + ", ".join(f"{v} {wall[v]:.0f} s"
-                                                          for v in names), flush=True)
+        calls, wall, found, load_before = run_paired(units, names, use, "kgloom-layout-")
     finally:
         extract._USER = shipped
+    result = paired_result(args, len(units), names, calls, wall, found, load_before,
+                           layouts=layouts,
+                           shipped=next(v for v, u in layouts.items() if u == shipped))
+    save_result(Path(args.save), result, args)
+
+
+def run_paired(units: list[tuple[str, str | None]], names: list[str],
+               use: Callable[[str], None], prefix: str
+               ) -> tuple[dict, dict[str, float], dict[str, list[dict]], list[float]]:
+    """Extract each of ``units`` (text, record title) once per variant of ``names``, the
+    variants' order alternating unit by unit; ``use(v)`` sets variant ``v`` up before its
+    call. One real-model LLM per variant (:func:`bench.bench_choice_decoding.logged_llms`,
+    temporary folders named ``prefix``...), default settings. Returns each variant's
+    completions, wall seconds and :func:`bench.bench_extraction_packs.found_in` per unit,
+    and the load average before."""
+    settings = IndexSettings()
+    llms, calls = logged_llms({v: {} for v in names}, prefix)
+    load_before = load_average()
+    wall = {v: 0.0 for v in names}
+    found: dict[str, list[dict]] = {v: [] for v in names}
+    for i, (text, title) in enumerate(units):
+        for v in (names if i % 2 == 0 else names[::-1]):
+            use(v)
+            start = time.perf_counter()
+            out = extract.extract_unit(llms[v], f"u{i}", text, settings, Counter(), None, title)
+            wall[v] += time.perf_counter() - start
+            found[v].append(found_in(out))
+        if (i + 1) % 10 == 0:
+            print(f"{i + 1}/{len(units)} " + ", ".join(f"{v} {wall[v]:.0f} s" for v in names),
+                  flush=True)
+    return calls, wall, found, load_before
+
+
+def paired_result(args: argparse.Namespace, n_units: int, names: list[str], calls: dict,
+                  wall: dict, found: dict, load_before: list[float], **extra) -> dict:
+    """The JSON of a paired extraction bench over ``n_units`` units of ``args.corpus``
+    from ``args.start``: per variant of ``names`` (the first is the baseline) its
+    :func:`bench.bench_choice_decoding.summary` and speedup over the baseline, the second
+    variant's agreement with the baseline, and ``extra`` fields; printed in short."""
     base = names[0]
     result = {
-        "corpus": args.corpus, "units": len(units), "start": args.start,
+        "corpus": args.corpus, "units": n_units, "start": args.start,
         "model": "bundled SmolLM2-135M-Instruct (llm.weights auto)", "baseline": base,
-        "layouts": layouts, "shipped": next(v for v, u in layouts.items() if u == shipped),
-        "cores": os.cpu_count(), "load_before": load_before, "load_after": load_average(),
-        "variants": {v: {**summary(calls[v], wall[v], len(units)),
+        **extra, "cores": os.cpu_count(), "load_before": load_before,
+        "load_after": load_average(),
+        "variants": {v: {**summary(calls[v], wall[v], n_units),
                          "speedup": round(wall[base] / max(wall[v], 1e-9), 2)}
                      for v in names},
         "agreement": agreement(found[base], found[names[1]], (base, names[1])),
     }
-    print(json.dumps({v: [r["seconds_per_unit"], r["speedup"], r["prompt_tokens_evaluated"]]
-                      for v, r in result["variants"].items()}))
+    print(json.dumps({v: [r["seconds_per_unit"], r["speedup"], r["prompt_tokens_evaluated"],
+                          r["reply_tokens"]] for v, r in result["variants"].items()}))
     print(json.dumps(result["agreement"]))
-    save_result(Path(args.save), result, args)
+    return result
 
 
 if __name__ == "__main__":

@@ -72,9 +72,12 @@ def extraction_schema(names: list[str], settings: IndexSettings,
     model classifies each of them once (no duplicates, no invented names, ~6 tokens
     each); :func:`extract_unit` leaves out the names whose type a cue already decides.
     ``relationships`` is an array (``maxItems``: ``max_relationships``, default
-    ``settings.max_relationships_per_unit``) of source/target pairs (enums of the
-    candidates). With ``settings.llm_descriptions`` the model also writes each entity's
-    and relationship's description (``maxLength``); otherwise descriptions are the
+    ``settings.max_relationships_per_unit``) of ``[source, target]`` pairs (enums of the
+    candidates): the pair without its two keys is about 6 reply tokens shorter a
+    relationship than ``{"source": .., "target": ..}`` (docs/scale.md). With
+    ``settings.llm_descriptions`` the model also writes each entity's description and
+    each relationship's, as an object ``{"source", "target", "description"}``
+    (``maxLength``); otherwise descriptions are the
     evidence sentences of the text (:func:`first_sentence_with`, :func:`evidence_for`),
     which measured far more faithful for a 135M model and costs a third of the output
     tokens. llama-cpp-python's grammar converter ignores ``minimum``/``maximum``, so no
@@ -88,8 +91,12 @@ def extraction_schema(names: list[str], settings: IndexSettings,
         entity_value = {"type": "object", "properties": {"type": etype, "description": text},
                         "required": ["type", "description"], "additionalProperties": False}
         rel_props = {"source": name, "target": name, "description": text}
+        relationship = {"type": "object", "properties": rel_props,
+                        "required": list(rel_props), "additionalProperties": False}
     else:
-        entity_value, rel_props = etype, {"source": name, "target": name}
+        entity_value = etype
+        relationship = {"type": "array", "prefixItems": [name, name], "minItems": 2,
+                        "maxItems": 2, "items": False}
     return {
         "type": "object",
         "properties": {
@@ -97,9 +104,7 @@ def extraction_schema(names: list[str], settings: IndexSettings,
                          "required": list(typed), "additionalProperties": False},
             "relationships": {"type": "array", "maxItems": max_relationships
                               or settings.max_relationships_per_unit,
-                              "items": {"type": "object", "properties": rel_props,
-                                        "required": list(rel_props),
-                                        "additionalProperties": False}},
+                              "items": relationship},
         },
         "required": ["entities", "relationships"],
         "additionalProperties": False,
@@ -130,7 +135,7 @@ def _example_reply(llm_descriptions: bool) -> str:
         rels = [{"source": a, "target": b, "description": d} for a, b, d in _EXAMPLE_RELS]
     else:
         ents = dict(zip(_EXAMPLE_NAMES, _EXAMPLE_TYPES))
-        rels = [{"source": a, "target": b} for a, b, _ in _EXAMPLE_RELS]
+        rels = [[a, b] for a, b, _ in _EXAMPLE_RELS]
     return json.dumps({"entities": ents, "relationships": rels})
 
 _SYSTEM = ("You build a knowledge graph from a text. You answer with JSON only: the type of "
@@ -278,12 +283,13 @@ def _parse_relationships(obj: dict, unit_id: str, ents: dict, counts: Counter,
                          text: str) -> list[dict]:
     rels, seen = [], set()
     for r in obj.get("relationships", []):
-        s, t = " ".join(r["source"].split()), " ".join(r["target"].split())
+        pair = r if isinstance(r, list) else (r["source"], r["target"])  # a pair or an object
+        s, t = " ".join(pair[0].split()), " ".join(pair[1].split())
         if s == t or s not in ents or t not in ents or (s, t) in seen:
             counts["relationships_dropped"] += 1
             continue
         seen.add((s, t))
-        desc = r["description"].strip() if "description" in r else ""
+        desc = r["description"].strip() if isinstance(r, dict) and "description" in r else ""
         rels.append({"text_unit_id": unit_id, "source": s, "target": t,
                      "description": desc or evidence_for(s, t, text),
                      "strength": EXTRACTED_STRENGTH, "kind": "extracted"})

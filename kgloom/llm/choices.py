@@ -79,8 +79,10 @@ def is_choice_schema(schema: dict[str, Any]) -> bool:
     Supported, recursively: an object whose properties are all required, listed in
     ``required`` in property order, with ``additionalProperties: false``; a string
     ``enum`` (at least one value); a ``boolean``; an ``array`` with ``items`` and a
-    ``maxItems`` and no ``minItems`` above 0. Anything else (free strings, numbers,
-    optional properties) is decoded by the grammar path.
+    ``maxItems`` and no ``minItems`` above 0; a tuple: an ``array`` of exactly its
+    ``prefixItems`` (``minItems`` = ``maxItems`` = their number, ``items: false``).
+    Anything else (free strings, numbers, optional properties) is decoded by the grammar
+    path.
     """
     kind = schema.get("type")
     if "enum" in schema:
@@ -94,6 +96,11 @@ def is_choice_schema(schema: dict[str, Any]) -> bool:
         return (schema.get("additionalProperties") is False
                 and list(schema.get("required", [])) == list(props)
                 and all(is_choice_schema(v) for v in props.values()))
+    if kind == "array" and "prefixItems" in schema:
+        subs = schema["prefixItems"]
+        return (isinstance(subs, list) and len(subs) > 0 and schema.get("items") is False
+                and schema.get("minItems") == schema.get("maxItems") == len(subs)
+                and all(isinstance(v, dict) and is_choice_schema(v) for v in subs))
     if kind == "array":
         return (isinstance(schema.get("maxItems"), int) and schema.get("minItems", 0) == 0
                 and isinstance(schema.get("items"), dict) and is_choice_schema(schema["items"]))
@@ -104,12 +111,29 @@ def _key(name: str) -> str:
     return json.dumps(name, ensure_ascii=False) + ": "
 
 
+def _members(schema: dict[str, Any]) -> list[tuple[str | int, dict[str, Any]]]:
+    """The fixed members of an object (property name, schema) or a tuple (position,
+    schema), in the order they are written."""
+    if schema.get("type") == "object":
+        return list(schema.get("properties", {}).items())
+    return list(enumerate(schema["prefixItems"]))
+
+
+def _lead(label: str | int) -> str:
+    """What is written before a member's value: its key in an object, nothing in a tuple."""
+    return _key(label) if isinstance(label, str) else ""
+
+
 def opening(schema: dict[str, Any]) -> str:
     """The text a value of ``schema`` starts with before its first choice: ``"`` for a
-    string enum, ``[`` for an array, ``{`` and the first key and value's opening for an
-    object, ``{}`` for an object without properties, nothing for a boolean."""
+    string enum, ``[`` for an array, ``[`` and the first item's opening for a tuple,
+    ``{`` and the first key and value's opening for an object, ``{}`` for an object
+    without properties, nothing for a boolean."""
     if "enum" in schema:
         return '"'
+    if schema.get("type") == "array" and "prefixItems" in schema:
+        first = schema["prefixItems"][0]
+        return "[" + opening(first)
     if schema.get("type") == "array":
         return "["
     if schema.get("type") == "object":
@@ -277,24 +301,25 @@ class _Decoder:
             return values[pick]
         if schema.get("type") == "boolean":
             return self.choose(["true" + follow, "false" + follow]) == 0
-        if schema.get("type") == "object":
-            props = list(schema.get("properties", {}).items())
-            if not props:
+        is_tuple = schema.get("type") == "array" and "prefixItems" in schema
+        if schema.get("type") == "object" or is_tuple:
+            members = _members(schema)
+            if not members:
                 self.force(follow)
-            got: dict[str, Any] = {}
-            for j, (name, sub) in enumerate(props):
-                nxt = (", " + _key(props[j + 1][0]) + opening(props[j + 1][1])
-                       if j + 1 < len(props) else "}" + follow)
+            got: dict[str | int, Any] = {}
+            for j, (label, sub) in enumerate(members):
+                nxt = (", " + _lead(members[j + 1][0]) + opening(members[j + 1][1])
+                       if j + 1 < len(members) else ("]" if is_tuple else "}") + follow)
                 no = set()
                 if "enum" in sub and earlier is not None:
-                    # not a value an earlier property of the same enum took
-                    no = {got[k] for k, s in props[:j] if s.get("enum") == sub["enum"]}
-                    if j + 1 == len(props):  # nor one that repeats an earlier item
-                        no |= {e[name] for e in earlier
-                               if all(e.get(k) == got[k] for k, _ in props[:j])}
-                got[name] = self.value(sub, nxt, frozenset(no),
-                                       prop=name if earlier is not None else None)
-            return got
+                    # not a value an earlier member of the same enum took
+                    no = {got[k] for k, s in members[:j] if s.get("enum") == sub["enum"]}
+                    if j + 1 == len(members):  # nor one that repeats an earlier item
+                        no |= {e[label] for e in earlier
+                               if all(e[k] == got[k] for k, _ in members[:j])}
+                got[label] = self.value(sub, nxt, frozenset(no),
+                                        prop=str(label) if earlier is not None else None)
+            return [got[k] for k, _ in members] if is_tuple else got
         item, most = schema["items"], schema["maxItems"]  # array: "[" is written
         items: list[Any] = []
         for i in range(most):
@@ -333,10 +358,11 @@ def decode_choices(model: ChoiceModel, prompt: list[int], schema: dict[str, Any]
             token differ with the batch it is evaluated in.
         budget: see ``lookahead``.
 
-    Two rules beyond the schema for the object items of an array, because a repeat states
-    nothing: a string enum property whose enum is that of an earlier property of the same
-    item does not take the earlier one's value (a relationship's target is not its
-    source), and an item does not repeat an earlier item. A choice the rules would leave
+    Two rules beyond the schema for the object and tuple items of an array, because a
+    repeat states nothing: a string enum member (property or tuple position) whose enum is
+    that of an earlier member of the same item does not take the earlier one's value (a
+    relationship's target is not its source), and an item does not repeat an earlier
+    item. A choice the rules would leave
     empty keeps all its options. (A 135M model given three relationship slots filled the
     second and third with repeats of the first or with self-loops in most units, which
     the extraction stage then dropped; so it names another pair instead.)

@@ -28,12 +28,14 @@ def schema_instance(schema: dict[str, Any], salt: int = 0) -> Any:
     """Return a deterministic instance of the JSON ``schema`` (the subset kgloom uses).
 
     Supports object (all properties), array (``min(maxItems, 3)`` items, at least
-    ``minItems``), string (``enum`` rotated by ``salt``; else text cut to ``maxLength``),
-    integer and number (``minimum``, or 0).
+    ``minItems``; a tuple: its ``prefixItems``), string (``enum`` rotated by ``salt``;
+    else text cut to ``maxLength``), integer and number (``minimum``, or 0).
     """
     t = schema.get("type")
     if t == "object":
         return {k: schema_instance(v, salt) for k, v in schema.get("properties", {}).items()}
+    if t == "array" and "prefixItems" in schema:  # a tuple: item j's enum rotated by j more
+        return [schema_instance(v, salt + j) for j, v in enumerate(schema["prefixItems"])]
     if t == "array":
         n = max(schema.get("minItems", 0), min(schema.get("maxItems", 3), 3))
         item = schema.get("items", {})

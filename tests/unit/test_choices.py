@@ -15,7 +15,8 @@ from kgloom.llm.choices import decode_choices, is_choice_schema, opening
 
 # a longest-match tokenizer: single bytes plus pieces that merge across choice points
 PIECES = ['"},', '"}', ']}', ', {"', '": "', '", "', "PER", "SON", "LOC", "ATION", '{"',
-          "source", "target", "entities", "relationships", "Hol", "mes", " Cr"]
+          "source", "target", "entities", "relationships", "Hol", "mes", " Cr", '["', '"]',
+          '"], ["', '"]]']
 VOCAB = [bytes([b]) for b in range(256)] + [p.encode() for p in PIECES]
 
 
@@ -57,10 +58,22 @@ def extraction(names: list[str]) -> dict:
     return extraction_schema(names, IndexSettings())
 
 
-def reply(types: dict[str, str], rels: list[tuple[str, str]]) -> str:
+def reply(types: dict[str, str], rels: list[tuple[str, str]], objects: bool = False) -> str:
+    """The extraction reply: relationships as ``[source, target]`` pairs (kgloom's), or
+    as ``{"source", "target"}`` objects with ``objects``."""
     return json.dumps({"entities": types,
-                       "relationships": [{"source": a, "target": b} for a, b in rels]},
+                       "relationships": [{"source": a, "target": b} if objects else [a, b]
+                                         for a, b in rels]},
                       ensure_ascii=False)
+
+
+def with_objects(schema: dict) -> dict:
+    """``schema`` (an extraction schema) with each relationship an object, not a pair."""
+    rels = schema["properties"]["relationships"]
+    source, target = rels["items"]["prefixItems"]
+    rels["items"] = {"type": "object", "properties": {"source": source, "target": target},
+                     "required": ["source", "target"], "additionalProperties": False}
+    return schema
 
 
 NAMES = ["Holmes", "Watson", "Mrs. Hudson", "Baker Street", "Zürich"]
@@ -140,22 +153,38 @@ def test_opening_is_the_text_before_the_first_choice():
     assert decode_choices(Oracle(prompt, target), prompt, empty).text == target
 
 
-def test_a_relationship_neither_loops_nor_repeats_an_earlier_one():
+@pytest.mark.parametrize("objects", [False, True], ids=["pairs", "objects"])
+def test_a_relationship_neither_loops_nor_repeats_an_earlier_one(objects):
     # a model that wants a self-loop, then the first pair again, gets its next choices
     wanted = reply({n: "PERSON" for n in NAMES},
-                   [("Holmes", "Holmes"), ("Watson", "Holmes"), ("Watson", "Holmes")])
+                   [("Holmes", "Holmes"), ("Watson", "Holmes"), ("Watson", "Holmes")],
+                   objects)
     prompt = tokenize(b"p")
     model = Oracle(prompt, wanted)
     model.strict = False
-    got = json.loads(decode_choices(model, prompt, extraction(NAMES)).text)
-    pairs = [(r["source"], r["target"]) for r in got["relationships"]]
+    schema = with_objects(extraction(NAMES)) if objects else extraction(NAMES)
+    got = json.loads(decode_choices(model, prompt, schema).text)
+    jsonschema.validate(got, schema)
+    pairs = [(r["source"], r["target"]) if objects else tuple(r)
+             for r in got["relationships"]]
     assert got["entities"] == {n: "PERSON" for n in NAMES}
     assert pairs[0][0] == "Holmes" and pairs[0][1] != "Holmes"
     assert all(a != b for a, b in pairs) and len(set(pairs)) == len(pairs)
     # with one name only, the loop is the only choice left, so it is kept
-    one = extraction(["Holmes"])
-    lone = reply({"Holmes": "PERSON"}, [("Holmes", "Holmes")])
+    one = with_objects(extraction(["Holmes"])) if objects else extraction(["Holmes"])
+    lone = reply({"Holmes": "PERSON"}, [("Holmes", "Holmes")], objects)
     assert decode_choices(Oracle(prompt, lone), prompt, one).text == lone
+
+
+def test_a_relationship_pair_is_a_choice_tuple_and_malformed_tuples_are_not():
+    pair = extraction(NAMES)["properties"]["relationships"]["items"]
+    assert is_choice_schema(pair) and opening(pair) == '["'
+    name = pair["prefixItems"][0]
+    for bad in ({**pair, "items": {"enum": ["x"]}},  # more items may follow
+                {**pair, "minItems": 1},  # the target may be left out
+                {**pair, "prefixItems": []},
+                {**pair, "prefixItems": [name, {"type": "string"}]}):  # a free string
+        assert not is_choice_schema(bad)
 
 
 class Speculating(Oracle):
@@ -218,6 +247,9 @@ def test_right_guesses_save_evaluations_and_wrong_ones_cost_only_tokens():
         assert out.text == target
         if most is not None:
             assert out.evaluations <= most < plain.batches
-            assert out.speculated_tokens == 0
+            # the one wrong guess is that the empty relationship array goes on: what it
+            # drafted past the guess is at most the opening of a pair
+            pair = schema["properties"]["relationships"]["items"]
+            assert out.speculated_tokens <= len(tokenize(opening(pair).encode()))
         else:  # each type differs from the one before: those guesses are refuted
             assert out.evaluations <= plain.batches and out.speculated_tokens > 0

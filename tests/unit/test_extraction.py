@@ -67,6 +67,14 @@ def _llm(tmp_path, backend) -> CachedLLM:
     return CachedLLM(backend, LLMCache(tmp_path / "cache.sqlite"), backend.model_id)
 
 
+def relationship_names(relationships: dict) -> list[str]:
+    """The candidate names a relationships array's items may take: a pair's first item's
+    enum, or an object's ``source`` enum (with ``llm_descriptions``)."""
+    item = relationships["items"]
+    return (item["prefixItems"][0] if "prefixItems" in item
+            else item["properties"]["source"])["enum"]
+
+
 def _names_in(messages) -> str:
     return messages[-1]["content"]
 
@@ -91,7 +99,7 @@ class ScriptedBackend:
             return Completion("Sure! Here are the entities: Scrooge, Marley", 10, 8, 0.0)
         typed = list(schema["properties"]["entities"]["properties"])
         self.typed.append(typed)
-        names = schema["properties"]["relationships"]["items"]["properties"]["source"]["enum"]
+        names = relationship_names(schema["properties"]["relationships"])
         if self.descriptions:
             ents = {n: {"type": self.etype, "description": f"{n} as the text tells"}
                     for n in typed}
@@ -99,8 +107,7 @@ class ScriptedBackend:
                     for a, b in self.pairs if a in names and b in names]
         else:
             ents = {n: self.etype for n in typed}
-            rels = [{"source": a, "target": b} for a, b in self.pairs
-                    if a in names and b in names]
+            rels = [[a, b] for a, b in self.pairs if a in names and b in names]
         return Completion(json.dumps({"entities": ents, "relationships": rels}), 10, 8, 0.0)
 
 
@@ -153,8 +160,10 @@ def test_extraction_schema_is_bounded_and_closed():
     assert set(ents["properties"]["Scrooge"]["enum"]) == {*SETTINGS.entity_types, "OTHER"}
     rels = s["properties"]["relationships"]
     assert rels["maxItems"] == 4
-    assert rels["items"]["additionalProperties"] is False
-    assert rels["items"]["properties"]["source"]["enum"] == names
+    # a [source, target] pair of candidate names, nothing more
+    assert rels["items"]["items"] is False
+    assert rels["items"]["minItems"] == rels["items"]["maxItems"] == 2
+    assert [p["enum"] for p in rels["items"]["prefixItems"]] == [names, names]
 
     with_desc = extraction_schema(names, IndexSettings(llm_descriptions=True))
     value = with_desc["properties"]["entities"]["properties"]["Marley"]
@@ -438,10 +447,10 @@ class CountingBackend(ScriptedBackend):
 
 def test_a_prompt_that_does_not_fit_the_context_is_cut_at_a_sentence(tmp_path):
     long_text = " ".join([BALL] * 6)
-    backend = CountingBackend(n_ctx=1600)
+    backend = CountingBackend(n_ctx=1500)
     result = extract_graph(_units(long_text), _llm(tmp_path, backend), SETTINGS)
     assert result.counts["units_cut_to_fit_context"] >= 1
-    assert backend.longest_prompt <= 1600
+    assert backend.longest_prompt <= 1500
     assert result.entity_mentions.height > 0
     assert all(is_grounded(t, long_text) for t in result.entity_mentions["title"])
     # a roomy context leaves the text whole

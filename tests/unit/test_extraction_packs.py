@@ -20,6 +20,7 @@ from tests.unit.test_extraction import (
     ScriptedBackend,
     _llm,
     _units,
+    relationship_names,
 )
 
 PACKED = IndexSettings(extraction_pack_tokens=400)
@@ -46,10 +47,9 @@ class PackScripted(ScriptedBackend):
         ents = {n: self.etype for n in schema["properties"]["entities"]["properties"]}
         rels = {}
         for label, arr in rel["properties"].items():
-            names = arr["items"]["properties"]["source"]["enum"]
+            names = relationship_names(arr)
             self.enums.append(names)
-            rels[label] = [{"source": a, "target": b} for a, b in self.pairs
-                           if a in names and b in names]
+            rels[label] = [[a, b] for a, b in self.pairs if a in names and b in names]
         return Completion(json.dumps({"entities": ents, "relationships": rels}), 10, 8, 0.0)
 
 

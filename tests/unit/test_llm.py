@@ -319,12 +319,14 @@ def test_reply_validation_reports_what_jsonschema_validate_reports():
 
     schema = extraction_schema(["Marley", "Scrooge"], IndexSettings())
     good = {"entities": {"Marley": "PERSON", "Scrooge": "PERSON"},
-            "relationships": [{"source": "Marley", "target": "Scrooge"}]}
+            "relationships": [["Marley", "Scrooge"]]}
     _validate(good, schema)
     jsonschema.validate(good, schema)
     bad_replies = [
         {"entities": {"Marley": "PERSON"}, "relationships": []},  # a name left out
-        {**good, "relationships": [{"source": "Marley", "target": "Fezziwig"}]},  # not a name
+        {**good, "relationships": [["Marley", "Fezziwig"]]},  # not a name
+        {**good, "relationships": [["Marley", "Scrooge", "Marley"]]},  # not a pair
+        {**good, "relationships": [{"source": "Marley", "target": "Scrooge"}]},  # an object
         {**good, "extra": 1},  # an additional property
         {"entities": {"Marley": "GHOST", "Scrooge": "PERSON"}, "relationships": []},  # type
     ]
