@@ -100,6 +100,12 @@ BENCHES: dict[str, Bench] = {
         "agreement", True, ("relationship_pairs*.json",),
         (("pairs speedup", "variants.pairs.speedup"),
          ("same names", "agreement.same_entity_names"))),
+    "gpu_extraction": Bench(
+        "bench_gpu_extraction.py", "the pool bench's extraction calls recorded here and "
+        "replayed on a GPU machine (every layer offloaded) against its CPU, with the GPU "
+        "floor and parallel workers", True, ("gpu_extraction*.json",),
+        (("GPU s/call", "gpu_f16.s_per_call"),
+         ("GPU over its CPU (2 threads)", "ratios.gpu_f16_over_cpu2_f16_same_machine"))),
     "model_weights": Bench(
         "bench_model_weights.py", "the bundled GGUF's Q4_1 weights against the same weights "
         "converted (F16, BF16, Q8_0, Q4_0): paired extraction calls, seconds and agreement",
