@@ -100,6 +100,11 @@ BENCHES: dict[str, Bench] = {
         "agreement", True, ("relationship_pairs*.json",),
         (("pairs speedup", "variants.pairs.speedup"),
          ("same names", "agreement.same_entity_names"))),
+    "cache_commit": Bench(
+        "bench_cache_commit.py", "one LLM-cache write (a committed row a model call) with "
+        "the caches' SQLite settings against WAL's default full sync, no model", False,
+        ("cache_commit*.json",),
+        (("ms a write", "modes.NORMAL.ms_per_put_mean"), ("full sync / ours", "full_over_normal"))),
     "gpu_extraction": Bench(
         "bench_gpu_extraction.py", "the pool bench's extraction calls recorded here and "
         "replayed on a GPU machine (every layer offloaded) against its CPU, with the GPU "

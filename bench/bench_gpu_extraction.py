@@ -15,8 +15,10 @@ Usage (two steps, because a GPU machine may lack kgloom's other dependencies):
 ``record`` runs :func:`kgloom.extraction.extract.extract_unit` on the subset
 (:func:`bench.eval_pool.select_passages`, the passages' text as the index reads it) with
 the fake backend and keeps each ``complete(messages, schema, max_tokens, seed)`` it makes:
-an extraction prompt does not depend on any reply, so these are the calls a real run
-sends (the index made 604 calls for 600 passages: 4 retries are not in the file).
+an extraction prompt does not depend on any reply, so these are calls of the kind a real
+run sends. They are not all the same calls: the index also passes the corpus's vocabulary
+(which changes some candidate lists; 358 of the 600 prompts equal the index's word for
+word), and its 604 calls for 600 passages include 4 retries that are not in the file.
 
 ``replay`` converts the GGUF to F16 (:func:`kgloom.llm.model_files.converted_gguf`) and
 times, each in its own :class:`kgloom.llm.llamacpp.LlamaCppBackend`: every call on the GPU

@@ -144,8 +144,13 @@ class IndexSettings(BaseModel):
             check). 0: never give up. Why: with the default 135M model every one of the
             25 replies on 600 pool passages (2026-12-03, 226 s) and 15 of 16 on the book
             were rejected, so the stage spent its minutes on rule reports; a model whose
-            reports pass keeps writing them. Counted in call order, so with
-            ``llm_concurrency`` > 1 the calls already in flight still finish.
+            reports pass keeps writing them. 3, not 5: on 2026-12-04 the five replies
+            before giving up were again all rejected (a phrase repeated tens of times):
+            51 of the 312 s of 600 pool passages and 21 of the 2,621 s of the
+            whole pool (``bench/results/eval_pool_s13_600_2000.json``,
+            ``eval_pool_full_s13.json``); each call saved is 4-10 s on 2 cores. Counted
+            in call order, so with ``llm_concurrency`` > 1 the calls already in flight
+            still finish.
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
@@ -205,7 +210,7 @@ class IndexSettings(BaseModel):
     reuse_reports: bool = True
     llm_reports: str = "eager"
     report_llm_eager_max: int = 25
-    report_llm_give_up_after: int = 5
+    report_llm_give_up_after: int = 3
     cut_boilerplate: bool = True
     candidate_source: str = "auto"
     title_candidates: bool = True

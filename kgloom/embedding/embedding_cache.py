@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kgloom.cache_db import open_cache_db
 from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.ids import content_id
 
@@ -59,17 +60,19 @@ class EmbeddingCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
         self._lock = threading.Lock()
+        db: sqlite3.Connection | None = None
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(_DDL)
-            self._db.commit()
+            db = open_cache_db(self.path)
+            db.execute(_DDL)
+            db.commit()
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            if db is not None:
+                db.close()
             raise sqlite3.DatabaseError(
                 f"{self.path} is not a usable embedding cache ({exc}); delete it: it holds "
                 "only vectors the index embeds again") from exc
+        self._db = db
         self.hits = 0  # texts served from the table, over this object's life
         self.misses = 0  # texts embedded
 

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
+from kgloom.cache_db import open_cache_db
 from kgloom.ids import content_id
 from kgloom.llm.backend import Completion
 
@@ -43,16 +43,16 @@ class LLMCache:
     One row per distinct call: key = SHA-256 of (model_id, template_hash, input_hash,
     decoding params), with the reply, tokens and seconds, so it can be queried with any
     SQLite client (``kgloom cache`` summarizes it). Writes commit per call, so a crash
-    loses at most the call in flight.
+    of the process loses at most the call in flight (a power loss may also take back the
+    last commits: :func:`kgloom.storage.open_cache_db`).
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
         # one connection shared by the threads of CachedLLM.map: one statement at a time
+        self._db = open_cache_db(self.path)
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_CACHE_DDL)
         self._db.commit()
 

@@ -164,6 +164,36 @@ def test_cache_persists_across_reopen(tmp_path):
     assert other.backend.calls == 1
 
 
+def test_cache_rows_survive_the_writer_being_killed(tmp_path):
+    """The caches sync their log lazily (synchronous=NORMAL, kgloom.cache_db): a row
+    committed by a process that is then killed with SIGKILL, before it closes the file or
+    checkpoints, is read back by the next one, and the file passes SQLite's check."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.sqlite"
+    writer = (
+        "import os, signal, sys\n"
+        "from kgloom.llm.cache import LLMCache\n"
+        "from kgloom.llm.backend import Completion\n"
+        "cache = LLMCache(sys.argv[1])\n"
+        "for i in range(50):\n"
+        "    cache.put(f'k{i}', 'extraction', 'm', 't', f'i{i}', {'seed': i},\n"
+        "              Completion('{\"n\": %d}' % i, 10, 2, 0.1))\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = subprocess.run([sys.executable, "-c", writer, str(path)], capture_output=True)
+    assert done.returncode == -9, done.stderr.decode()
+    assert (tmp_path / "c.sqlite-wal").exists()  # never checkpointed into the main file
+    cache = LLMCache(path)
+    assert cache.rows_per_stage() == {"extraction": 50}
+    assert cache.get("k49") == Completion('{"n": 49}', 10, 2, 0.1)
+    cache.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # kept in the file
+
+
 def test_cache_get_put_roundtrip(tmp_path):
     cache = LLMCache(tmp_path / "sub" / "c.sqlite")  # the folder is created
     key = LLMCache.key("m", "t", "i", {"seed": 1})

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kgloom import layout, schemas
+from kgloom.cache_db import open_cache_db
 from kgloom.config import IndexSettings
 from kgloom.llm import LLMCaller
 from kgloom.report_writer import (
@@ -96,8 +97,7 @@ class LazyReportStore:
     def _connect(self) -> sqlite3.Connection | None:
         if self._db is None and not self._broken:
             try:
-                db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
+                db = open_cache_db(self.path)
                 db.execute(_DDL)
                 db.commit()
                 self._db = db
