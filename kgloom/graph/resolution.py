@@ -180,17 +180,25 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
     units = {k: set((units_of or {}).get(k, set())) for k in keys}  # per group root
     genders = {k: {v.gender} for k, v in keys.items()}  # per group root
     stages = {k: {v.stage} - {""} for k, v in keys.items()}  # per group root
-    by_token: dict[str, list[str]] = {}  # core token -> keys whose core holds it
-    for k, v in keys.items():
-        for tok in set(v.core):
-            by_token.setdefault(tok, []).append(k)
+    # each key's core and specificity once (properties recompute them at every read),
+    # and which keys' cores hold each token; names joined by a conjunction are never
+    # candidates, so they are left out of the token lists
+    core = {k: v.core for k, v in keys.items()}
+    specificity = {k: v.specificity for k, v in keys.items()}
+    by_token: dict[str, list[str]] = {}  # core token -> candidate keys whose core holds it
+    for k, c in core.items():
+        if not _CONJUNCTIONS & set(c):
+            for tok in set(c):
+                by_token.setdefault(tok, []).append(k)
 
     def candidates(k: str) -> set[str]:
-        info = keys[k]
-        roots = {uf.find(c) for c in by_token[info.core[0]]
-                 if c != k and not _CONJUNCTIONS & set(keys[c].core)
-                 and keys[c].specificity > info.specificity
-                 and _contains(keys[c].core, info.core)}
+        info, mine, spec = keys[k], core[k], specificity[k]
+        # a candidate's core contains every token of this core, so the shortest token
+        # list holds them all (the rarest token, not the first: "John" or "Film" head
+        # thousands of the pool's names, which made this scan grow with their square)
+        pool = min((by_token.get(tok, ()) for tok in set(mine)), key=len)
+        roots = {uf.find(c) for c in pool
+                 if c != k and specificity[c] > spec and _contains(core[c], mine)}
         if len(roots) > 1 and info.gender == "":
             # a bare surname against exactly one "Mr." name and only "Mrs."/"Miss" names
             # is the man ("Fezziwig" with "Mr. Fezziwig" and "Mrs. Fezziwig"): English
