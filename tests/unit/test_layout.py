@@ -64,7 +64,7 @@ def test_fake_llm_by_configuration_does_not_import_test_servers(tmp_path):
 KERNELS = {"kgloom", "schemas", "ids", "storage", "layout", "inputs", "processes", "config",
            "report_writer",
            "stats", "builds", "lock", "plots", "grounding", "llm", "embedding", "names",
-           "tokenizer", "testing", "settings"}
+           "tokenizer", "testing", "settings", "cache_db"}
 STAGES = {"ingest", "extraction", "corpus", "graph", "reports", "publish"}
 LAYERS: list[set[str]] = [
     KERNELS, STAGES | {"query"}, {"resources"}, {"pipelines"}, {"assets"}, {"definitions"},
