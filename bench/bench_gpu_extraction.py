@@ -131,6 +131,7 @@ def replay(args: argparse.Namespace) -> dict:
     """The ``replay`` step (module doc); returns the result and saves it as it goes."""
     import llama_cpp
 
+    from kgloom.ids import file_sha256
     from kgloom.llm.model_files import converted_gguf
 
     out = Path(args.out)
@@ -138,6 +139,8 @@ def replay(args: argparse.Namespace) -> dict:
     with gzip.open(args.calls, "rt", encoding="utf-8") as f:
         data = json.load(f)
     calls, texts = data["calls"], data["texts"]
+    if not calls:
+        raise SystemExit(f"{args.calls} holds no extraction calls (record more passages)")
     deadline = time.time() + args.budget_s
     result: dict = {"info": data["info"], "calls_recorded": len(calls),
                     "system_info": llama_cpp.llama_print_system_info().decode(errors="replace")}
@@ -147,7 +150,7 @@ def replay(args: argparse.Namespace) -> dict:
 
     model = Path(args.model)
     start = time.perf_counter()
-    f16 = converted_gguf(model, args.digest, "f16", out / "converted")
+    f16 = converted_gguf(model, file_sha256(str(model)), "f16", out / "converted")
     result["convert_s"] = round(time.perf_counter() - start, 2)
     parts = (("gpu_f16", f16, -1, None, len(calls), 0.55), ("gpu_q4_1", model, -1, None, 100, 0.65),
              ("cpu2_f16", f16, 0, 2, 40, 0.85))
@@ -180,18 +183,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="step", required=True)
     rec = sub.add_parser("record")
-    rec.add_argument("--passages", type=int, default=600)
+    rec.add_argument("--passages", type=int, default=600, help="at least 1")
     rec.add_argument("--calls", type=Path, required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("--calls", type=Path, required=True)
     rep.add_argument("--model", type=Path, required=True, help="the bundled Q4_1 GGUF")
-    rep.add_argument("--digest", default="b179c9523d0e6a0f",
-                     help="names the converted file (the GGUF's SHA-256 prefix)")
     rep.add_argument("--out", type=Path, required=True)
     rep.add_argument("--budget-s", type=float, default=230.0)
     rep.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",") if x],
                      default=[4, 8])
     args = ap.parse_args()
+    if args.step == "record" and args.passages < 1:
+        ap.error("--passages must be at least 1")
     print(record(args.passages, args.calls) if args.step == "record" else replay(args))
 
 
