@@ -24,6 +24,7 @@ from kgloom.llm.model_files import verify_model_file
 if TYPE_CHECKING:  # llama_cpp itself is imported where a model is loaded
     from llama_cpp.llama_types import ChatCompletionRequestMessage, CreateChatCompletionResponse
 
+_COUNTED_MAX = 256  # texts whose token counts a backend remembers (count_tokens)
 
 class _GrammarFirstSampler:
     """Greedy sampling under a llama.cpp grammar that checks the grammar on the best
@@ -235,6 +236,8 @@ class LlamaCppBackend:
         self.settings["choice_lookahead"] = [self.lookahead, self.lookahead_tokens]
         self._formatter: Any = None
         self._grammars: dict[str, Any] = {}
+        # a prompt's system and few-shot messages are the same at every call
+        self._counted: dict[str, int] = {}
         self._lock = threading.Lock()
         from kgloom.llm.cpu import BurstThreads
 
@@ -295,9 +298,17 @@ class LlamaCppBackend:
         return self._grammars[key]
 
     def count_tokens(self, text: str) -> int:
-        """Return the number of model tokens in ``text``."""
-        return len(self._tokenizer().tokenize(text.encode("utf-8"), add_bos=False,
-                                              special=True))
+        """Return the number of model tokens in ``text``. The counts of up to
+        ``_COUNTED_MAX`` texts are remembered (a prompt's fixed messages are counted at
+        every call: ~1 ms each for a few-shot example)."""
+        n = self._counted.get(text)
+        if n is None:
+            n = len(self._tokenizer().tokenize(text.encode("utf-8"), add_bos=False,
+                                               special=True))
+            if len(self._counted) >= _COUNTED_MAX:
+                self._counted.clear()
+            self._counted[text] = n
+        return n
 
     @retry(stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=5),
            reraise=True)

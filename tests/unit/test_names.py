@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import regex
 
 from kgloom.names.candidates import (
     SOURCES,
+    _known_index,
+    _known_matches,
     find_candidates,
     is_grounded,
     scripts_of,
@@ -76,6 +80,34 @@ def test_a_corpus_name_is_found_in_any_letter_case():
     corpus = ["Acme Corp hired Ada Ruiz.", "Later acme corp grew.", "News: ACME CORP shouted."]
     assert "acme corp" in names(corpus[1], corpus=corpus)
     assert "ACME CORP" in names(corpus[2], corpus=corpus)
+
+
+def _alternation(keys: list[str]) -> regex.Pattern:
+    """The reference a corpus name search must equal: one case-insensitive alternation of
+    the names, longest first, words joined by any whitespace, not inside a word."""
+    return regex.compile(
+        r"(?<![\p{L}\p{M}\p{N}])(?:" + "|".join(
+            r"\s+".join(regex.escape(w) for w in k.split())
+            for k in sorted(keys, key=len, reverse=True))
+        + r")(?![\p{L}\p{M}\p{N}])", regex.IGNORECASE | regex.FULLCASE)
+
+
+def test_corpus_names_are_matched_as_one_case_insensitive_alternation():
+    # longest name at a start, punctuation inside and around names, names led by a
+    # non-letter, a prefix that runs on into a longer word, full case folding (ß = SS)
+    keys = ["acme corp", "acme corp international", "st. john's wood", "o'brien & sons",
+            "große straße", "new york", "new york city", "(the band) live", "ada ruiz"]
+    keys = [normalize_for_match(k) for k in keys]  # as word_counts keeps them
+    stats: Counter = Counter({("name", k): 1 for k in keys})
+    texts = ["ACME CORP International sued acme corp and acme corporation.",
+             "In St. John's Wood, O'BRIEN & SONS met (acme corp) at GROSSE STRASSE 5.",
+             "new york cityscape, NEW YORK CITY; new\n york;new york-ish (The Band) Live",
+             "xacme corp, acme  corp., ada ruizz, ada ruiz's house, Große Straße",
+             ""]
+    pattern = _alternation(keys)
+    for text in texts:
+        assert list(_known_matches(text, _known_index(stats))) == [
+            (m.start(), m.end()) for m in pattern.finditer(text)], text
 
 
 def test_honorifics_initials_and_rank_titles():
