@@ -8,6 +8,7 @@ linking share (no Dagster here).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -21,6 +22,7 @@ _APOSTROPHES = re.compile(r"['\u2019\u2018\u02bc`]")
 _POSSESSIVE = re.compile(r"['\u2019\u02bc]s\s*$")
 
 
+@functools.lru_cache(maxsize=65536)  # resolution asks it of each title several times
 def normalize_title(title: str) -> str:
     """Return the normalization key of an extracted title.
 
