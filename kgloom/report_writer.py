@@ -280,7 +280,37 @@ def _clip(text: str, limit: int) -> str:
     return (head.rsplit(" ", 1)[0] if " " in head[limit // 2:] else head) + "…"
 
 
-def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame) -> dict:
+@dataclass(frozen=True)
+class MemberRows:
+    """What :func:`rule_report` reads of the entities and relationships, by id: built once
+    for a whole reports stage (:meth:`of`), so a rule report is dictionary lookups, not
+    two table filters and sorts (~0.9 ms a community: 12 s of the 2Wiki pool's 13,780
+    rule reports).
+
+    Attributes:
+        entities: id -> (title, description, degree).
+        relationships: id -> (source, target, description, combined_degree).
+    """
+
+    entities: dict[str, tuple[str, str | None, int | None]]
+    relationships: dict[str, tuple[str, str, str | None, int | None]]
+
+    @classmethod
+    def of(cls, entities: pl.DataFrame, relationships: pl.DataFrame) -> MemberRows:
+        """From ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames (degree and
+        combined_degree filled)."""
+        return cls(
+            dict(zip(entities["id"].to_list(), zip(
+                entities["title"].to_list(), entities["description"].to_list(),
+                entities["degree"].to_list()))),
+            dict(zip(relationships["id"].to_list(), zip(
+                relationships["source"].to_list(), relationships["target"].to_list(),
+                relationships["description"].to_list(),
+                relationships["combined_degree"].to_list()))))
+
+
+def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
+                rows: MemberRows | None = None) -> dict:
     """A report of a small community built by rules, no model: the same fields and
     bounds as an LLM report (:data:`REPORT_TEMPLATE`'s schema).
 
@@ -296,6 +326,8 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
     Args:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
         entities / relationships: the full tables (degree / combined_degree filled).
+        rows: :meth:`MemberRows.of` those tables, when the caller writes many reports;
+            None: the community's rows are taken from the tables.
 
     Returns:
         {title, summary, rating, rating_explanation, findings: [{summary, explanation}]}.
@@ -303,28 +335,35 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
     props = REPORT_TEMPLATE.schema["properties"]
     limit = {k: props[k].get("maxLength", 0) for k in ("title", "summary", "rating_explanation")}
     item = props["findings"]["items"]["properties"]
-    ents = entities.filter(pl.col("id").is_in(set(community["entity_ids"]))).sort(
-        ["degree", "title"], descending=[True, False])
-    rels = relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))).sort(
-        ["combined_degree", "id"], descending=[True, False])
+    if rows is None:
+        rows = MemberRows.of(
+            entities.filter(pl.col("id").is_in(set(community["entity_ids"]))),
+            relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))))
+    # highest degree first, then title; strongest relationship first, then id (a missing
+    # degree sorts first, as a descending table sort puts nulls)
+    ents = sorted((rows.entities[i] for i in set(community["entity_ids"])
+                   if i in rows.entities),
+                  key=lambda e: (e[2] is not None, -(e[2] or 0), e[0]))
+    rels = sorted(((i, *rows.relationships[i]) for i in set(community["relationship_ids"])
+                   if i in rows.relationships),
+                  key=lambda r: (r[4] is not None, -(r[4] or 0), r[0]))
     first = lambda d: (d or "").split("\n")[0].strip()  # noqa: E731
-    if rels.height:
-        pairs = [(f"{r['source']} – {r['target']}", first(r["description"]))
-                 for r in rels.iter_rows(named=True)]
+    if rels:
+        pairs = [(f"{source} – {target}", first(desc)) for _, source, target, desc, _ in rels]
     else:
-        pairs = [(r["title"], first(r["description"])) for r in ents.iter_rows(named=True)]
+        pairs = [(title, first(desc)) for title, desc, _ in ents]
     sentences = list(dict.fromkeys(d for _, d in pairs if d))
-    titles = ents["title"].to_list() or ["(empty community)"]
+    titles = [title for title, _, _ in ents] or ["(empty community)"]
     summary = _clip(" ".join(sentences), limit["summary"]) if sentences else \
-        f"{_names(titles)}: {ents.height} entities with no description."
+        f"{_names(titles)}: {len(ents)} entities with no description."
     n_rel = len(community["relationship_ids"])
     findings = [{"summary": _clip(name, item["summary"]["maxLength"]),
                  "explanation": _clip(desc or name, item["explanation"]["maxLength"])}
                 for name, desc in pairs[:props["findings"]["maxItems"]]]
     return {"title": _clip(_names(titles), limit["title"]), "summary": summary,
-            "rating": min(10, ents.height + n_rel),
+            "rating": min(10, len(ents) + n_rel),
             "rating_explanation": _clip(
-                f"Built by rules from {ents.height} entities and {n_rel} relationships; "
+                f"Built by rules from {len(ents)} entities and {n_rel} relationships; "
                 "rated by size.", limit["rating_explanation"]),
             "findings": findings or [{"summary": _clip(titles[0], item["summary"]["maxLength"]),
                                       "explanation": "No description."}]}

@@ -30,6 +30,7 @@ from kgloom.config import IndexSettings
 from kgloom.ids import content_id
 from kgloom.llm import CachedLLM
 from kgloom.report_writer import (
+    MemberRows,
     WrittenReport,
     build_report_context,
     member_claims,
@@ -212,6 +213,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
     order = communities.sort(["level", "community"], descending=[True, False])
     units = dict(zip(relationships["id"].to_list(), relationships["text_unit_ids"].to_list()))
     title_of = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
+    member_rows = MemberRows.of(entities, relationships)  # for the rule reports
     total, finished = order.height, 0
 
     def reuse(c: dict, key: str) -> None:
@@ -250,7 +252,8 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                 continue
             if by != "llm":  # rules, or rules awaiting the LLM report (lazy)
                 methods[by] = methods.get(by, 0) + 1
-                answers.append((c, key, by, rule_report(c, entities, relationships), None))
+                answers.append((c, key, by,
+                                rule_report(c, entities, relationships, member_rows), None))
                 finished += 1
                 tick(0, total)
                 continue
@@ -271,8 +274,8 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             if reply is None:  # the stage gave up on LLM reports: lazy, as global search
                 lazy_key = report_key(c, "", settings, claim_ids_of[c["community"]], "lazy")
                 methods["lazy_after_rejections"] = methods.get("lazy_after_rejections", 0) + 1
-                answers.append((c, lazy_key, "lazy", rule_report(c, entities, relationships),
-                                None))
+                answers.append((c, lazy_key, "lazy",
+                                rule_report(c, entities, relationships, member_rows), None))
                 continue
             if reply.rejected:  # published as the rule report, the reply kept in the row
                 failures.append(reply.rejected)

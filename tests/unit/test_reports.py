@@ -585,3 +585,25 @@ def test_the_report_prompt_has_no_example_a_model_could_copy():
     assert "Name only the entities of the data." in REPORT_TEMPLATE.system
     for word in ("Sherlock", "Holmes", "Watson", "Baker", "<name"):
         assert word not in json.dumps(REPORT_TEMPLATE.messages(context="x"))
+
+
+def test_rule_report_orders_members_by_degree_then_title_from_the_tables_or_the_rows(tables):
+    from kgloom.report_writer import MemberRows, rule_report
+
+    c = _community(tables, 0)
+    ents = tables["entities"]
+    # ties in degree are ordered by title; a missing degree or combined degree first
+    tied = ents.with_columns(pl.when(pl.col("id") == c["entity_ids"][0]).then(None)
+                             .otherwise(pl.lit(1)).cast(pl.Int64).alias("degree"))
+    rels = tables["relationships"].with_columns(combined_degree=pl.lit(2, dtype=pl.Int64))
+    obj = rule_report(c, tied, rels)
+    assert obj == rule_report(c, tied, rels, MemberRows.of(tied, rels))
+    titles = dict(zip(ents["id"].to_list(), ents["title"].to_list()))
+    first, *rest = [titles[e] for e in c["entity_ids"]]
+    order = [first, *sorted(rest)]
+    assert len(order) == 5
+    assert obj["title"] == ", ".join(order[:3]) + " and 2 others"
+    # relationships of equal strength by id
+    ids = sorted(set(c["relationship_ids"]))
+    rel_rows = {r["id"]: r for r in rels.iter_rows(named=True)}
+    assert obj["findings"][0]["summary"].startswith(rel_rows[ids[0]]["source"])
