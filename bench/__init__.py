@@ -105,6 +105,12 @@ BENCHES: dict[str, Bench] = {
         "the caches' SQLite settings against WAL's default full sync, no model", False,
         ("cache_commit*.json",),
         (("ms a write", "modes.NORMAL.ms_per_put_mean"), ("full sync / ours", "full_over_normal"))),
+    "outside_model": Bench(
+        "bench_outside_model.py", "work outside the model repeated per unit or community "
+        "(corpus names in a unit, rule reports' members) against the former way, no model",
+        False, ("outside_model*.json",),
+        (("known names speedup", "known_names.speedup"),
+         ("rule reports speedup", "rule_reports.speedup"))),
     "gpu_extraction": Bench(
         "bench_gpu_extraction.py", "the pool bench's extraction calls recorded here and "
         "replayed on a GPU machine (every layer offloaded) against its CPU, with the GPU "
