@@ -13,6 +13,7 @@ community report or a search answer is free text, so it is checked after the fac
 - :func:`find_repetition`: a degenerate loop, the way a small model fails when it
   cannot stop ("a man named Tiny Tim, a man named Tiny Tim, ..."): a phrase repeated
   back to back, or a long phrase three times.
+  :func:`find_reply_loop` finds one in a JSON reply still being written.
 - :func:`shared_phrase`: a run of words a text shares with another (a prompt's worked
   example) and not with its context: the model copied the example.
 
@@ -23,6 +24,7 @@ is replaced by the rule report, an answer is cut and flagged).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import regex
 
@@ -171,6 +173,60 @@ def find_repetition(text: str, max_words: int = MAX_PHRASE_WORDS) -> Repetition 
                 if best is None or (i, 1, -n) < best[:3]:
                     best = (i, 1, -n, rep)
     return best[3] if best else None
+
+
+def _string_values(value: Any) -> list[str]:
+    """The string values of a parsed JSON value, in document order (keys excluded)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _string_values(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _string_values(v)]
+    return []
+
+
+def _complete_words(text: str) -> str:
+    """``text`` without a last word that touches its end (the next characters written may
+    continue it), so that its words are the first words of any longer text it begins."""
+    spans = [m.span() for m in _WORD.finditer(text)]
+    return text[:spans[-1][0]] if spans and spans[-1][1] == len(text) else text
+
+
+def find_reply_loop(partial: str, checked: int = 0) -> tuple[Repetition | None, int]:
+    """A loop (:func:`find_repetition`) in a string value of a JSON reply still being
+    written, so that decoding can stop there (:class:`kgloom.llm.llamacpp.LlamaCppBackend`
+    with ``stop_on_loop``).
+
+    ``partial`` is parsed as a prefix of a JSON document (pydantic-core's ``from_json``,
+    ``allow_partial="trailing-strings"``: the string being written is kept, a key being
+    written is dropped). Every string value but the last is complete; the last may not
+    be, so its last word is left out when it touches the end. Hence a loop found here is
+    also found by :func:`find_repetition` in the same field of every reply that begins
+    with ``partial``: its words are a prefix of that field's words, and both kinds of
+    loop (back to back, spread) only gain occurrences as words are added.
+
+    Args:
+        partial: the reply so far (text; an incomplete escape at its end is dropped).
+        checked: how many leading string values an earlier call on a shorter prefix
+            found complete and free of loops (skipped here).
+
+    Returns:
+        (the first loop found, or None; the ``checked`` to pass with a longer prefix).
+        Text that is not the start of a JSON value gives (None, ``checked``).
+    """
+    from pydantic_core import from_json
+
+    try:
+        values = _string_values(from_json(partial, allow_partial="trailing-strings"))
+    except ValueError:
+        return None, checked
+    for text in values[checked:-1]:
+        rep = find_repetition(text)
+        if rep is not None:
+            return rep, checked
+    checked = max(checked, len(values) - 1)
+    return (find_repetition(_complete_words(values[-1])) if values else None), checked
 
 
 def cut_repetition(text: str) -> tuple[str, Repetition | None]:

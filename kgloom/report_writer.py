@@ -42,6 +42,7 @@ from kgloom.config import IndexSettings
 from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, words
 from kgloom.ids import content_id
 from kgloom.llm import LLMCaller, PromptTemplate, structured_call
+from kgloom.llm.structured import is_loop_failure
 from kgloom.tokenizer import Tokenizer
 
 STAGE = layout.COMMUNITY_REPORTS
@@ -528,7 +529,11 @@ def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: In
     One structured call (stage ``community_reports``, item the community number,
     :data:`REPORT_TEMPLATE` with :func:`report_schema`'s schema, seed ``settings.seed``);
     the reply is checked by :func:`check_report` against ``context`` and the members'
-    titles; a rejected reply is replaced by :func:`rule_report`.
+    titles; a rejected reply is replaced by :func:`rule_report`. Decoding stops once a
+    field of the reply repeats itself (``stop_on_loop``): every string value of the
+    report schemas is a field :func:`check_report` checks for loops, so such a reply is
+    rejected without being decoded to its end (the failures row says "repeats itself"
+    and holds the reply so far).
 
     Args:
         llm: a :class:`kgloom.llm.CachedLLM` or a wrapper with its ``call``.
@@ -543,14 +548,22 @@ def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: In
     """
     obj, failure = structured_call(llm, REPORT_TEMPLATE, STAGE, str(community["community"]),
                                    settings.seed, schema=report_schema(community, settings),
-                                   context=context)
+                                   stop_on_loop=True, context=context)
+    item = str(community["community"])
+    if is_loop_failure(failure):  # stopped while looping: what check_report would reject
+        assert failure is not None
+        return WrittenReport(rule_report(community, entities, relationships), "rules",
+                             rejected={"stage": STAGE, "item_id": item,
+                                       "reason": REJECTED + failure["reason"].removeprefix(
+                                           "reply "),
+                                       "detail": failure["detail"]})
     if obj is None:
         return WrittenReport(None, "", failure=failure)
     problems = check_report(obj, context,
                             [title_of[e] for e in community["entity_ids"] if e in title_of])
     if problems:  # published as the rule report, the reply kept in the failures row
         return WrittenReport(rule_report(community, entities, relationships), "rules",
-                             rejected={"stage": STAGE, "item_id": str(community["community"]),
+                             rejected={"stage": STAGE, "item_id": item,
                                        "reason": REJECTED + "; ".join(problems),
                                        "detail": json.dumps(obj, ensure_ascii=False)})
     return WrittenReport(obj, "llm", failure=failure)

@@ -36,6 +36,9 @@ class LLMBackend(Protocol):
     model_id: str  # identity of the weights (e.g. the GGUF SHA-256)
 
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
-                 max_tokens: int, seed: int) -> Completion:
-        """Return the reply to ``messages`` constrained to ``schema``."""
+                 max_tokens: int, seed: int, stop_on_loop: bool = False) -> Completion:
+        """Return the reply to ``messages`` constrained to ``schema``. With
+        ``stop_on_loop`` a backend that decodes token by token may stop once a string
+        value of the reply repeats itself (:func:`kgloom.grounding.find_reply_loop`) and
+        return the JSON written so far; one that cannot (a model server) ignores it."""
         ...

@@ -138,15 +138,19 @@ class CachedLLM:
 
     def call(self, stage: str, template_hash: str, input_hash: str,
              messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int,
-             seed: int) -> Completion:
+             seed: int, stop_on_loop: bool = False) -> Completion:
         """Return the reply for one call, from the cache when the key is known.
+        ``stop_on_loop`` (see :meth:`kgloom.llm.backend.LLMBackend.complete`) is part of
+        the key when set, so the keys of the calls without it are unchanged.
 
         Raises:
             LookupError: on a cache miss when no backend is configured.
         """
         with self.lock:
             st = self.stats.setdefault(stage, StageStats())
-        params = {"schema": schema, "max_tokens": max_tokens, "seed": seed}
+        params: dict[str, Any] = {"schema": schema, "max_tokens": max_tokens, "seed": seed}
+        if stop_on_loop:
+            params["stop_on_loop"] = True
         key = LLMCache.key(self.model_id, template_hash, input_hash, params)
         with self._claim(key):
             hit = self.cache.get(key)
@@ -156,7 +160,8 @@ class CachedLLM:
                 return hit
             if self.backend is None:
                 raise LookupError(f"no cached reply for {stage} call {key[:12]} and no backend")
-            reply = self.backend.complete(messages, schema, max_tokens, seed)
+            reply = self.backend.complete(messages, schema, max_tokens, seed,
+                                          stop_on_loop=stop_on_loop)
             with self.lock:
                 st.add(reply)
             self.cache.put(key, stage, self.model_id, template_hash, input_hash, params, reply)

@@ -125,9 +125,10 @@ class FakeBackend:
         self._lock = threading.Lock()
 
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
-                 max_tokens: int, seed: int) -> Completion:
+                 max_tokens: int, seed: int, stop_on_loop: bool = False) -> Completion:
         """Return a schema-valid JSON reply derived from a hash of ``messages`` and ``seed``
-        (with ``worst_case``: a grammar sample cut at ``max_tokens`` bytes). Thread-safe."""
+        (with ``worst_case``: a grammar sample cut at ``max_tokens`` bytes). Thread-safe.
+        ``stop_on_loop`` is ignored (its replies are made whole, not decoded)."""
         with self._lock:
             self.calls += 1
             n = self.calls

@@ -320,8 +320,10 @@ class OpenAIChatBackend:
                           seconds=seconds)
 
     def complete(self, messages: list[dict[str, str]], schema: dict[str, Any],
-                 max_tokens: int, seed: int) -> Completion:
+                 max_tokens: int, seed: int, stop_on_loop: bool = False) -> Completion:
         """Return the reply to ``messages`` constrained to ``schema`` (see class doc).
+        ``stop_on_loop`` is ignored: the server decodes the whole reply, and a loop in it
+        is found after (:func:`kgloom.report_writer.check_report`).
 
         ``max_tokens`` is raised to :func:`kgloom.llm.server_reply_token_bound` of
         ``schema`` when that is larger, and sent as given when the server's context has

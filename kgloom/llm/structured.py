@@ -14,6 +14,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 from jsonschema.validators import validator_for
 
+from kgloom.grounding import find_reply_loop
 from kgloom.ids import content_id
 from kgloom.llm.backend import Completion
 from kgloom.llm.grammar import reply_token_bound
@@ -31,7 +32,7 @@ class LLMCaller(Protocol):
 
     def call(self, stage: str, template_hash: str, input_hash: str,
              messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int,
-             seed: int) -> Completion:
+             seed: int, stop_on_loop: bool = False) -> Completion:
         """The reply for one call (see :meth:`kgloom.llm.CachedLLM.call`)."""
         ...
 
@@ -50,9 +51,20 @@ def _validate(obj: Any, schema: dict[str, Any]) -> None:
         raise error
 
 
+# the reason of a failures row whose reply was stopped because it repeats itself
+# (structured_call with stop_on_loop); see is_loop_failure
+LOOP_STOPPED = "reply repeats itself"
+
+
+def is_loop_failure(failure: dict | None) -> bool:
+    """True when ``failure`` (a :func:`structured_call` failures row) is a reply stopped
+    while decoding because a string value of it repeats itself."""
+    return failure is not None and failure["reason"].startswith(LOOP_STOPPED)
+
+
 def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_id: str,
                     seed: int, schema: dict[str, Any] | None = None,
-                    check_schema: dict[str, Any] | None = None,
+                    check_schema: dict[str, Any] | None = None, stop_on_loop: bool = False,
                     **inputs: str) -> tuple[dict[str, Any] | None, dict | None]:
     """Ask for one JSON object that validates against ``schema`` (default: the template's).
 
@@ -64,6 +76,13 @@ def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_i
 
     The reply is parsed and validated (``jsonschema``); an invalid reply is retried once
     with ``seed + 1``. Never raises for a bad reply.
+
+    With ``stop_on_loop`` the backend may stop decoding once a string value of the reply
+    repeats itself (:meth:`kgloom.llm.backend.LLMBackend.complete`, part of the cache
+    key). A reply that is not JSON and has such a loop
+    (:func:`kgloom.grounding.find_reply_loop`) is not retried (a greedy retry loops
+    again): its failures row's reason starts with :data:`LOOP_STOPPED`
+    (:func:`is_loop_failure`), for the caller to treat as a rejected reply.
 
     Returns:
         (obj, None) on success, or (None, failure_row) where failure_row has the keys of
@@ -84,7 +103,7 @@ def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_i
     for attempt in range(2):
         try:
             reply = llm.call(stage, template.hash, input_hash, messages, schema,
-                             max_tokens, seed + attempt)
+                             max_tokens, seed + attempt, stop_on_loop=stop_on_loop)
         except LookupError:
             raise
         except Exception as exc:  # noqa: BLE001 - the model crashed even after retries: record, go on
@@ -98,11 +117,17 @@ def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_i
             return obj, None
         except json.JSONDecodeError as exc:
             problem = f"reply is not JSON ({exc.msg}; max_tokens {max_tokens} reached?)"
+            loop = find_reply_loop(raw)[0] if stop_on_loop else None
+            if loop is not None:
+                problem = (f"{LOOP_STOPPED}: \"{loop.phrase}\" {loop.count} times "
+                           "(decoding stopped)")
+                break
         except jsonschema.ValidationError as exc:
             problem = f"reply breaks the schema: {exc.message[:200]}"
         if attempt == 0:
             with llm.lock:
                 st.retries += 1
-    with llm.lock:
-        st.failures += 1
+    if not problem.startswith(LOOP_STOPPED):  # a loop is the caller's rejection to count
+        with llm.lock:
+            st.failures += 1
     return None, {"stage": stage, "item_id": item_id, "reason": problem, "detail": raw[:500]}

@@ -92,7 +92,7 @@ class ScriptedBackend:
         self.prompts: list[str] = []
         self.typed: list[list[str]] = []  # the names each call was asked to type
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         self.calls += 1
         self.prompts.append(_names_in(messages))
         if self.broken_if and self.broken_if in _names_in(messages):
@@ -350,7 +350,7 @@ class OpenBackend(ScriptedBackend):
         self.proposed = list(proposed)
         self.open_calls = 0
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         if "names" in schema["properties"]:
             self.open_calls += 1
             return Completion(json.dumps({"names": self.proposed}), 10, 8, 0.0)
@@ -439,7 +439,7 @@ class CountingBackend(ScriptedBackend):
     def count_tokens(self, text):
         return len(text) // 2 + 1
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         used = sum(self.count_tokens(m["content"]) + 8 for m in messages)
         self.longest_prompt = max(self.longest_prompt, used + max_tokens)
         return super().complete(messages, schema, max_tokens, seed)

@@ -37,7 +37,7 @@ class PackScripted(ScriptedBackend):
         super().__init__(*a, **kw)
         self.enums: list[list[str]] = []
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         rel = schema["properties"]["relationships"]
         if rel["type"] == "array":
             return super().complete(messages, schema, max_tokens, seed)

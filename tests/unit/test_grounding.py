@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kgloom.grounding import (
     cut_repetition,
     find_repetition,
+    find_reply_loop,
     is_heading,
     shared_phrase,
     ungrounded_names,
@@ -79,3 +82,77 @@ def test_shared_phrase_is_a_copy_only_when_the_context_lacks_it():
 def test_a_word_only_seen_opening_a_sentence_is_no_name():
     assert ungrounded_names("Despite his wealth, Scrooge is alone. Built by rules.",
                             CONTEXT) == []
+
+
+# report replies of the bundled 135M model on the 2Wiki pool (first 300 characters; each
+# loops to its field's length limit)
+_LOOPED = [
+    '{ "title": "Community data: Nassau, Henry I, Count of Nassau-Siegen, 134", "summary": '
+    '"The Nassau-Siegen-Nassau-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siege'
+    'n-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-Siegen-S'
+    'iegen-Siegen-Siegen-Siegen-Siegen-Siegen-Sieg',
+    '{ "title": "Community data: Sub-community reports: Other recordings of " ,"summary": "T'
+    'he 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: '
+    '1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 199'
+    '0s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s: 1990s',
+]
+_WHOLE = json.dumps({
+    "title": "Scrooge, Marley and Fred",
+    "summary": "Marley was Scrooge's partner; partner and partner again, Fred is his nephew.",
+    "rating": 6, "rating_explanation": "Scrooge ties the others together.",
+    "findings": [{"summary": "Scrooge and Marley", "explanation": "Scrooge and Marley, "
+                  "Scrooge and Marley were partners."},
+                 {"summary": "Scrooge and Marley", "explanation": "Fred \"visits\" Scrooge."}]})
+
+
+def _fields(reply: dict) -> list[str]:
+    out = [reply.get("title", ""), reply.get("summary", ""), reply.get("rating_explanation", "")]
+    for f in reply.get("findings", []):
+        out += [f.get("summary", ""), f.get("explanation", "")]
+    return out
+
+
+@pytest.mark.parametrize("reply", _LOOPED)
+def test_a_reply_being_written_is_stopped_early_in_its_loop(reply):
+    first = next(i for i in range(1, len(reply) + 1) if find_reply_loop(reply[:i])[0])
+    assert first < 160  # of 300 characters: stopped in the loop's first words
+    rep, _ = find_reply_loop(reply[:first])
+    assert rep is not None and rep.count in (3, 4)
+    # the title (a complete string before it) held no loop: the loop is the summary's
+    assert find_repetition(json.loads(reply[:reply.index('"summary"')].rstrip(" ,") + "}")[
+        "title"]) is None
+
+
+def test_a_loop_found_in_a_prefix_is_a_loop_of_the_whole_reply():
+    """What makes the stop safe: every prefix in which a loop is found (carrying
+    ``checked`` as the decoder does) belongs to a reply with a looping field, and a
+    reply with none is never stopped, whatever prefix is looked at."""
+    looping = _WHOLE.replace("Fred is his nephew.", "Fred is his nephew, his nephew, his "
+                             "nephew.")
+    for whole, loops in ((_WHOLE, False), (looping, True)):
+        assert any(find_repetition(f) for f in _fields(json.loads(whole))) is loops
+        checked, found = 0, None
+        for i in range(1, len(whole) + 1):
+            rep, checked = find_reply_loop(whole[:i], checked)
+            if rep is not None:
+                found = i
+                break
+        assert (found is not None) is loops
+        if loops:  # found before the summary's end, not once the reply was done
+            assert found < whole.index('"rating"')
+
+
+@pytest.mark.parametrize("partial", [
+    "", "not json", '{"summary": "The cat sat', '{"title": "go go go go', '[1, 2',
+    # a key said many times is no loop: only values are read
+    '{"a": {"summary": 1}, "b": {"summary": 2}, "c": {"summary": 3}, "d": {"summary": 4}',
+    # a word the decoder may still be writing is not counted ("go go go go" needs a 4th)
+    '{"title": "go go go g'])
+def test_what_is_no_loop_while_writing(partial):
+    assert find_reply_loop(partial)[0] is None
+
+
+def test_the_last_word_counts_once_it_is_finished():
+    assert find_reply_loop('{"title": "go go go go')[0] is None  # "go" or "gone"?
+    rep, _ = find_reply_loop('{"title": "go go go go ')
+    assert rep is not None and (rep.phrase, rep.count) == ("go", 4)

@@ -38,7 +38,7 @@ class Recording:
         self.reply = reply
         self.seen: list[tuple[list[dict], dict]] = []
 
-    def complete(self, messages, schema, max_tokens, seed) -> Completion:
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False) -> Completion:
         self.seen.append((messages, schema))
         if self.reply is not None and is_report_call(messages):
             return Completion(json.dumps(self.reply(messages, schema)), 1, 1, 0.0)

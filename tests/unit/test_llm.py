@@ -112,7 +112,7 @@ class _WrongShape:
     def __init__(self) -> None:
         self.calls = 0
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         self.calls += 1
         return Completion('{"description": "a ghost"}', 10, 5, 0.1)
 
@@ -120,8 +120,48 @@ class _WrongShape:
 class _Crashing:
     model_id = "crashing"
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         raise RuntimeError("llama_decode returned -1")
+
+
+class _Looping:
+    """Replies as a decoder stopped for a loop would: the JSON written so far (or, asked
+    without ``stop_on_loop``, the same text: a model server cannot stop). Records the
+    flag of each call."""
+
+    model_id = "looping"
+
+    def __init__(self, text: str = '{"description": "a ghost, a ghost, a ghost, a gh') -> None:
+        self.text = text
+        self.asked: list[bool] = []
+
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
+        self.asked.append(stop_on_loop)
+        return Completion(self.text, 10, 12, 0.1)
+
+
+def test_a_reply_stopped_for_a_loop_is_not_retried_and_says_so(tmp_path):
+    from kgloom.llm.structured import LOOP_STOPPED, is_loop_failure
+
+    llm, backend = _llm(tmp_path, _Looping())
+    obj, failure = structured_call(llm, TEMPLATE, "test", "x", seed=1, stop_on_loop=True,
+                                   name="Marley", text=TEXT)
+    assert obj is None and backend.asked == [True]  # one call: a greedy retry loops again
+    assert failure["reason"] == f'{LOOP_STOPPED}: "a ghost" 3 times (decoding stopped)'
+    assert failure["detail"] == backend.text and is_loop_failure(failure)
+    st = llm.stats["test"]
+    assert (st.calls, st.retries, st.failures) == (1, 0, 0)  # the caller counts rejections
+    # without the option the same text is an ordinary invalid reply, retried, and the
+    # call's cache key differs (the option changes what a backend returns)
+    obj, failure = structured_call(llm, TEMPLATE, "test", "x", seed=1, name="Marley",
+                                   text=TEXT)
+    assert obj is None and backend.asked == [True, False, False]
+    assert "not JSON" in failure["reason"] and not is_loop_failure(failure)
+    # an invalid reply without a loop is retried even with the option
+    llm2, cut = _llm(tmp_path / "2", _Looping('{"description": "a ghost of'))
+    obj, failure = structured_call(llm2, TEMPLATE, "test", "x", seed=1, stop_on_loop=True,
+                                   name="Marley", text=TEXT)
+    assert cut.asked == [True, True] and not is_loop_failure(failure)
 
 
 def test_schema_violation_and_crash_become_failure_rows(tmp_path):

@@ -152,7 +152,7 @@ def test_llm_number_variables_are_read_and_bad_values_refused(tmp_path, monkeypa
 
 
 class _SlowFake(FakeBackend):
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         time.sleep(0.02)
         return super().complete(messages, schema, max_tokens, seed)
 

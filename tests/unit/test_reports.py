@@ -110,7 +110,7 @@ class _Recording:
     def __init__(self) -> None:
         self.prompts: list[str] = []
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         self.prompts.append(messages[-1]["content"])
         n = len(self.prompts)
         return Completion(json.dumps({
@@ -241,7 +241,7 @@ class _Messages:
     def __init__(self) -> None:
         self.calls: list[list[dict]] = []
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         self.calls.append(messages)
         return Completion(json.dumps({
             "title": "T", "summary": "S", "rating": 5, "rating_explanation": "E",
@@ -355,7 +355,7 @@ class _Schemas(FakeBackend):
         super().__init__()
         self.seen: list[tuple[list[dict], dict, int]] = []
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         self.seen.append((messages, schema, max_tokens))
         return super().complete(messages, schema, max_tokens, seed)
 
@@ -498,7 +498,7 @@ class _Scripted:
         self.reply = reply
         self.calls = 0
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         self.calls += 1
         return Completion(json.dumps(self.reply), 1, 1, 0.0)
 
@@ -564,6 +564,49 @@ def test_a_rejected_reply_is_replaced_by_the_rule_report_with_a_failures_row(
     assert row["stage"] == "community_reports" and row["item_id"] == "2"
     assert row["reason"].startswith(REJECTED + reason)
     assert json.loads(row["detail"])["summary"] == reply["summary"]  # the reply, kept
+
+
+class _StoppedInALoop:
+    """Answers a report call as a decoder stopped for a loop does (the JSON written so
+    far) when asked with ``stop_on_loop``; counts the calls."""
+
+    model_id = "stopped"
+    text = ('{"title": "Scrooge, Marley and Fred", "summary": "Marley was a partner, a '
+            'partner, a partner, a par')
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
+        assert stop_on_loop  # every report call asks for the stop
+        self.calls += 1
+        return Completion(self.text, 1, 30, 0.0)
+
+
+def test_a_reply_stopped_in_a_loop_is_rejected_and_counts_toward_giving_up(tmp_path, tables):
+    from kgloom.report_writer import REJECTED, rule_report
+
+    only = tables["communities"].filter(pl.col("community") == 2)
+    backend = _StoppedInALoop()
+    reports, failures, _ = build_community_reports(
+        only, tables["entities"], tables["relationships"], _llm(tmp_path, backend),
+        IndexSettings(), default_tokenizer())
+    assert backend.calls == 1  # not retried
+    rule = rule_report(_community(tables, 2), tables["entities"], tables["relationships"])
+    assert reports["generated_by"].to_list() == ["rules"]
+    assert reports["summary"][0] == rule["summary"]  # published, not lost
+    row = failures.row(0, named=True)
+    assert failures.height == 1
+    assert row["reason"] == REJECTED + 'repeats itself: "a partner" 3 times (decoding stopped)'
+    assert row["detail"] == backend.text
+    # as any rejected reply, it counts toward report_llm_give_up_after
+    every = _StoppedInALoop()
+    reports, failures, methods = build_community_reports(
+        tables["communities"], tables["entities"], tables["relationships"],
+        _llm(tmp_path / "all", every), IndexSettings(**ALL_LLM, report_llm_give_up_after=2),
+        default_tokenizer())
+    assert every.calls == 2 and methods["lazy_after_rejections"] > 0
+    assert failures.filter(pl.col("reason").str.starts_with(REJECTED)).height == 2
 
 
 def test_a_grounded_reply_is_published(tmp_path, tables):

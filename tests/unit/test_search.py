@@ -47,7 +47,7 @@ class ScriptedBackend:
             self.n_ctx = n_ctx
             self.count_tokens = lambda text: -(-len(text) // 3)
 
-    def complete(self, messages, schema, max_tokens, seed) -> Completion:
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False) -> Completion:
         self.calls.append({"messages": messages, "schema": schema})
         text = json.dumps(self.reply(messages, schema))
         return Completion(text, sum(len(m["content"].split()) for m in messages),

@@ -38,7 +38,7 @@ class _Summarizer:
         self.reply = reply
         self.prompts: list[str] = []
 
-    def complete(self, messages, schema, max_tokens, seed):
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
         self.prompts.append(messages[-1]["content"])
         text = self.reply if self.reply is not None else json.dumps(
             {"description": "  A covetous old sinner, Marley's executor.  "})
