@@ -283,6 +283,10 @@ def build_pool_index(lines: list[str], work: Path, settings: list[str], parts: i
                "embedder_seconds": {k: v["embedder_seconds"]
                                     for k, v in summary["cost"]["stages"].items()
                                     if v.get("embedder_seconds")},
+               # each stage's forward passes by the threads they ran on (picked by load)
+               "embedder_threads": {k: v["embedder_threads"]
+                                    for k, v in summary["stages"].items()
+                                    if isinstance(v, dict) and v.get("embedder_threads")},
                "extraction_counts": {k: v for k, v in summary["stages"].get(
                    "extraction", {}).items() if isinstance(v, (int, float))
                    and k not in ("seconds", "finished_at", "embedder_seconds")}}

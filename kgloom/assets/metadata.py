@@ -93,19 +93,35 @@ def endpoint_metadata(cached) -> dict:
 
 
 class EmbedderTime(TypedDict, total=False):
-    """Keyword arguments of :func:`kgloom.stats.write_stage_stats` (seconds); both are set
-    by :func:`embedder_time`, none for a stage without an embedder."""
+    """Keyword arguments of :func:`kgloom.stats.write_stage_stats`; all are set by
+    :func:`embedder_time`, none for a stage without an embedder."""
 
     embedder_seconds: float
     embedder_load_seconds: float
+    embedder_threads: dict[str, dict[str, float]]
 
 
-def embedder_time(emb, seconds_before: float) -> EmbedderTime:
+def embedder_mark(emb) -> tuple[float, dict[int, tuple[int, int, float]]]:
+    """What :func:`embedder_time` subtracts: the shared embedder's seconds and
+    :meth:`~kgloom.embedding.windows.WindowedEmbedder.passes` when a stage begins."""
+    return emb.seconds, emb.passes()
+
+
+def embedder_time(emb, mark: tuple[float, dict[int, tuple[int, int, float]]]) -> EmbedderTime:
     """A stage's embedder time for :func:`kgloom.stats.write_stage_stats`:
-    ``embedder_seconds`` = forward passes since ``seconds_before`` (the shared embedder's
-    :attr:`~kgloom.embedding.sentence_embedder.Embedder.seconds` when the stage began) plus the
-    embedder's load when this stage is the first to claim it, and
-    ``embedder_load_seconds`` = that load (0 on later stages)."""
+    ``embedder_seconds`` = forward passes since ``mark`` (:func:`embedder_mark` when the
+    stage began) plus the embedder's load when this stage is the first to claim it;
+    ``embedder_load_seconds`` = that load (0 on later stages); ``embedder_threads`` =
+    the stage's passes by the threads each ran on, ``{"2": {"passes", "windows",
+    "seconds"}}`` (a pass picks its threads by the machine's load, so the same texts
+    can take longer on one thread than on two)."""
+    seconds_before, passes_before = mark
     load = emb.claim_load_seconds()
+    threads: dict[str, dict[str, float]] = {}
+    for t, (n, windows, seconds) in emb.passes().items():
+        n0, w0, s0 = passes_before.get(t, (0, 0, 0.0))
+        if n > n0:
+            threads[str(t)] = {"passes": n - n0, "windows": windows - w0,
+                               "seconds": round(seconds - s0, 3)}
     return {"embedder_seconds": emb.seconds - seconds_before + load,
-            "embedder_load_seconds": round(load, 3)}
+            "embedder_load_seconds": round(load, 3), "embedder_threads": threads}

@@ -5,7 +5,14 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets.metadata import Timer, cost_metadata, embedder_time, preview, progress
+from kgloom.assets.metadata import (
+    Timer,
+    cost_metadata,
+    embedder_mark,
+    embedder_time,
+    preview,
+    progress,
+)
 from kgloom.builds import publish_build
 from kgloom.layout import GRAPH_FILES, GRAPHML_FILE, NEO4J_DIR, SUMMARY_FILE, VECTOR_INDEX, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
@@ -85,7 +92,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     clock = Timer.started()
     out = index.out
     emb = embedder.load()
-    emb_seconds_before = emb.seconds  # the loaded embedder is shared by the stages of a process
+    emb_before = embedder_mark(emb)  # the loaded embedder is shared by the stages of a process
     db_path = index.store.file(LANCEDB_DIR)
     try:
         written, expected = sync_index(out, emb,
@@ -99,7 +106,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
         emb.release()  # its session's memory, until a later stage embeds again
     stats = write_stage_stats(out, VECTOR_INDEX, clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
-                              **embedder_time(emb, emb_seconds_before))
+                              **embedder_time(emb, emb_before))
     yield dg.MaterializeResult(metadata={
         # from graph_files only: an index built without reports (--no-reports) keeps the
         # reports of the last run that wrote them, and is up to date without new ones

@@ -210,8 +210,9 @@ class FastEmbedder(TokenizersEmbedder):
 
         t0 = time.perf_counter()
         out = np.zeros((len(windows), self.dim), dtype=np.float32)
+        threads = threads or 1
         try:
-            with threadpool_limits(limits=threads or 1, user_api="blas"):
+            with threadpool_limits(limits=threads, user_api="blas"):
                 for i, enc in enumerate(self.tokenizer.encode_batch(windows)):
                     hidden = self._forward(np.asarray(enc.ids), np.asarray(enc.type_ids))
                     mean = hidden.mean(axis=0)
@@ -219,7 +220,7 @@ class FastEmbedder(TokenizersEmbedder):
                     if progress and (i + 1) % 512 == 0:
                         progress(i + 1, len(windows))
         finally:
-            self.seconds += time.perf_counter() - t0
+            self._count_pass(len(windows), threads, time.perf_counter() - t0)
         if progress:
             progress(len(windows), len(windows))
         return out

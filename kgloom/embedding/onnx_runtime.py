@@ -333,11 +333,11 @@ class OnnxEmbedder(TokenizersEmbedder):
         import time
 
         t0 = time.perf_counter()
+        threads = threads or self._bursts.pick()
         try:
-            return self._onnx.encode(windows, threads or self._bursts.pick(), progress,
-                                     PROGRESS_WINDOWS)
+            return self._onnx.encode(windows, threads, progress, PROGRESS_WINDOWS)
         finally:
-            self.seconds += time.perf_counter() - t0
+            self._count_pass(len(windows), threads, time.perf_counter() - t0)
 
 
 def _main(argv: list[str]) -> int:

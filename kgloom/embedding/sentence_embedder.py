@@ -162,7 +162,7 @@ class Embedder(WindowedEmbedder):
                     progress(min(start + PROGRESS_WINDOWS, len(windows)), len(windows))
             return np.concatenate(parts)
         finally:
-            self.seconds += time.perf_counter() - t0
+            self._count_pass(len(windows), threads, time.perf_counter() - t0)
             torch.set_num_threads(before)
 
 

@@ -42,6 +42,25 @@ class WindowedEmbedder:
     seconds: float = 0.0  # in forward passes, over this object's life
     load_seconds: float = 0.0  # loading the model
     _load_claimed: bool = False
+    # over this object's life, per thread count a pass ran on: [passes, windows, seconds]
+    _by_threads: dict[int, list] | None = None
+
+    def _count_pass(self, windows: int, threads: int, seconds: float) -> None:
+        """Add one forward pass (``windows`` windows on ``threads`` threads, ``seconds``)
+        to :attr:`seconds` and :meth:`passes`."""
+        self.seconds += seconds
+        if self._by_threads is None:
+            self._by_threads = {}
+        row = self._by_threads.setdefault(threads, [0, 0, 0.0])
+        row[0] += 1
+        row[1] += windows
+        row[2] += seconds
+
+    def passes(self) -> dict[int, tuple[int, int, float]]:
+        """{threads: (passes, windows, seconds)} of the forward passes so far, by the
+        threads each ran on (the count a pass picked by load:
+        :class:`kgloom.llm.cpu.BurstThreads`)."""
+        return {t: (r[0], r[1], r[2]) for t, r in sorted((self._by_threads or {}).items())}
 
     def _set_windows(self, max_len: int, window_tokens: int | None, stride: int | None) -> None:
         """Set window and stride (defaults: ``max_len``, 3/4 of a window's content).

@@ -66,3 +66,25 @@ def test_partitions_are_summed_and_parts_are_not_counted_twice(tmp_path):
 def test_model_time_above_wall_time_shows_as_a_share_above_one():
     # a stage that timed less than its model work is visible, not hidden
     assert stage_cost({"seconds": 1.0, "llm": {"seconds": 2.0}})["model_share"] == 2.0
+
+
+def test_a_stage_records_its_embedding_passes_by_the_threads_they_ran_on():
+    """The shared embedder's passes are told apart per stage: only those since the
+    stage's mark count, grouped by the threads each pass picked."""
+    from kgloom.assets.metadata import embedder_mark, embedder_time
+    from kgloom.embedding.windows import WindowedEmbedder
+
+    emb = WindowedEmbedder()
+    emb.load_seconds = 3.0
+    emb._count_pass(100, 2, 1.5)  # an earlier stage's pass
+    mark = embedder_mark(emb)
+    emb._count_pass(40, 2, 0.5)
+    emb._count_pass(60, 1, 2.0)
+    emb._count_pass(10, 1, 0.25)
+    got = embedder_time(emb, mark)
+    assert got["embedder_threads"] == {"1": {"passes": 2, "windows": 70, "seconds": 2.25},
+                                       "2": {"passes": 1, "windows": 40, "seconds": 0.5}}
+    assert got["embedder_seconds"] == 2.75 + 3.0  # the first stage to ask counts the load
+    assert emb.passes() == {1: (2, 70, 2.25), 2: (2, 140, 2.0)}
+    later = embedder_time(emb, embedder_mark(emb))
+    assert later["embedder_threads"] == {} and later["embedder_seconds"] == 0.0
