@@ -546,24 +546,23 @@ def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: In
     Returns:
         a :class:`WrittenReport`; never raises for a bad reply.
     """
-    obj, failure = structured_call(llm, REPORT_TEMPLATE, STAGE, str(community["community"]),
-                                   settings.seed, schema=report_schema(community, settings),
-                                   stop_on_loop=True, context=context)
     item = str(community["community"])
-    if is_loop_failure(failure):  # stopped while looping: what check_report would reject
-        assert failure is not None
+    obj, failure = structured_call(llm, REPORT_TEMPLATE, STAGE, item, settings.seed,
+                                   schema=report_schema(community, settings),
+                                   stop_on_loop=True, context=context)
+
+    def rejected(why: str, reply: str) -> WrittenReport:
+        # published as the rule report, the reply kept in the failures row
         return WrittenReport(rule_report(community, entities, relationships), "rules",
                              rejected={"stage": STAGE, "item_id": item,
-                                       "reason": REJECTED + failure["reason"].removeprefix(
-                                           "reply "),
-                                       "detail": failure["detail"]})
+                                       "reason": REJECTED + why, "detail": reply})
+
+    if failure is not None and is_loop_failure(failure):  # what check_report would reject
+        return rejected(failure["reason"].removeprefix("reply "), failure["detail"])
     if obj is None:
         return WrittenReport(None, "", failure=failure)
     problems = check_report(obj, context,
                             [title_of[e] for e in community["entity_ids"] if e in title_of])
-    if problems:  # published as the rule report, the reply kept in the failures row
-        return WrittenReport(rule_report(community, entities, relationships), "rules",
-                             rejected={"stage": STAGE, "item_id": item,
-                                       "reason": REJECTED + "; ".join(problems),
-                                       "detail": json.dumps(obj, ensure_ascii=False)})
+    if problems:
+        return rejected("; ".join(problems), json.dumps(obj, ensure_ascii=False))
     return WrittenReport(obj, "llm", failure=failure)

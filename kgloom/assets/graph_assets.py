@@ -95,7 +95,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         index.out, ENTITIES, clock.elapsed, StageStats.merged(
             (cached.stats if cached else {}).get(k)
             for k in (SUMMARIES, RESOLUTION)).as_dict(),
-        **(embedder_time(emb, emb_before) if emb and emb_before else EmbedderTime()),
+        **(embedder_time(emb, emb_before) if emb and emb_before is not None
+           else EmbedderTime()),
         entities=ents.height, relationships=rels.height, summary_method=s.summary_method,
         llm_backend=cached.backend_settings() if cached else {}, method=s.method,
         embedding_cache={"hits": cache.hits, "misses": cache.misses},

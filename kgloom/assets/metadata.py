@@ -101,13 +101,13 @@ class EmbedderTime(TypedDict, total=False):
     embedder_threads: dict[str, dict[str, float]]
 
 
-def embedder_mark(emb) -> tuple[float, dict[int, tuple[int, int, float]]]:
-    """What :func:`embedder_time` subtracts: the shared embedder's seconds and
+def embedder_mark(emb) -> dict[int, tuple[int, int, float]]:
+    """What :func:`embedder_time` subtracts: the shared embedder's
     :meth:`~kgloom.embedding.windows.WindowedEmbedder.passes` when a stage begins."""
-    return emb.seconds, emb.passes()
+    return emb.passes()
 
 
-def embedder_time(emb, mark: tuple[float, dict[int, tuple[int, int, float]]]) -> EmbedderTime:
+def embedder_time(emb, mark: dict[int, tuple[int, int, float]]) -> EmbedderTime:
     """A stage's embedder time for :func:`kgloom.stats.write_stage_stats`:
     ``embedder_seconds`` = forward passes since ``mark`` (:func:`embedder_mark` when the
     stage began) plus the embedder's load when this stage is the first to claim it;
@@ -115,13 +115,14 @@ def embedder_time(emb, mark: tuple[float, dict[int, tuple[int, int, float]]]) ->
     the stage's passes by the threads each ran on, ``{"2": {"passes", "windows",
     "seconds"}}`` (a pass picks its threads by the machine's load, so the same texts
     can take longer on one thread than on two)."""
-    seconds_before, passes_before = mark
     load = emb.claim_load_seconds()
     threads: dict[str, dict[str, float]] = {}
+    spent = 0.0
     for t, (n, windows, seconds) in emb.passes().items():
-        n0, w0, s0 = passes_before.get(t, (0, 0, 0.0))
+        n0, w0, s0 = mark.get(t, (0, 0, 0.0))
         if n > n0:
+            spent += seconds - s0
             threads[str(t)] = {"passes": n - n0, "windows": windows - w0,
                                "seconds": round(seconds - s0, 3)}
-    return {"embedder_seconds": emb.seconds - seconds_before + load,
+    return {"embedder_seconds": spent + load,
             "embedder_load_seconds": round(load, 3), "embedder_threads": threads}

@@ -122,7 +122,6 @@ class TokenizersEmbedder(WindowedEmbedder):
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
-        self.seconds = 0.0
 
     @property
     def dim(self) -> int:

@@ -94,7 +94,6 @@ class Embedder(WindowedEmbedder):
         from kgloom.llm.cpu import BurstThreads
 
         self._bursts = BurstThreads()  # threads of each pass, by the others' load
-        self.seconds = 0.0  # in forward passes (``encode``), over this object's life
         # loading: importing sentence-transformers (transformers, torch) and the weights
         self.load_seconds = time.perf_counter() - t0
         self._load_claimed = False

@@ -39,16 +39,19 @@ class WindowedEmbedder:
     window_tokens: int
     content_tokens: int
     stride: int
-    seconds: float = 0.0  # in forward passes, over this object's life
     load_seconds: float = 0.0  # loading the model
     _load_claimed: bool = False
     # over this object's life, per thread count a pass ran on: [passes, windows, seconds]
     _by_threads: dict[int, list] | None = None
 
+    @property
+    def seconds(self) -> float:
+        """Seconds in forward passes over this object's life (the sum of :meth:`passes`)."""
+        return sum(r[2] for r in (self._by_threads or {}).values())
+
     def _count_pass(self, windows: int, threads: int, seconds: float) -> None:
-        """Add one forward pass (``windows`` windows on ``threads`` threads, ``seconds``)
-        to :attr:`seconds` and :meth:`passes`."""
-        self.seconds += seconds
+        """Record one forward pass (``windows`` windows on ``threads`` threads,
+        ``seconds``) in :meth:`passes`."""
         if self._by_threads is None:
             self._by_threads = {}
         row = self._by_threads.setdefault(threads, [0, 0, 0.0])

@@ -26,6 +26,7 @@ from kgloom.llm.model_files import verify_model_file
 if TYPE_CHECKING:  # llama_cpp itself is imported where a model is loaded
     from llama_cpp.llama_types import ChatCompletionRequestMessage, CreateChatCompletionResponse
 
+_PREV_TOKENS = 8  # tokens before the new ones _LoopStop passes when it detokenizes them
 _COUNTED_MAX = 256  # texts whose token counts a backend remembers (count_tokens)
 
 class _GrammarFirstSampler:
@@ -127,11 +128,14 @@ class _LoopStop:
             return True
         if self.start is None:
             self.start = len(input_ids)
-        new = [int(t) for t in input_ids[self.start + self.seen:]]
+        end = self.start + self.seen
+        new = [int(t) for t in input_ids[end:]]
         if not new:
             return False
-        piece = self.llm.detokenize(new, prev_tokens=[int(t) for t in input_ids[:self.start
-                                                                                + self.seen]])
+        # a few tokens before: all a tokenizer needs to place the new pieces' spaces (the
+        # GGUF's own ignores them), not the whole prompt rebuilt at every token
+        piece = self.llm.detokenize(new, prev_tokens=[int(t) for t in input_ids[max(
+            0, end - _PREV_TOKENS):end]])
         self.seen += len(new)
         self.raw += piece
         if piece.isalnum():  # no word ended: nothing new to find
