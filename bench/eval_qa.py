@@ -172,7 +172,8 @@ SWEEP = {  # mode -> {config field: candidate values}
                "entity_affinity": [False, True], "hit_seeds": [0, 3]},
     "bridge": {"bridge_hits": [2, 5], "bridge_keep": [1, 2],
                "bridge_relevance_power": [0.0, 1.0, 2.0],
-               "bridge_link_weight": [0.0, 0.5, 1.0, 2.0]},
+               "bridge_link_weight": [0.0, 0.5, 1.0, 2.0],
+               "bridge_specificity_power": [0.0, 0.25, 0.5, 1.0]},
     "ppr": {"ann_link_min_similarity": [0.6, 0.75, 0.9], "entity_affinity": [False, True],
             "hit_seeds": [0, 3]},
 }

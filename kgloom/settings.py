@@ -206,6 +206,9 @@ class RetrievalConfig(_Section):
             clipped at 0) to this power (0 = every entity of a hit counts alike).
         bridge_link_weight: the question's linked entities count as named by a hit of
             this similarity (bridge).
+        bridge_specificity_power: bridge weighs an entity by its specificity, 1 / (text
+            units mentioning it), to this power (0 = a nationality named in every
+            biography bridges like a person named in two units).
         entity_affinity: weigh an entity's contribution to a unit by how much the unit is
             about it: the cosine of the entity's vector ("title: description") and the
             unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
@@ -239,6 +242,7 @@ class RetrievalConfig(_Section):
     bridge_keep: int = 1
     bridge_relevance_power: float = 1.0
     bridge_link_weight: float = 0.5
+    bridge_specificity_power: float = 0.25
     seed_diagnostics: bool = True
     fused_first_hop: bool = True
 

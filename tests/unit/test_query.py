@@ -39,22 +39,29 @@ GRAPH_FILES = ["graph-nodes.parquet", "graph-edges.parquet", "entities.parquet",
 
 def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
     """Write a complete small index (parquet + LanceDB) of the conftest Carol tables."""
-    t = build_carol_tables()
-    nodes, edges = tables.build_graph_tables(t["entities"], t["relationships"], t["communities"])
-    units = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
-                                          t["communities"])
-    doc_id = content_id("A Christmas Carol")
-    docs = schemas.conform(pl.DataFrame({
-        "id": [doc_id], "human_readable_id": [0], "title": ["A Christmas Carol"],
-        "text": [" ".join(units["text"])], "text_unit_ids": [units["id"].to_list()],
-        "creation_date": [""], "raw_data": [None], "source": ["carol.txt"],
-        "encoding": ["utf-8"], "encoding_confidence": [1.0], "boilerplate_cut": [None]}),
-        schemas.DOCUMENTS_SCHEMA)
     aliases = pl.DataFrame({"alias": ["Scrooge", "Old Marley", "Bob"],
                             "entity_id": [eid("EBENEZER SCROOGE"), eid("JACOB MARLEY"),
                                           eid("BOB CRATCHIT")],
                             "method": ["name_extension"] * 3, "score": [1.0] * 3},
                            schema=schemas.ENTITY_ALIASES_SCHEMA)
+    return write_index(out, build_carol_tables(), aliases, embedder, "A Christmas Carol",
+                       manifest)
+
+
+def write_index(out: Path, t: dict[str, pl.DataFrame], aliases: pl.DataFrame, embedder,
+                title: str, manifest: bool = True) -> Path:
+    """Write a complete index (parquet + LanceDB) of ``t`` (conftest.build_carol_tables'
+    frames), its units' text as one document ``title``."""
+    nodes, edges = tables.build_graph_tables(t["entities"], t["relationships"], t["communities"])
+    units = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
+                                          t["communities"])
+    doc_id = content_id(title)
+    docs = schemas.conform(pl.DataFrame({
+        "id": [doc_id], "human_readable_id": [0], "title": [title],
+        "text": [" ".join(units["text"])], "text_unit_ids": [units["id"].to_list()],
+        "creation_date": [""], "raw_data": [None], "source": ["carol.txt"],
+        "encoding": ["utf-8"], "encoding_confidence": [1.0], "boilerplate_cut": [None]}),
+        schemas.DOCUMENTS_SCHEMA)
     for df, name in [(units, schemas.TEXT_UNITS), (t["entities"], schemas.ENTITIES),
                      (t["relationships"], schemas.RELATIONSHIPS), (nodes, schemas.GRAPH_NODES),
                      (edges, schemas.GRAPH_EDGES), (docs, schemas.DOCUMENTS),
@@ -671,10 +678,12 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     sources = [(h, max(sims[h], 0), kg[h] or []) for h in order[:cfg.bridge_hits]]
     if cfg.bridge_link_weight > 0:
         sources.append((-1, cfg.bridge_link_weight, [x.entity_id for x in r.link(question)]))
+    df = {e: sum(e in (k or []) for k in kg) for e in node_of}
     for h, s, mentioned in sources:
         for e in mentioned:
             n = node_of[e]
             w = s * max(float(ev[n] @ qv), 0) ** cfg.bridge_relevance_power
+            w *= (1.0 / max(df[e], 1)) ** cfg.bridge_specificity_power
             for u in range(len(sims)):
                 if u != h and e in (kg[u] or []):
                     v = w * max(float(units[u] @ ev[n]), 0.0)
@@ -715,7 +724,9 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
 
 @pytest.mark.parametrize("cfg", [
     RetrievalConfig(), RetrievalConfig(bridge_hits=1, bridge_keep=2, bridge_link_weight=0.0),
-    RetrievalConfig(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0)])
+    RetrievalConfig(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0),
+    RetrievalConfig(bridge_specificity_power=0.0),
+    RetrievalConfig(bridge_specificity_power=1.0, bridge_relevance_power=2.0)])
 def test_bridge_follows_its_definition(carol_index, cfg):
     r = Retriever(carol_index, config=cfg)
     for named in ("How is Fezziwig related to Tiny Tim?", "Tell me about Fred and Bob Cratchit",
@@ -742,8 +753,86 @@ def test_bridge_follows_its_definition(carol_index, cfg):
                                               for row in bridged.iter_rows(named=True)}
 
 
+HUB_UNITS = {  # key -> (text, entities it mentions)
+    "film": ("Inherent Vice is a 2014 American crime film written and directed by Paul "
+             "Thomas Anderson, starring Joaquin Phoenix.",
+             ["INHERENT VICE", "AMERICAN", "PAUL THOMAS ANDERSON"]),
+    "composer": ("Jonny Greenwood is an English guitarist and keyboardist of the rock band "
+                 "Radiohead, born in Oxford, who also writes film scores, several of them "
+                 "for Paul Thomas Anderson.",
+                 ["JONNY GREENWOOD", "RADIOHEAD", "PAUL THOMAS ANDERSON"]),
+    **{f"bio{i}": (f"{name} was an American film director and screenwriter, born in {town}.",
+                   [name.upper(), "AMERICAN"])
+       for i, (name, town) in enumerate(zip(
+           ["Frank Lloyd", "Abe Meyer", "James Tinling", "Robert Florey", "William Duncan",
+            "Ray Enright", "Lew Landers", "Allan Dwan", "Henry King", "Irving Cummings",
+            "Sidney Lanfield", "Alfred Santell", "Edward Ludwig", "Lloyd Bacon",
+            "Archie Mayo", "Roy Del Ruth", "Frank Borzage", "Clarence Brown",
+            "Victor Fleming", "Sam Wood"],
+           ["Glasgow", "Chicago", "Seattle", "Paris", "Dundee", "Anderson", "New York",
+            "Toronto", "Christiansburg", "New York", "Cambridge", "San Francisco",
+            "Calgary", "San Jose", "New York", "Delaware", "Salt Lake City", "Clinton",
+            "La Canada", "Philadelphia"]))},
+}
+HUB_ENTITIES = {  # title -> (type, description)
+    "INHERENT VICE": ("WORK", "Inherent Vice, a 2014 American crime film."),
+    "AMERICAN": ("NATIONALITY", "American, the nationality of people and films of the "
+                 "United States; film directors born in America."),
+    "PAUL THOMAS ANDERSON": ("PERSON", "Paul Thomas Anderson, director of Inherent Vice."),
+    "JONNY GREENWOOD": ("PERSON", "Jonny Greenwood, an English composer."),
+    "RADIOHEAD": ("ORGANIZATION", "Radiohead, an English rock band."),
+    **{u[1][0]: ("PERSON", f"{u[1][0].title()}, an American film director.")
+       for k, u in HUB_UNITS.items() if k.startswith("bio")},
+}
+
+
+@pytest.fixture(scope="module")
+def hub_index(tmp_path_factory, carol_index) -> Path:
+    """An index where a nationality is mentioned by most units (as "American" was by 76
+    of the 2Wiki slice's 357) and a director by two."""
+    from kgloom.embedding.sentence_embedder import Embedder
+
+    units = pl.DataFrame([
+        {"id": uid(k), "human_readable_id": i, "text": text, "n_tokens": len(text.split()),
+         "document_id": content_id("Films"), "entity_ids": [], "relationship_ids": [],
+         "covariate_ids": [], "chunk_index": i, "start_char": 0, "end_char": len(text),
+         "kg_node_ids": [], "neighbor_entity_ids": [], "neighbor_triples": [],
+         "community_ids": [], "centrality": 0.0}
+        for i, (k, (text, _)) in enumerate(HUB_UNITS.items())], schema=schemas.TEXT_UNITS_SCHEMA)
+    entities = pl.DataFrame([
+        {"id": eid(title), "human_readable_id": i, "title": title, "type": typ,
+         "description": desc, "frequency": 1, "degree": 0, "weighted_degree": 0.0,
+         "pagerank": 0.0, "aliases": [],
+         "text_unit_ids": [uid(k) for k, (_, es) in HUB_UNITS.items() if title in es]}
+        for i, (title, (typ, desc)) in enumerate(HUB_ENTITIES.items())],
+        schema=schemas.ENTITIES_SCHEMA)
+    empty = build_carol_tables()
+    t = {"text_units": units, "entities": entities,
+         "relationships": empty["relationships"].clear(),
+         "communities": empty["communities"].clear()}
+    aliases = pl.DataFrame(schema=schemas.ENTITY_ALIASES_SCHEMA)
+    return write_index(tmp_path_factory.mktemp("hub_index"), t, aliases, Embedder(), "Films")
+
+
+def test_bridge_does_not_follow_a_hub_entity_by_default(hub_index):
+    """On the 2Wiki slice "where was the composer of film Inherent Vice born?" bridged
+    through "American" (in 76 of 357 units) to other film-makers' biographies instead of
+    through the director (in 2) to the composer's: every entity counted alike however many
+    units mention it. Weighed by HippoRAG's node specificity, the composer's unit comes
+    second."""
+    question = "Where was the composer of film Inherent Vice born?"
+    got = Retriever(hub_index).bridge(question, top_k=3)
+    assert got.text_units["id"].to_list()[:2] == [uid("film"), uid("composer")]
+    assert got.text_units["entity_ids"].to_list()[1] == [eid("PAUL THOMAS ANDERSON")]
+    flat = Retriever(hub_index, config=RetrievalConfig(bridge_specificity_power=0.0))
+    ranked = flat.bridge(question, top_k=3).text_units
+    assert uid("composer") not in ranked["id"].to_list()  # the bug, without specificity
+    assert ranked["entity_ids"].to_list()[1] == [eid("AMERICAN")]
+
+
 @pytest.mark.parametrize("knob", [{"bridge_hits": 0}, {"bridge_keep": -1},
-                                  {"bridge_link_weight": -0.5}])
+                                  {"bridge_link_weight": -0.5},
+                                  {"bridge_specificity_power": -1.0}])
 def test_bridge_rejects_bad_knobs(carol_index, knob):
     with pytest.raises(ValueError, match=next(iter(knob))):
         Retriever(carol_index, config=RetrievalConfig(**knob)).bridge("Scrooge", 3)

@@ -24,9 +24,12 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     one about D, which shares few words with the question. The ``config.bridge_hits``
     nearest units are the hits; every entity ``e`` a hit ``h`` mentions scores each
     other unit ``u`` that mentions it by
-    ``sim(q, h) x max(0, cos(q, e)) ** config.bridge_relevance_power x affinity(u, e)``
-    (affinity: cosine of the entity's vector, "title: description", and the unit's
-    vector, clipped at 0 — how much ``u`` is about ``e``). The question's linked
+    ``sim(q, h) x max(0, cos(q, e)) ** config.bridge_relevance_power x
+    specificity(e) ** config.bridge_specificity_power x affinity(u, e)`` (affinity:
+    cosine of the entity's vector, "title: description", and the unit's vector, clipped
+    at 0 — how much ``u`` is about ``e``; specificity: 1 / the units mentioning ``e``,
+    HippoRAG's node specificity, so a nationality or a country named in hundreds of
+    units does not bridge to all of them). The question's linked
     entities (:func:`kgloom.query.retrieval.steps.link_question`) count as named by a
     hit of similarity ``config.bridge_link_weight``, so the units about the entities a
     question names come in too. A unit keeps its best score. The ranking is the
@@ -45,8 +48,8 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     ``linked`` = the question's linked entities.
 
     Raises:
-        ValueError: an empty question, top_k < 1, bridge_hits < 1, bridge_keep < 0 or
-            bridge_link_weight < 0.
+        ValueError: an empty question, top_k < 1, bridge_hits < 1, bridge_keep < 0,
+            bridge_link_weight < 0 or bridge_specificity_power < 0.
         IndexFilesMissingError / IndexInconsistentError: the graph files.
     """
     call = Call.begin(index, settings, question, top_k)
@@ -54,12 +57,14 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     check_positive("bridge_hits", cfg.bridge_hits)
     check_positive("bridge_keep", cfg.bridge_keep, strict=False)
     check_positive("bridge_link_weight", cfg.bridge_link_weight, strict=False)
+    check_positive("bridge_specificity_power", cfg.bridge_specificity_power, strict=False)
     g, u = index.graph, index.units
     aff = g.affinity_csc
     qv = call.qv
     sims = index.similarities(qv)
     hits, hit_sims = call.vector_order(max(cfg.bridge_hits, top_k + cfg.bridge_keep))
     relevance = np.clip(g.entity_vectors @ qv.astype(np.float32), 0.0, None)
+    spec = g.specificity ** cfg.bridge_specificity_power
     kg = u.kg_node_ids
     links = call.link()
     sources = [(h, max(s, 0.0), kg[h] or [])
@@ -70,7 +75,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     for h, s, mentioned in sources:
         for e in mentioned:
             n = g.node_of[e]
-            weight = s * float(relevance[n]) ** cfg.bridge_relevance_power
+            weight = s * float(relevance[n]) ** cfg.bridge_relevance_power * float(spec[n])
             col = slice(aff.indptr[n], aff.indptr[n + 1])
             for row, a in zip(aff.indices[col].tolist(), aff.data[col].tolist()):
                 value = weight * a
