@@ -12,7 +12,6 @@ per thread setting on the machine at hand; the whole-index effect is in the
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 
@@ -47,56 +46,9 @@ def threads_for_load(own_threads: float = 0) -> int:
     return max(1, min(cores, int(free + 0.5)))
 
 
-class ProcessLoad:
-    """This process's average running threads over about the last minute, from samples
-    of its CPU seconds that every burst of the process adds to.
-
-    One per process (:data:`PROCESS_LOAD`), shared by every :class:`BurstThreads`: the
-    process's own use is one quantity, and a burst source that starts late (the
-    embedder built after an hour of extraction) reads the minute the others sampled
-    instead of the process's life average. That average counts model loading and
-    single-threaded stages, so it sits below the minute's: on 2 cores, a load average
-    more than half a thread above it picks one thread for the whole embedding pass that
-    follows.
-
-    Own use is the process's CPU seconds (all threads, ``time.process_time``) over the
-    wall seconds since the newest sample at least a minute old (else the oldest, when 5 s
-    or more); before that, over the process's life (``psutil``). A forked child starts
-    its own samples (its CPU clock starts again).
-    """
-
-    WINDOW_SECONDS = 60.0  # the load average's window
-
-    def __init__(self) -> None:
-        self._samples: list[tuple[float, float]] = []  # (monotonic s, process CPU s)
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
-
-    def threads(self) -> float:
-        """Add a sample now; the process's average running threads over the window."""
-        now, cpu, pid = time.monotonic(), time.process_time(), os.getpid()
-        with self._lock:
-            if pid != self._pid:
-                self._samples, self._pid = [], pid
-            old = [i for i, x in enumerate(self._samples) if now - x[0] >= self.WINDOW_SECONDS]
-            self._samples = self._samples[old[-1] if old else 0:]  # one a minute old
-            self._samples.append((now, cpu))
-            t0, c0 = self._samples[0]
-        if now - t0 >= 5.0:
-            return max(0.0, (cpu - c0) / (now - t0))
-        import psutil
-
-        age = time.time() - psutil.Process().create_time()
-        return max(0.0, cpu / age) if age > 0 else 0.0
-
-
-PROCESS_LOAD = ProcessLoad()
-
-
 class BurstThreads:
     """The threads of a process's successive compute bursts: :func:`threads_for_load`
-    with this process's own CPU use over the last minute (:class:`ProcessLoad`) taken
-    out of the load.
+    with this process's own CPU use over the last minute taken out of the load.
 
     The 1-minute load average counts this process's own threads (a burst's workers, the
     stage that ran before it on the main thread) and decays for about a minute. Counted
@@ -104,20 +56,34 @@ class BurstThreads:
     thread, and stay there: on the 2-core machine the 2Wiki pool's vectors were embedded
     on one thread after single-threaded graph stages, and the embedder once dropped to
     one thread after its own first pass (300 text units took 11.5 s on one thread, 7.4 s
-    on two, the machine otherwise idle).
+    on two, the machine otherwise idle). Own use is measured, not assumed: the process's
+    CPU seconds (all threads, ``time.process_time``) over the wall seconds since the
+    newest sample at least a minute old (else the oldest, when 5 s or more); before that,
+    over the process's life (``psutil``).
 
     Args:
         fixed: a configured thread count (None or 0: by load).
-        load: where the process's own use is sampled; default the process's one.
     """
 
-    def __init__(self, fixed: int | None = None, load: ProcessLoad | None = None) -> None:
+    WINDOW_SECONDS = 60.0  # the load average's window
+
+    def __init__(self, fixed: int | None = None) -> None:
         self.fixed = fixed
-        self.load = load or PROCESS_LOAD
+        self._samples: list[tuple[float, float]] = []  # (monotonic s, process CPU s)
 
     def own_load(self) -> float:
         """This process's average running threads over about the last minute."""
-        return self.load.threads()
+        now, cpu = time.monotonic(), time.process_time()
+        old = [i for i, x in enumerate(self._samples) if now - x[0] >= self.WINDOW_SECONDS]
+        self._samples = self._samples[old[-1] if old else 0:]  # one reference a minute old
+        self._samples.append((now, cpu))
+        t0, c0 = self._samples[0]
+        if now - t0 >= 5.0:
+            return max(0.0, (cpu - c0) / (now - t0))
+        import psutil
+
+        age = time.time() - psutil.Process().create_time()
+        return max(0.0, cpu / age) if age > 0 else 0.0
 
     def pick(self) -> int:
         """This burst's threads: ``fixed`` when set, else :func:`threads_for_load` with

@@ -341,7 +341,7 @@ def test_a_burst_does_not_count_its_own_load_against_the_next(monkeypatch):
     clock, used = [1000.0], [0.0]
     monkeypatch.setattr(cpu.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(cpu.time, "process_time", lambda: used[0])
-    bursts = cpu.BurstThreads(load=cpu.ProcessLoad())
+    bursts = cpu.BurstThreads()
     bursts.pick()  # the first sample
     clock[0] += 30
     used[0] += 30 * 2.0  # this process kept both cores busy: the load is ours
@@ -352,37 +352,6 @@ def test_a_burst_does_not_count_its_own_load_against_the_next(monkeypatch):
     clock[0] += 61
     assert bursts.pick() == 1  # a minute of nothing: the load of 2.0 is someone else's
     assert cpu.BurstThreads(fixed=3).pick() == 3
-
-
-def test_a_late_burst_source_reads_the_minute_the_process_already_sampled(monkeypatch):
-    """The embedder is built after extraction: its first pass must weigh the process's
-    last minute (both cores busy with the LLM), not the process's life average (an idle
-    start pulls that below), or a load a little above 2 reads as someone else's core."""
-    from kgloom.llm import cpu
-
-    monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
-    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (2.4, 2.4, 2.4))
-    clock, used = [1000.0], [0.0]
-    monkeypatch.setattr(cpu.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(cpu.time, "process_time", lambda: used[0])
-
-    class Process:
-        def create_time(self):
-            return 0.0
-
-    monkeypatch.setattr(cpu.time, "time", lambda: clock[0] - 900.0)  # 100 s old
-    monkeypatch.setattr("psutil.Process", lambda: Process())
-    load = cpu.ProcessLoad()
-    llm = cpu.BurstThreads(load=load)
-    used[0] = 100.0  # an idle start: one CPU s a wall s so far
-    llm.pick()
-    for _ in range(12):  # a minute of two-thread LLM calls
-        clock[0] += 5
-        used[0] += 5 * 2.0
-        llm.pick()
-    assert cpu.BurstThreads(load=load).pick() == 2  # 2 - (2.4 - 2.0) = 1.6 free
-    # alone it reads the life average, 220 CPU s in 160 s: 2 - (2.4 - 1.375) -> 1
-    assert cpu.BurstThreads(load=cpu.ProcessLoad()).pick() == 1
 
 
 def test_template_messages_put_examples_between_system_and_user():
