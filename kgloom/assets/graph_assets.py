@@ -52,6 +52,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     inputs = graph_inputs_of(context, "corpus")
     em = store.read(schemas.ENTITY_MENTIONS, Level.CORPUS)
     rm = store.read(schemas.RELATIONSHIP_MENTIONS, Level.CORPUS)
+    units = store.read(schemas.TEXT_UNITS, Level.CORPUS, columns=["id", "document_id"])
     fast = not s.uses_model  # no model: see build_entity_tables
     cached = llm.open_for(s, index.out, log=context.log)
     # fast embeds nothing here: no embedding pass, and extractive summaries take the
@@ -76,7 +77,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         ents, rels, aliases, failures = build_entity_tables(
             em, rm, cached, s, default_tokenizer(),
             embed=functools.partial(embed_pass, emb=emb) if emb else None,
-            progress=progress(context, SUMMARIES), timings=steps)
+            progress=progress(context, SUMMARIES), timings=steps,
+            unit_documents=dict(zip(units["id"].to_list(), units["document_id"].to_list())))
     finally:  # on failure too: the cache file closed, the model freed
         release_memory()  # the resolution's embedding passes
         cache.close()

@@ -9,7 +9,7 @@ candidates), description summaries (:mod:`kgloom.graph.summaries`), and graph me
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import polars as pl
@@ -42,6 +42,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
                         embed: Callable[[list[str]], np.ndarray] | None = None,
                         progress: Callable[[int, int], None] | None = None,
                         timings: dict[str, float] | None = None,
+                        unit_documents: Mapping[str, str] | None = None,
                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Resolve, summarize and measure.
 
@@ -61,6 +62,8 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         progress: ``progress(done, total)`` over the summarized items.
         timings: when given, filled with the wall seconds of each step:
             ``resolution``, ``summaries`` and ``graph_metrics``.
+        unit_documents: text unit id -> document id (resolution compares the documents
+            of a short name and its longer candidate; None: it does not).
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
@@ -72,7 +75,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
     ents, rels, aliases = resolve_entities(
         entity_mentions, relationship_mentions, embed=embed,
         similarity_threshold=settings.embedding_merge_threshold,
-        **resolution_options(settings, llm, tokenizer))
+        unit_documents=unit_documents, **resolution_options(settings, llm, tokenizer))
     t1 = time.perf_counter()
     if llm is not None and settings.summary_method != "llm":
         # the merge check was the stage's last model call: free the weights before the
