@@ -832,7 +832,9 @@ def test_bridge_does_not_follow_a_hub_entity_by_default(hub_index):
 
 @pytest.mark.parametrize("knob", [{"bridge_hits": 0}, {"bridge_keep": -1},
                                   {"bridge_link_weight": -0.5},
-                                  {"bridge_specificity_power": -1.0}])
+                                  {"bridge_specificity_power": -1.0},
+                                  {"bridge_specificity_power": float("nan")},
+                                  {"bridge_link_weight": float("nan")}])
 def test_bridge_rejects_bad_knobs(carol_index, knob):
     with pytest.raises(ValueError, match=next(iter(knob))):
         Retriever(carol_index, config=RetrievalConfig(**knob)).bridge("Scrooge", 3)

@@ -60,8 +60,9 @@ DEFAULT_SETTINGS = RetrievalSettings()  # the default of every mode's ``settings
 
 
 def check_positive(name: str, value: float, strict: bool = True) -> None:
-    """Raise ValueError naming ``name`` when ``value`` <= 0 (``strict``) or < 0."""
-    if (value <= 0) if strict else (value < 0):
+    """Raise ValueError naming ``name`` when ``value`` <= 0 (``strict``) or < 0, or is NaN
+    (a NaN weight compares false with every score and silently empties a ranking)."""
+    if not ((value > 0) if strict else (value >= 0)):
         raise ValueError(f"{name} must be {'>' if strict else '>='} 0, got {value}")
 
 
