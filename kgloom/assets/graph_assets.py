@@ -14,7 +14,6 @@ from kgloom.assets.metadata import (
     EmbedderTime,
     Timer,
     cost_metadata,
-    embedder_mark,
     embedder_time,
     endpoint_metadata,
     png_md,
@@ -60,7 +59,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     use_embedding = em.height > 0 and not fast and (
         "embedding" in s.resolution_methods or s.summary_method == "extractive")
     emb = embedder.load() if use_embedding else None
-    emb_before = embedder_mark(emb) if emb else None  # the loaded embedder is shared
+    emb_before = emb.passes() if emb else {}  # the loaded embedder is shared
     cache = open_embedding_cache(index.out)  # texts embedded by an earlier run: read
     steps: dict[str, float] = {}
 
@@ -97,8 +96,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         index.out, ENTITIES, clock.elapsed, StageStats.merged(
             (cached.stats if cached else {}).get(k)
             for k in (SUMMARIES, RESOLUTION)).as_dict(),
-        **(embedder_time(emb, emb_before) if emb and emb_before is not None
-           else EmbedderTime()),
+        **(embedder_time(emb, emb_before) if emb else EmbedderTime()),
         entities=ents.height, relationships=rels.height, summary_method=s.summary_method,
         llm_backend=cached.backend_settings() if cached else {}, method=s.method,
         embedding_cache={"hits": cache.hits, "misses": cache.misses},

@@ -101,16 +101,11 @@ class EmbedderTime(TypedDict, total=False):
     embedder_threads: dict[str, dict[str, float]]
 
 
-def embedder_mark(emb) -> dict[int, tuple[int, int, float]]:
-    """What :func:`embedder_time` subtracts: the shared embedder's
-    :meth:`~kgloom.embedding.windows.WindowedEmbedder.passes` when a stage begins."""
-    return emb.passes()
-
-
 def embedder_time(emb, mark: dict[int, tuple[int, int, float]]) -> EmbedderTime:
     """A stage's embedder time for :func:`kgloom.stats.write_stage_stats`:
-    ``embedder_seconds`` = forward passes since ``mark`` (:func:`embedder_mark` when the
-    stage began) plus the embedder's load when this stage is the first to claim it;
+    ``embedder_seconds`` = forward passes since ``mark`` (the shared embedder's
+    :meth:`~kgloom.embedding.windows.WindowedEmbedder.passes` when the stage began) plus
+    the embedder's load when this stage is the first to claim it;
     ``embedder_load_seconds`` = that load (0 on later stages); ``embedder_threads`` =
     the stage's passes by the threads each ran on, ``{"2": {"passes", "windows",
     "seconds"}}`` (a pass picks its threads by the machine's load, so the same texts

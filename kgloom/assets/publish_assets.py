@@ -5,14 +5,7 @@ import dagster as dg
 import polars as pl
 
 from kgloom import schemas
-from kgloom.assets.metadata import (
-    Timer,
-    cost_metadata,
-    embedder_mark,
-    embedder_time,
-    preview,
-    progress,
-)
+from kgloom.assets.metadata import Timer, cost_metadata, embedder_time, preview, progress
 from kgloom.builds import publish_build
 from kgloom.layout import GRAPH_FILES, GRAPHML_FILE, NEO4J_DIR, SUMMARY_FILE, VECTOR_INDEX, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
@@ -92,7 +85,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     clock = Timer.started()
     out = index.out
     emb = embedder.load()
-    emb_before = embedder_mark(emb)  # the loaded embedder is shared by the stages of a process
+    emb_before = emb.passes()  # the loaded embedder is shared by the stages of a process
     db_path = index.store.file(LANCEDB_DIR)
     try:
         written, expected = sync_index(out, emb,

@@ -787,11 +787,9 @@ HUB_ENTITIES = {  # title -> (type, description)
 
 
 @pytest.fixture(scope="module")
-def hub_index(tmp_path_factory, carol_index) -> Path:
+def hub_index(tmp_path_factory, embedder) -> Path:
     """An index where a nationality is mentioned by most units (as "American" was by 76
     of the 2Wiki slice's 357) and a director by two."""
-    from kgloom.embedding.sentence_embedder import Embedder
-
     units = pl.DataFrame([
         {"id": uid(k), "human_readable_id": i, "text": text, "n_tokens": len(text.split()),
          "document_id": content_id("Films"), "entity_ids": [], "relationship_ids": [],
@@ -811,7 +809,7 @@ def hub_index(tmp_path_factory, carol_index) -> Path:
          "relationships": empty["relationships"].clear(),
          "communities": empty["communities"].clear()}
     aliases = pl.DataFrame(schema=schemas.ENTITY_ALIASES_SCHEMA)
-    return write_index(tmp_path_factory.mktemp("hub_index"), t, aliases, Embedder(), "Films")
+    return write_index(tmp_path_factory.mktemp("hub_index"), t, aliases, embedder, "Films")
 
 
 def test_bridge_does_not_follow_a_hub_entity_by_default(hub_index):

@@ -71,13 +71,13 @@ def test_model_time_above_wall_time_shows_as_a_share_above_one():
 def test_a_stage_records_its_embedding_passes_by_the_threads_they_ran_on():
     """The shared embedder's passes are told apart per stage: only those since the
     stage's mark count, grouped by the threads each pass picked."""
-    from kgloom.assets.metadata import embedder_mark, embedder_time
+    from kgloom.assets.metadata import embedder_time
     from kgloom.embedding.windows import WindowedEmbedder
 
     emb = WindowedEmbedder()
     emb.load_seconds = 3.0
     emb._count_pass(100, 2, 1.5)  # an earlier stage's pass
-    mark = embedder_mark(emb)
+    mark = emb.passes()
     emb._count_pass(40, 2, 0.5)
     emb._count_pass(60, 1, 2.0)
     emb._count_pass(10, 1, 0.25)
@@ -86,5 +86,5 @@ def test_a_stage_records_its_embedding_passes_by_the_threads_they_ran_on():
                                        "2": {"passes": 1, "windows": 40, "seconds": 0.5}}
     assert got["embedder_seconds"] == 2.75 + 3.0  # the first stage to ask counts the load
     assert emb.passes() == {1: (2, 70, 2.25), 2: (2, 140, 2.0)}
-    later = embedder_time(emb, embedder_mark(emb))
+    later = embedder_time(emb, emb.passes())
     assert later["embedder_threads"] == {} and later["embedder_seconds"] == 0.0
