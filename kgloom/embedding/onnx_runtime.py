@@ -148,22 +148,32 @@ class OnnxEncoder:
         256-token windows); the next :meth:`encode` makes it again (about 0.3 s)."""
         self._session = None
 
-    def encode(self, windows: list[str], threads: int, progress=None,
-               progress_every: int = 512) -> np.ndarray:
+    def encode(self, windows: list[str], threads: int | Callable[[], int],
+               progress: Callable[[int, int], None] | None = None, progress_every: int = 512,
+               on_block: Callable[[int, int, float], None] | None = None) -> np.ndarray:
         """float32 (len(windows), dim), unit rows: each window's last hidden states
         averaged over its tokens (special tokens included, padding not:
         sentence-transformers' mean ``Pooling``), then scaled to length 1. Windows are
         run shortest first (little padding) in batches of ``batch_size``, in blocks of
-        ``progress_every``; ``progress(done, total)`` after each block."""
-        sess = self.session(threads)
+        ``progress_every``; ``progress(done, total)`` after each block.
+
+        ``threads``: intra-op threads, or a function asked before each block (a long
+        pass follows the machine's load as it changes; a session's vectors do not depend
+        on its thread count, ``tests/unit/test_embedding_onnx.py``).
+        ``on_block(windows, threads, seconds)`` after each block."""
+        import time
+
         ids = self.ids_of(windows)  # tokenized once
         order = np.argsort([len(i) for i in ids], kind="stable")
         pad = self.pad_id
         out: np.ndarray | None = None
         for block in range(0, len(windows), progress_every):  # a progress step each
-            for start in range(block, min(block + progress_every, len(windows)),
-                               self.batch_size):
-                idx = order[start:min(start + self.batch_size, block + progress_every)]
+            t0 = time.perf_counter()
+            n_threads = threads() if callable(threads) else threads
+            sess = self.session(n_threads)
+            end = min(block + progress_every, len(windows))
+            for start in range(block, end, self.batch_size):
+                idx = order[start:min(start + self.batch_size, end)]
                 width = max(len(ids[i]) for i in idx)
                 input_ids = np.full((len(idx), width), pad, dtype=np.int64)
                 attention = np.zeros_like(input_ids)
@@ -181,8 +191,10 @@ class OnnxEncoder:
                 if out is None:
                     out = np.zeros((len(windows), mean.shape[1]), dtype=np.float32)
                 out[idx] = mean
+            if on_block:
+                on_block(end - block, n_threads, time.perf_counter() - t0)
             if progress:
-                progress(min(block + progress_every, len(windows)), len(windows))
+                progress(end, len(windows))
         return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
@@ -308,9 +320,9 @@ class OnnxEmbedder(TokenizersEmbedder):
         self._onnx = OnnxEncoder(
             model_file, lambda w: [e.ids for e in self.tokenizer.encode_batch(w)],
             int(self.config.get("pad_token_id") or 0), batch_size)
-        self._bursts = BurstThreads()  # threads of each pass, by the others' load
+        self._bursts = BurstThreads()  # threads of each block, by others' CPU use
         try:
-            got = self._onnx.encode([PROBE], self._bursts.pick())[0]
+            got = self._onnx.encode([PROBE], 1)[0]
         except Exception as exc:  # ONNX Runtime's own errors derive from Exception only
             raise ValueError(f"{model_file}: ONNX Runtime cannot run it ({type(exc).__name__}:"
                              f" {exc}); delete the file to export it again") from exc
@@ -328,16 +340,11 @@ class OnnxEmbedder(TokenizersEmbedder):
     def _encode(self, windows: list[str], threads: int | None,
                 progress: Callable[[int, int], None] | None) -> np.ndarray:
         """Unit-length vectors (len(windows), dim) float32 of ``windows``, on ``threads``
-        intra-op threads (None: by the machine's load, :class:`kgloom.llm.cpu.BurstThreads`);
-        ``progress(done, total)`` every :data:`PROGRESS_WINDOWS` windows."""
-        import time
-
-        t0 = time.perf_counter()
-        threads = threads or self._bursts.pick()
-        try:
-            return self._onnx.encode(windows, threads, progress, PROGRESS_WINDOWS)
-        finally:
-            self._count_pass(len(windows), threads, time.perf_counter() - t0)
+        intra-op threads (None: picked before each block of :data:`PROGRESS_WINDOWS`
+        windows by others' CPU use, :class:`kgloom.llm.cpu.BurstThreads`), each block
+        counted in :meth:`passes`; ``progress(done, total)`` after each block."""
+        return self._onnx.encode(windows, threads or self._bursts.pick, progress,
+                                 PROGRESS_WINDOWS, self._count_pass)
 
 
 def _main(argv: list[str]) -> int:

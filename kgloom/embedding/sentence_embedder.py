@@ -93,7 +93,7 @@ class Embedder(WindowedEmbedder):
                 raise RuntimeError(f"embedder backend onnx: {self.backend}")
         from kgloom.llm.cpu import BurstThreads
 
-        self._bursts = BurstThreads()  # threads of each pass, by the others' load
+        self._bursts = BurstThreads()  # threads of each block, by others' CPU use
         # loading: importing sentence-transformers (transformers, torch) and the weights
         self.load_seconds = time.perf_counter() - t0
         self._load_claimed = False
@@ -138,32 +138,33 @@ class Embedder(WindowedEmbedder):
         ``threads`` caps torch's intra-op threads for this call (restored after). A query
         of a few words runs ~10x faster on one thread than on two when the other core is
         busy (measured on the 2-core machine: 16 ms vs 166 ms), so query paths pass 1;
-        None chooses by the machine's load less this process's own CPU use
-        (:class:`kgloom.llm.cpu.BurstThreads`). The
-        seconds of the forward passes add up in :attr:`seconds` (the model time of the
-        index's cost table).
+        None picks them before each block of :data:`PROGRESS_WINDOWS` windows by other
+        processes' CPU use (:class:`kgloom.llm.cpu.BurstThreads`). Each block's seconds
+        are counted in :meth:`passes` by its threads (the model time of the index's cost
+        table).
         """
         import torch
 
+        pick = (lambda: threads) if threads else self._bursts.pick
+        if self._onnx is not None:
+            return self._onnx.encode(windows, pick, progress, PROGRESS_WINDOWS,
+                                     self._count_pass)
         before = torch.get_num_threads()
-        threads = threads or self._bursts.pick()
-        torch.set_num_threads(threads)
-        t0 = time.perf_counter()
+        parts = []
         try:
-            if self._onnx is not None:
-                return self._onnx.encode(windows, threads, progress, PROGRESS_WINDOWS)
-            parts = []
             for start in range(0, len(windows), PROGRESS_WINDOWS):
+                t0, n_threads = time.perf_counter(), pick()
+                torch.set_num_threads(n_threads)
+                block = windows[start:start + PROGRESS_WINDOWS]
                 parts.append(self.model.encode(
-                    windows[start:start + PROGRESS_WINDOWS], batch_size=self.batch_size,
-                    convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False))
+                    block, batch_size=self.batch_size, convert_to_numpy=True,
+                    normalize_embeddings=True, show_progress_bar=False))
+                self._count_pass(len(block), n_threads, time.perf_counter() - t0)
                 if progress:
-                    progress(min(start + PROGRESS_WINDOWS, len(windows)), len(windows))
+                    progress(start + len(block), len(windows))
             return np.concatenate(parts)
         finally:
-            self._count_pass(len(windows), threads, time.perf_counter() - t0)
             torch.set_num_threads(before)
-
 
 
 @functools.lru_cache(maxsize=1)

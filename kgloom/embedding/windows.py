@@ -42,6 +42,8 @@ class WindowedEmbedder:
     load_seconds: float = 0.0  # loading the model
     _load_claimed: bool = False
     # over this object's life, per thread count a pass ran on: [passes, windows, seconds]
+    # (a pass: one encode step of up to PROGRESS_WINDOWS windows, on the threads picked
+    # for it)
     _by_threads: dict[int, list] | None = None
 
     @property
@@ -61,8 +63,10 @@ class WindowedEmbedder:
 
     def passes(self) -> dict[int, tuple[int, int, float]]:
         """{threads: (passes, windows, seconds)} of the forward passes so far, by the
-        threads each ran on (the count a pass picked by load:
-        :class:`kgloom.llm.cpu.BurstThreads`)."""
+        threads each ran on. A pass is one encode step of up to :data:`PROGRESS_WINDOWS`
+        windows; without a configured count each picks its threads by other processes'
+        CPU use (:class:`kgloom.llm.cpu.BurstThreads`), so one long text list can run
+        partly on one thread and partly on two."""
         return {t: (r[0], r[1], r[2]) for t, r in sorted((self._by_threads or {}).items())}
 
     def _set_windows(self, max_len: int, window_tokens: int | None, stride: int | None) -> None:

@@ -239,7 +239,7 @@ class LlamaCppBackend:
         model_path: the GGUF file.
         n_ctx: context window in tokens (prompt + reply must fit).
         n_threads: CPU threads for prompt evaluation and decoding; None chooses per call
-            from the machine's load (:func:`kgloom.llm.cpu.threads_for_load`).
+            from the cores other processes leave free (:class:`kgloom.llm.cpu.BurstThreads`).
             (llama-cpp-python's own default is half the cores for decoding and all of
             them for prompts, which on 2 busy cores was the slowest choice measured.)
         n_gpu_layers: layers offloaded to a GPU (0: CPU only; -1: all).

@@ -316,42 +316,85 @@ def test_cached_llm_counts_only_model_calls_and_knows_its_backend(tmp_path):
     assert llm.backend_settings() == {"model_id": "fake-llm"}
 
 
-def test_threads_follow_the_load(monkeypatch):
+def test_threads_take_the_cores_others_leave(monkeypatch):
     from kgloom.llm import cpu
 
     monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
-    for load, own, want in [(0.1, 0, 2), (0.3, 0, 2), (0.8, 0, 1), (12.0, 0, 1),
-                            (2.1, 2, 2), (3.0, 2, 1)]:
-        monkeypatch.setattr(cpu.os, "getloadavg", lambda load=load: (load, load, load))
-        assert cpu.threads_for_load(own) == want, (load, own)
+    for others, want in [(0.0, 2), (0.3, 2), (0.5, 2), (0.8, 1), (1.4, 1), (12.0, 1),
+                         (-1.0, 2)]:
+        assert cpu.threads_for_others(others) == want, others
     monkeypatch.setattr(cpu, "usable_cores", lambda: 16)
-    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (6.2, 0, 0))
-    assert cpu.threads_for_load() == 10
-    assert cpu.usable_cores() == 16
+    assert cpu.threads_for_others(6.2) == 10
+    assert cpu.busy_seconds() > 0
 
 
-def test_a_burst_does_not_count_its_own_load_against_the_next(monkeypatch):
-    """The embedder once ran the 2Wiki pool's vectors on one thread: the load average
-    held this process's own busy threads (the single-threaded stages before it, its own
-    passes), which it took for someone else's. Own CPU use is taken out of the load."""
+class _Machine:
+    """A fake clock with the machine's busy CPU seconds and this process's own."""
+
+    def __init__(self, monkeypatch, cpu):
+        self.t, self.busy, self.own, self.others_now = 1000.0, 0.0, 0.0, 0.0
+        monkeypatch.setattr(cpu.time, "monotonic", lambda: self.t)
+        monkeypatch.setattr(cpu.time, "process_time", lambda: self.own)
+        monkeypatch.setattr(cpu, "busy_seconds", lambda: self.busy)
+        monkeypatch.setattr(cpu.time, "sleep", self.idle)
+        monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
+        monkeypatch.setattr(cpu, "_OTHERS", cpu.OthersUse())  # a fresh process's record
+        self.looks = 0
+
+    def run(self, seconds, own, others):
+        """``seconds`` of this process using ``own`` cores and others ``others``."""
+        self.t += seconds
+        self.own += seconds * own
+        self.busy += seconds * (own + others)
+
+    def idle(self, seconds):  # a look: this process idle, others use what they want
+        self.looks += 1
+        self.run(seconds, 0.0, self.others_now)
+
+
+def test_a_burst_does_not_count_its_own_cpu_against_the_next(monkeypatch):
+    """The 2Wiki pool's resolution embedded 31,287 windows on one thread of an idle
+    machine: the load average counted this process's own threads (busy, or waiting for
+    a core) as someone else's and lagged a minute behind. Other processes' use is the
+    machine's busy time less this process's own, over the last seconds."""
     from kgloom.llm import cpu
 
-    monkeypatch.setattr(cpu, "usable_cores", lambda: 2)
-    monkeypatch.setattr(cpu.os, "getloadavg", lambda: (2.0, 2.0, 2.0))
-    clock, used = [1000.0], [0.0]
-    monkeypatch.setattr(cpu.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(cpu.time, "process_time", lambda: used[0])
+    m = _Machine(monkeypatch, cpu)
     bursts = cpu.BurstThreads()
-    bursts.pick()  # the first sample
-    clock[0] += 30
-    used[0] += 30 * 2.0  # this process kept both cores busy: the load is ours
-    assert bursts.pick() == 2
-    clock[0] += 30
-    used[0] += 30 * 1.0  # now one core of it: over the minute 1.5 of the 2.0 is ours
-    assert bursts.pick() == 2  # 2 - (2.0 - 1.5) = 1.5 free cores, rounded up
-    clock[0] += 61
-    assert bursts.pick() == 1  # a minute of nothing: the load of 2.0 is someone else's
+    assert bursts.pick() == 2 and m.looks == 1  # no sample yet: a look
+    for _ in range(5):
+        m.run(3.0, own=2.0, others=0.05)  # our two threads (and a daemon) busy
+        assert bursts.pick() == 2
+    m.run(100.0, own=1.0, others=0.0)  # a long single-threaded stage, no picks
+    assert bursts.pick() == 2 and m.looks == 2  # its samples are too old: a look
     assert cpu.BurstThreads(fixed=3).pick() == 3
+
+
+def test_a_burst_yields_a_core_to_another_process_within_seconds(monkeypatch):
+    """Another process that wants a core gets only part of one while our two threads
+    run (0.5-0.77 of a core measured on the 2-core machine): from a use of a quarter
+    core up, a look with the cores left to it measures what it wants; at most one look
+    every ten seconds. When it stops, the next pick has both cores again."""
+    from kgloom.llm import cpu
+
+    m = _Machine(monkeypatch, cpu)
+    bursts = cpu.BurstThreads()
+    for _ in range(4):
+        m.run(3.0, own=2.0, others=0.0)
+        assert bursts.pick() == 2
+    assert m.looks == 1
+    m.others_now = 1.0  # a process starts that wants a whole core and gets 0.4 of one
+    m.run(2.0, own=2.0, others=0.4)
+    assert bursts.pick() == 1 and m.looks == 2  # seen at once: no minute of lag
+    picks = []
+    for _ in range(10):
+        m.run(2.0, own=1.0, others=1.0)
+        picks.append(bursts.pick())
+    assert picks == [1] * 10
+    assert m.looks == 2 + 2  # 20 s of it: one look every 10 s (0.25 s each)
+    m.others_now = 0.0
+    m.run(2.0, own=1.0, others=0.0)  # it stopped
+    assert bursts.pick() == 2
 
 
 def test_template_messages_put_examples_between_system_and_user():

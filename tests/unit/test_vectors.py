@@ -3,6 +3,8 @@ idempotent LanceDB tables."""
 
 from __future__ import annotations
 
+import functools
+
 import lancedb
 import numpy as np
 import polars as pl
@@ -139,6 +141,11 @@ def test_index_embedder_builds_without_torch_and_gives_the_torch_vectors(embedde
     cos = (onnx.embed(texts) * embedder.embed(texts)).sum(axis=1)
     assert cos.min() > 0.99999, cos
 
+    # a long list follows the load as it changes: each block of windows picks its own
+    # threads (the pool's 31,287 resolution windows once ran on one thread throughout),
+    # with the vectors of a fixed count, bit for bit, and each block counted by its threads
+    _picks_per_block_keep_the_vectors(onnx, monkeypatch, exact=True)
+
     np.save(probe_file(model_file), -np.load(probe_file(model_file)))  # another model's
     with pytest.raises(ValueError, match="probe cosine"):
         OnnxEmbedder(embedder.model_path)
@@ -148,6 +155,37 @@ def test_index_embedder_builds_without_torch_and_gives_the_torch_vectors(embedde
     with pytest.raises(ValueError, match=r"cannot run it.*delete the file"):
         OnnxEmbedder(embedder.model_path)
     assert isinstance(index_embedder(embedder.model_path), Embedder)
+
+
+def _picks_per_block_keep_the_vectors(emb, monkeypatch, exact: bool) -> None:
+    """``emb`` embeds three blocks of windows with its thread picks 2, 1, 2: the vectors
+    are those of one thread throughout (bit for bit when ``exact``, else to a cosine of
+    1 - 1e-6) and :meth:`passes` counts each block by the threads it ran on."""
+    import itertools
+
+    from kgloom.embedding.windows import PROGRESS_WINDOWS
+
+    texts = [f"Stave {i % 5 + 1}: Scrooge met ghost number {i} at the counting house."
+             for i in range(2 * PROGRESS_WINDOWS + 7)]
+    one = emb.embed(texts, threads=1)
+    before = emb.passes()
+    monkeypatch.setattr(emb._bursts, "pick", functools.partial(next, itertools.cycle([2, 1])))
+    mixed = emb.embed(texts)
+    if exact:
+        assert np.array_equal(one, mixed)
+    else:
+        assert float((one * mixed).sum(axis=1).min()) > 1 - 1e-6
+    after = emb.passes()
+    grew = {t: (after[t][0] - before.get(t, (0, 0, 0))[0],
+                after[t][1] - before.get(t, (0, 0, 0))[1]) for t in after}
+    # 512 windows on 2 threads, 512 on 1, 7 on 2
+    assert grew == {1: (1, PROGRESS_WINDOWS), 2: (2, len(texts) - PROGRESS_WINDOWS)}
+
+
+@pytest.mark.slow
+def test_torch_backend_picks_threads_per_block(embedder, monkeypatch):
+    _picks_per_block_keep_the_vectors(Embedder(embedder.model_path, backend="torch"),
+                                      monkeypatch, exact=False)
 
 
 def _frame_and_vectors(n: int, dim: int = 8, seed: int = 0):
