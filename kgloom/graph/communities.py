@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import cast
 
 import igraph as ig
+import numpy as np
 import polars as pl
 
 from kgloom import schemas
@@ -242,11 +243,10 @@ def hierarchical_leiden(entities: pl.DataFrame, relationships: pl.DataFrame,
         return schemas.empty(schemas.COMMUNITIES_SCHEMA), stats
     levels = _split_levels(g, len(ids), max_cluster_size, seed, stats["splits"], backend)
     stats["louvain_modularity"] = _louvain_modularity(g, seed)
-    rows = _community_rows(g, levels, ids, entities, relationships, period, stats)
+    communities = _community_frame(g, levels, ids, entities, relationships, period, stats)
     stats["levels"] = len(levels)
     stats["oversized_at_last_level"] = sum(len(c) > max_cluster_size for c in levels[-1])
-    _link_children(rows)
-    return pl.DataFrame(rows, schema=schemas.COMMUNITIES_SCHEMA), stats
+    return communities, stats
 
 
 def _split_levels(g: ig.Graph, n: int, max_cluster_size: int, seed: int,
@@ -293,56 +293,80 @@ def _louvain_modularity(g: ig.Graph, seed: int) -> float:
     return _modularity(g, louvain.membership)
 
 
-def _community_rows(g: ig.Graph, levels: list[list[list[int]]], ids: list[str],
-                    entities: pl.DataFrame, relationships: pl.DataFrame, period: str,
-                    stats: dict) -> list[dict]:
-    """Step 3: one row per community per level (numbers 0..N-1 in level order; parent
-    one level up; relationships with both ends inside; text units of the members), and
-    each level's modularity, community count and largest size appended to ``stats``."""
-    units = dict(zip(entities["id"].to_list(), entities["text_unit_ids"].to_list()))
+def _community_frame(g: ig.Graph, levels: list[list[list[int]]], ids: list[str],
+                     entities: pl.DataFrame, relationships: pl.DataFrame, period: str,
+                     stats: dict) -> pl.DataFrame:
+    """Step 3: one row per community per level (COMMUNITIES_SCHEMA: numbers 0..N-1 in
+    level order, ``human_readable_id`` the same; parent one level up; children one
+    level down, sorted; relationships with both ends inside and text units of the
+    members, sorted), and each level's modularity, community count and largest size
+    appended to ``stats``.
+
+    The list columns are grouped by polars from flat (community, value) pairs, never
+    built as Python lists per row: per row, converting the 44,069 communities of the
+    2Wiki pool's 31,198 entities to a frame took 0.7 s and the text-unit sets of its
+    large level-0 communities (1,892 entities) grew 1.24 times as fast as the entities."""
     index = {eid: v for v, eid in enumerate(ids)}
-    rel_ends = [(rid, index[s], index[t]) for rid, s, t in
-                relationships.select("id", "source_id", "target_id").iter_rows()]
-    rows, number, owner = [], 0, []  # owner[k][vertex] = community number at level k
+    id_series = pl.Series("id", ids, dtype=pl.String)
+    pairs = entities.select(pl.col("id").replace_strict(index, return_dtype=pl.Int64)
+                            .alias("v"), pl.col("text_unit_ids").alias("u")
+                            ).explode("u").drop_nulls("u")
+    unit_vertex, unit_id = pairs["v"].to_numpy(), pairs["u"]
+    rel_id = relationships["id"]
+    rel_s = relationships["source_id"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
+    rel_t = relationships["target_id"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
+    frames, number, owner = [], 0, None  # owner[vertex]: community number one level up
     for level, communities in enumerate(levels):
-        membership = [0] * len(ids)
-        level_owner = [0] * len(ids)
+        k = len(communities)
+        numbers = np.arange(number, number + k, dtype=np.int64)
+        membership = np.zeros(len(ids), dtype=np.int64)
         for i, members in enumerate(communities):
-            for v in members:
-                membership[v] = i
-                level_owner[v] = number + i
-        owner.append(level_owner)
-        stats["modularity_per_level"].append(_modularity(g, membership))
-        stats["communities_per_level"].append(len(communities))
+            membership[members] = i
+        level_owner = membership + number
+        stats["modularity_per_level"].append(_modularity(g, membership.tolist()))
+        stats["communities_per_level"].append(k)
         stats["max_size_per_level"].append(max(len(c) for c in communities))
-        inside: dict[int, list[str]] = {}  # community number -> relationship ids within
-        for rid, s, t in rel_ends:
-            if level_owner[s] == level_owner[t]:
-                inside.setdefault(level_owner[s], []).append(rid)
-        for i, members in enumerate(communities):
-            member_ids = [ids[v] for v in members]
-            rows.append({
-                "id": content_id("community", level, *member_ids),
-                "community": number + i, "level": level,
-                "parent": owner[level - 1][members[0]] if level else -1,
-                "title": f"Community {number + i}", "entity_ids": member_ids,
-                "relationship_ids": sorted(inside.get(number + i, [])),
-                "text_unit_ids": sorted({u for e in member_ids for u in (units[e] or [])}),
-                "period": period, "size": len(members),
-            })
-        number += len(communities)
-    return rows
+        sizes = np.fromiter((len(c) for c in communities), dtype=np.int64, count=k)
+        first = np.fromiter((c[0] for c in communities), dtype=np.int64, count=k)
+        members = id_series.gather(np.concatenate(communities))  # each community's, in order
+        same = level_owner[rel_s] == level_owner[rel_t]
+        frame = (pl.DataFrame({"community": np.repeat(numbers, sizes), "entity_ids": members})
+                 .group_by("community", maintain_order=True).agg("entity_ids")
+                 .join(_grouped(level_owner[rel_s][same], rel_id.filter(pl.Series(same)),
+                                "relationship_ids"), on="community", how="left")
+                 .join(_grouped(level_owner[unit_vertex], unit_id, "text_unit_ids"),
+                       on="community", how="left")
+                 .with_columns(level=pl.lit(level, dtype=pl.Int64),
+                               parent=pl.Series(owner[first] if owner is not None
+                                                else np.full(k, -1, dtype=np.int64)),
+                               size=pl.Series(sizes)))
+        frame = frame.with_columns(id=pl.Series([
+            content_id("community", level, *m) for m in frame["entity_ids"].to_list()],
+            dtype=pl.String))
+        frames.append(frame)
+        owner, number = level_owner, number + k
+    df = pl.concat(frames)
+    children = (df.filter(pl.col("parent") >= 0).group_by("parent")
+                .agg(pl.col("community").sort().alias("children"))
+                .rename({"parent": "community"}))
+    empty = pl.lit([], dtype=pl.List(pl.String))
+    return (df.join(children, on="community", how="left")
+            .with_columns(pl.col("children").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
+                          pl.col("relationship_ids").fill_null(empty),
+                          pl.col("text_unit_ids").fill_null(empty),
+                          human_readable_id=pl.col("community"),
+                          title=pl.format("Community {}", pl.col("community")),
+                          period=pl.lit(period, dtype=pl.String))
+            .sort("community").select(list(schemas.COMMUNITIES_SCHEMA))
+            .cast(dict(schemas.COMMUNITIES_SCHEMA)))
 
 
-def _link_children(rows: list[dict]) -> None:
-    """Step 4: each row's sorted ``children`` (the communities one level down whose parent
-    it is) and ``human_readable_id`` (= its community number), in place."""
-    children: dict[int, list[int]] = {}
-    for r in rows:
-        children.setdefault(r["parent"], []).append(r["community"])
-    for r in rows:
-        r["children"] = sorted(children.get(r["community"], []))
-        r["human_readable_id"] = r["community"]
+def _grouped(keys: np.ndarray, values: pl.Series, name: str) -> pl.DataFrame:
+    """(community int64, ``name`` list of the distinct ``values`` with that key, sorted)
+    for int64 keys (n,) and a string Series of the same length."""
+    return (pl.DataFrame({"community": keys, name: values}, schema={"community": pl.Int64,
+                                                                   name: pl.String})
+            .group_by("community").agg(pl.col(name).unique().sort()))
 
 
 def community_structure(entities: pl.DataFrame, relationships: pl.DataFrame,
