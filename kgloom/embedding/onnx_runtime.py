@@ -159,7 +159,7 @@ class OnnxEncoder:
 
         ``threads``: intra-op threads, or a function asked before each block (a long
         pass follows the machine's load as it changes; a session's vectors do not depend
-        on its thread count, ``tests/unit/test_embedding_onnx.py``).
+        on its thread count: ``tests/unit/test_vectors.py``).
         ``on_block(windows, threads, seconds)`` after each block."""
         import time
 

@@ -304,8 +304,9 @@ def _community_frame(g: ig.Graph, levels: list[list[list[int]]], ids: list[str],
 
     The list columns are grouped by polars from flat (community, value) pairs, never
     built as Python lists per row: per row, converting the 44,069 communities of the
-    2Wiki pool's 31,198 entities to a frame took 0.7 s and the text-unit sets of its
-    large level-0 communities (1,892 entities) grew 1.24 times as fast as the entities."""
+    2Wiki pool's 31,198 entities to a frame took 0.7 s, and the text-unit sets of its
+    large level-0 communities (1,892 entities) made the step grow faster than the
+    entities (exponent 1.24 from the pool's 600 passages to all 6,119)."""
     index = {eid: v for v, eid in enumerate(ids)}
     id_series = pl.Series("id", ids, dtype=pl.String)
     pairs = entities.select(pl.col("id").replace_strict(index, return_dtype=pl.Int64)
