@@ -86,7 +86,7 @@ FLAG_MIN_SECONDS = 1.0  # ...when it takes at least this long at the larger size
 # timer noise; on the 12-passage test pool, 0.09 -> 0.51 s read as an exponent of 2.5)
 # the counts whose growth the scaling table reports (index_counts' keys)
 COUNTS = ("text_units", "entities", "relationships", "communities", "llm_reports",
-          "rule_reports", "vectors")
+          "rule_reports", "vectors", "unit_neighbor_ids", "unit_neighbor_triples")
 SUBSETS = ("each size N indexes the first N passages of this order: every passage whose "
            "title supports a question of the questions file (in question order), then the "
            "rest of the pool in file order; sizes are nested, deterministic, and hold every "
@@ -219,8 +219,11 @@ def index_counts(index: Path, summary: dict) -> dict:
     """What an index holds (:data:`COUNTS` and more): rows of documents, text units,
     entities, relationships, communities and community reports (the summary's ``rows``:
     parquet row counts), reports by ``generated_by`` (``llm_reports``, ``rule_reports``,
-    from community_reports.parquet) and vectors (rows of each LanceDB table as the
-    ``vector_index`` stage wrote them; ``vectors`` is their sum)."""
+    from community_reports.parquet), vectors (rows of each LanceDB table as the
+    ``vector_index`` stage wrote them; ``vectors`` is their sum) and the entries of the
+    text units' ``neighbor_entity_ids`` / ``neighbor_triples`` lists (summed over units:
+    ``unit_neighbor_ids``, ``unit_neighbor_triples``; graph_files computes them, and they
+    grow faster than the units until each unit's lists reach their caps)."""
     rows = summary["rows"]
     path = index / "community_reports.parquet"
     by: dict[str, int] = {}
@@ -229,12 +232,18 @@ def index_counts(index: Path, summary: dict) -> dict:
         by = {str(k): int(v) for k, v in reports.group_by("generated_by").len().iter_rows()}
     tables = ((summary.get("stages") or {}).get("vector_index") or {}).get("tables") or {}
     per_table = {k: int(v.get("rows", 0)) for k, v in sorted(tables.items())}
+    lists = {"unit_neighbor_ids": 0, "unit_neighbor_triples": 0}
+    path = index / "text_units.parquet"
+    if path.exists():
+        units = pl.read_parquet(path, columns=["neighbor_entity_ids", "neighbor_triples"])
+        lists = {"unit_neighbor_ids": int(units["neighbor_entity_ids"].list.len().sum()),
+                 "unit_neighbor_triples": int(units["neighbor_triples"].list.len().sum())}
     return {"documents": rows.get("documents", 0), "text_units": rows.get("text_units", 0),
             "entities": rows.get("entities", 0), "relationships": rows.get("relationships", 0),
             "communities": rows.get("communities", 0),
             "community_reports": rows.get("community_reports", 0),
             "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
-            "vectors": sum(per_table.values()), "vectors_per_table": per_table}
+            "vectors": sum(per_table.values()), "vectors_per_table": per_table, **lists}
 
 
 def build_pool_index(lines: list[str], work: Path, settings: list[str], parts: int,

@@ -35,6 +35,9 @@ NEIGHBOR_TRIPLES_CAP = 50
 # (summed over the relationships linking them) are kept, then by entity id. The bundled book
 # (at most 98 neighbours per unit) and the 2Wiki corpus (at most 221) never reach it.
 NEIGHBOR_ENTITIES_CAP = 256
+# Entities with more neighbours than this are summed once per set of them a unit mentions
+# when ranking a unit's neighbours (_neighbor_ids); any value gives the same lists.
+HUB_MIN_NEIGHBOURS = 256
 # A triple's relation is the first line of the relationship description, cut to this.
 RELATION_MAX_CHARS = 120
 
@@ -224,36 +227,103 @@ def _neighbourhood_columns(text_units: pl.DataFrame, entities: pl.DataFrame,
     return (neighbors.join(ucode, on="u").drop("u"), triples.join(ucode, on="u").drop("u"))
 
 
-UNIT_CHUNK = 128  # text units per chunk when ranking their neighbourhoods
+CHUNK_ROWS = 1_000_000  # candidate rows per chunk when ranking units' neighbourhoods
 
 
 def _per_unit_chunk(ue: pl.DataFrame, rank: Callable[[pl.DataFrame], pl.DataFrame],
-                    schema: dict) -> pl.DataFrame:
-    """``rank(own)`` for each chunk of UNIT_CHUNK unit codes of ``ue`` (its (u, e) rows of
-    those units), concatenated; an empty ``schema`` frame when there is none. A unit
-    touching hub entities has thousands of candidate (neighbour, relationship) pairs:
-    ranking all units at once held ~0.3 GB of them on a 12 MB document, per chunk a
-    twelfth of that."""
-    # one pass over ue splits it into chunks (not one filter of the whole frame per chunk)
-    chunks = ue.with_columns(chunk=pl.col("u") // UNIT_CHUNK).partition_by(
-        "chunk", as_dict=True, include_key=False)
-    parts = [rank(chunks[key]) for key in sorted(chunks)]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+                    schema: dict, cost: pl.DataFrame) -> pl.DataFrame:
+    """``rank(own)`` for each chunk of units of ``ue`` (its (u, e) rows of those units),
+    concatenated; an empty ``schema`` frame when there is none.
+
+    Chunks are cut by ``cost`` (columns ``u``, ``cost``: the candidate rows ``rank``
+    makes for that unit), at most CHUNK_ROWS a chunk (a unit over it alone is one chunk).
+    A unit touching hub entities has thousands of candidate (neighbour, relationship)
+    pairs: ranking all units of a 12 MB document at once held ~0.3 GB of them. Each chunk
+    also joins the whole edge list once, so chunks of a fixed number of units made the
+    stage grow with the square of the corpus (2Wiki pool, 2,000 -> 6,119 passages:
+    ``_neighbor_ids`` 0.13 -> 0.80 s); by cost, a corpus without hubs is one chunk."""
+    if ue.is_empty():
+        return pl.DataFrame(schema=schema)
+    per_unit = (ue.select("u").unique().join(cost, on="u", how="left")
+                .with_columns(pl.col("cost").fill_null(0)).sort("u"))
+    # a unit's chunk: the candidate rows of the units before it, in CHUNK_ROWS
+    bounds = per_unit.select("u", chunk=(pl.col("cost").cum_sum() - pl.col("cost"))
+                             // CHUNK_ROWS)
+    chunks = ue.join(bounds, on="u").partition_by("chunk", as_dict=True, include_key=False)
+    return pl.concat([rank(chunks[key]) for key in sorted(chunks)])
 
 
 def _neighbor_ids(ue: pl.DataFrame, ends: pl.DataFrame, weights: pl.DataFrame,
                   ecode: pl.DataFrame) -> pl.DataFrame:
     """Per unit code ``u``: its ``neighbor_entity_ids``, at most NEIGHBOR_ENTITIES_CAP
-    (see there), emitted sorted."""
+    (see there), emitted sorted.
+
+    A unit's score for a neighbour ``n`` is ``s(n) = sum over its entities e of w(e, n)``.
+    Listing every neighbour of every entity of every unit grows with the square of the
+    corpus where hub entities are mentioned in a share of all units ("American": 1,382
+    neighbours and ~2.5 M (unit, neighbour) rows at the 2Wiki pool's 6,119 passages).
+    So the entities with more than HUB_MIN_NEIGHBOURS neighbours (hubs) are summed once
+    per distinct set H of hubs a unit mentions (``s_H``), and a unit takes only the first
+    ``cap + |its entities|`` of ``s_H`` in rank order (score descending, then id) beside
+    every neighbour of its other entities (``s_L``), each scored exactly as
+    ``s_H + s_L``. Exact when weights are >= 0 (otherwise no entity is a hub): a
+    neighbour ``n`` outside both has ``s(n) = s_H(n)``, and each of the taken ``s_H``
+    entries ranks above it with ``s >= s_H``, so at least ``cap`` of them that are not
+    the unit's own entities rank above ``n``. A unit's rows are then at most about
+    ``(cap + 1) x its entities`` (plus its hubs' neighbours once per set and chunk); on
+    the pool the time follows the lists written (2,000 / 6,119 passages: 176 k / 853 k
+    neighbour ids, 0.11 / 0.63 s; was 0.80 s at 6,119), which grow faster than the units
+    until the units' lists reach the cap.
+    """
+    cap = NEIGHBOR_ENTITIES_CAP
+    # (e, nb, w): the summed weight of the relationships between an entity and a neighbour
+    links = (ends.join(weights, on="r").group_by("e", "nb")
+             .agg(pl.col("weight").sum().alias("w")))
+    if links.is_empty():
+        return pl.DataFrame(schema={"u": pl.UInt32, "neighbor_entity_ids": _STR_LIST})
+    degree = links.group_by("e").len("d")
+    hub_min = HUB_MIN_NEIGHBOURS if links["w"].min() >= 0 else None  # type: ignore[operator]
+    hubs = degree.filter(pl.col("d") > hub_min) if hub_min is not None else degree.clear()
+    hub_ue = ue.join(hubs.select("e"), on="e", how="semi")
+    light_ue = ue.join(hubs.select("e"), on="e", how="anti")
+    # each unit's hub set, numbered, with the most entities a unit of that set has
+    unit_hubs = (hub_ue.group_by("u").agg(pl.col("e").sort().alias("hubs"))
+                 .join(ue.group_by("u").len("own"), on="u"))
+    sets = (unit_hubs.group_by("hubs").agg(pl.col("own").max())
+            .with_row_index("hs"))
+    unit_set = unit_hubs.join(sets.select("hubs", "hs"), on="hubs").select("u", "hs")
+
     def rank(own: pl.DataFrame) -> pl.DataFrame:
-        return (own.join(ends, on="e").join(weights, on="r")
-                .group_by("u", "nb").agg(pl.col("weight").sum().alias("w"))
+        mine = own.select("u").unique().join(unit_set, on="u", how="left")
+        # s_H of this chunk's hub sets; a set's head: its first cap + own entities
+        s_h = (sets.join(mine.select("hs").drop_nulls().unique(), on="hs")
+               .select("hs", "own", e=pl.col("hubs")).explode("e").join(links, on="e")
+               .group_by("hs", "nb").agg(pl.col("w").sum(), pl.col("own").first())
+               .sort("hs", "w", "nb", descending=[False, True, False])
+               .with_columns(rank=pl.int_range(pl.len()).over("hs")))
+        heads = s_h.filter(pl.col("rank") < cap + pl.col("own")).select("hs", "nb")
+        light = (own.join(light_ue, on=["u", "e"], how="semi").join(links, on="e")
+                 .group_by("u", "nb").agg(pl.col("w").sum().alias("w_l")))
+        from_hubs = mine.drop_nulls("hs").join(heads, on="hs")
+        return (pl.concat([light.select("u", "nb"), from_hubs.select("u", "nb")]).unique()
                 .join(own.rename({"e": "nb"}), on=["u", "nb"], how="anti")
+                .join(mine, on="u", how="left")
+                .join(light, on=["u", "nb"], how="left")
+                .join(s_h.select("hs", "nb", "w"), on=["hs", "nb"], how="left")
+                .select("u", "nb", w=pl.col("w_l").fill_null(0.0) + pl.col("w").fill_null(0.0))
                 .sort("u", "w", "nb", descending=[False, True, False])
-                .group_by("u", maintain_order=True).head(NEIGHBOR_ENTITIES_CAP)
+                .group_by("u", maintain_order=True).head(cap)
                 .join(ecode.rename({"e": "nb"}), on="nb")
                 .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids")))
-    return _per_unit_chunk(ue, rank, {"u": pl.UInt32, "neighbor_entity_ids": _STR_LIST})
+    # rank's rows for a unit: its light entities' neighbours, the head of its hub set and
+    # (at most, once per set in a chunk) its hubs' neighbours
+    cost = pl.concat([
+        ue.join(degree, on="e").select("u", c=pl.col("d").cast(pl.Int64)),
+        unit_set.join(sets.select("hs", "own"), on="hs")
+        .select("u", c=(pl.col("own") + cap).cast(pl.Int64))]
+    ).group_by("u").agg(pl.col("c").sum().alias("cost"))
+    return _per_unit_chunk(ue, rank, {"u": pl.UInt32, "neighbor_entity_ids": _STR_LIST},
+                           cost)
 
 
 def _neighbor_triples(relationships: pl.DataFrame, rel: pl.DataFrame, ends: pl.DataFrame,
@@ -294,7 +364,11 @@ def _neighbor_triples(relationships: pl.DataFrame, rel: pl.DataFrame, ends: pl.D
         return (chosen.explode("t").join(texts, on="t", maintain_order="left")
                 .group_by("u", maintain_order=True)
                 .agg(pl.col("triple").alias("neighbor_triples")))
-    return _per_unit_chunk(ue, rank, {"u": pl.UInt32, "neighbor_triples": _STR_LIST})
+    # rank's rows for a unit of n entities: their best edges and its n(n-1) entity pairs
+    cost = (ue.join(best.group_by("e").len("d"), on="e", how="left")
+            .group_by("u").agg(pl.col("d").fill_null(0).sum() + pl.len() * (pl.len() - 1))
+            .rename({"d": "cost"}))
+    return _per_unit_chunk(ue, rank, {"u": pl.UInt32, "neighbor_triples": _STR_LIST}, cost)
 
 
 def _community_id_column(text_units: pl.DataFrame, communities: pl.DataFrame,

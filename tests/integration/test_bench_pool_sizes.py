@@ -67,6 +67,11 @@ def test_two_sizes_counts_are_the_index_tables_and_a_rerun_keeps_them(tmp_path):
         per_table = {t: db.open_table(t).count_rows() for t in counts["vectors_per_table"]}
         assert per_table == counts["vectors_per_table"]
         assert counts["vectors"] == sum(per_table.values()) > 0
+        units = pl.read_parquet(out / "text_units.parquet")
+        assert counts["unit_neighbor_ids"] == sum(
+            len(x) for x in units["neighbor_entity_ids"].to_list())
+        assert counts["unit_neighbor_triples"] == sum(
+            len(x) for x in units["neighbor_triples"].to_list()) > 0
         summary = json.loads((out / "index-summary.json").read_text())
         assert idx["stages"]["extraction"]["llm_calls"] == \
             summary["cost"]["stages"]["extraction"]["calls"] > 0

@@ -248,7 +248,7 @@ def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
     ranked a chunk at a time; a brute-force reading of the definition on a random graph
     with hubs gives the same triples."""
     monkeypatch.setattr(tables, "NEIGHBOR_TRIPLES_CAP", 3)
-    monkeypatch.setattr(tables, "UNIT_CHUNK", 7)  # chunks end inside the 40 units
+    monkeypatch.setattr(tables, "CHUNK_ROWS", 7)  # chunks end inside the 40 units
     units, tu, ents, rels, comms = _random_hub_graph()
     got = {r["id"]: r["neighbor_triples"] for r in tables.denormalize_text_units(
         tu, ents, rels, comms).iter_rows(named=True)}
@@ -267,10 +267,17 @@ def test_neighbor_triples_of_hub_entities_match_the_definition(monkeypatch):
 def test_neighbor_entity_ids_keep_the_most_linked_neighbours_over_the_cap(monkeypatch):
     """Under the cap every 1-hop neighbour is listed; over it, the neighbours with the most
     summed relationship weight to the unit's entities (ties: by id), emitted sorted; the
-    same whatever the chunk size."""
+    same whatever the chunk size and whichever entities are summed as hubs, with two
+    relationships on one pair (both directions), and with a negative weight (no hubs)."""
     units, tu, ents, rels, comms = _random_hub_graph()
+    first = rels.row(0, named=True)
+    reverse = {**first, "id": "r-back", "source": first["target"], "target": first["source"],
+               "source_id": first["target_id"], "target_id": first["source_id"], "weight": 3.0}
+    with_reverse = pl.concat([rels, pl.DataFrame([reverse], schema=rels.schema)])
+    negative = rels.with_columns(weight=pl.when(pl.col("id") == "r1").then(-2.0)
+                                 .otherwise(pl.col("weight")))
 
-    def expected(cap: int) -> dict[str, list[str]]:
+    def expected(rels: pl.DataFrame, cap: int) -> dict[str, list[str]]:
         out = {}
         for u, members in units.items():
             mine, weight = set(members), {}
@@ -281,11 +288,13 @@ def test_neighbor_entity_ids_keep_the_most_linked_neighbours_over_the_cap(monkey
             out[u] = sorted(sorted(weight, key=lambda e: (-weight[e], e))[:cap])
         return out
 
-    uncapped = expected(10**6)
-    assert max(len(v) for v in uncapped.values()) > 6  # the cap below really cuts
-    for cap, chunk in ((10**6, 128), (6, 128), (6, 5)):
-        monkeypatch.setattr(tables, "NEIGHBOR_ENTITIES_CAP", cap)
-        monkeypatch.setattr(tables, "UNIT_CHUNK", chunk)
-        got = {r["id"]: r["neighbor_entity_ids"] for r in tables.denormalize_text_units(
-            tu, ents, rels, comms).iter_rows(named=True)}
-        assert got == expected(cap), (cap, chunk)
+    assert max(len(v) for v in expected(rels, 10**6).values()) > 6  # the cap below really cuts
+    for graph in (rels, with_reverse, negative):
+        for cap, chunk, hub_min in ((10**6, 10**6, 256), (6, 10**6, 256), (6, 5, 256),
+                                    (6, 10**6, 0), (6, 40, 3), (10**6, 10**6, 0), (2, 9, 5)):
+            monkeypatch.setattr(tables, "NEIGHBOR_ENTITIES_CAP", cap)
+            monkeypatch.setattr(tables, "CHUNK_ROWS", chunk)
+            monkeypatch.setattr(tables, "HUB_MIN_NEIGHBOURS", hub_min)
+            got = {r["id"]: r["neighbor_entity_ids"] for r in tables.denormalize_text_units(
+                tu, ents, graph, comms).iter_rows(named=True)}
+            assert got == expected(graph, cap), (cap, chunk, hub_min)
