@@ -86,7 +86,8 @@ FLAG_MIN_SECONDS = 1.0  # ...when it takes at least this long at the larger size
 # timer noise; on the 12-passage test pool, 0.09 -> 0.51 s read as an exponent of 2.5)
 # the counts whose growth the scaling table reports (index_counts' keys)
 COUNTS = ("text_units", "entities", "relationships", "communities", "llm_reports",
-          "rule_reports", "vectors", "unit_neighbor_ids", "unit_neighbor_triples")
+          "rule_reports", "vectors", "unit_neighbor_ids", "unit_neighbor_triples",
+          "summarized_items", "summary_texts")
 SUBSETS = ("each size N indexes the first N passages of this order: every passage whose "
            "title supports a question of the questions file (in question order), then the "
            "rest of the pool in file order; sizes are nested, deterministic, and hold every "
@@ -223,14 +224,19 @@ def index_counts(index: Path, summary: dict) -> dict:
     ``vector_index`` stage wrote them; ``vectors`` is their sum) and the entries of the
     text units' ``neighbor_entity_ids`` / ``neighbor_triples`` lists (summed over units:
     ``unit_neighbor_ids``, ``unit_neighbor_triples``; graph_files computes them, and they
-    grow faster than the units until each unit's lists reach their caps)."""
+    grow faster than the units until each unit's lists reach their caps), and the
+    summaries' work (``summarized_items``, ``summary_texts``: the summaries stage's stats;
+    items named at least ``summary_min_descriptions`` times, whose share grows with the
+    corpus)."""
     rows = summary["rows"]
     path = index / "community_reports.parquet"
     by: dict[str, int] = {}
     if path.exists():
         reports = pl.read_parquet(path, columns=["generated_by"])
         by = {str(k): int(v) for k, v in reports.group_by("generated_by").len().iter_rows()}
-    tables = ((summary.get("stages") or {}).get("vector_index") or {}).get("tables") or {}
+    stages = summary.get("stages") or {}
+    tables = (stages.get("vector_index") or {}).get("tables") or {}
+    summaries = stages.get("summaries") or {}
     per_table = {k: int(v.get("rows", 0)) for k, v in sorted(tables.items())}
     lists = {"unit_neighbor_ids": 0, "unit_neighbor_triples": 0}
     path = index / "text_units.parquet"
@@ -243,7 +249,9 @@ def index_counts(index: Path, summary: dict) -> dict:
             "communities": rows.get("communities", 0),
             "community_reports": rows.get("community_reports", 0),
             "llm_reports": by.get("llm", 0), "rule_reports": by.get("rules", 0),
-            "vectors": sum(per_table.values()), "vectors_per_table": per_table, **lists}
+            "vectors": sum(per_table.values()), "vectors_per_table": per_table, **lists,
+            "summarized_items": int(summaries.get("summarized_items", 0)),
+            "summary_texts": int(summaries.get("summary_texts", 0))}
 
 
 def build_pool_index(lines: list[str], work: Path, settings: list[str], parts: int,

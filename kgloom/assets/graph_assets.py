@@ -62,6 +62,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     emb_before = emb.passes() if emb else {}  # the loaded embedder is shared
     cache = open_embedding_cache(index.out)  # texts embedded by an earlier run: read
     steps: dict[str, float] = {}
+    summarized: dict[str, int] = {"items": 0, "texts": 0}
 
     def embed_pass(texts: list[str], emb: WindowedEmbedder):
         """One embedding pass (resolution, summaries), its own progress bar; the
@@ -77,7 +78,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             em, rm, cached, s, default_tokenizer(),
             embed=functools.partial(embed_pass, emb=emb) if emb else None,
             progress=progress(context, SUMMARIES), timings=steps,
-            unit_documents=dict(zip(units["id"].to_list(), units["document_id"].to_list())))
+            unit_documents=dict(zip(units["id"].to_list(), units["document_id"].to_list())),
+            summary_counts=summarized)
     finally:  # on failure too: the cache file closed, the model freed
         release_memory()  # the resolution's embedding passes
         cache.close()
@@ -103,8 +105,10 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
     for stage in (SUMMARIES, RESOLUTION):  # always written: no stale file survives
         st = (cached.stats if cached else {}).get(stage, StageStats())
+        work = ({"summarized_items": summarized["items"], "summary_texts": summarized["texts"]}
+                if stage == SUMMARIES else {})
         write_stage_stats(index.out, stage, steps.get(stage, st.seconds), st.as_dict(),
-                          part_of=ENTITIES)
+                          None, 0.0, ENTITIES, **work)  # partition, embedder s, part_of
     st = cached.stats.get(SUMMARIES) if cached else None
     merged = aliases.filter(pl.col("method") != "exact").height
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
@@ -112,7 +116,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         GRAPH_INPUTS: inputs, "rows": ents.height, "alias_merges": merged,
         "degree_distribution": png_md(bar_chart_png(
             degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
-        "summary_calls": st.calls if st else 0,
+        "summary_calls": st.calls if st else 0, "summarized_items": summarized["items"],
         **cost_metadata(stats),
         **(endpoint_metadata(cached) if cached else {}), "method": s.method,
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),

@@ -43,6 +43,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
                         progress: Callable[[int, int], None] | None = None,
                         timings: dict[str, float] | None = None,
                         unit_documents: Mapping[str, str] | None = None,
+                        summary_counts: dict[str, int] | None = None,
                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Resolve, summarize and measure.
 
@@ -64,6 +65,8 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
             ``resolution``, ``summaries`` and ``graph_metrics``.
         unit_documents: text unit id -> document id (resolution compares the documents
             of a short name and its longer candidate; None: it does not).
+        summary_counts: when given, filled with the summaries' ``items`` and ``texts``
+            over entities and relationships (:func:`summarize_descriptions`).
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
@@ -81,8 +84,10 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         # the merge check was the stage's last model call: free the weights before the
         # summaries' embedding pass (about 420 MB for the bundled model; CachedLLM.release)
         llm.release()
-    ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress, embed)
-    rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress, embed)
+    ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress, embed,
+                                      summary_counts)
+    rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress, embed,
+                                      summary_counts)
     t2 = time.perf_counter()
     ents, rels = compute_graph_metrics(ents, rels)
     timings.update(resolution=t1 - t0, summaries=t2 - t1, graph_metrics=time.perf_counter() - t2)

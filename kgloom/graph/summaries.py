@@ -103,10 +103,17 @@ def spread(items: list[str], n: int) -> list[str]:
     return [items[round(k * step)] for k in range(n)]
 
 
+def _count(counts: dict[str, int] | None, items: int, texts: int) -> None:
+    if counts is not None:
+        counts["items"] = counts.get("items", 0) + items
+        counts["texts"] = counts.get("texts", 0) + texts
+
+
 def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | None,
                            settings: IndexSettings, tokenizer: Tokenizer,
                            progress: Callable[[int, int], None] | None = None,
                            embed: Callable[[list[str]], np.ndarray] | None = None,
+                           counts: dict[str, int] | None = None,
                            ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Replace long description lists in ``table`` by one summary each.
 
@@ -127,6 +134,10 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | 
             ``extractive`` method: the candidate descriptions of the items to summarize
             (at most ``summary_max_candidates`` per item, spread over its list) are
             embedded in one call; None takes each item's first descriptions.
+        counts: when given, its ``items`` (the items summarized) and ``texts`` (the
+            descriptions embedded for them, repeats included; 0 without ``embed`` or with
+            the ``llm`` method) are increased: the stage's work, which grows with the
+            items named at least ``summary_min_descriptions`` times.
 
     Returns:
         (table with ``description`` replaced where summarized, failures frame; the
@@ -147,6 +158,7 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | 
                            settings.summary_max_candidates) for i in todo}
         flat = [x for i in todo for x in lines[i]]
         vecs = np.asarray(embed(flat)) if embed is not None and flat else None
+        _count(counts, len(todo), len(flat) if vecs is not None else 0)
         start = 0
         for n, i in enumerate(todo, 1):
             mine = vecs[start:start + len(lines[i])] if vecs is not None else None
@@ -161,6 +173,8 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | 
         raise ValueError("summary_method 'llm' asks the model, but no llm was given")
     texts = {i: tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
                                    settings.summary_max_input_tokens) for i in todo}
+
+    _count(counts, len(todo), 0)
 
     def summarize(i: int) -> tuple[dict | None, dict | None]:
         return structured_call(llm, SUMMARY_TEMPLATE, STAGE, names[i], settings.seed,

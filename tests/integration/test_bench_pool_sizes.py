@@ -73,6 +73,9 @@ def test_two_sizes_counts_are_the_index_tables_and_a_rerun_keeps_them(tmp_path):
         assert counts["unit_neighbor_triples"] == sum(
             len(x) for x in units["neighbor_triples"].to_list()) > 0
         summary = json.loads((out / "index-summary.json").read_text())
+        summaries = json.loads((out / "stages" / "summaries.stats.json").read_text())
+        assert (counts["summarized_items"], counts["summary_texts"]) == (
+            summaries["summarized_items"], summaries["summary_texts"])
         assert idx["stages"]["extraction"]["llm_calls"] == \
             summary["cost"]["stages"]["extraction"]["calls"] > 0
         assert idx["seconds_per_passage"] == pytest.approx(idx["wall_seconds"] / size["passages"],

@@ -191,5 +191,22 @@ def test_a_hub_entitys_extractive_summary_embeds_a_bounded_number_of_description
     out, _ = summarize_descriptions(table, "title", _llm(tmp_path, _Summarizer()), settings,
                                     default_tokenizer(), embed=embed)
     assert embed.texts == 50 + 3  # not 3,003: the cost per item is bounded
+    counts: dict[str, int] = {}
+    for _ in range(2):  # counts add up over calls (entities, then relationships)
+        summarize_descriptions(table, "title", _llm(tmp_path, _Summarizer()), settings,
+                               default_tokenizer(), embed=embed, counts=counts)
+    assert counts == {"items": 4, "texts": 2 * (50 + 3)}
     kept = [x for x in hub.split("\n") if x in out["description"][0]]
     assert kept  # the summary is made of the hub's own descriptions
+
+
+def test_summary_counts_without_embedder_and_with_the_llm(tmp_path):
+    counts: dict[str, int] = {}
+    summarize_descriptions(_entities(), "title", _llm(tmp_path, _Summarizer()),
+                           IndexSettings(summary_min_descriptions=2), default_tokenizer(),
+                           counts=counts)
+    assert counts == {"items": 2, "texts": 0}  # Scrooge and Fred; nothing embedded
+    summarize_descriptions(_entities(), "title", _llm(tmp_path, _Summarizer()),
+                           IndexSettings(summary_method="llm", summary_min_descriptions=3),
+                           default_tokenizer(), counts=counts)
+    assert counts == {"items": 3, "texts": 0}  # + Scrooge, by the model
