@@ -4,6 +4,7 @@ mentions) and communities (published level)."""
 import datetime as dt
 import functools
 from collections import Counter
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -105,10 +106,11 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
     for stage in (SUMMARIES, RESOLUTION):  # always written: no stale file survives
         st = (cached.stats if cached else {}).get(stage, StageStats())
-        work = ({"summarized_items": summarized["items"], "summary_texts": summarized["texts"]}
-                if stage == SUMMARIES else {})
+        work: dict[str, Any] = (
+            {"summarized_items": summarized["items"], "summary_texts": summarized["texts"]}
+            if stage == SUMMARIES else {})
         write_stage_stats(index.out, stage, steps.get(stage, st.seconds), st.as_dict(),
-                          None, 0.0, ENTITIES, **work)  # partition, embedder s, part_of
+                          part_of=ENTITIES, **work)
     st = cached.stats.get(SUMMARIES) if cached else None
     merged = aliases.filter(pl.col("method") != "exact").height
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))

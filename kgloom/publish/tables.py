@@ -283,8 +283,9 @@ def _neighbor_ids(ue: pl.DataFrame, ends: pl.DataFrame, weights: pl.DataFrame,
     if links.is_empty():
         return pl.DataFrame(schema={"u": pl.UInt32, "neighbor_entity_ids": _STR_LIST})
     degree = links.group_by("e").len("d")
-    hub_min = HUB_MIN_NEIGHBOURS if links["w"].min() >= 0 else None  # type: ignore[operator]
-    hubs = degree.filter(pl.col("d") > hub_min) if hub_min is not None else degree.clear()
+    # a negative weight breaks the head's bound (s >= s_H): then no entity is a hub
+    hubs = (degree.clear() if (links["w"] < 0).any()
+            else degree.filter(pl.col("d") > HUB_MIN_NEIGHBOURS))
     hub_ue = ue.join(hubs.select("e"), on="e", how="semi")
     light_ue = ue.join(hubs.select("e"), on="e", how="anti")
     # each unit's hub set, numbered, with the most entities a unit of that set has
