@@ -83,7 +83,7 @@ class IndexSettings(BaseModel):
             weighs ``extraction.EXTRACTED_STRENGTH`` = 2.0).
         summary_min_descriptions: summarize an entity's descriptions only when it has at
             least this many distinct ones; fewer are joined as they are.
-        summary_method: ``extractive`` (the most central descriptions by embedding, no
+        summary_method: ``extractive`` (the most central descriptions by TF-IDF, no
             model call; see :mod:`kgloom.graph.summaries` for why it is the default) or
             ``llm`` (one LLM summary per item; for larger models).
         summary_max_sentences / summary_max_chars: bounds of an extractive summary

@@ -58,8 +58,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         settings: resolution methods and threshold, LLM verification, summary options.
         tokenizer: budgets of the summary and verification prompts (tokens).
         embed: texts -> (n, dim) array for the embedding pass (when "embedding" is among
-            the resolution methods) and for extractive summaries; None skips the
-            embedding pass and makes extractive summaries take the first descriptions.
+            the resolution methods); None skips it.
         progress: ``progress(done, total)`` over the summarized items.
         timings: when given, filled with the wall seconds of each step:
             ``resolution``, ``summaries`` and ``graph_metrics``.
@@ -81,12 +80,12 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         unit_documents=unit_documents, **resolution_options(settings, llm, tokenizer))
     t1 = time.perf_counter()
     if llm is not None and settings.summary_method != "llm":
-        # the merge check was the stage's last model call: free the weights before the
-        # summaries' embedding pass (about 420 MB for the bundled model; CachedLLM.release)
+        # the merge check was the stage's last model call: free the weights (about 420 MB
+        # for the bundled model; CachedLLM.release)
         llm.release()
-    ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress, embed,
+    ents, f1 = summarize_descriptions(ents, "title", llm, settings, tokenizer, progress,
                                       summary_counts)
-    rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress, embed,
+    rels, f2 = summarize_descriptions(rels, "source", llm, settings, tokenizer, progress,
                                       summary_counts)
     t2 = time.perf_counter()
     ents, rels = compute_graph_metrics(ents, rels)

@@ -115,36 +115,21 @@ def test_second_run_is_served_from_the_cache(tmp_path):
     assert a.equals(b)
 
 
-class _CountingEmbed:
-    """Bag-of-words vectors over a fixed vocabulary: cosine follows shared words, so
-    the centroid's nearest descriptions are known; counts its calls and texts."""
-
-    WORDS = ("marley", "scrooge", "executor", "sinner", "name", "burial", "partner", "fog")
-
-    def __init__(self) -> None:
-        self.calls, self.texts = 0, 0
-
-    def __call__(self, texts):
-        self.calls += 1
-        self.texts += len(texts)
-        return np.array([[t.lower().count(w) for w in self.WORDS] + [0.01] for t in texts],
-                        dtype=float)
-
-
 def test_extractive_summary_keeps_the_most_central_descriptions_in_text_order(tmp_path):
-    lines = ["Marley was Scrooge's partner.",            # central: marley, scrooge, partner
-             "The fog came pouring in.",                 # an outlier
+    lines = ["Marley was Scrooge's partner.",            # central: marley, scrooge
+             "The fog came pouring in.",                 # an outlier: no word in common
              "Scrooge was Marley's sole executor.",      # central: marley, scrooge
              "Scrooge signed Marley's burial register."]  # central: marley, scrooge
     table = pl.DataFrame({"title": ["SCROOGE", "FRED"],
                           "description": ["\n".join(lines), FRED]})
-    backend, embed = _Summarizer(), _CountingEmbed()
+    backend = _Summarizer()
     settings = IndexSettings(summary_max_sentences=2, summary_max_chars=300)
     assert settings.summary_method == "extractive"  # the default
+    counts: dict[str, int] = {}
     out, failures = summarize_descriptions(table, "title", _llm(tmp_path, backend), settings,
-                                           default_tokenizer(), embed=embed)
+                                           default_tokenizer(), counts=counts)
     assert backend.prompts == [] and failures.height == 0  # no model call
-    assert embed.calls == 1 and embed.texts == 4  # one batch: only the long list
+    assert counts == {"items": 1, "texts": 4}  # only the long list is ranked
     summary = out["description"][0]
     assert "fog" not in summary
     kept = [x for x in lines if x in summary]
@@ -152,11 +137,52 @@ def test_extractive_summary_keeps_the_most_central_descriptions_in_text_order(tm
     assert out["description"][1] == FRED  # 2 descriptions: kept joined, not summarized
 
 
-def test_extractive_summary_bounds_and_without_embedder():
+def _tfidf_cosines(group: list[str], corpus: list[str]) -> list[float]:
+    """The definition, written out: smoothed IDF over the distinct texts of ``corpus``,
+    L2-normalized TF-IDF vectors, cosine of each to the normalized mean."""
+    import math
+    import re
+
+    def toks(t):
+        return re.findall(r"\w+", t.lower())
+
+    distinct = sorted(set(corpus))
+    vocab = sorted({w for t in distinct for w in toks(t)})
+    idf = {w: math.log((1 + len(distinct)) / (1 + sum(w in toks(t) for t in distinct))) + 1
+           for w in vocab}
+    vecs = []
+    for t in group:
+        v = np.array([toks(t).count(w) * idf[w] for w in vocab])
+        vecs.append(v / (np.linalg.norm(v) or 1.0))
+    c = np.mean(vecs, axis=0)
+    c = c / np.linalg.norm(c)
+    return [float(v @ c) for v in vecs]
+
+
+def test_centroid_scores_are_tfidf_cosines_to_the_items_centroid():
+    from kgloom.graph.summaries import centroid_scores
+
+    a = ["Marley was Scrooge's partner.", "The fog came pouring in.",
+         "Scrooge was Marley's sole executor.", "Scrooge was Marley's sole executor."]
+    b = ["Fred is Scrooge's nephew.", "Fred wished his uncle a merry Christmas.", "Fred laughed."]
+    c = ["!!!", "Belle was a fair young girl."]  # a description with no word scores 0
+    got = centroid_scores([a, b, c, []])
+    assert [len(x) for x in got] == [4, 3, 2, 0]
+    corpus = a + b + c
+    for group, scores in zip([a, b, c], got):
+        assert np.allclose(scores, _tfidf_cosines(group, corpus), atol=1e-9)
+    assert got[2][0] == 0.0 and got[0][2] == pytest.approx(got[0][3]) and got[0][2] > got[0][1]
+    assert centroid_scores([]) == []
+    # scripts without spaces are scored by character: two of three share 张三
+    han = centroid_scores([["张三是李四的父亲", "张三生于北京", "天气很好"]])[0]
+    assert min(han[0], han[1]) > han[2]
+
+
+def test_extractive_summary_bounds_and_without_scores():
     from kgloom.graph.summaries import extractive_summary
 
     lines = ["a " * 100, "Short one.", "Another short one.", "Third."]
-    # without vectors: the first descriptions that fit
+    # without scores: the first descriptions that fit
     assert extractive_summary(lines[1:], None, 2, 300) == "Short one. Another short one."
     # a description too long for the bound is skipped for shorter ones
     assert extractive_summary(lines, None, 2, 40) == "Short one. Another short one."
@@ -164,6 +190,8 @@ def test_extractive_summary_bounds_and_without_embedder():
     cut = extractive_summary(["word " * 100], None, 2, 50)
     assert len(cut) <= 50 and cut.endswith("word")
     assert extractive_summary([], None, 2, 300) == ""
+    # scores order the choice; ties go to the earlier line
+    assert extractive_summary(["x1.", "x2.", "x3."], np.array([0.1, 0.5, 0.5]), 1, 300) == "x2."
 
 
 def test_summary_method_is_validated():
@@ -182,31 +210,27 @@ def test_spread_keeps_at_most_n_evenly_spaced_in_order():
     assert spread(items, 1) == ["d0"]
 
 
-def test_a_hub_entitys_extractive_summary_embeds_a_bounded_number_of_descriptions(tmp_path):
+def test_a_hub_entitys_extractive_summary_ranks_a_bounded_number_of_descriptions(tmp_path):
     # a long document: one entity with 3,000 distinct descriptions, another with 3
     hub = "\n".join(f"Scrooge counted coin number {i} in the counting-house." for i in range(3000))
     table = pl.DataFrame({"title": ["SCROOGE", "FRED"], "description": [hub, FRED + "\nx"]})
-    embed = _CountingEmbed()
     settings = IndexSettings(summary_max_candidates=50, summary_min_descriptions=2)
-    out, _ = summarize_descriptions(table, "title", _llm(tmp_path, _Summarizer()), settings,
-                                    default_tokenizer(), embed=embed)
-    assert embed.texts == 50 + 3  # not 3,003: the cost per item is bounded
     counts: dict[str, int] = {}
     for _ in range(2):  # counts add up over calls (entities, then relationships)
-        summarize_descriptions(table, "title", _llm(tmp_path, _Summarizer()), settings,
-                               default_tokenizer(), embed=embed, counts=counts)
-    assert counts == {"items": 4, "texts": 2 * (50 + 3)}
+        out, _ = summarize_descriptions(table, "title", _llm(tmp_path, _Summarizer()),
+                                        settings, default_tokenizer(), counts=counts)
+    assert counts == {"items": 4, "texts": 2 * (50 + 3)}  # not 3,003: bounded per item
     kept = [x for x in hub.split("\n") if x in out["description"][0]]
     assert kept  # the summary is made of the hub's own descriptions
 
 
-def test_summary_counts_without_embedder_and_with_the_llm(tmp_path):
+def test_summary_counts_extractive_and_with_the_llm(tmp_path):
     counts: dict[str, int] = {}
     summarize_descriptions(_entities(), "title", _llm(tmp_path, _Summarizer()),
                            IndexSettings(summary_min_descriptions=2), default_tokenizer(),
                            counts=counts)
-    assert counts == {"items": 2, "texts": 0}  # Scrooge and Fred; nothing embedded
+    assert counts == {"items": 2, "texts": 4 + 2}  # Scrooge and Fred, all their lines
     summarize_descriptions(_entities(), "title", _llm(tmp_path, _Summarizer()),
                            IndexSettings(summary_method="llm", summary_min_descriptions=3),
                            default_tokenizer(), counts=counts)
-    assert counts == {"items": 3, "texts": 0}  # + Scrooge, by the model
+    assert counts == {"items": 3, "texts": 6}  # + Scrooge, by the model: no text ranked
