@@ -55,10 +55,9 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     units = store.read(schemas.TEXT_UNITS, Level.CORPUS, columns=["id", "document_id"])
     fast = not s.uses_model  # no model: see build_entity_tables
     cached = llm.open_for(s, index.out, log=context.log)
-    # fast embeds nothing here: no embedding pass, and extractive summaries take the
-    # first descriptions (its descriptions are already the text's sentences)
-    use_embedding = em.height > 0 and not fast and (
-        "embedding" in s.resolution_methods or s.summary_method == "extractive")
+    # only resolution's embedding pass embeds here (summaries rank by TF-IDF); fast has
+    # no such pass
+    use_embedding = em.height > 0 and not fast and "embedding" in s.resolution_methods
     emb = embedder.load() if use_embedding else None
     emb_before = emb.passes() if emb else {}  # the loaded embedder is shared
     cache = open_embedding_cache(index.out)  # texts embedded by an earlier run: read
@@ -66,7 +65,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     summarized: dict[str, int] = {"items": 0, "texts": 0}
 
     def embed_pass(texts: list[str], emb: WindowedEmbedder):
-        """One embedding pass (resolution, summaries), its own progress bar; the
+        """One embedding pass (resolution's), its own progress bar; the
         embedder's session is freed after it, so the merge check's model is not
         resident beside it."""
         try:

@@ -622,3 +622,22 @@ def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):
     for p, writers in by_path.items():
         for w in writers:
             assert (w, template(p)) in declared, (p, w)
+
+
+def test_the_entities_stage_embeds_only_for_the_resolution_embedding_pass(tmp_path,
+                                                                          _no_kgloom_env):
+    """Extractive summaries rank descriptions by TF-IDF (``summaries.centroid_scores``):
+    without resolution's embedding pass the entities stage loads no embedder and embeds
+    nothing, while the summaries still rank their descriptions. (It once loaded the
+    embedder for the summaries alone.)"""
+    inp, out = _input_copy(tmp_path), tmp_path / "output"
+    methods = ["normalized", "name_extension", "name_context"]
+    _, report = index_folder(build_resources(str(inp), str(out), fake_llm=True,
+                                             resolution_methods=methods, **SETTINGS),
+                             dg.DagsterInstance.ephemeral(), reports=False)
+    assert report.success, report
+    stats = json.loads((out / "stages" / "entities.stats.json").read_text())
+    summaries = json.loads((out / "stages" / "summaries.stats.json").read_text())
+    assert summaries["summarized_items"] > 0 and summaries["summary_texts"] > 0
+    assert stats["embedding_cache"] == {"hits": 0, "misses": 0}
+    assert not stats.get("embedder_seconds") and "embedder_threads" not in stats
