@@ -60,12 +60,14 @@ def centroid_scores(groups: list[list[str]]) -> list[np.ndarray]:
     documents", the MEAD summarizer), which is built from TF-IDF word weights; a sentence
     is scored by cosine rather than MEAD's plain sum so a long sentence is not favoured
     for its length. Term frequency is a token's count in the description; inverse
-    document frequency is GraphRAG's and scikit-learn's smoothed
-    ``ln((1 + n) / (1 + df)) + 1``, with ``n`` the distinct descriptions over all
-    ``groups`` and ``df`` those holding the token, so words every description shares
-    ("the", "was") weigh little. Tokens: :data:`TOKEN` on the lower-cased text. Model
-    free and linear in the descriptions' tokens (no embedding: the embedded centroid
-    cost 2.7 ms a description and was the summaries' whole time).
+    document frequency is scikit-learn's smoothed ``ln((1 + n) / (1 + df)) + 1``, with
+    ``n`` the distinct descriptions over all ``groups`` and ``df`` those holding the
+    token, so words every description shares ("the", "was") weigh little. As ``n`` and
+    ``df`` span every item of the call, new documents can change the choice for an item
+    whose own descriptions did not change (and so its vector and the context of its
+    community's report). Tokens: :data:`TOKEN` on the lower-cased text. Model free and
+    linear in the descriptions' tokens (no embedding: the embedded centroid cost 2.7 ms a
+    description and was the summaries' whole time).
 
     Args:
         groups: per item, its descriptions (strings) in input order.
