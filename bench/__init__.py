@@ -149,6 +149,14 @@ BENCHES: dict[str, Bench] = {
         "eval_gold.py", "score an index against the book's hand-made gold set", False,
         ("gold*.json",),
         (("entity recall", "entity_recall"), ("pair recall", "pair_recall"))),
+    "precision": Bench(
+        "eval_precision.py", "entity precision, recall, wrong merges, splits and types "
+        "against the book's precision gold (every named thing), per index method", False,
+        ("precision*.json",),
+        (("standard precision", "indexes.standard.precision"),
+         ("standard recall", "indexes.standard.recall"),
+         ("fast precision", "indexes.fast.precision"),
+         ("fast recall", "indexes.fast.recall"))),
     "graph": Bench(
         "bench_graph.py", "graph quality of an index: duplicates, modularity, "
         "determinism, report coverage, DuckDB vs networkx", False, ("graph.json",),

@@ -45,7 +45,12 @@ import regex
 
 from kgloom import schemas
 from kgloom.config import IndexSettings
-from kgloom.extraction.evidence import NOT_AN_ENTITY, first_sentence_with, sentences
+from kgloom.extraction.evidence import (
+    NOT_AN_ENTITY,
+    first_sentence_with,
+    sentences,
+    text_direction,
+)
 from kgloom.extraction.extract import (
     ExtractionResult,
     _unit_cues,
@@ -178,10 +183,12 @@ def cooccurrence_unit(unit_id: str, text: str, settings: IndexSettings, counts: 
                      or first_sentence_with(name, shown, DESCRIPTION_CHARS),
                      "cue": cue})
     half = EVIDENCE_CHARS // 2  # evidence_for's form, without splitting the text again
+    # each pair in the direction its first shared sentence reads (sorted: none names both)
+    kept = [text_direction(a, b, shown) or (a, b) for a, b in kept]
     rels = [{"text_unit_id": unit_id, "source": a, "target": b,
-             "description": evidence.get((a, b)) or
+             "description": evidence.get((min(a, b), max(a, b))) or
              f"{first_sentence.get(a, '')[:half]} … {first_sentence.get(b, '')[:half]}",
-             "strength": round(strength[(a, b)], 6), "kind": "co_mention"}
+             "strength": round(strength[(min(a, b), max(a, b))], 6), "kind": "co_mention"}
             for a, b in kept]
     return ents, rels
 

@@ -40,6 +40,7 @@ from kgloom.extraction.evidence import (
     first_sentence_with,
     record_title,
     sentences,
+    text_direction,
 )
 from kgloom.extraction.records import record_edge_mentions
 from kgloom.extraction.type_cues import type_cue
@@ -285,7 +286,14 @@ def _parse_relationships(obj: dict, unit_id: str, ents: dict, counts: Counter,
     for r in obj.get("relationships", []):
         pair = r if isinstance(r, list) else (r["source"], r["target"])  # a pair or an object
         s, t = " ".join(pair[0].split()), " ".join(pair[1].split())
-        if s == t or s not in ents or t not in ents or (s, t) in seen:
+        if s == t or s not in ents or t not in ents:
+            counts["relationships_dropped"] += 1
+            continue
+        stated = text_direction(s, t, text)  # the text's direction, not the pair's order
+        if stated and stated != (s, t):
+            counts["relationships_turned_to_text"] += 1
+            s, t = stated
+        if (s, t) in seen:
             counts["relationships_dropped"] += 1
             continue
         seen.add((s, t))
@@ -302,7 +310,8 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
 
     With no relationship at all: edges between the (at most 5) most mentioned entities.
     Otherwise: each entity left without a relationship gets one edge to the most
-    mentioned entity that has one. Descriptions are the evidence sentence (:func:`evidence_for`).
+    mentioned entity that has one. Descriptions are the evidence sentence (:func:`evidence_for`);
+    each pair runs in the text's direction where a sentence names both (:func:`text_direction`).
     """
     norm = normalize_for_match(text)
     ranked = sorted(names, key=lambda n: (-norm.count(normalize_for_match(n)), n))
@@ -312,6 +321,7 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
         linked = {r["source"] for r in rels} | {r["target"] for r in rels}
         hub = next(n for n in ranked if n in linked)  # so the unit ends up one component
         pairs = [(hub, n) for n in ranked if n not in linked]
+    pairs = [text_direction(a, b, text) or (a, b) for a, b in pairs]
     return [{"text_unit_id": unit_id, "source": a, "target": b,
              "description": evidence_for(a, b, text), "strength": strength,
              "kind": "co_mention"} for a, b in pairs]

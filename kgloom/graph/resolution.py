@@ -66,9 +66,23 @@ def _core(tokens: list[str]) -> tuple[str, ...]:
     return tuple(tokens[i:])
 
 
+# Words that join a head to its complement inside a name ("Ghost of Jacob Marley", "Bank
+# of England", "Spirit of Tiny Tim"): what follows one names another thing. Only words
+# that are no surname particle ("de", "van", "von" are: "Charles de Gaulle" is de Gaulle).
+_COMPLEMENT_WORDS = frozenset({"of"})
+
+
 def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
+    """Does ``longer`` hold ``shorter`` as whole tokens, as its leading tokens or in its
+    head (before any :data:`_COMPLEMENT_WORDS`)? "Scrooge" is in "Ebenezer Scrooge",
+    "Ghost" and "Ghost of Christmas" in "Ghost of Christmas Past"; "Tiny Tim" is not in
+    "Spirit of Tiny Tim", nor "England" in "Bank of England": the complement of "of"
+    is another entity than the whole."""
     n = len(shorter)
-    return any(longer[i:i + n] == shorter for i in range(len(longer) - n + 1))
+    head = next((i for i, t in enumerate(longer) if t in _COMPLEMENT_WORDS), len(longer))
+    if longer[:n] == shorter:
+        return True  # a leading part holds the head: "Ghost of Christmas Yet"
+    return any(longer[i:i + n] == shorter for i in range(head - n + 1))
 
 
 def _compatible(genders_a: set[str], genders_b: set[str]) -> bool:
@@ -571,9 +585,10 @@ def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | 
     edge, the choice GraphRAG makes too); every mention's description is kept, whichever
     way it ran. Its ``source``/``target`` are the direction of the pair's extracted
     mentions: the majority direction, a tie going to the direction of the first extracted
-    mention in input order. A pair with co-mention edges only (no direction in the text)
-    keeps the sorted-id order. (LightRAG issue #934: sorting every pair lost "Yarrow
-    Textiles sells to Alder Retail".)
+    mention in input order. A pair with co-mention edges only takes their majority
+    direction the same way (extraction writes each in the order its sentence names the
+    two: :func:`kgloom.extraction.evidence.text_direction`). (LightRAG issue #934: sorting
+    every pair lost "Yarrow Textiles sells to Alder Retail".)
     """
     agg: dict[tuple[str, str], dict] = {}
     for unit, src, dst, desc, strength, kind in rels.select(
@@ -584,13 +599,14 @@ def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | 
             continue
         pair = (min(a, b), max(a, b))
         row = agg.setdefault(pair, {"descriptions": [], "weight": 0.0, "units": set(),
-                                    "extracted": False, "votes": {}})
+                                    "extracted": False, "votes": {}, "co_votes": {}})
         row["descriptions"].append((desc or "").strip())
         row["weight"] += 1.0 if strength is None else float(strength)
         row["units"].add(unit)
         row["extracted"] |= kind == "extracted"
-        if kind == "extracted":  # dict order = first-seen order, which breaks ties
-            row["votes"][(a, b)] = row["votes"].get((a, b), 0) + 1
+        # dict order = first-seen order, which breaks ties
+        votes = row["votes"] if kind == "extracted" else row["co_votes"]
+        votes[(a, b)] = votes.get((a, b), 0) + 1
 
     def direction(pair: tuple[str, str], votes: dict) -> tuple[str, str]:
         if not votes:
@@ -599,7 +615,7 @@ def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | 
 
     rows = []
     for pair, r in agg.items():
-        a, b = direction(pair, r["votes"])
+        a, b = direction(pair, r["votes"] or r["co_votes"])
         rows.append({
             "id": content_id("relationship", *pair), "source": title_of[a],
             "target": title_of[b],

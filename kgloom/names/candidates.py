@@ -31,6 +31,7 @@ Every candidate is a substring of the unit's text, so names stay grounded.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import unicodedata
 from collections import Counter
@@ -138,12 +139,18 @@ _SENTENCE_END_CHARS = ".!?…。！？"
 _CLOSERS = "\"'”’»›)]」』》〉】"
 _POSSESSIVE = regex.compile(r"['’]s$")
 # what follows the subject of a definition: "(born 1950)", "is a", "war ein", "est un" ...
-# or an apposition ("Belle, a comely matron"), or an address in dialogue ("'Belle,' said")
+# or an apposition ("Belle, a comely matron"), or an address in dialogue ("'Belle,' said";
+# a comma only: "'Humbug!' said" and "'Eh?' said" are exclamations, not addresses)
 _DEFINED = regex.compile(r"\s*\(|\s+(?:is|was|are|were|ist|war|sind|waren|est|était|sont|es|"
                          r"fue|era|è|fu|jest|był|była|było|je|byl|byla|bylo|является|был|"
                          r"была|было)\b|,\s+(?:a|an|wife|husband|son|daughter|father|"
-                         r"mother|brother|sister)\s|[,!?]['’\"”]\s+(?:said|cried|replied|"
+                         r"mother|brother|sister)\s|,['’\"”]\s+(?:said|cried|replied|"
                          r"asked|returned|exclaimed)\b")
+# the address in dialogue alone: evidence of a name, but no definition of a title
+_ADDRESSED = regex.compile(r",['’\"”]\s+(?:said|cried|replied|asked|returned|exclaimed)\b")
+# a drawn-out sound written with hyphens ("Scro-o-o-o-oge", "No-o-o"): no name as written
+_DRAWN_OUT = regex.compile(r"(?:[\p{L}\p{M}]-){3,}")
+_EXCLAIMED = regex.compile(r"[!?¡¿]")
 
 
 # --- all-caps words: acronyms or shouting? ---------------------------------------------
@@ -340,9 +347,33 @@ def _tokens(text: str) -> list[_Tok]:
             for m in _WORD.finditer(text)]
 
 
+# A line laid out as a table row that points elsewhere: text, a column gap (3+ spaces, a
+# tab, or dot leaders), then a locator at the line's end (a page number or range, a roman
+# numeral, or one word such as "_Frontispiece_"): the rows of a table of contents, a list
+# of illustrations or an index, in any language. Prose never sets a word that far apart.
+_LOCATOR_LINE = regex.compile(
+    r"^[^\S\n]*\S[^\n]*?(?:[ ]{3,}|\t+|[ \t]*(?:\.[ \t]?){3,}[ \t]*|[ \t]*…+[ \t]*)"
+    r"(?:\p{N}+(?:[-–]\p{N}+)?|[ivxlcdmIVXLCDM]+|_?[\p{L}\p{M}]{1,20}_?)[ \t]*$",
+    regex.MULTILINE)
+
+
+def mask_locator_lines(text: str) -> str:
+    """``text`` with every locator line (:data:`_LOCATOR_LINE`: a row of a table of
+    contents, a list of illustrations or an index) blanked to spaces, so offsets stay
+    and no name is taken from, or runs into, front matter such as "Heading to Stave One
+    ....... 3". Line breaks are kept. Returns ``text`` itself when no line is one."""
+    if "   " not in text and "\t" not in text and "..." not in text and "…" not in text:
+        return text  # the common case, without running the pattern
+    return _LOCATOR_LINE.sub(lambda m: regex.sub(r"[^\n]", " ", m.group(0)), text)
+
+
 def _sentence_start(text: str, toks: list[_Tok], i: int) -> bool:
-    """True when token ``i`` opens a sentence, a line after a blank line, or a quote."""
+    """True when token ``i`` opens a sentence, a line after a blank line, or a quote (a
+    quotation mark after a space, a line break or a dash: "said, 'Good-morning, sir!'")."""
     j = toks[i].start - 1
+    if j >= 0 and text[j] in _OPEN_QUOTES and (j == 0 or text[j - 1].isspace()
+                                               or text[j - 1] in "([—–-"):
+        return True
     while j >= 0 and (text[j].isspace() or text[j] in _OPEN_QUOTES or text[j] in "([¿¡—–-"):
         if text[j] == "\n" and j > 0 and text[:j].rstrip(" \t").endswith("\n"):
             return True  # a paragraph start
@@ -394,15 +425,30 @@ def word_counts(texts: list[str]) -> Counter:
     :func:`normalize_for_match`), so the same name written in lower case or shouted in
     another unit (``acme corp``, ``ACME CORP``) is found there too. ``("acronym", word)``
     -> units where all-caps ``word`` expands a capitalized phrase (evidence that it is a
-    name in every unit; :func:`acronym_evidence`).
-    Counts include the overlap of consecutive text units.
+    name in every unit; :func:`acronym_evidence`). ``("pair", a, b)`` -> occurrences of
+    capitalized word ``a`` one space before capitalized word ``b``. ``("excl", word)`` ->
+    occurrences of a
+    capitalized word directly before "!" or "?" (``("midexcl", word)``: those of them not
+    opening a sentence), for :func:`_interjection`.
+    Counts include the overlap of consecutive text units; locator lines
+    (:func:`mask_locator_lines`) are not counted.
     """
     counts: Counter = Counter()
+    texts = [mask_locator_lines(t) for t in texts]
     for t in texts:
         toks = _tokens(t)
         counts.update(tok.text for tok in toks)
-        counts.update(("mid", tok.text) for i, tok in enumerate(toks)
-                      if tok.kind in ("cap", "mixed") and not _sentence_start(t, toks, i))
+        mid = [i for i, tok in enumerate(toks)
+               if tok.kind in ("cap", "mixed") and not _sentence_start(t, toks, i)]
+        counts.update(("mid", toks[i].text) for i in mid)
+        # a capitalized word right before "!" or "?": an exclamation ("Hurrah!", "Eh?")
+        counts.update(("excl", tok.text) for tok in toks if tok.kind in ("cap", "mixed")
+                      and _EXCLAIMED.match(t, tok.end))
+        counts.update(("midexcl", toks[i].text) for i in mid if _EXCLAIMED.match(t, toks[i].end))
+        # capitalized words side by side ("Great Britain"): is the second ever alone?
+        counts.update(("pair", a.text, b.text) for a, b in itertools.pairwise(toks)
+                      if a.kind == "cap" and b.kind in ("cap", "mixed")
+                      and t[a.end:b.start] == " ")
         counts.update(("to", _to_key(s)) for s in _spans(t, toks, None)
                       if any(x.text == "to" for x in s.toks))
         for run in _CASELESS_RUN.findall(t):
@@ -606,6 +652,19 @@ def _lower_head(text: str, toks: list[_Tok], last: int) -> bool:
     return is_adjective(a.text) or bool(_LATIN_ADJECTIVE.search(a.text))
 
 
+def _split_echoes(span: _Span) -> list[_Span]:
+    """Split a span where a word follows itself ("Scrooge Scrooge, and sometimes
+    Marley"; "New New York" is not a name either): an echo is one name said twice."""
+    parts, cur = [], [span.toks[0]]
+    for prev, t in itertools.pairwise(span.toks):
+        if t.text == prev.text and t.kind != "num":
+            parts.append(cur)
+            cur = []
+        cur.append(t)
+    parts.append(cur)
+    return [_Span(tuple(p), span.initial and q == 0) for q, p in enumerate(parts)]
+
+
 def _split_kinds(span: _Span) -> list[_Span]:
     """Split a span where a word the morphology calls a place meets one it calls a
     person (``Москве Толстой`` in "В Москве Толстой купил дом"; see
@@ -648,19 +707,55 @@ def _unknown_opener(word: str, stats: Counter | None, local_lower: set[str],
     return not (stats[("mid", word)] or defined)
 
 
+def _interjection(word: str, stats: Counter | None) -> bool:
+    """A capitalized word the corpus only ever uses as an exclamation: it opens an
+    utterance right before "!" or "?" at least once ("'Hurrah! There's Martha'", "'Eh?'
+    said old Joe", "'Thankee!'") and is never capitalized mid-sentence except before "!"
+    or "?" ("feebly cried Hurrah!"). A name is written mid-sentence ("said Scrooge"), and
+    one only ever called out is called out mid-sentence ("quite a woman, little Fan!").
+    Evidence from the corpus's own counts (:func:`word_counts`), so it holds in any
+    language that marks exclamations so; without ``stats`` nothing is one."""
+    if stats is None or stats[("excl", word)] - stats[("midexcl", word)] <= 0:
+        return False  # never an utterance of its own ("quite a woman, little Fan!")
+    return stats[("mid", word)] - stats[("midexcl", word)] <= 0
+
+
+def _named_elsewhere(tok: _Tok, stats: Counter | None) -> bool:
+    """Does the corpus write ``tok`` capitalized mid-sentence, as a name is written?"""
+    return stats is not None and tok.kind in ("cap", "mixed") and stats[("mid", tok.text)] > 0
+
+
 def _clean(text: str, span: _Span, stats: Counter | None,
            local_lower: set[str]) -> str | None:
     """The name a raw span stands for, as written in ``text``, or None (see module doc)."""
     toks = list(span.toks)
     initial = span.initial
-    defined = bool(_DEFINED.match(text, toks[-1].end))
+    addressed = bool(_ADDRESSED.match(text, toks[-1].end))
+    defined = bool(_DEFINED.match(text, toks[-1].end)) and not addressed
     # the subject of a definition opening a sentence is a title as written: "The Heart
     # of Doreon is a film", "My Little Eye is a 2002 film", "Single Video Theory is ..."
     whole_title = initial and defined and len(toks) >= 3
+
+    def opener_not_name() -> bool:
+        """Is ``toks[0]`` a common word in front of a name rather than part of it? Yes,
+        unless it opens a definition's subject whose rest the corpus never writes alone
+        as a name ("The Merry Gentleman is a film"; but "Old Marley was as dead as a
+        door-nail" beside "said Marley" is Marley). A rare opener the corpus never
+        capitalizes mid-sentence ("Whereat Scrooge's niece") stays: "Marie Curie" at a
+        sentence start has the same evidence. Mid-sentence, a common word stays before a
+        word the corpus never writes without it ("Great Britain", "Poor Law"; but "a
+        Merry Christmas" is Christmas)."""
+        first, rest = toks[0], toks[1]
+        if not _common(first.text, stats, local_lower):
+            return False
+        if not initial and first.text.lower() not in STOPWORDS and stats is not None \
+                and stats[rest.text] <= stats[("pair", first.text, rest.text)]:
+            return False  # "in Great Britain": the corpus never writes Britain alone
+        return not (initial and defined and first.text.lower() not in STOPWORDS
+                    and not (len(toks) == 2 and _named_elsewhere(rest, stats)))
+
     while not whole_title and len(toks) > 1 and toks[0].text not in HONORIFICS \
-            and toks[0].kind != "initial" and (
-                _common(toks[0].text, stats, local_lower)
-                and not (initial and defined and toks[0].text.lower() not in STOPWORDS)):
+            and toks[0].kind != "initial" and opener_not_name():
         if toks[0].text in _TITLE_ARTICLES and initial and defined \
                 and sum(t.kind in ("cap", "mixed", "upper") for t in toks[1:]) >= 2:
             break  # "The Merry Gentleman is a film": a title keeps its article
@@ -686,6 +781,8 @@ def _clean(text: str, span: _Span, stats: Counter | None,
             toks = toks[:-1]
     if not toks:
         return None
+    if any(_DRAWN_OUT.search(t.text) for t in toks):
+        return None  # "uncle Scro-o-o-o-oge": a sound drawn out, not the name as written
     if len(toks) == 1:
         t = toks[0]
         if t.kind in ("initial", "num"):
@@ -693,8 +790,10 @@ def _clean(text: str, span: _Span, stats: Counter | None,
         if t.kind == "cap" and (_common(_POSSESSIVE.sub("", t.text), stats, local_lower)
                                 or len(t.text) < 2):
             return None
+        if t.kind in ("cap", "mixed") and _interjection(_POSSESSIVE.sub("", t.text), stats):
+            return None
         if t.kind == "cap" and initial and _unknown_opener(
-                t.text, stats, local_lower, bool(_DEFINED.match(text, t.end))):
+                t.text, stats, local_lower, defined or addressed):
             return None
     if all(t.kind == "cap" and (t.text.lower() in STOPWORDS or t.text in HONORIFICS)
            for t in toks):
@@ -754,12 +853,13 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
     local_lower = {t.text for t in toks if t.kind == "lower"}
     out: list[tuple[str, int]] = []
     spans = [p for s in _spans(text, toks, stats)
-             for p in (_split_kinds(s) if len(s.toks) > 1 else [s])]
+             for q in _split_echoes(s)
+             for p in (_split_kinds(q) if len(q.toks) > 1 else [q])]
     for span in spans:
         parts = [span]
         if any(t.text == "to" for t in span.toks):
             keep_whole = stats is None or stats[("to", _to_key(span))] >= TO_SPAN_MIN_COUNT
-            parts = ([span] if keep_whole else []) + _split_at(span, frozenset({"to"}))
+            parts = [span] if keep_whole else _split_at(span, frozenset({"to"}))
         for p in parts:
             name = _clean(text, p, stats, local_lower)
             if name:
@@ -1040,6 +1140,7 @@ def find_candidates(text: str, candidate_source: str = "auto", stats: Counter | 
         (descending), then first position; segmenter type hints where known.
     """
     found: list[tuple[str, int, str, str]] = []
+    text = mask_locator_lines(text)
     for group, src in sources_for(text, candidate_source).items():
         if src == "proper_names":
             found += [(n, p, src, "") for n, p in _proper_names(text, stats)]

@@ -66,7 +66,12 @@ def test_unit_weights_sum_sentences_and_add_the_weaker_unit_level_edges():
     ents, rels = cooccurrence_unit("u1", text, s, counts)
     names = {e["title"] for e in ents}
     assert {"Alice Moreau", "Bob Lang", "Paris", "Carol Weiss", "Dave Hume"} <= names
-    w = {(r["source"], r["target"]): r["strength"] for r in rels}
+    w = {tuple(sorted((r["source"], r["target"]))): r["strength"] for r in rels}
+    # each edge runs the way its first shared sentence reads ("... wrote to Carol Weiss and
+    # Alice Moreau"); a unit-level edge, with no such sentence, in sorted order
+    direction = {frozenset((r["source"], r["target"])): (r["source"], r["target"]) for r in rels}
+    assert direction[frozenset(("Alice Moreau", "Carol Weiss"))] == ("Carol Weiss", "Alice Moreau")
+    assert direction[frozenset(("Alice Moreau", "Paris"))] == ("Alice Moreau", "Paris")
     # sentence 1: Alice Moreau(0-1) met(2) Bob Lang(3-4) in(5) Paris(6)
     # sentence 2: Then(0) Bob Lang(1-2) wrote(3) to(4) Carol Weiss(5-6) and(7)
     # Alice Moreau(8-9); d = tokens from the end of one name to the start of the other

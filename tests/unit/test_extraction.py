@@ -500,3 +500,29 @@ def test_the_model_is_shown_the_named_sentences_and_evidence_comes_from_the_whol
 def test_settings_reject_an_unknown_extraction_text():
     with pytest.raises(ValueError, match="extraction_text"):
         IndexSettings(extraction_text="some")
+
+
+def test_a_relationship_runs_the_way_its_sentence_reads_whatever_the_model_says():
+    from collections import Counter
+
+    from kgloom.extraction.evidence import text_direction
+    from kgloom.extraction.extract import _parse_reply
+
+    text = ("Zephyr Mills supplies Yarrow Textiles with wool. Orchard Lane is owned by "
+            "Quill Holdings. Birch Couriers and Alder Retail never met.")
+    assert text_direction("Yarrow Textiles", "Zephyr Mills", text) == (
+        "Zephyr Mills", "Yarrow Textiles")
+    # a passive clause reads from its agent
+    assert text_direction("Orchard Lane", "Quill Holdings", text) == (
+        "Quill Holdings", "Orchard Lane")
+    assert text_direction("Zephyr Mills", "Quill Holdings", text) is None
+    names = ["Zephyr Mills", "Yarrow Textiles", "Orchard Lane", "Quill Holdings"]
+    reply = {"entities": {n: "ORGANIZATION" for n in names},
+             "relationships": [["Yarrow Textiles", "Zephyr Mills"],  # reversed by a model
+                               ["Orchard Lane", "Quill Holdings"],
+                               ["Zephyr Mills", "Yarrow Textiles"]]}  # the same, once more
+    counts: Counter = Counter()
+    _, rels = _parse_reply(reply, "u1", text, counts, set(names), {n: "" for n in names})
+    assert [(r["source"], r["target"]) for r in rels] == [
+        ("Zephyr Mills", "Yarrow Textiles"), ("Quill Holdings", "Orchard Lane")]
+    assert counts["relationships_turned_to_text"] == 2 and counts["relationships_dropped"] == 1

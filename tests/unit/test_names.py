@@ -248,3 +248,66 @@ def test_hostile_text_yields_no_entity_with_the_fake_model(tmp_path):
     assert result.counts["candidates_proper_names"] == 2
     titles = set(result.entity_mentions["title"])
     assert titles <= {"Yarrow Textiles", "Alder Retail"}, titles
+
+
+# --- precision: structure, exclamations, echoes, openers (issue: a graph a reader accepts) ---
+# Every case below is invented text: a list of one book's junk words passes none of them.
+
+def test_rows_of_a_contents_page_or_a_list_of_figures_give_no_names():
+    corpus = ["LIST OF PLATES\n\n  Plate to Chapter Nine                 7\n"
+              "  Vignette to Chapter Ten             xii\n"
+              "  Orla Brennick rowed past Kestrel Point ..... 41\n"
+              "  Map of the Eastern Reach            _Endpaper_\n\n"
+              "CHAPTER NINE\n\nOrla Brennick rowed past Kestrel Point at dawn.",
+              "Inhalt\n\n\tAnkunft in Velden\t12\n\nDie Reise nach Velden begann früh."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Orla Brennick", "Kestrel Point", "Velden"} <= got
+    # nothing from a row, and no name runs on into its page number or the next row
+    assert not {"Plate", "Chapter Nine", "Vignette", "Chapter Ten", "Map of the Eastern Reach",
+                "Eastern Reach", "Endpaper", "Ankunft", "Kestrel Point 41"} & got
+    assert not any(any(c.isdigit() for c in n) for n in got)
+
+
+def test_mask_keeps_offsets_and_prose_with_single_spaces():
+    from kgloom.names.candidates import mask_locator_lines
+
+    text = "Intro line.\n  Heading to Part Two      3\nOrla sailed.  Then she slept."
+    masked = mask_locator_lines(text)
+    assert len(masked) == len(text) and masked.count("\n") == text.count("\n")
+    assert "Part Two" not in masked and "Orla sailed.  Then she slept." in masked
+
+
+def test_words_only_ever_exclaimed_are_not_names_but_called_out_names_are():
+    corpus = ["'Huzzo!' cried the sailors. 'Huzzo! Land ahead!' Then Wenna laughed.",
+              "'Blimey?' said Oskar Penhale, and feebly shouted Huzzo! once more.",
+              "'Come back, little Wenna!' called her brother. 'Blimey,' said Oskar."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Wenna", "Oskar Penhale", "Oskar"} <= got
+    assert not {"Huzzo", "Blimey"} & got
+
+
+def test_a_name_said_twice_or_drawn_out_is_the_name_once():
+    corpus = ["Sometimes people called him Pellow Pellow, and sometimes Trask.",
+              "'It is your cousin Pe-e-e-e-ellow,' she sang. Pellow laughed at Trask."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Pellow", "Trask"} <= got
+    assert not {"Pellow Pellow", "Pe-e-e-e-ellow"} & got
+
+
+def test_common_openers_leave_names_the_corpus_writes_alone():
+    corpus = ["Old Brannock was as poor as a church mouse. The gulls knew old Brannock.",
+              "He sailed from Great Tarrow to the old harbour. The great storm came.",
+              "They wished everyone a Happy Midwinter. Midwinter came, and then Midwinter went.",
+              "Brannock said nothing. A happy crew sang a happy song."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    # "Tarrow" is never written without "Great": the whole place name stays
+    assert {"Brannock", "Great Tarrow", "Midwinter"} <= got
+    assert not {"Old Brannock", "Tarrow", "Happy Midwinter"} & got
+
+
+def test_a_known_to_span_does_not_also_give_its_parts():
+    corpus = ["The Lord of Days to Come spoke. The Lord of Days to Come vanished.",
+              "Later the Lord of Days to Come returned to Aldhaven."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert "Lord of Days to Come" in got
+    assert not {"Lord of Days", "Come"} & got

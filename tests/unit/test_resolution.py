@@ -530,3 +530,27 @@ def test_embedding_merges_do_not_depend_on_the_search_block():
     assert 60 <= len(whole) < 300  # the clusters merged
     for cells in (1, 299, 300 * 7):
         assert merged(cells) == whole
+
+
+def test_the_complement_of_of_is_another_entity_but_a_leading_part_is_the_whole():
+    # "Bank of Wessex" is not Wessex, the "Keeper of Aldric Venn" is not Aldric Venn; a
+    # bare "Bank" or the cut-off "Keeper of Aldric" still joins the whole name
+    em, rm = _frames([("u1", "Bank of Wessex", "ORGANIZATION", "a bank"),
+                      ("u1", "Wessex", "LOCATION", "a kingdom"),
+                      ("u2", "Keeper of Aldric Venn", P, "a spirit"),
+                      ("u2", "Aldric Venn", P, "a clerk"),
+                      ("u2", "Keeper of Aldric", P, "a spirit"),
+                      ("u1", "Bank", "ORGANIZATION", "the bank")], [])
+    entities, _, _ = resolve_entities(em, rm)
+    groups = {t: set(a) for t, a in zip(entities["title"], entities["aliases"])}
+    assert set(groups) == {"Bank of Wessex", "Wessex", "Keeper of Aldric Venn", "Aldric Venn"}
+    assert groups["Keeper of Aldric Venn"] == {"Keeper of Aldric Venn", "Keeper of Aldric"}
+    assert groups["Bank of Wessex"] == {"Bank of Wessex", "Bank"}
+
+
+def test_co_mention_edges_keep_the_direction_their_mentions_give():
+    got = _direction([("u1", "Yarrow Textiles", "Alder Retail", "", 1.0, "co_mention"),
+                      ("u2", "Yarrow Textiles", "Alder Retail", "", 1.0, "co_mention"),
+                      ("u3", "Alder Retail", "Yarrow Textiles", "", 1.0, "co_mention")])
+    assert got[frozenset(("Yarrow Textiles", "Alder Retail"))][:2] == (
+        "Yarrow Textiles", "Alder Retail")
