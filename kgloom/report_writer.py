@@ -43,6 +43,7 @@ from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, w
 from kgloom.ids import content_id
 from kgloom.llm import LLMCaller, PromptTemplate, structured_call
 from kgloom.llm.structured import is_loop_failure
+from kgloom.names.candidates import STOPWORDS
 from kgloom.tokenizer import Tokenizer
 
 STAGE = layout.COMMUNITY_REPORTS
@@ -84,10 +85,29 @@ REPORT_TEMPLATE = PromptTemplate(
     },
     max_tokens=450,
 )
+# What the model writes with llm_report_form "choices" (the default): choices among
+# options taken from the community's data, which the rule report's sentences then carry
+# (report_options, rule_report's picks). The options are listed under the data and are
+# the reply's enums, so the reply can only pick among them.
+CHOICES_TEMPLATE = PromptTemplate(
+    name="community_report_choices",
+    system=("You help write a short report about a community of related entities in a "
+            "knowledge graph. Below its data are options taken from that data. Answer with "
+            "JSON only: the title that best names the community, the sentence that best "
+            "says how its members are related, up to three relationships most worth "
+            "reporting, and the community's importance from 0 to 10."),
+    user="Community data:\n{context}\n\nOptions:\n{options}",
+    schema={},  # per community: ReportOptions.schema
+    max_tokens=400,
+)
+MAX_TITLE_OPTIONS = 5
+MAX_SENTENCE_OPTIONS = 5
+MAX_FINDING_OPTIONS = 8
+_RATINGS = [str(k) for k in range(11)]
 # generated_by of a published report: by the model, by rules, or by rules awaiting the
 # LLM report global search writes on first use (llm_reports: lazy; kgloom.schemas)
 REPORT_METHODS = ("llm", "rules", "lazy")
-RULES_VERSION = "rules-1"  # bump when rule_report's output changes (part of report_key)
+RULES_VERSION = "rules-2"  # bump when rule_report's output changes (part of report_key)
 GROUNDING_VERSION = "grounding-1"  # bump when check_report's rules change (part of report_key)
 REJECTED = "report rejected, rule report published: "  # failures reason of a rejected reply
 # a reply copying one field's text into another (a finding's summary as its explanation)
@@ -244,7 +264,9 @@ def report_key(community: dict, model_id: str, settings: IndexSettings,
     how = ((REPORT_TEMPLATE.hash, model_id, settings.seed, settings.report_max_input_tokens,
             GROUNDING_VERSION) if method == "llm" else
            (RULES_VERSION,) if method == "rules" else (RULES_VERSION, "lazy"))
-    if method == "llm" and is_brief(community, settings):
+    if method == "llm" and settings.llm_report_form == "choices":
+        how += ("choices", CHOICES_TEMPLATE.hash, RULES_VERSION)
+    elif method == "llm" and is_brief(community, settings):
         how += _BRIEF_KEY
     return content_id("report", *how, *sorted(community["entity_ids"]), "|",
                       *sorted(community["relationship_ids"]),
@@ -289,46 +311,233 @@ class MemberRows:
     rule reports).
 
     Attributes:
-        entities: id -> (title, description, degree).
-        relationships: id -> (source, target, description, combined_degree).
+        entities: id -> (title, description, degree, type, text_unit_ids).
+        relationships: id -> (source, target, description, combined_degree, text_unit_ids).
     """
 
-    entities: dict[str, tuple[str, str | None, int | None]]
-    relationships: dict[str, tuple[str, str, str | None, int | None]]
+    entities: dict[str, tuple[str, str | None, int | None, str | None, list[str] | None]]
+    relationships: dict[str, tuple[str, str, str | None, int | None, list[str] | None]]
 
     @classmethod
     def of(cls, entities: pl.DataFrame, relationships: pl.DataFrame) -> MemberRows:
         """From ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames (degree and
-        combined_degree filled)."""
+        combined_degree filled; ``type`` and ``text_unit_ids`` read when present)."""
+        def col(df: pl.DataFrame, name: str) -> list:
+            return df[name].to_list() if name in df.columns else [None] * df.height
         return cls(
             dict(zip(entities["id"].to_list(), zip(
                 entities["title"].to_list(), entities["description"].to_list(),
-                entities["degree"].to_list()))),
+                entities["degree"].to_list(), col(entities, "type"),
+                col(entities, "text_unit_ids")))),
             dict(zip(relationships["id"].to_list(), zip(
                 relationships["source"].to_list(), relationships["target"].to_list(),
                 relationships["description"].to_list(),
-                relationships["combined_degree"].to_list()))))
+                relationships["combined_degree"].to_list(),
+                col(relationships, "text_unit_ids")))))
+
+
+# how a rule report counts members of each type ("4 people and 1 place")
+_TYPE_WORDS = {"PERSON": ("person", "people"), "ORGANIZATION": ("organization", "organizations"),
+               "LOCATION": ("place", "places"), "EVENT": ("event", "events")}
+# relation words between two names in a sentence, for a title ("supplies", "is the clerk of")
+_RELATION_WORDS = regex.compile(r"^[\p{Ll}][\p{L}\p{M}'’-]*(?: [\p{Ll}][\p{L}\p{M}'’-]*){0,3}$")
+_WHOLE_SENTENCE = regex.compile(r"^[\p{Lu}\p{N}'‘\"“(][^\n…]*$")
+_END_MARK = regex.compile(r"[.!?]['’\"”)]?$")
+TITLE_MAX_WORDS = 10  # a report title a reader takes in at a glance
+
+
+def _counted(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _head_names(titles: list[str], k: int) -> str:
+    """The first ``k`` titles and how many more: "A, B and 3 others", "A and one other"."""
+    rest = len(titles) - k
+    if rest <= 0:
+        return _names(titles[:k])
+    more = "one other" if rest == 1 else f"{rest} others"
+    return f"{', '.join(titles[:k])} and {more}"
+
+
+def _quote(descriptions: str | None, limit: int) -> str:
+    """The first of a description's lines (each an evidence sentence of the text) that
+    is one whole sentence of at most ``limit`` characters, else ""."""
+    for line in (descriptions or "").split("\n"):
+        whole = _whole(line, limit)
+        if whole:
+            return whole
+    return ""
+
+
+def _relation_phrase(source: str, target: str, descriptions: str | None) -> str:
+    """The words between ``source`` and ``target`` in the first of a description's lines
+    (evidence sentences) where they read as a relation (1-4 lower-case words, no
+    punctuation, one of them no function word: "supplies", "was the partner of"; not
+    "to the"), else ""."""
+    for sentence in (descriptions or "").split("\n"):
+        a = sentence.find(source)
+        b = sentence.find(target, a + len(source)) if a >= 0 else -1
+        between = sentence[a + len(source):b].strip() if b > a >= 0 else ""
+        # a relation has a word of its own: "supplies", "partner"; not "to the", "and"
+        if _RELATION_WORDS.fullmatch(between) and any(
+                w.lower() not in STOPWORDS for w in between.split()):
+            return between
+    return ""
+
+
+def _whole(sentence: str, limit: int) -> str:
+    """``sentence`` when it is one whole sentence (a capital or digit first, no "…" cut)
+    of at most ``limit`` characters, with a full stop added where it has no end mark
+    (a model-written description), else ""."""
+    flat = " ".join(sentence.split())
+    if flat and not _END_MARK.search(flat):
+        flat += "."
+    return flat if len(flat) <= limit and _WHOLE_SENTENCE.fullmatch(flat) else ""
+
+
+def _places(unit_ids: list[str], places: dict[str, tuple[str, int]] | None,
+            limit: int = 3) -> str:
+    """Where text units are, for a citation: "a-christmas-carol.txt #12, #14" (document
+    title and the unit's position in it, from ``places``), else the units' short ids."""
+    ids = sorted(set(unit_ids))
+    if not places:
+        return "units " + ", ".join(u[:8] for u in ids[:limit]) + (
+            f" and {len(ids) - limit} more" if len(ids) > limit else "")
+    by_doc: dict[str, list[int]] = {}
+    for u in ids:
+        if u in places:
+            doc, k = places[u]
+            by_doc.setdefault(doc, []).append(k)
+
+    def at(ks: list[int]) -> str:
+        ks = sorted(ks)
+        return ", ".join(f"#{k}" for k in ks) if len(ks) <= limit else f"#{ks[0]} to #{ks[-1]}"
+    docs = sorted(by_doc.items(), key=lambda d: (-len(d[1]), d[0]))
+    parts = [f"{doc} {at(ks)}" for doc, ks in docs[:2]] + (
+        [f"{len(docs) - 2} more documents"] if len(docs) > 2 else [])
+    return "; ".join(parts) or ("units " + ", ".join(u[:8] for u in ids[:limit]))
+
+
+def _members(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
+             rows: MemberRows | None) -> tuple[list[tuple], list[tuple]]:
+    """The community's entity rows, highest degree first, then title, and its internal
+    relationship rows (id first), strongest first (combined degree), then id; a missing
+    degree sorts first, as a descending table sort puts nulls."""
+    if rows is None:
+        rows = MemberRows.of(
+            entities.filter(pl.col("id").is_in(set(community["entity_ids"]))),
+            relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))))
+    ents = sorted((rows.entities[i] for i in set(community["entity_ids"])
+                   if i in rows.entities),
+                  key=lambda e: (e[2] is not None, -(e[2] or 0), e[0]))
+    rels = sorted(((i, *rows.relationships[i]) for i in set(community["relationship_ids"])
+                   if i in rows.relationships),
+                  key=lambda r: (r[4] is not None, -(r[4] or 0), r[0]))
+    return ents, rels
+
+
+def _title_options(titles: list[str], rels: list[tuple], max_chars: int) -> list[str]:
+    """Titles of at most :data:`TITLE_MAX_WORDS` words and ``max_chars`` characters, the
+    rule report's first: each of the strongest relationships as its sentence states it
+    ("Zephyr Mills supplies Yarrow Textiles"), then the central members ("A, B and 3
+    others")."""
+    out = [f"{src} {phrase} {dst}" for _, src, dst, desc, _, _ in rels[:MAX_FINDING_OPTIONS]
+           if (phrase := _relation_phrase(src, dst, desc))]
+    out += [_head_names(titles, k) for k in range(min(3, len(titles)), 0, -1)]
+    fit = [t for t in dict.fromkeys(out)
+           if len(t.split()) <= TITLE_MAX_WORDS and len(t) <= max_chars]
+    return fit or [_clip(titles[0], max_chars)]
+
+
+def _finding_label(src: str, dst: str) -> str:
+    return f"{src} – {dst}"
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the model may choose among for a community's report (``llm_report_form``
+    ``choices``): titles (:func:`_title_options`), whole evidence sentences of its
+    relationships (or members), and relationships for findings ("A – B"), all taken from
+    the community's own data. :meth:`schema` is the reply's schema (enums only, so the
+    choice decoder of :mod:`kgloom.llm.choices` reads it), :meth:`text` the options as
+    the prompt lists them."""
+
+    titles: list[str]
+    sentences: list[str]
+    findings: list[str]
+
+    def schema(self) -> dict:
+        """{title, sentence, findings (at most 3), rating ("0".."10")}; a list with no
+        option is left out."""
+        props: dict = {"title": {"type": "string", "enum": self.titles}}
+        if self.sentences:
+            props["sentence"] = {"type": "string", "enum": self.sentences}
+        if self.findings:
+            props["findings"] = {"type": "array", "maxItems": 3,
+                                 "items": {"type": "string", "enum": self.findings}}
+        props["rating"] = {"type": "string", "enum": _RATINGS}
+        return {"type": "object", "properties": props, "required": list(props),
+                "additionalProperties": False}
+
+    def text(self) -> str:
+        """The options as the prompt lists them, one numbered block per kind."""
+        blocks = [("Titles", self.titles), ("Sentences", self.sentences),
+                  ("Relationships", self.findings)]
+        return "\n".join(f"{name}:\n" + "\n".join(f"{k}. {o}" for k, o in enumerate(opts, 1))
+                         for name, opts in blocks if opts)
+
+
+def report_options(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
+                   rows: MemberRows | None = None) -> ReportOptions:
+    """The :class:`ReportOptions` of ``community`` (at most :data:`MAX_TITLE_OPTIONS`
+    titles, :data:`MAX_SENTENCE_OPTIONS` sentences that fit a report's summary with room
+    to spare, :data:`MAX_FINDING_OPTIONS` relationships, strongest first)."""
+    ents, rels = _members(community, entities, relationships, rows)
+    props = REPORT_TEMPLATE.schema["properties"]
+    titles = [e[0] for e in ents] or ["(empty community)"]
+    budget = props["summary"]["maxLength"] * 3 // 5
+    lines = [line for r in rels[:MAX_FINDING_OPTIONS] for line in (r[3] or "").split("\n")]
+    if not rels:
+        lines = [line for e in ents for line in (e[1] or "").split("\n")]
+    sentences = list(dict.fromkeys(w for line in lines if (w := _whole(line, budget))))
+    labels = list(dict.fromkeys(_finding_label(r[1], r[2]) for r in rels))
+    return ReportOptions(_title_options(titles, rels, props["title"]["maxLength"])
+                         [:MAX_TITLE_OPTIONS], sentences[:MAX_SENTENCE_OPTIONS],
+                         labels[:MAX_FINDING_OPTIONS])
 
 
 def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
-                rows: MemberRows | None = None) -> dict:
-    """A report of a small community built by rules, no model: the same fields and
-    bounds as an LLM report (:data:`REPORT_TEMPLATE`'s schema).
+                rows: MemberRows | None = None,
+                places: dict[str, tuple[str, int]] | None = None,
+                picks: dict | None = None) -> dict:
+    """A report of a community built by rules, no model: the same fields and bounds as an
+    LLM report (:data:`REPORT_TEMPLATE`'s schema), written in whole sentences.
 
-    - title: the member titles, highest degree first ("A and B", "A, B and C");
-    - summary: the internal relationships' descriptions (evidence sentences of the text),
-      strongest first (combined degree), each relationship's first description; a
-      community without an internal relationship gets its members' descriptions;
+    - title (at most :data:`TITLE_MAX_WORDS` words): the strongest internal relationship
+      as its sentence states it when the words between the two names read as a relation
+      ("Zephyr Mills supplies Yarrow Textiles"), else the central members, highest degree
+      first ("A, B and 3 others");
+    - summary, two to four whole sentences: who the members are (names and types), how
+      they relate (the central member's ties, the closest pair), where they are in the
+      corpus (text units per document, with positions), and, when it fits, the closest
+      pair's evidence sentence quoted whole; never a sentence cut with "…";
     - rating: the number of members plus internal relationships, at most 10 (GraphRAG's
       rating is the community's importance; a rule can only count its size);
-    - findings: one per internal relationship ("A – B": its description), at most 3;
-      without relationships, one per member.
+    - findings (at most 3): one per internal relationship, strongest first (combined
+      degree), or per member without any; each a whole sentence citing its text units
+      ("[Sources: a-christmas-carol.txt #12, #14]").
 
     Args:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
         entities / relationships: the full tables (degree / combined_degree filled).
         rows: :meth:`MemberRows.of` those tables, when the caller writes many reports;
             None: the community's rows are taken from the tables.
+        places: text unit id -> (document title, position of the unit in it), for the
+            citations and the summary's "where"; None: units are cited by short id.
+        picks: a model's reply to :meth:`ReportOptions.schema` (``llm_report_form``
+            ``choices``): its title, its sentence as the quoted evidence, its
+            relationships ("A – B") first among the findings and its rating stand
+            instead of the rules' choices; the sentences around them are the same.
 
     Returns:
         {title, summary, rating, rating_explanation, findings: [{summary, explanation}]}.
@@ -336,36 +545,99 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
     props = REPORT_TEMPLATE.schema["properties"]
     limit = {k: props[k].get("maxLength", 0) for k in ("title", "summary", "rating_explanation")}
     item = props["findings"]["items"]["properties"]
-    if rows is None:
-        rows = MemberRows.of(
-            entities.filter(pl.col("id").is_in(set(community["entity_ids"]))),
-            relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))))
-    # highest degree first, then title; strongest relationship first, then id (a missing
-    # degree sorts first, as a descending table sort puts nulls)
-    ents = sorted((rows.entities[i] for i in set(community["entity_ids"])
-                   if i in rows.entities),
-                  key=lambda e: (e[2] is not None, -(e[2] or 0), e[0]))
-    rels = sorted(((i, *rows.relationships[i]) for i in set(community["relationship_ids"])
-                   if i in rows.relationships),
-                  key=lambda r: (r[4] is not None, -(r[4] or 0), r[0]))
-    first = lambda d: (d or "").split("\n")[0].strip()  # noqa: E731
-    if rels:
-        pairs = [(f"{source} – {target}", first(desc)) for _, source, target, desc, _ in rels]
-    else:
-        pairs = [(title, first(desc)) for title, desc, _ in ents]
-    sentences = list(dict.fromkeys(d for _, d in pairs if d))
-    titles = [title for title, _, _ in ents] or ["(empty community)"]
-    summary = _clip(" ".join(sentences), limit["summary"]) if sentences else \
-        f"{_names(titles)}: {len(ents)} entities with no description."
+    ents, rels = _members(community, entities, relationships, rows)
+    picks = picks or {}
+    if picks.get("findings"):  # the model's relationships first, in its order
+        rank = {label: k for k, label in enumerate(dict.fromkeys(picks["findings"]))}
+        rels = sorted(rels, key=lambda r: rank.get(_finding_label(r[1], r[2]), len(rank)))
+    titles = [e[0] for e in ents] or ["(empty community)"]
     n_rel = len(community["relationship_ids"])
-    findings = [{"summary": _clip(name, item["summary"]["maxLength"]),
-                 "explanation": _clip(desc or name, item["explanation"]["maxLength"])}
-                for name, desc in pairs[:props["findings"]["maxItems"]]]
-    return {"title": _clip(_names(titles), limit["title"]), "summary": summary,
-            "rating": min(10, len(ents) + n_rel),
-            "rating_explanation": _clip(
-                f"Built by rules from {len(ents)} entities and {n_rel} relationships; "
-                "rated by size.", limit["rating_explanation"]),
+    units = sorted(set(community.get("text_unit_ids") or [])
+                   | {u for r in rels for u in (r[5] or [])})
+
+    # title: the closest pair as the text states it, or the central members
+    title = picks.get("title") or _title_options(titles, rels[:1], limit["title"])[0]
+
+    # summary: who, how, where, and the evidence when it fits
+    kinds = {}
+    for e in ents:
+        kinds[e[3]] = kinds.get(e[3], 0) + 1
+    typed = [_counted(n, *_TYPE_WORDS[t]) for t, n in sorted(
+        kinds.items(), key=lambda kv: (-kv[1], str(kv[0]))) if t in _TYPE_WORDS]
+    other = sum(n for t, n in kinds.items() if t not in _TYPE_WORDS)
+    typed += [_counted(other, "other name", "other names")] if other else []
+    who_names = _head_names(titles, 3 if len(titles) <= 3 else 2)
+    size = ("is a community of one entity" if len(ents) == 1
+            else f"form a community of {len(ents)} entities")
+    parts: dict[str, str] = {
+        "who": f"{who_names} {size}" + (f": {_names(typed)}." if typed else ".")}
+    if rels:
+        _, src, dst, desc, _, rel_units = rels[0]
+        centre = titles[0]
+        ties = sum(1 for r in rels if centre in (r[1], r[2]))
+        together = _counted(len(set(rel_units or [])), 'text unit', 'text units')
+        parts["how"] = (f"{centre} is tied to {_counted(ties, 'other member', 'other members')}"
+                        f"; the closest pair, {src} and {dst}, is named together in "
+                        f"{together}." if ties and len(ents) > 2 else
+                        f"{src} and {dst} are named together in {together}.")
+    elif len(ents) > 1:
+        parts["how"] = "No relationship joins them inside the community."
+    if units:
+        parts["where"] = (f"They appear in {_counted(len(units), 'text unit', 'text units')} "
+                          f"({_places(units, places)}).")
+    quote = picks.get("sentence") or _quote(rels[0][3] if rels else ents[0][1] if ents else "",
+                                            limit["summary"])
+    if quote:
+        parts["quote"] = f"The text says: \"{quote}\""
+    # whole sentences only: those that fit, by priority (a chosen sentence before the
+    # rules' "how"), written in reading order
+    priority = ["who", "quote", "where", "how"] if picks.get("sentence") else \
+        ["who", "how", "where", "quote"]
+    if len(parts["who"]) > limit["summary"]:
+        parts["who"] = _clip(f"{_head_names(titles, 1)} form a community of {len(ents)} "
+                             "entities.", limit["summary"])
+    kept, total = set(), -1
+    for key in priority:
+        if key in parts and total + 1 + len(parts[key]) <= limit["summary"]:
+            kept.add(key)
+            total += 1 + len(parts[key])
+    summary = " ".join(parts[k] for k in ("who", "how", "quote", "where") if k in kept)
+
+    # findings: whole sentences citing their text units
+    findings: list[dict] = []
+    used: set[str] = set()  # quotes already a finding's: one sentence says one thing once
+    for _, src, dst, desc, _, rel_units in rels[:props["findings"]["maxItems"]]:
+        cite = f" [Sources: {_places(rel_units or [], places)}]" if rel_units else ""
+        phrase = _relation_phrase(src, dst, desc)
+        head = f"{src} {phrase} {dst}" if phrase else f"{src} and {dst}"
+        if words(head) == words(title):  # the title already says it: name the pair
+            head = _finding_label(src, dst)
+        head = _clip(head, item["summary"]["maxLength"])
+        quote = _quote(desc, item["explanation"]["maxLength"] - len(cite))
+        quote = "" if quote in used else quote
+        used.add(quote)
+        body = quote or (f"{src} and {dst} are named together in "
+                         f"{_counted(len(set(rel_units or [])), 'text unit', 'text units')}.")
+        findings.append({"summary": head,
+                         "explanation": _clip(body + cite, item["explanation"]["maxLength"])})
+    if not findings:
+        for e in ents[:props["findings"]["maxItems"]]:
+            e_units = e[4] or []
+            cite = f" [Sources: {_places(e_units, places)}]" if e_units else ""
+            quote = _quote(e[1], item["explanation"]["maxLength"] - len(cite))
+            quote = "" if quote in used else quote
+            used.add(quote)
+            body = quote or f"{e[0]} is named in " \
+                f"{_counted(len(set(e_units)), 'text unit', 'text units')}."
+            findings.append({"summary": _clip(e[0], item["summary"]["maxLength"]),
+                             "explanation": _clip(body + cite, item["explanation"]["maxLength"])})
+    rated = (f"Rated by the model from {len(ents)} entities and {n_rel} relationships."
+             if "rating" in picks else
+             f"Built by rules from {len(ents)} entities and {n_rel} relationships; "
+             "rated by size.")
+    return {"title": title, "summary": summary,
+            "rating": int(picks["rating"]) if "rating" in picks else min(10, len(ents) + n_rel),
+            "rating_explanation": _clip(rated, limit["rating_explanation"]),
             "findings": findings or [{"summary": _clip(titles[0], item["summary"]["maxLength"]),
                                       "explanation": "No description."}]}
 
@@ -523,10 +795,13 @@ class WrittenReport:
 
 def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: IndexSettings,
                      entities: pl.DataFrame, relationships: pl.DataFrame,
-                     title_of: dict[str, str]) -> WrittenReport:
+                     title_of: dict[str, str],
+                     places: dict[str, tuple[str, int]] | None = None) -> WrittenReport:
     """Ask ``llm`` for ``community``'s report from ``context`` and check the reply.
 
-    One structured call (stage ``community_reports``, item the community number,
+    With ``settings.llm_report_form`` ``choices`` (the default) the model chooses the
+    report's parts among options of the community's data (:func:`_write_choices_report`).
+    With ``free``: one structured call (stage ``community_reports``, item the community number,
     :data:`REPORT_TEMPLATE` with :func:`report_schema`'s schema, seed ``settings.seed``);
     the reply is checked by :func:`check_report` against ``context`` and the members'
     titles; a rejected reply is replaced by :func:`rule_report`. Decoding stops once a
@@ -542,18 +817,24 @@ def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: In
         settings: ``seed`` and ``report_brief_max_members``.
         entities / relationships: the full tables (for the rule report).
         title_of: entity id -> title.
+        places: text unit id -> (document title, position), for the rule report
+            (:func:`rule_report`).
 
     Returns:
         a :class:`WrittenReport`; never raises for a bad reply.
     """
     item = str(community["community"])
+    if settings.llm_report_form == "choices":
+        return _write_choices_report(llm, community, context, settings, entities,
+                                     relationships, title_of, places)
     obj, failure = structured_call(llm, REPORT_TEMPLATE, STAGE, item, settings.seed,
                                    schema=report_schema(community, settings),
                                    stop_on_loop=True, context=context)
 
     def rejected(why: str, reply: str) -> WrittenReport:
         # published as the rule report, the reply kept in the failures row
-        return WrittenReport(rule_report(community, entities, relationships), "rules",
+        return WrittenReport(rule_report(community, entities, relationships, places=places),
+                             "rules",
                              rejected={"stage": STAGE, "item_id": item,
                                        "reason": REJECTED + why, "detail": reply})
 
@@ -566,3 +847,35 @@ def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: In
     if problems:
         return rejected("; ".join(problems), json.dumps(obj, ensure_ascii=False))
     return WrittenReport(obj, "llm", failure=failure)
+
+
+def _write_choices_report(llm: LLMCaller, community: dict, context: str,
+                          settings: IndexSettings, entities: pl.DataFrame,
+                          relationships: pl.DataFrame, title_of: dict[str, str],
+                          places: dict[str, tuple[str, int]] | None) -> WrittenReport:
+    """:func:`write_llm_report` with ``llm_report_form`` ``choices``: one structured call
+    (:data:`CHOICES_TEMPLATE`, the community's :func:`report_options` listed under its
+    context and as the reply's enums), then :func:`rule_report` with the reply as its
+    picks. The report is checked as a free one is (:func:`check_report`), against the
+    context, the options and the documents it cites: what it names comes from there by
+    construction, so a rejection would mean a bug, and it is still published as the
+    rule report with a failures row. A reply that does not parse twice: no report and the
+    failure row (the caller publishes the rule report)."""
+    item = str(community["community"])
+    options = report_options(community, entities, relationships)
+    obj, failure = structured_call(llm, CHOICES_TEMPLATE, STAGE, item, settings.seed,
+                                   schema=options.schema(), context=context,
+                                   options=options.text())
+    if obj is None:
+        return WrittenReport(None, "", failure=failure)
+    report = rule_report(community, entities, relationships, places=places, picks=obj)
+    cited = "\n".join(sorted({doc for doc, _ in (places or {}).values()}))
+    problems = check_report(report, f"{context}\n{options.text()}\n{cited}",
+                            [title_of[e] for e in community["entity_ids"] if e in title_of])
+    if problems:
+        return WrittenReport(rule_report(community, entities, relationships, places=places),
+                             "rules", rejected={
+                                 "stage": STAGE, "item_id": item,
+                                 "reason": REJECTED + "; ".join(problems),
+                                 "detail": json.dumps(obj, ensure_ascii=False)})
+    return WrittenReport(report, "llm", failure=failure)

@@ -287,7 +287,8 @@ def free_port() -> int:
 
 
 class LlamaCppServer(_Service):
-    """llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, the
+    """llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``, run by
+    :mod:`kgloom.llm.llama_server` so its model loads as kgloom's in-process one does; the
     ``llama-cpp-python[server]`` extra) in a subprocess on 127.0.0.1, for tests and
     benchmarks.
 
@@ -329,7 +330,7 @@ class LlamaCppServer(_Service):
                else tempfile.TemporaryFile())  # noqa: SIM115
         self._log = log
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", self.model_path,
+            [sys.executable, "-m", "kgloom.llm.llama_server", "--model", self.model_path,
              "--model_alias", self.model_alias, "--host", "127.0.0.1", "--port", str(self.port),
              "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
              "--n_threads_batch", str(self.n_threads_batch)],

@@ -8,7 +8,7 @@ from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, prev
 from kgloom.layout import COMMUNITY_REPORTS, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.report_writer import REJECTED, report_settings
-from kgloom.reports.community_reports import build_community_reports
+from kgloom.reports.community_reports import build_community_reports, unit_places
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.stats import write_stage_stats
 from kgloom.tokenizer import default_tokenizer
@@ -32,12 +32,15 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
                 if s.reuse_reports else None)
     claims = store.read(schemas.COVARIATES, schema=schemas.COVARIATES_SCHEMA)
     units = store.read(schemas.TEXT_UNITS, Level.CORPUS, schema=schemas.TEXT_UNITS_SCHEMA,
-                       columns=["id", "n_tokens"])  # not the texts
+                       columns=["id", "n_tokens", "document_id", "chunk_index"])  # no texts
+    docs = store.read(schemas.DOCUMENTS, Level.CORPUS, schema=schemas.DOCUMENTS_SCHEMA,
+                      columns=["id", "title"])
     cached = llm.open_for(s, index.out, log=context.log) if s.llm_reports == "eager" else None
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, COMMUNITY_REPORTS),
         previous=previous, claims=claims,
-        unit_tokens=dict(zip(units["id"].to_list(), units["n_tokens"].to_list())))
+        unit_tokens=dict(zip(units["id"].to_list(), units["n_tokens"].to_list())),
+        unit_places=unit_places(units, docs))
     if cached is not None:
         cached.release()  # the model, now (CachedLLM.release)
     store.write(reports, schemas.COMMUNITY_REPORTS)

@@ -29,6 +29,49 @@ if TYPE_CHECKING:  # llama_cpp itself is imported where a model is loaded
 _PREV_TOKENS = 8  # tokens before the new ones _LoopStop passes when it detokenizes them
 _COUNTED_MAX = 256  # texts whose token counts a backend remembers (count_tokens)
 
+# llama.cpp's CPU "extra buffer types" (the AMX kernels, repacked weights) crashed
+# llama_decode with SIGSEGV at the first prompt of the bundled Q4_1 file on a machine
+# whose CPU backend reports AMX_INT8 (2026-12-06, llama-cpp-python 0.3.36: every call,
+# any thread count or batch size, choice or grammar path); without them the same calls
+# run. The BF16/F16 copy the pipeline loads by default uses none.
+_AMX = "AMX_INT8 = 1"
+_PARAMS_LOCK = threading.Lock()
+
+
+def needs_plain_buffers(system_info: str) -> bool:
+    """True when llama.cpp's ``system_info`` line reports the AMX kernels, under which a
+    quantized model must load without extra buffer types (:func:`plain_cpu_buffers`)."""
+    return _AMX in system_info
+
+
+@contextlib.contextmanager
+def plain_cpu_buffers() -> Iterator[bool]:
+    """While open, a ``llama_cpp.Llama`` built in this process loads with llama.cpp's
+    ``use_extra_bufts`` off where :func:`needs_plain_buffers` says so; yields whether it
+    did. ``Llama`` takes no such argument, so the model's default parameters are wrapped
+    for that time (one load at a time)."""
+    import llama_cpp
+    import llama_cpp.llama as module
+
+    info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    lowlevel = module.llama_cpp
+    original = lowlevel.llama_model_default_params
+    if not needs_plain_buffers(info) or not hasattr(original(), "use_extra_bufts"):
+        yield False
+        return
+
+    def params() -> Any:
+        p = original()
+        p.use_extra_bufts = False
+        return p
+
+    with _PARAMS_LOCK:
+        lowlevel.llama_model_default_params = params
+        try:
+            yield True
+        finally:
+            lowlevel.llama_model_default_params = original
+
 class _GrammarFirstSampler:
     """Greedy sampling under a llama.cpp grammar that checks the grammar on the best
     token first and on the whole vocabulary only when that token is not allowed.
@@ -337,7 +380,8 @@ class LlamaCppBackend:
         if self._model is None:
             with self._load_lock:
                 if self._model is None:
-                    self._model = self._make()
+                    with plain_cpu_buffers():
+                        self._model = self._make()
                     self._vocab = None
         return self._model
 

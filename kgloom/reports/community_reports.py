@@ -63,6 +63,18 @@ def source_tokens(community: dict, relationship_units: dict[str, list[str] | Non
     return sum(unit_tokens[u] for u in units) if units else None
 
 
+def unit_places(text_units: pl.DataFrame, documents: pl.DataFrame
+                ) -> dict[str, tuple[str, int]]:
+    """{text unit id: (its document's title, its ``chunk_index``)} from text units (id,
+    document_id, chunk_index) and documents (id, title); units of no listed document are
+    left out."""
+    title = dict(zip(documents["id"].to_list(), documents["title"].to_list()))
+    return {u: (title[d], k) for u, d, k in zip(text_units["id"].to_list(),
+                                                 text_units["document_id"].to_list(),
+                                                 text_units["chunk_index"].to_list())
+            if d in title}
+
+
 def needs_llm_report(community: dict, settings: IndexSettings,
                      relationship_units: dict[str, list[str] | None] | None = None,
                      unit_tokens: dict[str, int] | None = None) -> bool:
@@ -90,15 +102,18 @@ def needs_llm_report(community: dict, settings: IndexSettings,
 
 def _write(llm: CachedLLM, settings: IndexSettings, entities: pl.DataFrame,
            relationships: pl.DataFrame, title_of: dict[str, str],
-           job: tuple[dict, str, str]) -> WrittenReport:
+           job: tuple[dict, str, str],
+           unit_places: dict[str, tuple[str, int]] | None = None) -> WrittenReport:
     """One job of :func:`build_community_reports` (community, key, context) written by
     :func:`kgloom.report_writer.write_llm_report` (run ``llm.concurrency`` at a time)."""
-    return write_llm_report(llm, job[0], job[2], settings, entities, relationships, title_of)
+    return write_llm_report(llm, job[0], job[2], settings, entities, relationships, title_of,
+                            unit_places)
 
 
 def _write_unless_given_up(llm: CachedLLM, settings: IndexSettings, entities: pl.DataFrame,
                            relationships: pl.DataFrame, title_of: dict[str, str],
                            rejected_run: list[int],
+                           unit_places: dict[str, tuple[str, int]] | None,
                            job: tuple[dict, str, str]) -> WrittenReport | None:
     """:func:`_write`, or None without a call once ``settings.report_llm_give_up_after``
     replies in a row were rejected (``rejected_run[0]`` counts them; a kept reply resets
@@ -106,7 +121,7 @@ def _write_unless_given_up(llm: CachedLLM, settings: IndexSettings, entities: pl
     give_up = settings.report_llm_give_up_after
     if give_up and rejected_run[0] >= give_up:
         return None
-    reply = _write(llm, settings, entities, relationships, title_of, job)
+    reply = _write(llm, settings, entities, relationships, title_of, job, unit_places)
     rejected_run[0] = rejected_run[0] + 1 if reply.rejected else 0
     return reply
 
@@ -152,6 +167,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             previous: pl.DataFrame | None = None,
                             claims: pl.DataFrame | None = None,
                             unit_tokens: dict[str, int] | None = None,
+                            unit_places: dict[str, tuple[str, int]] | None = None,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Build a report for every community, deepest level first (the caller writes them).
 
@@ -192,6 +208,9 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             context lists its members' claims.
         unit_tokens: text unit id -> ``n_tokens``, for ``report_llm_min_source_tokens``
             (:func:`needs_llm_report`); None: that rule is not applied.
+        unit_places: text unit id -> (document title, the unit's ``chunk_index``): where
+            rule reports say their members are and what their findings cite
+            (:func:`kgloom.report_writer.rule_report`); None: units cited by short id.
 
     Returns:
         (reports, failures, context_methods): reports conform to
@@ -253,7 +272,8 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             if by != "llm":  # rules, or rules awaiting the LLM report (lazy)
                 methods[by] = methods.get(by, 0) + 1
                 answers.append((c, key, by,
-                                rule_report(c, entities, relationships, member_rows), None))
+                                rule_report(c, entities, relationships, member_rows,
+                                            unit_places), None))
                 finished += 1
                 tick(0, total)
                 continue
@@ -268,14 +288,15 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
             if llm is None:
                 raise ValueError("LLM reports asked for with no model (llm=None)")
             write = functools.partial(_write_unless_given_up, llm, settings, entities,
-                                      relationships, title_of, rejected_run)
+                                      relationships, title_of, rejected_run, unit_places)
             replies = llm.map(write, jobs, tick)
         for (c, key, _), reply in zip(jobs, replies):
             if reply is None:  # the stage gave up on LLM reports: lazy, as global search
                 lazy_key = report_key(c, "", settings, claim_ids_of[c["community"]], "lazy")
                 methods["lazy_after_rejections"] = methods.get("lazy_after_rejections", 0) + 1
                 answers.append((c, lazy_key, "lazy",
-                                rule_report(c, entities, relationships, member_rows), None))
+                                rule_report(c, entities, relationships, member_rows,
+                                            unit_places), None))
                 continue
             if reply.rejected:  # published as the rule report, the reply kept in the row
                 failures.append(reply.rejected)

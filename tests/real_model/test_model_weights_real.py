@@ -24,7 +24,10 @@ PROMPT = ("Marley was dead: to begin with. There is no doubt whatever about that
 def _next_token_probs(path) -> np.ndarray:
     from llama_cpp import Llama
 
-    llm = Llama(model_path=str(path), n_ctx=256, n_threads=1, verbose=False)
+    from kgloom.llm.llamacpp import plain_cpu_buffers
+
+    with plain_cpu_buffers():  # no AMX kernels, which crashed on the Q4_1 file
+        llm = Llama(model_path=str(path), n_ctx=256, n_threads=1, verbose=False)
     llm.eval(llm.tokenize(PROMPT.encode()))
     logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1),
                                    shape=(llm.n_vocab(),)).astype(np.float64)

@@ -449,3 +449,14 @@ def test_reply_validation_reports_what_jsonschema_validate_reports():
         with pytest.raises(jsonschema.ValidationError) as theirs:
             jsonschema.validate(bad, schema)
         assert ours.value.message == theirs.value.message
+
+
+def test_amx_machines_load_models_without_extra_buffer_types():
+    # llama.cpp's AMX kernels crashed llama_decode on the bundled Q4_1 file
+    from kgloom.llm.llamacpp import needs_plain_buffers
+
+    amx = ("CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | "
+           "OPENMP = 1 | REPACK = 1 |")
+    assert needs_plain_buffers(amx)
+    assert not needs_plain_buffers(amx.replace("AMX_INT8 = 1", "AMX_INT8 = 0"))
+    assert not needs_plain_buffers("CPU : SSE3 = 1 | AVX2 = 1 | REPACK = 1 |")

@@ -33,6 +33,9 @@ def tables() -> dict[str, pl.DataFrame]:
     return t
 
 
+# the model writes every field (GraphRAG's form): what most tests here check; the default
+# form, where the model chooses among options of the data, is tested at the end
+FREE = {"llm_report_form": "free"}
 # every community gets an LLM report (the sizing rule off), as before reports were sized
 ALL_LLM = {"report_llm_min_members": 0, "report_llm_min_relationships": 0,
            "report_llm_min_source_tokens": 0}
@@ -51,7 +54,7 @@ def test_every_community_gets_a_graphrag_report(tmp_path, tables):
     llm = _llm(tmp_path, backend)
     reports, failures, methods = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
-        llm, IndexSettings(**ALL_LLM), default_tokenizer())
+        llm, IndexSettings(**FREE, **ALL_LLM), default_tokenizer())
 
     assert failures.height == 0
     assert set(reports["generated_by"]) == {"llm"}
@@ -85,7 +88,7 @@ def test_every_community_gets_a_graphrag_report(tmp_path, tables):
 
 def test_reports_are_cached_and_failures_are_rows(tmp_path, tables):
     args = (tables["communities"], tables["entities"], tables["relationships"])
-    settings, tok = IndexSettings(**ALL_LLM), default_tokenizer()
+    settings, tok = IndexSettings(**FREE, **ALL_LLM), default_tokenizer()
     first, _, _ = build_community_reports(*args, _llm(tmp_path, FakeBackend()), settings, tok)
     again_backend = FakeBackend()
     second, _, _ = build_community_reports(*args, _llm(tmp_path, again_backend), settings, tok)
@@ -123,7 +126,7 @@ def test_parents_use_child_reports_when_over_budget(tmp_path, tables):
     backend = _Recording()
     reports, failures, methods = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
-        _llm(tmp_path, backend), IndexSettings(report_max_input_tokens=60, **ALL_LLM),
+        _llm(tmp_path, backend), IndexSettings(**FREE, report_max_input_tokens=60, **ALL_LLM),
         default_tokenizer())
     assert failures.height == 0
     assert reports["rank"].to_list() == [7.0] * reports.height
@@ -206,7 +209,7 @@ def test_report_template_schema_bounds_the_rating():
 def test_only_communities_whose_structure_changed_get_a_new_report(tmp_path, tables):
     backend = FakeBackend()
     llm = _llm(tmp_path, backend)
-    args = (tables["entities"], tables["relationships"], llm, IndexSettings(),
+    args = (tables["entities"], tables["relationships"], llm, IndexSettings(**FREE),
             default_tokenizer())
     first, _, _ = build_community_reports(tables["communities"], *args)
     calls = backend.calls
@@ -254,7 +257,7 @@ def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path,
     backend = _Messages()
     reports, failures, methods = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
-        _llm(tmp_path, backend), IndexSettings(), default_tokenizer())
+        _llm(tmp_path, backend), IndexSettings(**FREE), default_tokenizer())
     assert failures.height == 0 and reports.height == tables["communities"].height
     by = dict(reports.select("community", "generated_by").iter_rows())
     # 0 (5 members) and 2 (3 members, 2 relationships) reach both defaults (3 and 2);
@@ -264,9 +267,17 @@ def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path,
     assert methods["rules"] == 2 and methods["carried_down"] == 1
     bob = reports.filter(pl.col("community") == 4).row(0, named=True)
     assert bob["title"] == "BOB CRATCHIT and TINY TIM"
-    assert bob["summary"] == "Tiny Tim is Bob Cratchit's youngest son"
+    # whole sentences: who, how (with the evidence quoted whole), where; no "…" cut
+    unit = tables["relationships"].filter(pl.col("source") == "BOB CRATCHIT")[
+        "text_unit_ids"][0][0]
+    assert bob["summary"] == (
+        "BOB CRATCHIT and TINY TIM form a community of 2 entities: 2 people. BOB CRATCHIT "
+        "and TINY TIM are named together in 1 text unit. The text says: \"Tiny Tim is Bob "
+        f"Cratchit's youngest son.\" They appear in 1 text unit (units {unit[:8]}).")
+    # a finding repeats no other field: the pair is named as a pair
     assert bob["findings"] == [{"summary": "BOB CRATCHIT – TINY TIM",
-                                "explanation": "Tiny Tim is Bob Cratchit's youngest son"}]
+                                "explanation": "Tiny Tim is Bob Cratchit's youngest son. "
+                                               f"[Sources: units {unit[:8]}]"}]
     assert bob["rank"] == 3.0  # 2 members + 1 relationship
     assert bob["full_content"].startswith("# BOB CRATCHIT and TINY TIM\n")
     for r in reports.filter(pl.col("generated_by") == "rules").iter_rows(named=True):
@@ -278,7 +289,7 @@ def test_small_communities_get_rule_reports_and_large_ones_llm_reports(tmp_path,
     again, _, _ = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
         _llm(tmp_path / "b", backend2),
-        IndexSettings(report_llm_min_members=2, report_llm_min_relationships=1),
+        IndexSettings(**FREE, report_llm_min_members=2, report_llm_min_relationships=1),
         default_tokenizer())
     assert set(again["generated_by"]) == {"llm"} and len(backend2.calls) == 4
     # the report key says how a report was written: a threshold change rewrites it
@@ -311,7 +322,7 @@ def test_report_prompts_share_their_fixed_prefix(tmp_path, tables):
     backend = _Messages()
     build_community_reports(tables["communities"], tables["entities"],
                             tables["relationships"], _llm(tmp_path, backend),
-                            IndexSettings(**ALL_LLM), default_tokenizer())
+                            IndexSettings(**FREE, **ALL_LLM), default_tokenizer())
     assert len(backend.calls) >= 2
     first, second = backend.calls[0], backend.calls[1]
     assert first[:-1] == second[:-1]  # system prompt and worked example
@@ -331,7 +342,7 @@ def test_every_community_of_three_or_more_members_gets_an_llm_report(tmp_path, t
         backend = _Messages()
         reports, failures, _ = build_community_reports(
             comms, tables["entities"], tables["relationships"],
-            _llm(tmp_path / str(keep), backend), IndexSettings(), default_tokenizer())
+            _llm(tmp_path / str(keep), backend), IndexSettings(**FREE), default_tokenizer())
         assert failures.height == 0
         by = dict(reports.select("community", "generated_by").iter_rows())
         sizes = dict(comms.select("community", "size").iter_rows())
@@ -343,7 +354,7 @@ def test_every_community_of_three_or_more_members_gets_an_llm_report(tmp_path, t
         strict, _, _ = build_community_reports(
             comms, tables["entities"], tables["relationships"],
             _llm(tmp_path / f"s{keep}", backend2),
-            IndexSettings(report_llm_min_relationships=2), default_tokenizer())
+            IndexSettings(**FREE, report_llm_min_relationships=2), default_tokenizer())
         assert dict(strict.select("community", "generated_by").iter_rows())[2] == "rules"
         assert len(backend2.calls) == len(backend.calls) - 1
 
@@ -372,7 +383,7 @@ def test_reports_are_sized_to_the_community(tmp_path, tables):
     backend = _Schemas()
     reports, failures, _ = build_community_reports(
         *args, _llm(tmp_path / "a", backend),
-        IndexSettings(**ALL_LLM, report_brief_max_members=3), default_tokenizer())
+        IndexSettings(**FREE, **ALL_LLM, report_brief_max_members=3), default_tokenizer())
     assert failures.height == 0 and set(reports["generated_by"]) == {"llm"}
     by_size = {}
     for messages, schema, max_tokens in backend.seen:
@@ -394,12 +405,13 @@ def test_reports_are_sized_to_the_community(tmp_path, tables):
 
     off = _Schemas()
     build_community_reports(*args, _llm(tmp_path / "b", off),
-                            IndexSettings(**ALL_LLM, report_brief_max_members=0),
+                            IndexSettings(**FREE, **ALL_LLM, report_brief_max_members=0),
                             default_tokenizer())
     assert {json.dumps(s) for _, s, _ in off.seen} == {json.dumps(REPORT_TEMPLATE.schema)}
 
     small = _community(tables, 2)  # 3 members
-    keys = {report_key(small, "m", IndexSettings(report_brief_max_members=n)) for n in (0, 3, 5)}
+    keys = {report_key(small, "m", IndexSettings(**FREE, report_brief_max_members=n))
+            for n in (0, 3, 5)}
     assert len(keys) == 2  # brief at 3 and 5 (the same report), full at 0
 
 
@@ -444,7 +456,8 @@ def test_communities_from_passages_shorter_than_a_report_get_rule_reports(tmp_pa
 
     def run(tokens: dict | None, name: str, **settings):
         reports, failures, _ = build_community_reports(
-            comms, ents, rels, _llm(tmp_path / name, FakeBackend()), IndexSettings(**settings),
+            comms, ents, rels, _llm(tmp_path / name, FakeBackend()),
+            IndexSettings(**FREE, **settings),
             default_tokenizer(), unit_tokens=tokens)
         assert failures.height == 0
         return dict(reports.select("community", "generated_by").iter_rows())
@@ -554,7 +567,7 @@ def test_a_rejected_reply_is_replaced_by_the_rule_report_with_a_failures_row(
     backend = _Scripted(reply)
     reports, failures, _ = build_community_reports(
         only, tables["entities"], tables["relationships"], _llm(tmp_path, backend),
-        IndexSettings(), default_tokenizer())
+        IndexSettings(**FREE), default_tokenizer())
     assert backend.calls == 1
     assert reports.height == 1 and reports["generated_by"].to_list() == ["rules"]
     rule = rule_report(_community(tables, 2), tables["entities"], tables["relationships"])
@@ -590,7 +603,7 @@ def test_a_reply_stopped_in_a_loop_is_rejected_and_counts_toward_giving_up(tmp_p
     backend = _StoppedInALoop()
     reports, failures, _ = build_community_reports(
         only, tables["entities"], tables["relationships"], _llm(tmp_path, backend),
-        IndexSettings(), default_tokenizer())
+        IndexSettings(**FREE), default_tokenizer())
     assert backend.calls == 1  # not retried
     rule = rule_report(_community(tables, 2), tables["entities"], tables["relationships"])
     assert reports["generated_by"].to_list() == ["rules"]
@@ -603,7 +616,7 @@ def test_a_reply_stopped_in_a_loop_is_rejected_and_counts_toward_giving_up(tmp_p
     every = _StoppedInALoop()
     reports, failures, methods = build_community_reports(
         tables["communities"], tables["entities"], tables["relationships"],
-        _llm(tmp_path / "all", every), IndexSettings(**ALL_LLM, report_llm_give_up_after=2),
+        _llm(tmp_path / "all", every), IndexSettings(**FREE, **ALL_LLM, report_llm_give_up_after=2),
         default_tokenizer())
     assert every.calls == 2 and methods["lazy_after_rejections"] > 0
     assert failures.filter(pl.col("reason").str.starts_with(REJECTED)).height == 2
@@ -613,7 +626,7 @@ def test_a_grounded_reply_is_published(tmp_path, tables):
     only = tables["communities"].filter(pl.col("community") == 2)
     reports, failures, _ = build_community_reports(
         only, tables["entities"], tables["relationships"], _llm(tmp_path, _Scripted(_GOOD)),
-        IndexSettings(), default_tokenizer())
+        IndexSettings(**FREE), default_tokenizer())
     assert failures.height == 0 and reports["generated_by"].to_list() == ["llm"]
     assert reports["summary"][0] == _GOOD["summary"]
 
@@ -650,3 +663,105 @@ def test_rule_report_orders_members_by_degree_then_title_from_the_tables_or_the_
     ids = sorted(set(c["relationship_ids"]))
     rel_rows = {r["id"]: r for r in rels.iter_rows(named=True)}
     assert obj["findings"][0]["summary"].startswith(rel_rows[ids[0]]["source"])
+
+
+def test_a_rule_report_is_whole_sentences_a_relation_title_and_cited_findings():
+    import jsonschema
+
+    from kgloom.report_writer import TITLE_MAX_WORDS, rule_report
+
+    long = ("Zephyr Mills, the largest of the valley's spinning concerns, supplies Yarrow "
+            "Textiles with wool every season, as it has done for three generations of the "
+            "family, and the carts leave at dawn.")
+    ents = pl.DataFrame({
+        "id": ["z", "y", "a"], "title": ["Zephyr Mills", "Yarrow Textiles", "Alder Retail"],
+        "description": ["A mill.", "A weaver.", "A shop"], "degree": [3, 2, 1],
+        "type": ["ORGANIZATION", "ORGANIZATION", "LOCATION"],
+        "text_unit_ids": [["u1"], ["u1", "u2"], ["u2"]]})
+    rels = pl.DataFrame({
+        "id": ["r1", "r2"], "source": ["Zephyr Mills", "Yarrow Textiles"],
+        "target": ["Yarrow Textiles", "Alder Retail"],
+        "description": ["Zephyr Mills supplies Yarrow Textiles with wool.\n" + long,
+                        long + "\nYarrow Textiles sells to Alder Retail"],
+        "combined_degree": [4, 3], "text_unit_ids": [["u1"], ["u2"]]})
+    community = {"entity_ids": ["z", "y", "a"], "relationship_ids": ["r1", "r2"],
+                 "text_unit_ids": ["u1", "u2"]}
+    places = {"u1": ("mills.txt", 0), "u2": ("retail.txt", 3)}
+    obj = rule_report(community, ents, rels, places=places)
+    jsonschema.validate(obj, REPORT_TEMPLATE.schema)
+    # the closest pair as its sentence states it
+    assert obj["title"] == "Zephyr Mills supplies Yarrow Textiles"
+    assert len(obj["title"].split()) <= TITLE_MAX_WORDS
+    summary = obj["summary"]
+    assert "…" not in summary and summary.endswith(".")
+    assert summary.startswith("Zephyr Mills, Yarrow Textiles and Alder Retail form a community "
+                              "of 3 entities: 2 organizations and 1 place.")
+    assert "mills.txt #0" in summary and "retail.txt #3" in summary  # where it lives
+    assert 2 <= summary.count(". ") + 1 <= 4
+    # findings: whole sentences (the long evidence is passed over for the short one),
+    # each citing where its text units are
+    # the title's statement is not repeated as a finding's summary
+    assert [f["summary"] for f in obj["findings"]] == [
+        "Zephyr Mills – Yarrow Textiles", "Yarrow Textiles sells to Alder Retail"]
+    assert obj["findings"][0]["explanation"] == (
+        "Zephyr Mills supplies Yarrow Textiles with wool. [Sources: mills.txt #0]")
+    assert obj["findings"][1]["explanation"] == (
+        "Yarrow Textiles sells to Alder Retail. [Sources: retail.txt #3]")
+    assert all("…" not in f["explanation"] for f in obj["findings"])
+
+
+class _Picks:
+    """Answers a choices reply: the last title, the last sentence, the relationships in
+    reverse order (the last one named twice), rating 7; records each call."""
+
+    model_id = "picks"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[list[dict], dict]] = []
+
+    def complete(self, messages, schema, max_tokens, seed, stop_on_loop=False):
+        self.seen.append((messages, schema))
+        props = schema["properties"]
+        reply = {"title": props["title"]["enum"][-1]}
+        if "sentence" in props:
+            reply["sentence"] = props["sentence"]["enum"][-1]
+        if "findings" in props:
+            labels = props["findings"]["items"]["enum"]
+            reply["findings"] = [*labels[::-1][:2], labels[-1]]
+        reply["rating"] = "7"
+        return Completion(json.dumps(reply), 1, 1, 0.0)
+
+
+def test_by_default_the_model_chooses_parts_of_its_report_among_the_datas_own(tmp_path,
+                                                                             tables):
+    import jsonschema
+
+    from kgloom.llm.choices import is_choice_schema
+    from kgloom.report_writer import report_key, report_options, rule_report
+
+    backend = _Picks()
+    reports, failures, _ = build_community_reports(
+        tables["communities"], tables["entities"], tables["relationships"],
+        _llm(tmp_path, backend), IndexSettings(**ALL_LLM), default_tokenizer())
+    # every attempted LLM report survives the grounding check: nothing to reject
+    assert failures.height == 0 and set(reports["generated_by"]) == {"llm"}
+    assert backend.seen
+    for messages, schema in backend.seen:
+        # a choice-only reply (the choice decoder reads it); the options are listed too
+        assert is_choice_schema(schema)
+        assert "\n\nOptions:\nTitles:\n1. " in messages[-1]["content"]
+    c = _community(tables, 0)
+    options = report_options(c, tables["entities"], tables["relationships"])
+    got = reports.filter(pl.col("community") == 0).row(0, named=True)
+    obj = json.loads(got["full_content_json"])
+    jsonschema.validate(obj, REPORT_TEMPLATE.schema)
+    assert obj["title"] == options.titles[-1] and obj["rating"] == 7
+    assert f'"{options.sentences[-1]}"' in obj["summary"]
+    picked = [label.replace(" – ", " and ") for label in options.findings[::-1][:2]]
+    assert [f["summary"] for f in obj["findings"]][:2] == picked
+    # the same shape and sentences as the rule report: only the picks differ
+    plain = rule_report(c, tables["entities"], tables["relationships"])
+    assert obj["summary"].split(". ")[0] == plain["summary"].split(". ")[0]
+    assert set(obj) == set(plain)
+    # the form is part of the reuse key
+    assert report_key(c, "m", IndexSettings()) != report_key(c, "m", IndexSettings(**FREE))
