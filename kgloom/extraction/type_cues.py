@@ -50,6 +50,16 @@ spiele election wahl élection wybory выборы crisis krise crise kryzys к�
 konferenz congress kongress siege belagerung uprising aufstand powstanie восстание
 massacre treaty vertrag traité traktat договор championship cup pokal coupe puchar
 кубок válka bitva povstání revoluce сражение""".split())
+# Feasts and holidays (English, German, French, Polish, Russian): alone, or before a word
+# for a time of day or year ("Christmas Eve", "Christmas-time", "Easter Sunday"), the name
+# of an event; "Christmas Carol", "Christmas Island" are not (their head decides).
+_HOLIDAYS = frozenset("""christmas easter whitsun pentecost michaelmas candlemas epiphany
+advent lent halloween hallowe'en thanksgiving passover hanukkah ramadan diwali
+weihnachten ostern pfingsten noël noel pâques toussaint wielkanoc рождество пасха""".split())
+_TIME_HEADS = frozenset("""day eve night time tide morning week season day's days eves
+nights tag abend nacht jour veille nuit dzień wigilia noc день вечер ночь""".split())
+_ORDINALS = frozenset("""first second third fourth fifth sixth seventh eighth ninth tenth
+eleventh twelfth""".split())
 # characters that are not human but speak and act (the gold convention: PERSON)
 _BEING_WORDS = frozenset("""ghost spirit phantom angel god goddess demon devil fairy giant
 witch wizard geist esprit fantôme duch дух""".split())
@@ -111,6 +121,20 @@ def _bounded_occurrences(name: str, text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _holiday(parts: list[str]) -> bool:
+    """Is a name of these lower-case words (hyphens split) a feast or holiday? One of
+    :data:`_HOLIDAYS` alone or before a word of :data:`_TIME_HEADS` ("Christmas Eve",
+    "Christmas-time"), an ordinal before one ("Twelfth-Night", "Seventh Day"), or "New
+    Year"."""
+    if len(parts) == 1:
+        return parts[0] in _HOLIDAYS
+    if len(parts) == 2:
+        first, head = parts
+        return (head in _TIME_HEADS and (first in _HOLIDAYS or first in _ORDINALS)) or (
+            first == "new" and head == "year")
+    return False
+
+
 def type_cue(name: str, text: str, hint: str = "") -> str:
     """Return the entity type that cues make plain for ``name`` in ``text``, or "".
 
@@ -119,11 +143,12 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     last word, or first for "X of Y") in the organization, location or event word
     lists (``University``, ``Street``, ``War`` and their German, French, Polish, Czech
     and Russian forms, also inflected: :func:`kgloom.names.morphology.is_form_of`)
-    -> that type, a ghost or spirit -> PERSON; for Russian, the proper-name tags of the
-    name's words (:func:`kgloom.names.morphology.name_type`: ``Антоном Чеховым`` ->
-    PERSON, ``Пречистенке`` -> LOCATION); the words around any occurrence in ``text``:
-    a speech, perception or motion verb, "was born"/"died"/"(born ...)", "'s wife",
-    ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/"near" (and their
+    -> that type, a ghost or spirit -> PERSON; a feast or holiday ("Christmas Eve",
+    "Twelfth-Night", "New Year": :func:`_holiday`) -> EVENT; for Russian, the
+    proper-name tags of the name's words (:func:`kgloom.names.morphology.name_type`:
+    ``Антоном Чеховым`` -> PERSON, ``Пречистенке`` -> LOCATION); the words around any
+    occurrence in ``text``: a speech, perception or motion verb, "was born"/"died"/"(born
+    ...)", "'s wife", ", who", a vocative ("..., Bob!'") -> PERSON, then "in"/"at"/"near" (and their
     equivalents, Czech ``v``, Slavic ``na``) or a place noun in an oblique case
     (``на станции Астапово``: "at the station Astapovo") before it -> LOCATION; an
     all-caps acronym of 2-6 letters -> ORGANIZATION. Cues come from common English usage
@@ -155,6 +180,8 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
             return "ORGANIZATION"
         if is_form_of(h, _LOC_WORDS):
             return "LOCATION"
+    if _holiday(parts):
+        return "EVENT"
     morph = name_type(words)
     if morph:
         return morph

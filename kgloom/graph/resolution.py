@@ -73,15 +73,21 @@ _COMPLEMENT_WORDS = frozenset({"of"})
 
 
 def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
-    """Does ``longer`` hold ``shorter`` as whole tokens, as its leading tokens or in its
-    head (before any :data:`_COMPLEMENT_WORDS`)? "Scrooge" is in "Ebenezer Scrooge",
-    "Ghost" and "Ghost of Christmas" in "Ghost of Christmas Past"; "Tiny Tim" is not in
-    "Spirit of Tiny Tim", nor "England" in "Bank of England": the complement of "of"
-    is another entity than the whole."""
+    """Does ``longer`` hold ``shorter`` as whole tokens, in its head (before any
+    :data:`_COMPLEMENT_WORDS`) or as leading tokens reaching past it? "Scrooge" is in
+    "Ebenezer Scrooge", "Ghost of Christmas" in "Ghost of Christmas Past"; "Tiny Tim" is
+    not in "Spirit of Tiny Tim", nor "England" in "Bank of England" (the complement of
+    "of" is another entity than the whole), nor is the head noun "Spirit" or "Bank" (the
+    class the complement picks one of, the last word(s) before "of"); "Kestrel" is in
+    "Kestrel Bank of Wessex"."""
     n = len(shorter)
     head = next((i for i, t in enumerate(longer) if t in _COMPLEMENT_WORDS), len(longer))
+    if head < len(longer) and n <= head and shorter == longer[head - n:head]:
+        # the head noun alone is the class the complement picks from: "Spirit" (88 times
+        # in the book, for every spirit) is not the "Spirit of Tiny Tim"
+        return False
     if longer[:n] == shorter:
-        return True  # a leading part holds the head: "Ghost of Christmas Yet"
+        return True  # a leading part past the head: "Ghost of Christmas Yet"
     return any(longer[i:i + n] == shorter for i in range(head - n + 1))
 
 

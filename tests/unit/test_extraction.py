@@ -526,3 +526,16 @@ def test_a_relationship_runs_the_way_its_sentence_reads_whatever_the_model_says(
     assert [(r["source"], r["target"]) for r in rels] == [
         ("Zephyr Mills", "Yarrow Textiles"), ("Quill Holdings", "Orchard Lane")]
     assert counts["relationships_turned_to_text"] == 2 and counts["relationships_dropped"] == 1
+
+
+def test_feasts_and_holidays_are_events_by_their_words_not_their_place():
+    from kgloom.extraction.type_cues import type_cue
+
+    text = "They met on Midsummer Eve."
+    for name in ("Easter", "Easter-tide", "Whitsun Eve", "Twelfth-Night", "New Year",
+                 "Noël", "Fifth Night"):
+        assert type_cue(name, text) == "EVENT", name
+    # a holiday word does not make a work, a place or a person an event
+    assert type_cue("Easter Island", text) == "LOCATION"
+    assert type_cue("An Easter Parade", text) != "EVENT"
+    assert type_cue("Doris Day", "Doris Day said nothing.") == "PERSON"

@@ -533,19 +533,24 @@ def test_embedding_merges_do_not_depend_on_the_search_block():
 
 
 def test_the_complement_of_of_is_another_entity_but_a_leading_part_is_the_whole():
-    # "Bank of Wessex" is not Wessex, the "Keeper of Aldric Venn" is not Aldric Venn; a
-    # bare "Bank" or the cut-off "Keeper of Aldric" still joins the whole name
+    # "Bank of Wessex" is not Wessex, the "Keeper of Aldric Venn" is not Aldric Venn, and
+    # the bare head "Bank" is the class, not that bank; the cut-off "Keeper of Aldric"
+    # and "Kestrel" (a word of its head) still join the whole name
     em, rm = _frames([("u1", "Bank of Wessex", "ORGANIZATION", "a bank"),
                       ("u1", "Wessex", "LOCATION", "a kingdom"),
                       ("u2", "Keeper of Aldric Venn", P, "a spirit"),
                       ("u2", "Aldric Venn", P, "a clerk"),
                       ("u2", "Keeper of Aldric", P, "a spirit"),
-                      ("u1", "Bank", "ORGANIZATION", "the bank")], [])
+                      ("u1", "Bank", "ORGANIZATION", "the bank"),
+                      ("u3", "Kestrel Bank of Hexham", "ORGANIZATION", "a bank"),
+                      ("u3", "Kestrel", "ORGANIZATION", "the bank")], [])
     entities, _, _ = resolve_entities(em, rm)
     groups = {t: set(a) for t, a in zip(entities["title"], entities["aliases"])}
-    assert set(groups) == {"Bank of Wessex", "Wessex", "Keeper of Aldric Venn", "Aldric Venn"}
+    assert set(groups) == {"Bank of Wessex", "Wessex", "Keeper of Aldric Venn", "Aldric Venn",
+                           "Bank", "Kestrel Bank of Hexham"}
     assert groups["Keeper of Aldric Venn"] == {"Keeper of Aldric Venn", "Keeper of Aldric"}
-    assert groups["Bank of Wessex"] == {"Bank of Wessex", "Bank"}
+    assert groups["Bank of Wessex"] == {"Bank of Wessex"}
+    assert groups["Kestrel Bank of Hexham"] == {"Kestrel Bank of Hexham", "Kestrel"}
 
 
 def test_co_mention_edges_keep_the_direction_their_mentions_give():

@@ -1,0 +1,137 @@
+"""Precision of an index's entities and relationships by hand labels on random samples:
+draw the samples, then score the labels; print and save JSON.
+
+Usage:
+    python bench/eval_labels.py draw --index /tmp/pool/out --kind entities --n 200 \\
+        --out bench/data/labels/pool-entities.jsonl
+    python bench/eval_labels.py score bench/data/labels/pool-entities.jsonl ...
+
+``draw`` takes ``n`` rows at random (``--seed``, default 0) from the index's
+``entities.parquet`` or ``relationships.parquet`` and writes one JSON object a line: the
+row's title, type and aliases (entities) or source, target, direction and description
+(relationships), with the texts of up to ``--units`` (3) of its text units, for a reader
+to label. A reader adds to each line:
+
+- entities: ``"accept"``: true when the title is a named thing (person, place,
+  organisation, work, event, ...) that a careful reader of those texts would list as an
+  entity, false for a common word, a heading, an interjection, a cut or run-on name;
+  ``"type_ok"``: whether its type fits (null when rejected);
+- relationships: ``"supported"``: true when the texts support the relation its
+  description states between the two entities; ``"direction_ok"``: true when source ->
+  target reads as the texts state it (or the relation is symmetric), false when reversed.
+
+``score`` reports, per file, the share accepted (entities) or supported and supported in
+the right direction (relationships), with a 95 % Wilson interval, and lists the rejected
+rows. How the labels were made is in ``bench/data/labels/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
+    """The Wilson score interval of ``k`` successes in ``n`` trials ([0, 0] for n = 0)
+    (Wilson 1927; the interval recommended by Brown, Cai & DasGupta 2001)."""
+    if n == 0:
+        return [0.0, 0.0]
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(centre - half, 4), round(centre + half, 4)]
+
+
+def draw(index: Path, kind: str, n: int, seed: int, units: int) -> list[dict]:
+    """``n`` random rows of ``kind`` (entities | relationships) of the index at
+    ``index``, each with the texts of up to ``units`` of its text units, for labelling.
+
+    Raises:
+        ValueError: an unknown ``kind``.
+    """
+    if kind not in ("entities", "relationships"):
+        raise ValueError(f"kind must be entities or relationships, got {kind!r}")
+    table = pl.read_parquet(index / f"{kind}.parquet")
+    texts = dict(pl.read_parquet(index / "text_units.parquet", columns=["id", "text"])
+                 .iter_rows())
+    rows = table.sample(min(n, table.height), seed=seed, shuffle=True)
+    out = []
+    for r in rows.iter_rows(named=True):
+        base = ({"id": r["id"], "title": r["title"], "type": r["type"],
+                 "aliases": r.get("aliases") or []} if kind == "entities" else
+                {"id": r["id"], "source": r["source"], "target": r["target"],
+                 "kind": r.get("kind"), "description": r["description"]})
+        base["texts"] = [texts[u] for u in (r["text_unit_ids"] or [])[:units] if u in texts]
+        out.append(base)
+    return out
+
+
+def score(lines: list[dict]) -> dict:
+    """Figures of one labelled file (see the module docstring); rows without their label
+    are counted as ``unlabelled`` and left out."""
+    if any("title" in x for x in lines):  # an entity sample
+        done = [x for x in lines if x.get("accept") is not None]
+        ok = sum(bool(x["accept"]) for x in done)
+        typed = [x for x in done if x["accept"] and x.get("type_ok") is not None]
+        return {"kind": "entities", "labelled": len(done),
+                "unlabelled": len(lines) - len(done),
+                "precision": round(ok / len(done), 4) if done else 0.0,
+                "precision_95ci": wilson(ok, len(done)),
+                "types": round(sum(bool(x["type_ok"]) for x in typed) / len(typed), 4)
+                if typed else 0.0,
+                "rejected": [x["title"] for x in done if not x["accept"]]}
+    done = [x for x in lines if x.get("supported") is not None]
+    sup = [x for x in done if x["supported"]]
+    right = [x for x in sup if x.get("direction_ok")]
+    return {"kind": "relationships", "labelled": len(done),
+            "unlabelled": len(lines) - len(done),
+            "supported": round(len(sup) / len(done), 4) if done else 0.0,
+            "supported_95ci": wilson(len(sup), len(done)),
+            "precision": round(len(right) / len(done), 4) if done else 0.0,
+            "precision_95ci": wilson(len(right), len(done)),
+            "reversed": [f"{x['source']} -> {x['target']}" for x in sup
+                         if x.get("direction_ok") is False],
+            "unsupported": [f"{x['source']} -> {x['target']}" for x in done
+                            if not x["supported"]]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("draw", help="write a sample to label")
+    d.add_argument("--index", required=True)
+    d.add_argument("--kind", choices=("entities", "relationships"), required=True)
+    d.add_argument("--n", type=int, default=200)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--units", type=int, default=3)
+    d.add_argument("--out", required=True)
+    s = sub.add_parser("score", help="score labelled samples")
+    s.add_argument("files", nargs="+")
+    s.add_argument("--save", default=str(ROOT / "bench" / "results" / "labels.json"))
+    args = ap.parse_args()
+    if args.command == "draw":
+        rows = draw(Path(args.index), args.kind, args.n, args.seed, args.units)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                          for r in rows), encoding="utf-8")
+        print(f"wrote {len(rows)} rows to {args.out}")
+        return
+    result = {Path(f).name: score([json.loads(x) for x in Path(f).read_text().splitlines()
+                                   if x.strip()]) for f in args.files}
+    for name, r in result.items():
+        print(name, {k: v for k, v in r.items() if not isinstance(v, list)})
+    from bench.stamp import save_result
+
+    save_result(args.save, result, args)
+
+
+if __name__ == "__main__":
+    main()
