@@ -753,10 +753,11 @@ def _repeats(fields: list[tuple[str, str]], findings: list[dict]) -> list[str]:
 # What an LLM report's prompt, schema and reuse key depend on besides the community and
 # the model: the index settings global search needs to write a lazy report exactly as
 # the reports stage would have (recorded in the stage's stats, ``report_settings``).
-REPORT_SETTINGS = ("seed", "report_max_input_tokens", "report_brief_max_members")
+REPORT_SETTINGS = ("seed", "report_max_input_tokens", "report_brief_max_members",
+                   "llm_report_form")
 
 
-def report_settings(settings: IndexSettings) -> dict[str, int]:
+def report_settings(settings: IndexSettings) -> dict[str, int | str]:
     """The :data:`REPORT_SETTINGS` of ``settings``, JSON-ready."""
     return {name: getattr(settings, name) for name in REPORT_SETTINGS}
 

@@ -97,10 +97,18 @@ def _compatible(genders_a: set[str], genders_b: set[str]) -> bool:
     return not ("f" in both and both & {"m", ""})
 
 
+# the type of a mention nothing typed (the fast method's uncued names; extraction's
+# NOT_AN_ENTITY): no evidence of a type, so it never outvotes one
+UNTYPED = "OTHER"
+
+
 def _vote(values: Iterable[str]) -> str:
-    """Most common value, ties broken alphabetically."""
+    """Most common value, ties broken alphabetically; :data:`UNTYPED` only when no other
+    value is given ("Jacob Marley" named 3 times with no cue and "Marley" twice after
+    "said" is a PERSON)."""
     counts = Counter(values)
-    return min(counts, key=lambda v: (-counts[v], v)) if counts else ""
+    typed = Counter({v: n for v, n in counts.items() if v != UNTYPED}) or counts
+    return min(typed, key=lambda v: (-typed[v], v)) if typed else ""
 
 
 class _UnionFind:

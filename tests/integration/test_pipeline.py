@@ -166,9 +166,10 @@ def test_second_run_makes_no_llm_call_and_report_prompt_edit_reruns_only_reports
     assert reused == again["rows"]["communities"]
     assert again["llm_cache_hits"] == (first["llm_calls"] + first["llm_cache_hits"]
                                        - first["llm"]["community_reports"]["calls"])
-    edited = dataclasses.replace(report_writer.REPORT_TEMPLATE,
-                                 user=report_writer.REPORT_TEMPLATE.user + "\nBe brief.")
-    monkeypatch.setattr(report_writer, "REPORT_TEMPLATE", edited)
+    # the prompt of the default form (the model choosing a report's parts)
+    edited = dataclasses.replace(report_writer.CHOICES_TEMPLATE,
+                                 user=report_writer.CHOICES_TEMPLATE.user + "\nBe brief.")
+    monkeypatch.setattr(report_writer, "CHOICES_TEMPLATE", edited)
     third = run_index(corpus, out)
     assert third["llm"]["extraction"]["calls"] == 0
     assert third["llm"].get("summaries", {}).get("calls", 0) == 0

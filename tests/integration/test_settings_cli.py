@@ -57,6 +57,8 @@ def test_the_index_settings_are_one_typed_field_of_the_resource():
             value = "leidenalg"
         elif name == "llm_reports":
             value = "lazy"
+        elif name == "llm_report_form":
+            value = "free"
         else:
             pytest.fail(f"no test value for {name}")
         resource = IndexConfigResource(index_settings=IndexSettingsConfig(**{name: value}))

@@ -19,7 +19,13 @@ from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE, LazyReportStore
 from kgloom.query.searcher import SearchConfig, Searcher
-from kgloom.report_writer import REJECTED, REPORT_TEMPLATE, report_settings, rule_report
+from kgloom.report_writer import (
+    CHOICES_TEMPLATE,
+    REJECTED,
+    REPORT_TEMPLATE,
+    report_settings,
+    rule_report,
+)
 from kgloom.reports.community_reports import build_community_reports, needs_llm_report
 from kgloom.tokenizer import default_tokenizer
 from tests.conftest import build_carol_tables
@@ -51,7 +57,8 @@ class Recording:
 
 
 def is_report_call(messages: list[dict]) -> bool:
-    return messages[0]["content"] == REPORT_TEMPLATE.system
+    """A call of either report form (the model writing it, or choosing its parts)."""
+    return messages[0]["content"] in (REPORT_TEMPLATE.system, CHOICES_TEMPLATE.system)
 
 
 def _llm(backend: Any, path: Path) -> CachedLLM:
@@ -156,6 +163,9 @@ def write_lazy_index(folder: Path, embedder, settings: IndexSettings) -> Path:
 
 
 LAZY = IndexSettings(**ALL_LLM, llm_reports="lazy", report_max_input_tokens=600, seed=7)
+# the model writes every field: the form whose replies the grounding check can reject
+LAZY_FREE = IndexSettings(**ALL_LLM, llm_reports="lazy", report_max_input_tokens=600, seed=7,
+                          llm_report_form="free")
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +258,7 @@ def test_global_search_without_the_model_reads_the_rule_reports(lazy_index, tmp_
 
 def test_a_rejected_lazy_report_keeps_the_rule_report_and_is_not_asked_again(
         tmp_path_factory, tmp_path, embedder):
-    index = write_lazy_index(tmp_path_factory.mktemp("lazy_rejected"), embedder, LAZY)
+    index = write_lazy_index(tmp_path_factory.mktemp("lazy_rejected"), embedder, LAZY_FREE)
 
     def invented(messages, schema):  # names nobody in the context
         return {"title": "Sherlock Holmes", "summary": "Sherlock Holmes lives in Baker Street.",
@@ -338,11 +348,13 @@ def test_the_stage_gives_up_on_llm_reports_after_rejected_replies_in_a_row(tmp_p
     never = Recording(_invented)
     all_asked, _, _ = _build(t, _llm(never, tmp_path / "n.sqlite"),
                              IndexSettings(**ALL_LLM, report_llm_eager_max=0,
-                                           report_llm_give_up_after=0))
+                                           report_llm_give_up_after=0,
+                                           llm_report_form="free"))
     assert len(never.report_calls()) > 2  # without giving up every chosen one is asked
     assert set(all_asked["generated_by"]) <= {"rules"}  # and every reply was rejected
     backend = Recording(_invented)
-    settings = IndexSettings(**ALL_LLM, report_llm_eager_max=0, report_llm_give_up_after=2)
+    settings = IndexSettings(**ALL_LLM, report_llm_eager_max=0, report_llm_give_up_after=2,
+                             llm_report_form="free")
     reports, failures, methods = _build(t, _llm(backend, tmp_path / "g.sqlite"), settings)
     assert len(backend.report_calls()) == 2
     assert failures.filter(pl.col("reason").str.starts_with(REJECTED)).height == 2
@@ -353,7 +365,8 @@ def test_the_stage_gives_up_on_llm_reports_after_rejected_replies_in_a_row(tmp_p
               if needs_llm_report(c, settings)}
     assert set(lazy["community"].to_list()) <= chosen
     lazy_mode, _, _ = _build(t, _llm(Recording(), tmp_path / "l.sqlite"),
-                             IndexSettings(**ALL_LLM, llm_reports="lazy"))
+                             IndexSettings(**ALL_LLM, llm_reports="lazy",
+                                           llm_report_form="free"))
     keys = dict(lazy_mode.select("community", "report_key").iter_rows())
     assert all(keys[c] == k for c, k in lazy.select("community", "report_key").iter_rows())
 

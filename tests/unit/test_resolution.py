@@ -559,3 +559,14 @@ def test_co_mention_edges_keep_the_direction_their_mentions_give():
                       ("u3", "Alder Retail", "Yarrow Textiles", "", 1.0, "co_mention")])
     assert got[frozenset(("Yarrow Textiles", "Alder Retail"))][:2] == (
         "Yarrow Textiles", "Alder Retail")
+
+
+def test_an_untyped_mention_never_outvotes_a_typed_one():
+    # the fast method types a name only where a cue fires: "Orla Venn" three times with
+    # none, "Orla" twice after "said"; the merged entity is a PERSON, not OTHER
+    em, rm = _frames([*[(f"u{i}", "Orla Venn", "OTHER", "x") for i in range(3)],
+                      ("u1", "Orla", P, "said Orla"), ("u2", "Orla", P, "said Orla"),
+                      ("u4", "Kestrel Point", "OTHER", "y")], [])
+    entities, _, _ = resolve_entities(em, rm)
+    types = dict(zip(entities["title"], entities["type"]))
+    assert types == {"Orla Venn": P, "Kestrel Point": "OTHER"}  # untyped alone stays OTHER
