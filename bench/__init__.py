@@ -157,6 +157,12 @@ BENCHES: dict[str, Bench] = {
          ("standard recall", "indexes.standard.recall"),
          ("fast precision", "indexes.fast.precision"),
          ("fast recall", "indexes.fast.recall"))),
+    "labels": Bench(
+        "eval_labels.py", "precision of an index's entities and relationships by hand "
+        "labels on random samples (draw, then score; bench/data/labels)", False,
+        ("labels*.json",),
+        (("book relationship precision", "book-relationships.precision"),
+         ("HotpotQA entity precision", "hotpot-entities.precision"))),
     "graph": Bench(
         "bench_graph.py", "graph quality of an index: duplicates, modularity, "
         "determinism, report coverage, DuckDB vs networkx", False, ("graph.json",),

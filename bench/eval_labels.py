@@ -124,7 +124,7 @@ def main() -> None:
                                           for r in rows), encoding="utf-8")
         print(f"wrote {len(rows)} rows to {args.out}")
         return
-    result = {Path(f).name: score([json.loads(x) for x in Path(f).read_text().splitlines()
+    result = {Path(f).stem: score([json.loads(x) for x in Path(f).read_text().splitlines()
                                    if x.strip()]) for f in args.files}
     for name, r in result.items():
         print(name, {k: v for k, v in r.items() if not isinstance(v, list)})

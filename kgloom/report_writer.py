@@ -346,6 +346,11 @@ _END_MARK = regex.compile(r"[.!?]['’\"”)]?$")
 TITLE_MAX_WORDS = 10  # a report title a reader takes in at a glance
 
 
+def _listed(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c": every item, however many."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _counted(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
@@ -570,7 +575,7 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
     size = ("is a community of one entity" if len(ents) == 1
             else f"form a community of {len(ents)} entities")
     parts: dict[str, str] = {
-        "who": f"{who_names} {size}" + (f": {_names(typed)}." if typed else ".")}
+        "who": f"{who_names} {size}" + (f": {_listed(typed)}." if typed else ".")}
     if rels:
         _, src, dst, desc, _, rel_units = rels[0]
         centre = titles[0]

@@ -51,10 +51,9 @@ def plain_cpu_buffers() -> Iterator[bool]:
     did. ``Llama`` takes no such argument, so the model's default parameters are wrapped
     for that time (one load at a time)."""
     import llama_cpp
-    import llama_cpp.llama as module
+    import llama_cpp.llama_cpp as lowlevel  # what llama_cpp.Llama reads its defaults from
 
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
-    lowlevel = module.llama_cpp
     original = lowlevel.llama_model_default_params
     if not needs_plain_buffers(info) or not hasattr(original(), "use_extra_bufts"):
         yield False

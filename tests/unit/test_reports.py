@@ -765,3 +765,21 @@ def test_by_default_the_model_chooses_parts_of_its_report_among_the_datas_own(tm
     assert set(obj) == set(plain)
     # the form is part of the reuse key
     assert report_key(c, "m", IndexSettings()) != report_key(c, "m", IndexSettings(**FREE))
+
+
+def test_a_rule_report_counts_every_type_of_its_members_in_words():
+    from kgloom.report_writer import rule_report
+
+    kinds = ["PERSON", "PERSON", "LOCATION", "EVENT", "ORGANIZATION", "OTHER"]
+    ents = pl.DataFrame({"id": [f"e{i}" for i in range(6)],
+                         "title": [f"Name {chr(65 + i)}" for i in range(6)],
+                         "description": ["D."] * 6, "degree": [6, 5, 4, 3, 2, 1],
+                         "type": kinds, "text_unit_ids": [["u1"]] * 6})
+    rels = pl.DataFrame(schema={"id": pl.String, "source": pl.String, "target": pl.String,
+                                "description": pl.String, "combined_degree": pl.Int64,
+                                "text_unit_ids": pl.List(pl.String)})
+    obj = rule_report({"entity_ids": ents["id"].to_list(), "relationship_ids": [],
+                       "text_unit_ids": ["u1"]}, ents, rels)
+    assert obj["summary"].startswith(
+        "Name A, Name B and 4 others form a community of 6 entities: 2 people, 1 event, "
+        "1 place, 1 organization and 1 other name.")
