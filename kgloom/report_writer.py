@@ -287,13 +287,6 @@ def report_schema(community: dict, settings: IndexSettings) -> dict:
     return BRIEF_REPORT_SCHEMA if is_brief(community, settings) else REPORT_TEMPLATE.schema
 
 
-def _names(titles: list[str]) -> str:
-    """"A", "A and B", "A, B and C", "A, B, C and 2 others"."""
-    if len(titles) <= 3:
-        return titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
-    return f"{', '.join(titles[:3])} and {len(titles) - 3} others"
-
-
 def _clip(text: str, limit: int) -> str:
     """``text`` on one line, cut at a word to at most ``limit`` characters ("…" added)."""
     flat = " ".join(text.split())
@@ -359,7 +352,7 @@ def _head_names(titles: list[str], k: int) -> str:
     """The first ``k`` titles and how many more: "A, B and 3 others", "A and one other"."""
     rest = len(titles) - k
     if rest <= 0:
-        return _names(titles[:k])
+        return _listed(titles[:k])
     more = "one other" if rest == 1 else f"{rest} others"
     return f"{', '.join(titles[:k])} and {more}"
 

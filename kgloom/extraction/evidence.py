@@ -10,6 +10,7 @@ import functools
 import itertools
 import re
 
+from kgloom.extraction.type_cues import bounded_occurrences
 from kgloom.names.candidates import MAX_NAME_CHARS, is_grounded
 
 NOT_AN_ENTITY = "OTHER"
@@ -74,23 +75,12 @@ def text_direction(a: str, b: str, text: str) -> tuple[str, str] | None:
     135M model's pair order does not follow (it reversed all three of a supply chain).
     """
     for sentence in sentences(text):
-        ia, ib = _word_at(sentence, a), _word_at(sentence, b)
-        if ia < 0 or ib < 0:
+        at_a, at_b = bounded_occurrences(a, sentence), bounded_occurrences(b, sentence)
+        if not at_a or not at_b:
             continue
+        ia, ib = at_a[0][0], at_b[0][0]
         first, second = (a, b) if ia <= ib else (b, a)
         lo, hi = sorted((ia, ib))
         between = sentence[lo + len(first):hi]
         return (second, first) if _AGENT_MARKER.search(between) else (first, second)
     return None
-
-
-def _word_at(sentence: str, name: str) -> int:
-    """The offset of ``name`` in ``sentence`` not inside a longer word, or -1."""
-    i = sentence.find(name)
-    while i >= 0:
-        end = i + len(name)
-        if not (i and sentence[i - 1].isalnum()) and not (end < len(sentence)
-                                                          and sentence[end].isalnum()):
-            return i
-        i = sentence.find(name, i + 1)
-    return -1

@@ -104,7 +104,7 @@ _LOC_BEFORE = regex.compile(
 _WORD_CHAR = regex.compile(r"[\p{L}\p{M}\p{N}]")
 
 
-def _bounded_occurrences(name: str, text: str) -> list[tuple[int, int]]:
+def bounded_occurrences(name: str, text: str) -> list[tuple[int, int]]:
     r"""(start, end) of each non-overlapping occurrence of ``name`` in ``text`` that no
     letter, mark or digit touches on either side: what the pattern
     ``(?<![\p{L}\p{M}\p{N}])NAME(?![\p{L}\p{M}\p{N}])`` finds, without compiling one
@@ -186,7 +186,7 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     if morph:
         return morph
     person = location = 0
-    for start, end in _bounded_occurrences(name, text):
+    for start, end in bounded_occurrences(name, text):
         before, after = text[max(0, start - 30):start], text[end:end + 40]
         if _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after) or (
                 _VOCATIVE[0].search(before) and _VOCATIVE[1].search(after)):
