@@ -351,20 +351,39 @@ def _tokens(text: str) -> list[_Tok]:
 # tab, or dot leaders), then a locator at the line's end (a page number or range, a roman
 # numeral, or one word such as "_Frontispiece_"): the rows of a table of contents, a list
 # of illustrations or an index, in any language. Prose never sets a word that far apart.
-_LOCATOR_LINE = regex.compile(
-    r"^[^\S\n]*\S[^\n]*?(?:[ ]{3,}|\t+|[ \t]*(?:\.[ \t]?){3,}[ \t]*|[ \t]*…+[ \t]*)"
-    r"(?:\p{N}+(?:[-–]\p{N}+)?|[ivxlcdmIVXLCDM]+|_?[\p{L}\p{M}]{1,20}_?)[ \t]*$",
-    regex.MULTILINE)
+_LOCATOR = regex.compile(r"\p{N}+(?:[-–]\p{N}+)?|[ivxlcdmIVXLCDM]+|_?[\p{L}\p{M}]{1,20}_?")
+_GAP_CHARS = " \t.…"
+
+
+def is_locator_line(line: str) -> bool:
+    """Is ``line`` (no line break) a locator line: text, a column gap (3+ spaces, a tab,
+    3+ dots of leaders, or an ellipsis), then a locator at its end (:data:`_LOCATOR`: a
+    page number or range, a roman numeral, or one word such as "_Frontispiece_")? Read
+    from the end in linear time: a line of thousands of dots costs no more than its
+    length."""
+    body = line.rstrip(" \t")
+    i = len(body)
+    while i > 0 and body[i - 1] not in _GAP_CHARS:
+        i -= 1
+    if not _LOCATOR.fullmatch(body, i):
+        return False
+    before = body[:i]
+    core = before.rstrip(_GAP_CHARS)
+    gap = before[len(core):]
+    return bool(core.strip()) and ("   " in gap or "\t" in gap or "…" in gap
+                                   or gap.count(".") >= 3)
 
 
 def mask_locator_lines(text: str) -> str:
-    """``text`` with every locator line (:data:`_LOCATOR_LINE`: a row of a table of
+    """``text`` with every locator line (:func:`is_locator_line`: a row of a table of
     contents, a list of illustrations or an index) blanked to spaces, so offsets stay
     and no name is taken from, or runs into, front matter such as "Heading to Stave One
     ....... 3". Line breaks are kept. Returns ``text`` itself when no line is one."""
     if "   " not in text and "\t" not in text and "..." not in text and "…" not in text:
-        return text  # the common case, without running the pattern
-    return _LOCATOR_LINE.sub(lambda m: regex.sub(r"[^\n]", " ", m.group(0)), text)
+        return text  # the common case, without reading line by line
+    lines = text.split("\n")
+    masked = [" " * len(line) if is_locator_line(line) else line for line in lines]
+    return text if masked == lines else "\n".join(masked)
 
 
 def _sentence_start(text: str, toks: list[_Tok], i: int) -> bool:

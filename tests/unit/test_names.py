@@ -311,3 +311,13 @@ def test_a_known_to_span_does_not_also_give_its_parts():
     got = {n for t in corpus for n in names(t, corpus=corpus)}
     assert "Lord of Days to Come" in got
     assert not {"Lord of Days", "Come"} & got
+
+
+def test_locator_lines_are_told_by_their_end_whatever_their_length():
+    from kgloom.names.candidates import is_locator_line
+
+    assert is_locator_line("  Heading to Part Two" + "." * 20_000 + " 37")
+    assert is_locator_line("Map of the Reach\t_Endpaper_")
+    assert not is_locator_line("." * 20_000)  # leaders with no entry before them
+    assert not is_locator_line("Orla sailed.  Then she slept 3 nights.")
+    assert not is_locator_line("")
