@@ -43,4 +43,4 @@ ui: setup
 	$(VENV)/bin/kgloom ui
 
 clean:
-	rm -rf data/output .dagster_home
+	rm -rf data/output

@@ -1,8 +1,9 @@
 """``kgloom`` command line: index, backfill, partitions, status, cache, query, import-graph,
 graphrag-settings, serve-embeddings, serve, ui.
 
-``kgloom index`` materializes every asset in this process against a persistent Dagster
-instance (``$DAGSTER_HOME``, default ``.dagster_home/``), so its runs show in the UI.
+``kgloom index`` materializes every asset in this process against the index's persistent
+Dagster instance (:func:`kgloom.pipelines.instance.instance_home`: ``$DAGSTER_HOME`` when
+exported, else ``<output folder>/.dagster_home``), so its runs show in ``kgloom ui``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,14 +34,15 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, help="kgloom: a GraphRAG index built by a local LLM.")
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _dagster_home() -> Path:
-    home = Path(os.environ.get("DAGSTER_HOME") or Path.cwd() / ".dagster_home").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists() and (REPO_ROOT / "dagster.yaml").exists():
-        shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+def _dagster_home(output_dir: str) -> Path:
+    """Choose the instance folder of the index at ``output_dir``
+    (:func:`kgloom.pipelines.instance.instance_home`) and export it as ``DAGSTER_HOME``
+    for this process and the ones it starts."""
+    from kgloom.pipelines.instance import instance_home
+
+    home = instance_home(output_dir)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -98,8 +99,9 @@ def _resources(settings: Settings) -> dict:
     return resources
 
 
-def _instance(resources: dict | None = None, recover: bool = False):
-    """The persistent Dagster instance of $DAGSTER_HOME. With ``recover``, runs whose
+def _instance(output_dir: str, resources: dict | None = None, recover: bool = False):
+    """The persistent Dagster instance of the index at ``output_dir`` (:func:`_dagster_home`).
+    With ``recover``, runs whose
     process is gone are failed and their pool slots freed first (and the CLI says so);
     with ``resources``, its pool ``llm`` limit is set to what the LLM's model slots allow
     (``LLMResource.pool_limit``)."""
@@ -107,7 +109,7 @@ def _instance(resources: dict | None = None, recover: bool = False):
 
     from kgloom.lock import instance_setup_lock
 
-    home = _dagster_home()
+    home = _dagster_home(output_dir)
     with instance_setup_lock(home):  # two processes creating one fresh instance race
         instance = dg.DagsterInstance.get()
     if recover:
@@ -303,7 +305,7 @@ SETTINGS_FILE = typer.Option("", "--config", "--settings", help="the settings fi
                              "sections paths/index/llm/embedder/retrieval/search; default: "
                              "env KGLOOM_CONFIG or KGLOOM_SETTINGS, else ./kgloom.yaml)")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="also print Dagster's event log "
-                       "(always kept in the instance and $DAGSTER_HOME/logs/kgloom.log)")
+                       "(always kept in the instance and its logs/kgloom.log)")
 
 
 @app.command()
@@ -336,8 +338,8 @@ def index(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT,
 
     One partition per input file: new and changed files are read, chunked and extracted
     (one run each), deleted files' partitions are removed, then the graph-wide assets
-    are refreshed once. Runs are recorded in $DAGSTER_HOME (default .dagster_home/), so
-    they show in `kgloom ui`.
+    are refreshed once. Runs are recorded in the index's Dagster instance ($DAGSTER_HOME
+    when exported, else OUTPUT_DIR/.dagster_home), so they show in `kgloom ui`.
     """
     import time
 
@@ -359,7 +361,7 @@ def index(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT,
     input_dir, output_dir = settings.paths.input_dir, settings.paths.output_dir
     resources = _resources(settings)
     with _writer(output_dir, "kgloom index"):
-        instance = _instance(resources, recover=True)
+        instance = _instance(output_dir, resources, recover=True)
         before = cache_rows(output_dir)
         diff, report = index_folder(resources, instance, force=force,
                                     tags={"kgloom/command": "kgloom index"}, reports=reports,
@@ -400,7 +402,7 @@ def backfill(partition: list[str] = typer.Option(
     input_dir, output_dir = settings.paths.input_dir, settings.paths.output_dir
     resources = _resources(settings)
     with _writer(output_dir, "kgloom backfill"):
-        instance = _instance(resources, recover=True)
+        instance = _instance(output_dir, resources, recover=True)
         diff = sync_partitions(instance, input_dir, output_dir)
         known = set(diff.added + diff.changed + diff.unchanged)
         keys = sorted(known) if all_partitions else list(dict.fromkeys(partition))
@@ -427,7 +429,7 @@ def partitions(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT) -
     paths = _load(None, **_folder_flags(input_dir, output_dir)).paths
     input_dir, output_dir = paths.input_dir, paths.output_dir
 
-    diff = sync_partitions(_instance(), input_dir, output_dir)
+    diff = sync_partitions(_instance(output_dir), input_dir, output_dir)
     for state, keys in diff.as_dict().items():
         for k in keys:
             typer.echo(f"{state:<10} {k}")
@@ -469,7 +471,7 @@ def status(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT) -> No
     paths = _load(None, **_folder_flags(input_dir, output_dir)).paths
     input_dir, output_dir = paths.input_dir, paths.output_dir
 
-    st = index_status(_instance(), input_dir, output_dir)
+    st = index_status(_instance(output_dir), input_dir, output_dir)
     _warn_skipped(st["skipped"])  # as `kgloom index` warns
     typer.echo("input files:")
     for state, keys in st["inputs"].items():
@@ -918,20 +920,41 @@ def ui(port: int = typer.Option(3000, help="the UI's port"),
        settings_file: str = typer.Option("", "--config", help="the settings file the code "
                                          "location reads (passed as KGLOOM_CONFIG; default: "
                                          "env KGLOOM_CONFIG, else ./kgloom.yaml)")) -> None:
-    """Start the Dagster UI (webserver + daemon) on HOST:PORT, after failing the runs
-    whose process is gone (their pool slots are freed). --input-dir / --output-dir /
-    --config reach the code location as KGLOOM_INPUT_DIR / KGLOOM_OUTPUT_DIR /
-    KGLOOM_CONFIG (absolute paths)."""
-    env = dict(os.environ)
-    for var, folder in (("KGLOOM_INPUT_DIR", input_dir), ("KGLOOM_OUTPUT_DIR", output_dir),
-                        ("KGLOOM_CONFIG", settings_file)):
-        if folder:
-            env[var] = str(Path(folder).resolve())
+    """Start the Dagster UI (webserver + daemon, Dagster's ``dg dev``) on HOST:PORT over the
+    index's own instance: the one `kgloom index`, `backfill` and `status` use for the same
+    output folder ($DAGSTER_HOME when exported, else OUTPUT_DIR/.dagster_home), whatever
+    the working folder. Before it starts, runs whose process is gone are failed (their pool
+    slots freed) and one partition per input file is registered, so "Materialize all" can
+    pick them. --input-dir / --output-dir / --config reach the code location as
+    KGLOOM_INPUT_DIR / KGLOOM_OUTPUT_DIR / KGLOOM_CONFIG (absolute paths)."""
+    from kgloom.cli.runner import sync_partitions
+
+    settings = _load(settings_file or None, **_folder_flags(input_dir, output_dir))
+    paths = settings.paths
     if host not in LOOPBACK_HOSTS:
         typer.echo(f"warning: the UI listens on {host} with no login: anyone who can reach "
                    "this port can launch runs", err=True)
-    _instance(recover=True)
-    sys.exit(subprocess.call([sys.executable, "-m", "dagster", "dev", "-m", "kgloom.definitions",
+    dg_cli = Path(sys.executable).with_name("dg")
+    if not dg_cli.exists():
+        typer.echo(f"error: Dagster's dg command is missing next to {sys.executable} "
+                   "(pip install dagster-dg-cli)", err=True)
+        raise typer.Exit(2)
+    instance = _instance(paths.output_dir, recover=True)  # exports DAGSTER_HOME
+    if Path(paths.input_dir).is_dir():
+        diff = sync_partitions(instance, paths.input_dir, paths.output_dir)
+        _warn_skipped(diff.skipped)
+        typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
+                   f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
+    else:
+        typer.echo(f"warning: input folder {paths.input_dir} does not exist: no partition "
+                   "to materialize yet", err=True)
+    env = dict(os.environ)  # after _instance: DAGSTER_HOME is the index's instance
+    env.update({"KGLOOM_INPUT_DIR": str(Path(paths.input_dir).resolve()),
+                "KGLOOM_OUTPUT_DIR": str(Path(paths.output_dir).resolve())})
+    if settings_file:
+        env["KGLOOM_CONFIG"] = str(Path(settings_file).resolve())
+    typer.echo(f"Dagster instance: {env['DAGSTER_HOME']}")
+    sys.exit(subprocess.call([str(dg_cli), "dev", "-m", "kgloom.definitions",
                               "-h", host, "-p", str(port)], env=env))
 
 

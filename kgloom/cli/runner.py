@@ -48,9 +48,12 @@ def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: st
     """Make the instance's ``input_files`` partitions equal the input folder's files.
 
     Returns the :class:`kgloom.corpus.partitions.InputDiff` of the folder against what each
-    partition was last built from (its manifest): ``added``/``changed`` need an ingest
-    run, ``deleted`` were removed from the instance (their stored tables go at the next
-    graph refresh). A partition whose last build did not finish, or ran under another
+    partition of the index at ``output_dir`` was last built from (its manifest, stored in
+    the output folder, so a second output folder built from the same inputs finds every
+    file new whatever the instance holds): ``added``/``changed`` need an ingest run,
+    ``deleted`` name stored partitions whose file is gone (their partitions are removed
+    from the instance, their stored tables go at the next graph refresh). A partition whose
+    last build did not finish, or ran under another
     ``settings`` fingerprint (:func:`kgloom.corpus.partitions.settings_fingerprint`; None
     ignores settings), counts as changed. A registered key that names no file of the
     folder (a deleted file, or a crafted key such as ``../secret.txt``) is deleted from
@@ -63,9 +66,9 @@ def sync_partitions(instance: dg.DagsterInstance, input_dir: str, output_dir: st
     """
     current, skipped = scan_inputs(input_dir)
     live = set(live_partition_keys(instance))
-    previous = manifest_hashes(output_dir, settings)
-    previous.update({k: None for k in live if k not in previous})  # registered, never built
-    diff = diff_inputs(previous, current)
+    # the index's own manifests are the previous state, whatever the instance holds: a key
+    # registered but never built in this output folder is new to it
+    diff = diff_inputs(manifest_hashes(output_dir, settings), current)
     diff.skipped = skipped
     register_partitions(instance, sorted(set(current) - live))
     for key in sorted(live - set(current)):

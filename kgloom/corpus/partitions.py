@@ -141,16 +141,18 @@ def code_fingerprint() -> str:
 
 def graph_inputs_fingerprint(output_dir: str | Path, live_keys: list[str],
                              settings: IndexSettings, model_id: str, embedder: str) -> str:
-    """Return a hex SHA-256 of everything the graph-wide stages read: the output folder,
-    the live partitions with their manifests (input SHA-256, settings fingerprint and
+    """Return a hex SHA-256 of everything the graph-wide stages read: the live partitions
+    with their manifests in ``output_dir`` (input SHA-256, settings fingerprint and
     finished stages), every setting, the LLM's identity (``model_id``, e.g. the GGUF
     SHA-256), the embedder (``embedder``: its model folder, empty for the bundled one)
     and kgloom's code (:func:`code_fingerprint`). Equal fingerprints mean a graph refresh
-    would recompute the same tables, so it can be skipped."""
+    would recompute the same tables, so it can be skipped. The folder's path is not part
+    of it: an index moved or copied elsewhere, with its instance
+    (:mod:`kgloom.pipelines.instance`), is still up to date."""
     parts = [json.dumps({k: read_manifest(output_dir, k) for k in sorted(live_keys)},
                         sort_keys=True)]
-    return content_id("graph-inputs", Path(output_dir).resolve(), *parts, repr(settings),
-                      model_id, embedder, code_fingerprint())
+    return content_id("graph-inputs", *parts, repr(settings), model_id, embedder,
+                      code_fingerprint())
 
 
 def manifest_hashes(output_dir: str | Path,

@@ -46,7 +46,7 @@ embed_job = dg.define_asset_job(
     description="Re-embed into LanceDB only.")
 
 @dg.schedule(job=graph_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
-             name="nightly_index_schedule",
+             name="nightly_index_schedule", default_status=dg.DefaultScheduleStatus.RUNNING,
              description="Nightly graph-wide refresh (UTC), skipped when the graph is up to "
                          "date; unchanged work is served by the caches.")
 def nightly_index_schedule(context: dg.ScheduleEvaluationContext, index: IndexConfigResource,

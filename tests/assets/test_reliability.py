@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from kgloom.cli.runner import index_folder, register_partitions
 from kgloom.definitions import build_resources
 from kgloom.pipelines.input_files import INPUT_FILES
+from kgloom.pipelines.instance import INSTANCE_TEMPLATE
 from kgloom.pipelines.recovery import recover_dead_runs
 from kgloom.reports import community_reports
 from kgloom.resources import IndexConfigResource
@@ -44,10 +45,10 @@ def excerpt(start: int, n_chars: int) -> str:
 
 @pytest.fixture
 def home(tmp_path) -> Path:
-    """A DAGSTER_HOME with the repository's dagster.yaml (pool llm limited to 1)."""
+    """A DAGSTER_HOME with kgloom's instance settings (pool llm limited to 1)."""
     h = tmp_path / "dagster_home"
     h.mkdir()
-    (h / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    (h / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
     return h
 
 
@@ -346,7 +347,7 @@ def test_two_index_commands_started_together_on_a_fresh_instance_both_succeed(tm
     # instance's storage, register the same partitions and want the one llm pool slot)
     inp, home = corpus(tmp_path), tmp_path / "fresh_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    (home / "dagster.yaml").write_text(INSTANCE_TEMPLATE.read_text())
     outs = [tmp_path / "out_a", tmp_path / "out_b"]
     procs = [start_index(home, inp, out, tmp_path / f"{out.name}.log") for out in outs]
     try:

@@ -314,26 +314,40 @@ def test_retrieval_options_come_from_the_settings_unless_given(small_index, tmp_
 
 # --- kgloom ui ------------------------------------------------------------------------------
 def test_ui_passes_host_port_and_folders_through(monkeypatch, tmp_path):
+    import dagster as dg
+
     import kgloom.cli.main as cli
+    from kgloom.pipelines.input_files import INPUT_FILES
 
     calls = []
-    monkeypatch.setattr(cli, "_instance", lambda recover=False: None)
     monkeypatch.setattr(cli.subprocess, "call",
                         lambda argv, env=None: calls.append((argv, env)) or 0)
+    monkeypatch.setenv("DAGSTER_HOME", "")  # unset for the command; restored afterwards
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rel" / "in").mkdir(parents=True)
+    (tmp_path / "rel" / "in" / "a.txt").write_text("Ada Lovelace met Charles Babbage.\n")
     res = CliRunner().invoke(cli.app, ["ui", "--host", "0.0.0.0", "--port", "3111",
                                        "--output-dir", str(tmp_path / "out"),
                                        "--input-dir", "rel/in"])
     assert res.exit_code == 0, res.output
     (argv, env), = calls
+    assert Path(argv[0]).name == "dg" and argv[1:2] == ["dev"]  # Dagster's own entry
     assert argv[argv.index("-h") + 1] == "0.0.0.0" and argv[argv.index("-p") + 1] == "3111"
     assert env["KGLOOM_OUTPUT_DIR"] == str((tmp_path / "out").resolve())
-    assert env["KGLOOM_INPUT_DIR"] == str(Path("rel/in").resolve())
+    assert env["KGLOOM_INPUT_DIR"] == str((tmp_path / "rel" / "in").resolve())
+    # the index's own instance, with the input file registered for "Materialize all"
+    home = (tmp_path / "out" / ".dagster_home").resolve()
+    assert env["DAGSTER_HOME"] == str(home)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_dynamic_partitions(INPUT_FILES) == ["a.txt"]
     assert "no login" in res.output  # listening beyond this machine is said
     calls.clear()
-    local = CliRunner().invoke(cli.app, ["ui"])
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    local = CliRunner().invoke(cli.app, ["ui", "--output-dir", "out2", "--input-dir", "none"])
     (argv, env), = calls
-    assert argv[argv.index("-h") + 1] == "127.0.0.1" and "warning" not in local.output
-    assert env.get("KGLOOM_OUTPUT_DIR") == os.environ.get("KGLOOM_OUTPUT_DIR")
+    assert argv[argv.index("-h") + 1] == "127.0.0.1" and "no login" not in local.output
+    assert "does not exist" in local.output  # no input folder yet: said, the UI still opens
+    assert env["DAGSTER_HOME"] == str((tmp_path / "out2" / ".dagster_home").resolve())
 
 
 def test_the_cli_doc_lists_every_mode_and_which_modes_read_each_option():

@@ -1,11 +1,14 @@
 """The Dagster UI end to end in a real browser (headless Debian Chromium via Playwright).
 
-Starts ``dagster dev -m kgloom.definitions`` (webserver + daemon) on a free local port with
-a fresh DAGSTER_HOME, a two-file corpus and the fake LLM; opens the asset graph, skips the
+Starts ``kgloom ui`` (Dagster's ``dg dev``: webserver + daemon) as a new user would: no
+DAGSTER_HOME exported, from a folder that is neither the repository nor the index, on a
+free local port, with a two-file corpus and the fake LLM. Opens the asset graph, skips the
 first-visit "Join the Dagster community" dialog, clicks "Materialize all" (and, when the
 assets are partitioned, picks all partitions and launches the backfill in the launch
-dialog), then waits through the instance for every asset (every partition) to be
-materialized and checks that every run succeeded and the index files were written.
+dialog), then waits through the index's instance for every asset (every partition) to be
+materialized and checks that every run succeeded and the index files were written. Then
+the CLI, from yet another folder, reads it back: ``kgloom status`` shows every asset ok
+and ``kgloom index`` finds nothing new and the graph up to date.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -76,8 +78,8 @@ def _partitioned_assets() -> tuple[dict, dict]:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """End dagster dev's whole process group (its webserver, daemon, code servers and run
-    workers): SIGTERM, then SIGKILL whatever is left after 10 s (dagster dev can take
+    """End kgloom ui's whole process group (dg dev, its webserver, daemon, code servers and
+    run workers): SIGTERM, then SIGKILL whatever is left after 10 s (dg dev can take
     longer than that to shut down while runs are in progress)."""
     deadline = time.monotonic() + 10
     try:
@@ -94,47 +96,38 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def dagster_ui(tmp_path):
-    """Start ``dagster dev`` for kgloom.definitions; yield a dict with url, home, input,
-    output, partition keys and log path; end the process group on teardown."""
-    import dagster as dg
-
+    """Start ``kgloom ui`` on a two-file corpus; yield a dict with url, home (the index's
+    instance), input, output, partition keys, the environment and log path; end the
+    process group on teardown."""
     from kgloom.inputs import list_input_files
 
-    home, input_dir, output_dir = (tmp_path / "dagster_home", tmp_path / "input",
-                                   tmp_path / "output")
-    for d in (home, input_dir, output_dir):
+    input_dir, output_dir, elsewhere = (tmp_path / "input", tmp_path / "output",
+                                        tmp_path / "elsewhere")
+    for d in (input_dir, elsewhere):
         d.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
     for name, text in CORPUS.items():
         (input_dir / name).write_text(text, encoding="utf-8")
-
-    # Dynamic partitions (one per input file, keyed by its posix path relative to the
-    # input folder) must exist in the instance before the UI can materialize them.
-    dynamic, partitioned = _partitioned_assets()
+    _, partitioned = _partitioned_assets()
     keys = [p.relative_to(input_dir).as_posix() for p in list_input_files(input_dir)]
-    if dynamic:
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            for name in dynamic:
-                instance.add_dynamic_partitions(name, keys)
 
     port = _free_port()
-    env = dict(os.environ, DAGSTER_HOME=str(home), KGLOOM_INPUT_DIR=str(input_dir),
-               KGLOOM_OUTPUT_DIR=str(output_dir), KGLOOM_FAKE_LLM="1", HF_HUB_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(
-                   [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    log_path = tmp_path / "dagster-dev.log"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DAGSTER_HOME", "KGLOOM_INPUT_DIR", "KGLOOM_OUTPUT_DIR")}
+    env.update(KGLOOM_FAKE_LLM="1", HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(
+        [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    log_path = tmp_path / "kgloom-ui.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dagster", "dev", "-m", "kgloom.definitions",
-             "-h", "127.0.0.1", "-p", str(port)],
-            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "kgloom.cli", "ui", "--input-dir", str(input_dir),
+             "--output-dir", str(output_dir), "--host", "127.0.0.1", "--port", str(port)],
+            cwd=elsewhere, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"dagster dev exited with {proc.returncode}:\n{_log_tail(log_path)}")
+                pytest.fail(f"kgloom ui exited with {proc.returncode}:\n{_log_tail(log_path)}")
             try:
                 with urllib.request.urlopen(f"{url}/server_info", timeout=2) as r:
                     if r.status == 200:
@@ -142,11 +135,12 @@ def dagster_ui(tmp_path):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"dagster dev not up after {SERVER_START_TIMEOUT_S} s:\n"
+                pytest.fail(f"kgloom ui not up after {SERVER_START_TIMEOUT_S} s:\n"
                             f"{_log_tail(log_path)}")
             time.sleep(0.5)
-        yield {"url": url, "home": home, "input": input_dir, "output": output_dir,
-               "keys": keys, "partitioned": partitioned, "log": log_path, "proc": proc}
+        yield {"url": url, "home": output_dir / ".dagster_home", "input": input_dir,
+               "output": output_dir, "keys": keys, "partitioned": partitioned, "env": env,
+               "log": log_path, "proc": proc}
     finally:
         _stop(proc)
 
@@ -159,6 +153,27 @@ def _all_materialized(instance, asset_keys, partitioned: dict, keys: list[str]) 
         elif instance.get_latest_materialization_event(key) is None:
             return False
     return True
+
+
+def _read_back_from_the_cli(ui: dict, cwd: Path) -> None:
+    """What the UI built, seen by the CLI from another folder with no DAGSTER_HOME: every
+    asset ok in ``kgloom status``, and ``kgloom index`` finds nothing new to do."""
+    cwd.mkdir()
+    folders = ["--input-dir", str(ui["input"]), "--output-dir", str(ui["output"])]
+
+    def kgloom(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "kgloom.cli", *args, *folders],
+                             cwd=cwd, env=ui["env"], capture_output=True, text=True,
+                             timeout=RUN_TIMEOUT_S)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return res.stdout + res.stderr
+
+    status = kgloom("status")
+    states = dict(re.findall(r"^(\w+)\s+(ok|stale|missing|failed)\b", status, re.M))
+    assert states and set(states.values()) == {"ok"}, status
+    index = kgloom("index", "--fake-llm")
+    assert f"0 new, 0 changed, 0 deleted, {len(ui['keys'])} unchanged" in index, index
+    assert "graph up to date" in index, index
 
 
 @pytest.mark.slow
@@ -230,7 +245,7 @@ def test_materialize_all_from_the_ui(dagster_ui, tmp_path):
                         and _all_materialized(instance, asset_keys, partitioned, keys)):
                     break
                 assert dagster_ui["proc"].poll() is None, (
-                    f"dagster dev died:\n{_log_tail(dagster_ui['log'])}")
+                    f"kgloom ui died:\n{_log_tail(dagster_ui['log'])}")
                 assert time.monotonic() < deadline, (
                     f"runs not finished after {RUN_TIMEOUT_S} s: "
                     f"{[(r.run_id[:8], r.status.value) for r in runs]}, backfills "
@@ -251,6 +266,9 @@ def test_materialize_all_from_the_ui(dagster_ui, tmp_path):
             assert summary["rows"]["documents"] == len(CORPUS)
             print(f"UI flow {t_launch - t0:.1f} s, runs {t_done - t_launch:.1f} s, "
                   f"{len(runs)} run(s), backfills {backfills}")
+            log = _log_tail(dagster_ui["log"], 200_000)
+            assert "SupersessionWarning" not in log and "temporary directory" not in log, log
+            _read_back_from_the_cli(dagster_ui, tmp_path / "another")
         except BaseException:
             shot = tmp_path / "failure.png"
             try:
