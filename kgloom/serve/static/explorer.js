@@ -92,9 +92,13 @@ function colour(type) {
   return TYPE_COLOURS[h % TYPE_COLOURS.length];
 }
 
+// Replaces the drawn graph with the subgraph ``sub`` ({nodes, edges} as the /api/graph
+// endpoints answer); the placeholder shows while no node is drawn. Cytoscape owns #graph
+// (destroy() empties it), so the placeholder is its sibling, never its child.
 function drawGraph(sub) {
-  $("graph-empty").hidden = sub.nodes.length > 0;
   if (state.cy) state.cy.destroy();
+  state.cy = window.kgloomGraph = null;
+  $("graph-empty").hidden = false; // until a graph with nodes stands in the old one's place
   const maxPr = Math.max(1e-9, ...sub.nodes.map((n) => n.pagerank || 0));
   const elements = sub.nodes.map((n) => ({ data: {
     id: n.id, label: n.title, colour: colour(n.type),
@@ -116,6 +120,7 @@ function drawGraph(sub) {
   });
   state.cy.on("tap", "node", (ev) => showEntity(ev.target.id()));
   window.kgloomGraph = state.cy; // for the browser test and the console
+  $("graph-empty").hidden = state.cy.nodes().length > 0;
 }
 
 async function drawEntities(ids, depth) {
