@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -656,11 +657,11 @@ def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factor
             browser.close()
 
 
-# twenty draws in a row: (action, question, mode); "ask" draws a question's subgraph,
+# twenty draws in a row: (action, *arguments); "ask" draws a question's subgraph,
 # "expand" the neighbourhood of the drawn graph's best-connected node, "members" a root
 # community's members, "empty" a question whose answer names nothing (the /api/query answer
-# is emptied in the browser), "fail" a question whose subgraph
-# request is answered 500 (the graph stays as it was)
+# is emptied in the browser), "fail" a question whose subgraph request is answered 500
+# (the graph stays as it was)
 DRAWS = [
     ("ask", QUESTION, "direct"), ("expand",), ("members", 0),
     ("ask", "Who is Tiny Tim?", "local"), ("expand",), ("empty", "bridge"), ("members", 1),
@@ -670,6 +671,91 @@ DRAWS = [
     ("expand",), ("expand",), ("ask", QUESTION, "auto"), ("members", 1),
 ]
 EMPTY_QUESTION = "Tell me about quantum chromodynamics"
+# records every graph the page draws (its node ids) as window.kgloomDrawn
+RECORD_DRAWS = """
+window.kgloomDrawn = [];
+let drawnGraph = null;
+Object.defineProperty(window, "kgloomGraph", {
+  configurable: true, get: () => drawnGraph,
+  set: (cy) => { drawnGraph = cy; if (cy) window.kgloomDrawn.push(cy.nodes().map(n => n.id())); },
+});
+"""
+
+
+@contextmanager
+def _explorer(url: str, shots: Path, name: str):
+    """Yield ``(page, errors)``: the explorer at ``url`` open in headless Chromium (its
+    page errors and console errors collected in ``errors``, every graph it draws in
+    ``window.kgloomDrawn``), the home page's status and communities shown. On a failure a
+    screenshot ``<name>-failure.png`` goes to ``shots``; the browser is closed on exit."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(30_000)
+        page.add_init_script(RECORD_DRAWS)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("console", lambda m: errors.append(f"console: {m.text} ({m.location['url']})")
+                if m.type == "error" else None)
+        try:
+            page.goto(url + "/")
+            expect(page.locator("#status")).to_contain_text("build ")
+            expect(page.locator("#communities > details > summary").first).to_be_visible()
+            yield page, errors
+        except BaseException:
+            page.screenshot(path=str(shots / f"{name}-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def _drawn_after(page, action, *args):
+    """Do ``action(page, *args)``; return the response of the graph request it made
+    (subgraph or neighbourhood) once the page drew a graph or showed an error."""
+    before = page.evaluate_handle("window.kgloomGraph || null")
+    with page.expect_response(lambda r: "/api/graph/subgraph" in r.url
+                              or "/neighbourhood" in r.url) as got:
+        action(page, *args)
+    page.wait_for_function("before => window.kgloomGraph !== before"
+                           " || document.querySelector('#detail > .error')", arg=before)
+    return got.value
+
+
+def _ask(page, question: str, mode: str) -> None:
+    page.select_option("#mode", mode)
+    page.fill("#question", question)
+    page.click("#ask")
+
+
+def _expand_hub(page) -> None:
+    """Click the drawn graph's best-connected node, then "expand neighbourhood"."""
+    from playwright.sync_api import expect
+
+    box = page.locator("#graph").bounding_box()
+    x, y, label = page.evaluate(
+        "(() => { const n = window.kgloomGraph.nodes().max(n => n.degree()).ele;"
+        " const p = n.renderedPosition(); return [p.x, p.y, n.data('label')]; })()")
+    page.mouse.click(box["x"] + x, box["y"] + y)
+    expect(page.get_by_test_id("node-title")).to_have_text(label)
+    page.get_by_role("button", name="expand neighbourhood").click()
+
+
+def _draw_members(page, i: int) -> None:
+    """Open root community ``i`` (modulo their number), then "draw members"."""
+    from playwright.sync_api import expect
+
+    roots = page.locator("#communities > details > summary")
+    summary = roots.nth(i % roots.count())
+    c = summary.get_attribute("data-community")
+    summary.click()
+    expect(page.locator("#detail h3")).to_contain_text(f"C{c} (level")
+    page.get_by_role("button", name="draw members").click()
+
+
+def _drawn_nodes(page) -> list[str]:
+    return sorted(page.evaluate("window.kgloomGraph.nodes().map(n => n.id())"))
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(),
@@ -680,7 +766,7 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
     """Questions, neighbourhood expansions, community members, empty answers and a failed
     draw, one after another: after each the canvas holds the nodes the API returned, the
     placeholder shows exactly when there are none, and the page raised no error."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     assert len(DRAWS) == 20 and {d[0] for d in DRAWS} == {"ask", "expand", "members",
                                                           "empty", "fail"}
@@ -705,90 +791,38 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
         else:
             route.continue_()
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(30_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-        page.on("console", lambda m: errors.append(f"console: {m.text}")
-                if m.type == "error" else None)
+    with _explorer(server.url, shots, "explorer-twenty-draws") as (page, errors):
         page.route("**/api/query", answer_query)
         page.route("**/api/graph/subgraph", answer_subgraph)
         placeholder = page.locator("#graph-empty")
         detail_error = page.locator("#detail > .error")
-        try:
-            page.goto(server.url + "/")
-            expect(page.locator("#status")).to_contain_text("build ")
-            roots = page.locator("#communities > details > summary")
-            expect(roots.first).to_be_visible()
-            expect(placeholder).to_be_visible()
-
-            def draw_response(action, *args):
-                """Do ``action(*args)``; return the graph request's response (subgraph or
-                neighbourhood) once the page drew it or showed its error."""
-                before = page.evaluate_handle("window.kgloomGraph || null")
-                with page.expect_response(lambda r: "/api/graph/subgraph" in r.url
-                                          or "/neighbourhood" in r.url) as got:
-                    action(*args)
-                page.wait_for_function(
-                    "before => window.kgloomGraph !== before"
-                    " || document.querySelector('#detail > .error')", arg=before)
-                return got.value
-
-            def ask(question, mode):
-                page.select_option("#mode", mode)
-                page.fill("#question", question)
-                page.click("#ask")
-
-            def open_hub_and_expand():
-                box = page.locator("#graph").bounding_box()
-                x, y, label = page.evaluate(
-                    "(() => { const n = window.kgloomGraph.nodes().max(n => n.degree()).ele;"
-                    " const p = n.renderedPosition(); return [p.x, p.y, n.data('label')]; })()")
-                page.mouse.click(box["x"] + x, box["y"] + y)
-                expect(page.get_by_test_id("node-title")).to_have_text(label)
-                page.get_by_role("button", name="expand neighbourhood").click()
-
-            def open_community_and_draw(i):
-                summary = roots.nth(i % roots.count())
-                c = summary.get_attribute("data-community")
-                summary.click()
-                expect(page.locator("#detail h3")).to_contain_text(f"C{c} (level")
-                page.get_by_role("button", name="draw members").click()
-
-            drawn = []
-            for step, (kind, *args) in enumerate(DRAWS, 1):
-                where = f"draw {step} {kind} {args}"
-                if kind == "fail":
-                    fail_next_subgraph.append(True)
-                if kind == "empty":
-                    args = [EMPTY_QUESTION, *args]
-                action = {"ask": ask, "empty": ask, "fail": ask, "expand": open_hub_and_expand,
-                          "members": open_community_and_draw}[kind]
-                res = draw_response(action, *args)
-                nodes = sorted(page.evaluate("window.kgloomGraph.nodes().map(n => n.id())"))
-                if kind == "fail":  # the error is said, the last graph stays
-                    assert res.status == 500, where
-                    expect(detail_error).to_contain_text("index unavailable")
-                    assert nodes == drawn[-1], where
-                    assert [e for e in errors if "status of 500" not in e] == [], where
-                    errors.clear()
-                else:
-                    assert res.status == 200, where
-                    assert detail_error.all_inner_texts() == [], where
-                    assert nodes == sorted(n["id"] for n in res.json()["nodes"]), where
-                    drawn.append(nodes)
-                assert placeholder.is_visible() == (not nodes), where
-                assert errors == [], (where, errors)
-            assert [] in drawn and sum(1 for n in drawn if n) >= 15
-            page.screenshot(path=str(shots / "explorer-twenty-draws.png"), full_page=True)
-        except BaseException:
-            page.screenshot(path=str(shots / "explorer-twenty-draws-failure.png"),
-                            full_page=True)
-            raise
-        finally:
-            browser.close()
+        expect(placeholder).to_be_visible()
+        actions = {"ask": _ask, "empty": _ask, "fail": _ask, "expand": _expand_hub,
+                   "members": _draw_members}
+        drawn = []
+        for step, (kind, *args) in enumerate(DRAWS, 1):
+            where = f"draw {step} {kind} {args}"
+            if kind == "fail":
+                fail_next_subgraph.append(True)
+            res = _drawn_after(page, actions[kind],
+                               *([EMPTY_QUESTION, *args] if kind == "empty" else args))
+            nodes = _drawn_nodes(page)
+            if kind == "fail":  # the error is said, the last graph stays
+                assert res.status == 500, where
+                expect(detail_error).to_contain_text("index unavailable")
+                assert nodes == drawn[-1], where
+                assert [e for e in errors if "status of 500" not in e] == [], where
+                errors.clear()
+            else:
+                assert res.status == 200, where
+                assert detail_error.all_inner_texts() == [], where
+                assert nodes == sorted(n["id"] for n in res.json()["nodes"]), where
+                drawn.append(nodes)
+            assert placeholder.is_visible() == (not nodes), where
+            assert errors == [], (where, errors)
+        assert [] in drawn and sum(1 for n in drawn if n) >= 15
+        assert len(page.evaluate("window.kgloomDrawn")) == len(drawn)
+        page.screenshot(path=str(shots / "explorer-twenty-draws.png"), full_page=True)
 
 
 def test_the_explorer_files_ship_in_the_package():
