@@ -825,6 +825,60 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
         page.screenshot(path=str(shots / "explorer-twenty-draws.png"), full_page=True)
 
 
+@pytest.mark.skipif(not CHROMIUM.exists(),
+                    reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+@pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                    reason="the playwright Python package is missing (pip install playwright)")
+def test_explorer_answers_that_come_back_late_are_dropped(server, tmp_path_factory):
+    """A question held back while a second one is asked, and a community's members held
+    back while a neighbourhood is expanded, come back after those: the answer panel keeps
+    the second question, the late question asks for no subgraph, and the graph is drawn
+    only for what was asked for last."""
+    from playwright.sync_api import expect
+
+    shots = Path(os.environ.get("KGLOOM_TEST_ARTIFACTS") or tmp_path_factory.mktemp("shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    slow_question, held, hold_next_subgraph = "Who was Fezziwig?", {}, []
+
+    def answer_query(route):
+        if route.request.post_data_json["question"] == slow_question:
+            held["query"] = route  # answered below, after the second question
+        else:
+            route.continue_()
+
+    def answer_subgraph(route):
+        if hold_next_subgraph:
+            hold_next_subgraph.clear()
+            held["members"] = route
+        else:
+            route.continue_()
+
+    with _explorer(server.url, shots, "explorer-late-answers") as (page, errors):
+        page.route("**/api/query", answer_query)
+        page.route("**/api/graph/subgraph", answer_subgraph)
+        subgraph_requests = []
+        page.on("request", lambda r: subgraph_requests.append(r)
+                if "/api/graph/subgraph" in r.url else None)
+        _ask(page, slow_question, "vector")
+        second = _drawn_after(page, _ask, QUESTION, "bridge")
+        expect(page.locator("#answer")).to_contain_text("(bridge)")
+        hold_next_subgraph.append(True)
+        with page.expect_request("**/api/graph/subgraph"):
+            _draw_members(page, 0)
+        expanded = _drawn_after(page, _expand_hub)
+        for name in ("query", "members"):  # now the held answers come back
+            held[name].continue_()
+            held[name].request.response().finished()
+        last = _drawn_after(page, _draw_members, 1)
+
+        assert [sorted(n) for n in page.evaluate("window.kgloomDrawn")] == [
+            sorted(n["id"] for n in r.json()["nodes"]) for r in (second, expanded, last)]
+        assert _drawn_nodes(page) == sorted(n["id"] for n in last.json()["nodes"])
+        expect(page.locator("#answer")).to_contain_text("(bridge)")
+        assert len(subgraph_requests) == 3  # the second question's, both members'
+        assert errors == []
+
+
 def test_the_explorer_files_ship_in_the_package():
     import fnmatch
     import tomllib

@@ -123,18 +123,32 @@ function drawGraph(sub) {
   $("graph-empty").hidden = state.cy.nodes().length > 0;
 }
 
-async function drawEntities(ids, depth) {
-  if (!ids.length) { drawGraph({ nodes: [], edges: [] }); return; }
+// Answers can come back out of order (a slow question overtaken by "draw members"): each
+// request takes a turn of its kind ("ask", "draw") when it is made; takeTurn returns a
+// function telling whether that turn is still the latest, and only the latest may show.
+const turns = {};
+function takeTurn(kind) {
+  const mine = (turns[kind] = (turns[kind] || 0) + 1);
+  return () => turns[kind] === mine;
+}
+
+// Draws the subgraph that fetchSub() resolves to, or shows its error in the details
+// panel, unless a later draw was asked for meanwhile.
+async function drawLatest(isLatest, fetchSub) {
   try {
-    const sub = await api("api/graph/subgraph", { entity_ids: ids.slice(0, 500), depth });
-    drawGraph(sub);
-  } catch (e) { showError($("detail"), e); }
+    const sub = await fetchSub();
+    if (isLatest()) drawGraph(sub);
+  } catch (e) { if (isLatest()) showError($("detail"), e); }
+}
+
+async function drawEntities(ids, depth) {
+  await drawLatest(takeTurn("draw"), async () => (ids.length ?
+    api("api/graph/subgraph", { entity_ids: ids.slice(0, 500), depth }) : { nodes: [], edges: [] }));
 }
 
 async function drawNeighbourhood(id) {
-  try {
-    drawGraph(await api(`api/graph/entities/${encodeURIComponent(id)}/neighbourhood?depth=1`));
-  } catch (e) { showError($("detail"), e); }
+  await drawLatest(takeTurn("draw"),
+    () => api(`api/graph/entities/${encodeURIComponent(id)}/neighbourhood?depth=1`));
 }
 
 // --- asking ----------------------------------------------------------------------
@@ -174,13 +188,15 @@ async function ask() {
   const question = $("question").value.trim();
   if (!question) return;
   const mode = $("mode").value;
+  const isLatestAsk = takeTurn("ask"), isLatestDraw = takeTurn("draw");
   $("answer").textContent = "asking ...";
   $("answer").className = "muted";
   $("sources").replaceChildren();
   let res;
   try {
     res = await api("api/query", { question, mode });
-  } catch (e) { showError($("answer"), e); return; }
+  } catch (e) { if (isLatestAsk()) showError($("answer"), e); return; }
+  if (!isLatestAsk()) return; // a later question owns the answer panel now
   $("answer").className = "";
   const sources = $("sources");
   if (res.text_units) {
@@ -195,9 +211,8 @@ async function ask() {
       (i) => ({ ref: i.ref, kind: i.kind, id: i.source_id, text: i.text }));
     for (const c of cited) sources.append(sourceItem(c.ref, c.kind, c.id, c.text));
   }
-  try {
-    drawGraph(await api("api/graph/subgraph", { ...retrievedItems(res), depth: 0, max_nodes: 150 }));
-  } catch (e) { showError($("detail"), e); }
+  await drawLatest(isLatestDraw,
+    () => api("api/graph/subgraph", { ...retrievedItems(res), depth: 0, max_nodes: 150 }));
 }
 
 // --- communities -----------------------------------------------------------------
