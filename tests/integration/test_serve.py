@@ -660,8 +660,8 @@ def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factor
 # twenty draws in a row: (action, *arguments); "ask" draws a question's subgraph,
 # "expand" the neighbourhood of the drawn graph's best-connected node, "members" a root
 # community's members, "empty" a question whose answer names nothing (the /api/query answer
-# is emptied in the browser), "fail" a question whose subgraph request is answered 500
-# (the graph stays as it was)
+# is emptied in the browser and flagged low relevance), "fail" a question whose subgraph
+# request is answered 500 (the graph stays as it was)
 DRAWS = [
     ("ask", QUESTION, "direct"), ("expand",), ("members", 0),
     ("ask", "Who is Tiny Tim?", "local"), ("expand",), ("empty", "bridge"), ("members", 1),
@@ -671,6 +671,14 @@ DRAWS = [
     ("expand",), ("expand",), ("ask", QUESTION, "auto"), ("members", 1),
 ]
 EMPTY_QUESTION = "Tell me about quantum chromodynamics"
+# /api/query answers' info as the test rewrites them in the browser, by question (the
+# server may not send these fields yet); "Who is Tiny Tim?" and the rest keep theirs
+QUERY_INFO = {EMPTY_QUESTION: {"low_relevance": True, "notice": "No passage is about this."},
+              "Who was Fezziwig?": {"low_relevance": False, "notice": "Not shown."},
+              "What did the Ghost of Christmas Past show Scrooge?": {"low_relevance": True,
+                                                                     "notice": None}}
+# what the explorer says for a low-relevance answer with no notice
+DEFAULT_NOTICE = "Nothing in the index looks relevant to this question."
 # records every graph the page draws (its node ids) as window.kgloomDrawn
 RECORD_DRAWS = """
 window.kgloomDrawn = [];
@@ -765,23 +773,26 @@ def _drawn_nodes(page) -> list[str]:
 def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
     """Questions, neighbourhood expansions, community members, empty answers and a failed
     draw, one after another: after each the canvas holds the nodes the API returned, the
-    placeholder shows exactly when there are none, and the page raised no error."""
+    placeholder shows exactly when there are none, the notice shows exactly for an answer
+    flagged low relevance (info.low_relevance; none when the fields are absent), and the
+    page raised no error."""
     from playwright.sync_api import expect
 
     assert len(DRAWS) == 20 and {d[0] for d in DRAWS} == {"ask", "expand", "members",
                                                           "empty", "fail"}
     shots = Path(os.environ.get("KGLOOM_TEST_ARTIFACTS") or tmp_path_factory.mktemp("shots"))
     shots.mkdir(parents=True, exist_ok=True)
-    fail_next_subgraph = []
+    fail_next_subgraph, answered = [], []
 
-    def answer_query(route):  # the empty answer: no units, no entities
-        if route.request.post_data_json["question"] != EMPTY_QUESTION:
-            route.continue_()
-            return
+    def answer_query(route):  # QUERY_INFO's fields; the empty answer: no units, no entities
+        question = route.request.post_data_json["question"]
         res = route.fetch()
         out = res.json()
-        for table in ("text_units", "entities", "relationships", "linked"):
-            out[table] = []
+        out["info"].update(QUERY_INFO.get(question, {}))
+        if question == EMPTY_QUESTION:
+            for table in ("text_units", "entities", "relationships", "linked"):
+                out[table] = []
+        answered.append(out)
         route.fulfill(response=res, json=out)
 
     def answer_subgraph(route):
@@ -794,7 +805,7 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
     with _explorer(server.url, shots, "explorer-twenty-draws") as (page, errors):
         page.route("**/api/query", answer_query)
         page.route("**/api/graph/subgraph", answer_subgraph)
-        placeholder = page.locator("#graph-empty")
+        placeholder, notice = page.locator("#graph-empty"), page.get_by_role("status")
         detail_error = page.locator("#detail > .error")
         expect(placeholder).to_be_visible()
         actions = {"ask": _ask, "empty": _ask, "fail": _ask, "expand": _expand_hub,
@@ -819,8 +830,16 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
                 assert nodes == sorted(n["id"] for n in res.json()["nodes"]), where
                 drawn.append(nodes)
             assert placeholder.is_visible() == (not nodes), where
+            if kind in ("ask", "empty", "fail"):
+                info = answered[-1]["info"]
+                if info.get("low_relevance"):
+                    expect(notice).to_have_text(info["notice"] or DEFAULT_NOTICE)
+                    expect(notice).to_be_visible()
+                else:
+                    expect(notice).to_be_hidden()
             assert errors == [], (where, errors)
         assert [] in drawn and sum(1 for n in drawn if n) >= 15
+        assert len(answered) == 8 and any(a["info"].get("low_relevance") for a in answered)
         assert len(page.evaluate("window.kgloomDrawn")) == len(drawn)
         page.screenshot(path=str(shots / "explorer-twenty-draws.png"), full_page=True)
 

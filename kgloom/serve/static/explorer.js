@@ -184,6 +184,16 @@ function retrievedItems(res) {
   return { entity_ids: [...entities].slice(0, 500), text_unit_ids: [...units].slice(0, 500) };
 }
 
+// Shows the server's notice above the sources when it flags the answer as of low relevance
+// (info.low_relevance: its best retrieval score is under the threshold, so no unit is
+// relevant; info.notice: a sentence saying so); otherwise, and for servers older than
+// those fields, nothing shows.
+function showNotice(info) {
+  const low = Boolean(info && info.low_relevance);
+  $("notice").textContent = low ?
+    (info.notice || "Nothing in the index looks relevant to this question.") : "";
+}
+
 async function ask() {
   const question = $("question").value.trim();
   if (!question) return;
@@ -192,12 +202,14 @@ async function ask() {
   $("answer").textContent = "asking ...";
   $("answer").className = "muted";
   $("sources").replaceChildren();
+  showNotice(null);
   let res;
   try {
     res = await api("api/query", { question, mode });
   } catch (e) { if (isLatestAsk()) showError($("answer"), e); return; }
   if (!isLatestAsk()) return; // a later question owns the answer panel now
   $("answer").className = "";
+  showNotice(res.info);
   const sources = $("sources");
   if (res.text_units) {
     $("answer").textContent = `${res.text_units.length} text units (${res.info.used_mode})`;
