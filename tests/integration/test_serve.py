@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -654,6 +655,247 @@ def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factor
             raise
         finally:
             browser.close()
+
+
+# twenty draws in a row: (action, *arguments); "ask" draws a question's subgraph,
+# "expand" the neighbourhood of the drawn graph's best-connected node, "members" a root
+# community's members, "empty" a question whose answer names nothing (the /api/query answer
+# is emptied in the browser and flagged low relevance), "fail" a question whose subgraph
+# request is answered 500 (the graph stays as it was)
+DRAWS = [
+    ("ask", QUESTION, "direct"), ("expand",), ("members", 0),
+    ("ask", "Who is Tiny Tim?", "local"), ("expand",), ("empty", "bridge"), ("members", 1),
+    ("expand",), ("ask", "What did the Ghost of Christmas Past show Scrooge?", "fused"),
+    ("expand",), ("fail", "Where did Bob Cratchit work?", "vector"), ("members", 2),
+    ("expand",), ("ask", "Who was Fezziwig?", "global"), ("empty", "vector"), ("members", 0),
+    ("expand",), ("expand",), ("ask", QUESTION, "auto"), ("members", 1),
+]
+EMPTY_QUESTION = "Tell me about quantum chromodynamics"
+# /api/query answers' info as the test rewrites them in the browser, by question (the
+# server may not send these fields yet); "Who is Tiny Tim?" and the rest keep theirs
+QUERY_INFO = {EMPTY_QUESTION: {"low_relevance": True, "notice": "No passage is about this."},
+              "Who was Fezziwig?": {"low_relevance": False, "notice": "Not shown."},
+              "What did the Ghost of Christmas Past show Scrooge?": {"low_relevance": True,
+                                                                     "notice": None}}
+# what the explorer says for a low-relevance answer with no notice
+DEFAULT_NOTICE = "Nothing in the index looks relevant to this question."
+# records every graph the page draws (its node ids) as window.kgloomDrawn
+RECORD_DRAWS = """
+window.kgloomDrawn = [];
+let drawnGraph = null;
+Object.defineProperty(window, "kgloomGraph", {
+  configurable: true, get: () => drawnGraph,
+  set: (cy) => { drawnGraph = cy; if (cy) window.kgloomDrawn.push(cy.nodes().map(n => n.id())); },
+});
+"""
+
+
+@contextmanager
+def _explorer(url: str, shots: Path, name: str):
+    """Yield ``(page, errors)``: the explorer at ``url`` open in headless Chromium (its
+    page errors and console errors collected in ``errors``, every graph it draws in
+    ``window.kgloomDrawn``), the home page's status and communities shown. On a failure a
+    screenshot ``<name>-failure.png`` goes to ``shots``; the browser is closed on exit."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(30_000)
+        page.add_init_script(RECORD_DRAWS)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("console", lambda m: errors.append(f"console: {m.text} ({m.location['url']})")
+                if m.type == "error" else None)
+        try:
+            page.goto(url + "/")
+            expect(page.locator("#status")).to_contain_text("build ")
+            expect(page.locator("#communities > details > summary").first).to_be_visible()
+            yield page, errors
+        except BaseException:
+            page.screenshot(path=str(shots / f"{name}-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def _drawn_after(page, action, *args):
+    """Do ``action(page, *args)``; return the response of the graph request it made
+    (subgraph or neighbourhood) once the page drew a graph or showed an error."""
+    before = page.evaluate_handle("window.kgloomGraph || null")
+    with page.expect_response(lambda r: "/api/graph/subgraph" in r.url
+                              or "/neighbourhood" in r.url) as got:
+        action(page, *args)
+    page.wait_for_function("before => window.kgloomGraph !== before"
+                           " || document.querySelector('#detail > .error')", arg=before)
+    return got.value
+
+
+def _ask(page, question: str, mode: str) -> None:
+    page.select_option("#mode", mode)
+    page.fill("#question", question)
+    page.click("#ask")
+
+
+def _expand_hub(page) -> None:
+    """Click the drawn graph's best-connected node, then "expand neighbourhood"."""
+    from playwright.sync_api import expect
+
+    box = page.locator("#graph").bounding_box()
+    x, y, label = page.evaluate(
+        "(() => { const n = window.kgloomGraph.nodes().max(n => n.degree()).ele;"
+        " const p = n.renderedPosition(); return [p.x, p.y, n.data('label')]; })()")
+    page.mouse.click(box["x"] + x, box["y"] + y)
+    expect(page.get_by_test_id("node-title")).to_have_text(label)
+    page.get_by_role("button", name="expand neighbourhood").click()
+
+
+def _draw_members(page, i: int) -> None:
+    """Open root community ``i`` (modulo their number), then "draw members"."""
+    from playwright.sync_api import expect
+
+    roots = page.locator("#communities > details > summary")
+    summary = roots.nth(i % roots.count())
+    c = summary.get_attribute("data-community")
+    summary.click()
+    expect(page.locator("#detail h3")).to_contain_text(f"C{c} (level")
+    page.get_by_role("button", name="draw members").click()
+
+
+def _drawn_nodes(page) -> list[str]:
+    return sorted(page.evaluate("window.kgloomGraph.nodes().map(n => n.id())"))
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(),
+                    reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+@pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                    reason="the playwright Python package is missing (pip install playwright)")
+def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
+    """Questions, neighbourhood expansions, community members, empty answers and a failed
+    draw, one after another: after each the canvas holds the nodes the API returned, the
+    placeholder shows exactly when there are none, the notice shows exactly for an answer
+    flagged low relevance (info.low_relevance; none when the fields are absent), and the
+    page raised no error."""
+    from playwright.sync_api import expect
+
+    assert len(DRAWS) == 20 and {d[0] for d in DRAWS} == {"ask", "expand", "members",
+                                                          "empty", "fail"}
+    shots = Path(os.environ.get("KGLOOM_TEST_ARTIFACTS") or tmp_path_factory.mktemp("shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    fail_next_subgraph, answered = [], []
+
+    def answer_query(route):  # QUERY_INFO's fields; the empty answer: no units, no entities
+        question = route.request.post_data_json["question"]
+        res = route.fetch()
+        out = res.json()
+        out["info"].update(QUERY_INFO.get(question, {}))
+        if question == EMPTY_QUESTION:
+            for table in ("text_units", "entities", "relationships", "linked"):
+                out[table] = []
+        answered.append(out)
+        route.fulfill(response=res, json=out)
+
+    def answer_subgraph(route):
+        if fail_next_subgraph:
+            fail_next_subgraph.clear()
+            route.fulfill(status=500, json={"error": {"message": "index unavailable"}})
+        else:
+            route.continue_()
+
+    with _explorer(server.url, shots, "explorer-twenty-draws") as (page, errors):
+        page.route("**/api/query", answer_query)
+        page.route("**/api/graph/subgraph", answer_subgraph)
+        placeholder, notice = page.locator("#graph-empty"), page.get_by_role("status")
+        detail_error = page.locator("#detail > .error")
+        expect(placeholder).to_be_visible()
+        actions = {"ask": _ask, "empty": _ask, "fail": _ask, "expand": _expand_hub,
+                   "members": _draw_members}
+        drawn = []
+        for step, (kind, *args) in enumerate(DRAWS, 1):
+            where = f"draw {step} {kind} {args}"
+            if kind == "fail":
+                fail_next_subgraph.append(True)
+            res = _drawn_after(page, actions[kind],
+                               *([EMPTY_QUESTION, *args] if kind == "empty" else args))
+            nodes = _drawn_nodes(page)
+            if kind == "fail":  # the error is said, the last graph stays
+                assert res.status == 500, where
+                expect(detail_error).to_contain_text("index unavailable")
+                assert nodes == drawn[-1], where
+                assert [e for e in errors if "status of 500" not in e] == [], where
+                errors.clear()
+            else:
+                assert res.status == 200, where
+                assert detail_error.all_inner_texts() == [], where
+                assert nodes == sorted(n["id"] for n in res.json()["nodes"]), where
+                drawn.append(nodes)
+            assert placeholder.is_visible() == (not nodes), where
+            if kind in ("ask", "empty", "fail"):
+                info = answered[-1]["info"]
+                if info.get("low_relevance"):
+                    expect(notice).to_have_text(info["notice"] or DEFAULT_NOTICE)
+                    expect(notice).to_be_visible()
+                else:
+                    expect(notice).to_be_hidden()
+            assert errors == [], (where, errors)
+        assert [] in drawn and sum(1 for n in drawn if n) >= 15
+        assert len(answered) == 8 and any(a["info"].get("low_relevance") for a in answered)
+        assert len(page.evaluate("window.kgloomDrawn")) == len(drawn)
+        page.screenshot(path=str(shots / "explorer-twenty-draws.png"), full_page=True)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(),
+                    reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+@pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                    reason="the playwright Python package is missing (pip install playwright)")
+def test_explorer_answers_that_come_back_late_are_dropped(server, tmp_path_factory):
+    """A question held back while a second one is asked, and a community's members held
+    back while a neighbourhood is expanded, come back after those: the answer panel keeps
+    the second question, the late question asks for no subgraph, and the graph is drawn
+    only for what was asked for last."""
+    from playwright.sync_api import expect
+
+    shots = Path(os.environ.get("KGLOOM_TEST_ARTIFACTS") or tmp_path_factory.mktemp("shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    slow_question, held, hold_next_subgraph = "Who was Fezziwig?", {}, []
+
+    def answer_query(route):
+        if route.request.post_data_json["question"] == slow_question:
+            held["query"] = route  # answered below, after the second question
+        else:
+            route.continue_()
+
+    def answer_subgraph(route):
+        if hold_next_subgraph:
+            hold_next_subgraph.clear()
+            held["members"] = route
+        else:
+            route.continue_()
+
+    with _explorer(server.url, shots, "explorer-late-answers") as (page, errors):
+        page.route("**/api/query", answer_query)
+        page.route("**/api/graph/subgraph", answer_subgraph)
+        subgraph_requests = []
+        page.on("request", lambda r: subgraph_requests.append(r)
+                if "/api/graph/subgraph" in r.url else None)
+        _ask(page, slow_question, "vector")
+        second = _drawn_after(page, _ask, QUESTION, "bridge")
+        expect(page.locator("#answer")).to_contain_text("(bridge)")
+        hold_next_subgraph.append(True)
+        with page.expect_request("**/api/graph/subgraph"):
+            _draw_members(page, 0)
+        expanded = _drawn_after(page, _expand_hub)
+        for name in ("query", "members"):  # now the held answers come back
+            held[name].continue_()
+            held[name].request.response().finished()
+        last = _drawn_after(page, _draw_members, 1)
+
+        assert [sorted(n) for n in page.evaluate("window.kgloomDrawn")] == [
+            sorted(n["id"] for n in r.json()["nodes"]) for r in (second, expanded, last)]
+        assert _drawn_nodes(page) == sorted(n["id"] for n in last.json()["nodes"])
+        expect(page.locator("#answer")).to_contain_text("(bridge)")
+        assert len(subgraph_requests) == 3  # the second question's, both members'
+        assert errors == []
 
 
 def test_the_explorer_files_ship_in_the_package():

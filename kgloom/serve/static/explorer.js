@@ -92,9 +92,13 @@ function colour(type) {
   return TYPE_COLOURS[h % TYPE_COLOURS.length];
 }
 
+// Replaces the drawn graph with the subgraph ``sub`` ({nodes, edges} as the /api/graph
+// endpoints answer); the placeholder shows while no node is drawn. Cytoscape owns #graph
+// (destroy() empties it), so the placeholder is its sibling, never its child.
 function drawGraph(sub) {
-  $("graph-empty").hidden = sub.nodes.length > 0;
   if (state.cy) state.cy.destroy();
+  state.cy = window.kgloomGraph = null;
+  $("graph-empty").hidden = false; // until a graph with nodes stands in the old one's place
   const maxPr = Math.max(1e-9, ...sub.nodes.map((n) => n.pagerank || 0));
   const elements = sub.nodes.map((n) => ({ data: {
     id: n.id, label: n.title, colour: colour(n.type),
@@ -116,20 +120,35 @@ function drawGraph(sub) {
   });
   state.cy.on("tap", "node", (ev) => showEntity(ev.target.id()));
   window.kgloomGraph = state.cy; // for the browser test and the console
+  $("graph-empty").hidden = state.cy.nodes().length > 0;
+}
+
+// Answers can come back out of order (a slow question overtaken by "draw members"): each
+// request takes a turn of its kind ("ask", "draw") when it is made; takeTurn returns a
+// function telling whether that turn is still the latest, and only the latest may show.
+const turns = {};
+function takeTurn(kind) {
+  const mine = (turns[kind] = (turns[kind] || 0) + 1);
+  return () => turns[kind] === mine;
+}
+
+// Draws the subgraph that fetchSub() resolves to, or shows its error in the details
+// panel, unless a later draw was asked for meanwhile.
+async function drawLatest(isLatest, fetchSub) {
+  try {
+    const sub = await fetchSub();
+    if (isLatest()) drawGraph(sub);
+  } catch (e) { if (isLatest()) showError($("detail"), e); }
 }
 
 async function drawEntities(ids, depth) {
-  if (!ids.length) { drawGraph({ nodes: [], edges: [] }); return; }
-  try {
-    const sub = await api("api/graph/subgraph", { entity_ids: ids.slice(0, 500), depth });
-    drawGraph(sub);
-  } catch (e) { showError($("detail"), e); }
+  await drawLatest(takeTurn("draw"), async () => (ids.length ?
+    api("api/graph/subgraph", { entity_ids: ids.slice(0, 500), depth }) : { nodes: [], edges: [] }));
 }
 
 async function drawNeighbourhood(id) {
-  try {
-    drawGraph(await api(`api/graph/entities/${encodeURIComponent(id)}/neighbourhood?depth=1`));
-  } catch (e) { showError($("detail"), e); }
+  await drawLatest(takeTurn("draw"),
+    () => api(`api/graph/entities/${encodeURIComponent(id)}/neighbourhood?depth=1`));
 }
 
 // --- asking ----------------------------------------------------------------------
@@ -165,18 +184,32 @@ function retrievedItems(res) {
   return { entity_ids: [...entities].slice(0, 500), text_unit_ids: [...units].slice(0, 500) };
 }
 
+// Shows the server's notice above the sources when it flags the answer as of low relevance
+// (info.low_relevance: its best retrieval score is under the threshold, so no unit is
+// relevant; info.notice: a sentence saying so); otherwise, and for servers older than
+// those fields, nothing shows.
+function showNotice(info) {
+  const low = Boolean(info && info.low_relevance);
+  $("notice").textContent = low ?
+    (info.notice || "Nothing in the index looks relevant to this question.") : "";
+}
+
 async function ask() {
   const question = $("question").value.trim();
   if (!question) return;
   const mode = $("mode").value;
+  const isLatestAsk = takeTurn("ask"), isLatestDraw = takeTurn("draw");
   $("answer").textContent = "asking ...";
   $("answer").className = "muted";
   $("sources").replaceChildren();
+  showNotice(null);
   let res;
   try {
     res = await api("api/query", { question, mode });
-  } catch (e) { showError($("answer"), e); return; }
+  } catch (e) { if (isLatestAsk()) showError($("answer"), e); return; }
+  if (!isLatestAsk()) return; // a later question owns the answer panel now
   $("answer").className = "";
+  showNotice(res.info);
   const sources = $("sources");
   if (res.text_units) {
     $("answer").textContent = `${res.text_units.length} text units (${res.info.used_mode})`;
@@ -190,9 +223,8 @@ async function ask() {
       (i) => ({ ref: i.ref, kind: i.kind, id: i.source_id, text: i.text }));
     for (const c of cited) sources.append(sourceItem(c.ref, c.kind, c.id, c.text));
   }
-  try {
-    drawGraph(await api("api/graph/subgraph", { ...retrievedItems(res), depth: 0, max_nodes: 150 }));
-  } catch (e) { showError($("detail"), e); }
+  await drawLatest(isLatestDraw,
+    () => api("api/graph/subgraph", { ...retrievedItems(res), depth: 0, max_nodes: 150 }));
 }
 
 // --- communities -----------------------------------------------------------------
