@@ -206,6 +206,16 @@ BENCHES: dict[str, Bench] = {
         "and after the check", False, ("eval_reports*.json",),
         (("LLM reports rejected", "before.llm_reports_rejected"),
          ("published naming outside", "after.published_reports_naming_outside_context"))),
+    "answer_check": Bench(
+        "eval_answer_check.py", "search answers naming what their context lacks: made-up "
+        "names passed and correct answers flagged by the check, no model (seconds)", False,
+        ("answer_check*.json",),
+        (("book made-up passed", "figures.book made-up passed"),
+         ("before", "before.figures.book made-up passed"),
+         ("book correct flagged", "figures.book correct flagged"),
+         ("own made-up passed", "figures.own made-up passed"),
+         ("before", "before.figures.own made-up passed"),
+         ("own correct flagged", "figures.own correct flagged"))),
     "embedder": Bench(
         "bench_embedder.py", "the embedder's backends: sentence-transformers (torch) "
         "against ONNX Runtime; --memory: each way's resident memory", False,

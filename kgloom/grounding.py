@@ -9,7 +9,13 @@ community report or a search answer is free text, so it is checked after the fac
   normalized), not word by word (every word of the name other than function words
   and honorifics is a word of the context, so "Mr. Scrooge" is grounded by "SCROOGE"),
   and not by one of its words being a capitalized word of the context ("Scrooge's
-  Redemption"). Title-case headings are skipped: their capitals mark no names.
+  Redemption"). Title-case headings are skipped: their capitals mark no names. A
+  community report is checked so (:func:`kgloom.report_writer.check_report`).
+- :func:`ungrounded_answer_names`: the same for a search answer, and every capitalized
+  word of it the context holds in no case or form (:func:`ungrounded_words`): a
+  one-word answer ("Calais-Lille") or a name opening a sentence is all the candidate
+  finder's rules leave out (a lone capitalized word opening a sentence is no name to
+  them; a bare name looks like a heading).
 - :func:`find_repetition`: a degenerate loop, the way a small model fails when it
   cannot stop ("a man named Tiny Tim, a man named Tiny Tim, ..."): a phrase repeated
   back to back, or a long phrase three times.
@@ -23,12 +29,16 @@ is replaced by the rule report, an answer is cut and flagged).
 
 from __future__ import annotations
 
+import functools
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import regex
 
 from kgloom.names.candidates import STOPWORDS, candidate_names, is_grounded, word_counts
+from kgloom.names.morphology import lemmas
 from kgloom.names.normalize import normalize_for_match
 
 # the words of a text for the word-level checks: letters, marks and digits (any script)
@@ -37,6 +47,11 @@ _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*")
 _TITLE_WORDS = frozenset("""mr mrs ms miss dr st sir lady lord master madame mme mlle mx prof
 rev fr sr jr dame old young little""".split())
 _POSSESSIVE = regex.compile(r"['’]s$")
+# a word as a name is written: letters and digits, with the parts of a hyphenated or
+# apostrophized name kept together ("Calais-Lille", "O'Brien", "Weber's")
+_NAME_WORD = regex.compile(
+    r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:['’\-‐‑][\p{L}\p{N}][\p{L}\p{M}\p{N}]*)*")
+_JOINERS = regex.compile(r"['’\-‐‑]")
 
 TANDEM_MIN_REPEATS = 3  # a phrase of 2+ words said 3 times in a row is a loop
 TANDEM_MIN_REPEATS_ONE_WORD = 4  # one word: "very very" is English, 4 in a row is not
@@ -72,7 +87,8 @@ def ungrounded_names(text: str, context: str, known: tuple[str, ...] | list[str]
     (:func:`is_heading`) is skipped, since title case capitalizes common words. Names are
     found as extraction finds them (:func:`kgloom.names.candidates.candidate_names`,
     with the statistics of ``context`` and ``text``: a capitalized word seen only opening
-    a sentence is no name, so a sentence-initial name the text never repeats is missed).
+    a sentence is no name, so a sentence-initial name the text never repeats is missed;
+    :func:`ungrounded_answer_names` checks those words too, for a search answer).
     A name is grounded when the context
     holds it whole (case and Unicode normalized), or holds each of its words (less a
     possessive "'s", function words and honorifics), or holds one of them capitalized
@@ -109,6 +125,212 @@ def ungrounded_names(text: str, context: str, known: tuple[str, ...] | list[str]
                 continue
             out.append(name)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _base_letter(char: str) -> str:
+    """A Latin letter Unicode does not decompose ("ø", "ł", "đ") as its base letter, read
+    from its Unicode name ("LATIN SMALL LETTER O WITH STROKE" -> "o"); any other
+    character as it is."""
+    m = regex.fullmatch(r"LATIN (?:SMALL|CAPITAL) LETTER (\w) WITH .+", unicodedata.name(char, ""))
+    return m.group(1).lower() if m else char
+
+
+def _fold(word: str) -> str:
+    """``word`` NFKC-normalized, case-folded and without accents or strokes ("Anaïs" and
+    "Tromsø" match "Anais" and "Tromso": one name with or without its diacritics)."""
+    decomposed = unicodedata.normalize("NFKD", normalize_for_match(word))
+    return "".join(c if c.isascii() else _base_letter(c) for c in decomposed
+                   if not unicodedata.combining(c))
+
+
+def _forms(word: str) -> set[str]:
+    """The forms ``word`` is matched by (:func:`_fold`): as written, without a possessive
+    ("Brandt's", "Oltmanns'"), with its hyphens and apostrophes dropped ("Auwald-Stadium"
+    as "auwaldstadium"), and without a plural or genitive "-s" / "-es" ("Cratchits",
+    "Kiels"; words of 4+ letters), and a Cyrillic word's dictionary forms
+    (:func:`kgloom.names.morphology.lemmas`: "Москве" as "москва"). The simple
+    inflection of names, applied to both sides of a comparison."""
+    w = _POSSESSIVE.sub("", _fold(word)).rstrip("'’")
+    out = {w, _JOINERS.sub("", w), *(_fold(x) for x in lemmas(w) if x != w)}
+    for x in list(out):
+        if len(x) >= 4 and x.endswith("s"):
+            out.add(x[:-1])
+            if x.endswith("es"):
+                out.add(x[:-2])
+    return out
+
+
+def _common_word(word: str) -> bool:
+    """A function word or an honorific (:data:`kgloom.names.candidates.STOPWORDS`,
+    ``_TITLE_WORDS``): "The", "He", "In", "Who", "Yes" open a sentence, they name
+    nothing."""
+    w = _POSSESSIVE.sub("", _fold(word))
+    return w in STOPWORDS or w in _TITLE_WORDS
+
+
+class _ContextWords:
+    """What a context holds, word by word, for :func:`ungrounded_words`: the
+    :func:`_forms` of its words, of each part of its hyphenated words, and of each two
+    words written side by side ("Nord Licht" grounds "Nordlicht"), and the first letters
+    of its capitalized words (an initial "B." is grounded by "Brandt")."""
+
+    def __init__(self, text: str) -> None:
+        self.forms: set[str] = set()
+        self.initials: set[str] = set()
+        prev: regex.Match | None = None
+        for m in _NAME_WORD.finditer(text):
+            word = m.group(0)
+            self.forms |= _forms(word)
+            for part in _JOINERS.split(word):
+                self.forms |= _forms(part)
+            if word[:1].isupper():
+                self.initials.add(_fold(word)[:1])
+            if prev is not None and text[prev.end():m.start()] in (" ", "-"):
+                self.forms |= _forms(prev.group(0) + word)
+            prev = m
+
+    def holds(self, word: str) -> bool:
+        """Does the context hold ``word`` in any case, form or hyphenation? A hyphenated
+        word is held whole, or part by part (each part held or a function word, one
+        part at least held)."""
+        if _forms(word) & self.forms:
+            return True
+        parts = [p for p in _JOINERS.split(word) if p]
+        if len(parts) == 1 and len(parts[0]) == 1 and parts[0].isalpha():
+            return _fold(parts[0]) in self.initials  # an initial: "B." of "Brandt"
+        if len(parts) > 1:
+            held = [bool(_forms(p) & self.forms) for p in parts]
+            return any(held) and all(h or _common_word(p) for h, p in zip(held, parts))
+        return False
+
+
+def _capitalized(word: str) -> bool:
+    """Is ``word``, or a part of it between hyphens, written with a capital first letter
+    (cased scripts only: "Weber", "NASA", "al-Rashid"; not "iPhone", not "1998")?"""
+    return any(p[:1].isupper() for p in _JOINERS.split(word))
+
+
+def ungrounded_words(text: str, context: str, known: tuple[str, ...] | list[str] = ()
+                     ) -> list[str]:
+    """The capitalized words of ``text`` that ``context`` (and ``known``) hold in no case
+    or form, as the names they stand in, each once, in order of first use.
+
+    Every word of ``text`` written with a capital (or with a capitalized part between
+    hyphens: "Calais-Lille") is checked, wherever it stands (a one-word text, a word
+    opening a sentence, a title-case line), since the capital of a name that opens a
+    sentence cannot be told from the sentence's own. It is grounded when the context
+    holds it in any case, with or without a possessive, a plural or genitive "-s",
+    accents, hyphens (:class:`_ContextWords`). The evidence that a capitalized word names
+    nothing is the context's own: it holds the word (in any case: "Today" opening an
+    answer is grounded by "today" in the text), or ``text`` writes the word in lower case
+    too; beyond that, the function words and honorifics of
+    :data:`kgloom.names.candidates.STOPWORDS` ("The", "He", "In", "Who") are never
+    flagged. An ordinary word that neither the context nor ``text`` writes
+    ("Unfortunately, ...", "Nobody") is flagged: the context holds no evidence that tells
+    it from a name (:func:`ungrounded_answer_names` asks the corpus too).
+
+    Flagged words written next to each other (one space apart) are reported as one name,
+    from the first to the last of them ("Jonas Weber"; "Weber" of "Ilse Weber" when the
+    context holds Ilse; "Lyon" of "In Lyon"), less a possessive ("Weber's" -> "Weber").
+
+    Args:
+        text: what the model wrote (its citations removed or held by ``known``).
+        context: what it was given.
+        known: more names and ids it may use (e.g. the context's citation ids).
+
+    Returns:
+        the ungrounded names, as written in ``text``; [] when every capitalized word is
+        held.
+    """
+    return _unheld_runs(text or "", _ContextWords("\n".join([context or "", *known])), ())
+
+
+def mostly_lower_case(word: str, corpus: Sequence[str]) -> bool:
+    """Does ``corpus`` write ``word`` (less a possessive) in lower case more often than
+    capitalized? Then it is an ordinary word of the corpus's language ("See", "Nobody",
+    "None" in the book), not a name: the evidence the candidate finder takes for a
+    capitalized word (:func:`kgloom.names.candidates.word_counts`). Whole-word,
+    case-insensitive matches in each text; O(total length of ``corpus``)."""
+    w = _POSSESSIVE.sub("", word)
+    if not w:
+        return False
+    edge = r"[\p{L}\p{M}\p{N}]"
+    pattern = regex.compile(rf"(?<!{edge}){regex.escape(w)}(?!{edge})", regex.IGNORECASE)
+    lower = upper = 0
+    for t in corpus:
+        for m in pattern.finditer(t):
+            if m.group(0)[:1].islower():
+                lower += 1
+            else:
+                upper += 1
+    return lower > upper
+
+
+def _unheld_runs(text: str, held: _ContextWords, corpus: Sequence[str]) -> list[str]:
+    """:func:`ungrounded_words` of ``text`` against what a context ``held``, less the
+    words ``corpus`` writes mostly in lower case (:func:`mostly_lower_case`)."""
+    words_of_text = list(_NAME_WORD.finditer(text))
+    lower = {_fold(m.group(0)) for m in words_of_text if not _capitalized(m.group(0))}
+    runs: list[list[tuple[regex.Match, bool]]] = []
+    for m in words_of_text:
+        word = m.group(0)
+        if not _capitalized(word):
+            continue
+        bad = not (_common_word(word) or _forms(word) & lower or held.holds(word)
+                   or (corpus and mostly_lower_case(word, corpus)))
+        if runs and text[runs[-1][-1][0].end():m.start()] == " ":
+            runs[-1].append((m, bad))
+        else:
+            runs.append([(m, bad)])
+    out: list[str] = []
+    for run in runs:
+        bad = [m for m, b in run if b]
+        if bad:
+            name = _POSSESSIVE.sub("", text[bad[0].start():bad[-1].end()])
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def ungrounded_answer_names(text: str, context: str,
+                            known: tuple[str, ...] | list[str] = (),
+                            corpus: Sequence[str] = ()) -> list[str]:
+    """The names of a search answer that its context does not hold: the capitalized
+    words no evidence grounds (:func:`ungrounded_words`), and the names of
+    :func:`ungrounded_names` with no capitalized word (scripts without case: "王明"), in
+    order of first use.
+
+    An answer is a few words ("in as few words as the question allows"): a bare name is
+    all sentence start and looks like a title-case heading, the two places where
+    :func:`ungrounded_names` reads no name, so every capitalized word is checked here.
+    Community reports keep :func:`ungrounded_names` alone: long prose opens its
+    sentences with ordinary words a context need not hold ("Overall", "Notably"), and a
+    report failing its check is not published (:func:`kgloom.report_writer.check_report`).
+
+    A capitalized word the context lacks is still no name when ``corpus`` (the texts the
+    context was drawn from: the index's text units) writes it mostly in lower case
+    (:func:`mostly_lower_case`): "See the report ..." opens with an ordinary word the
+    book writes 47 times as "see". A made-up name is in no text of the corpus; a name of
+    the corpus that the context lacks is written capitalized there, and stays flagged.
+
+    Args:
+        text: the answer (its citations removed or held by ``known``).
+        context: the context it was answered from.
+        known: more names and ids it may use (e.g. the context's citation ids).
+        corpus: the texts the context was drawn from (() : the context alone decides).
+
+    Returns:
+        the ungrounded names as written in ``text``, each once; [] when none.
+    """
+    text = text or ""
+    held = _ContextWords("\n".join([context or "", *known]))
+    words_found = _unheld_runs(text, held, corpus)
+    # a name with a capitalized word was judged word by word above
+    names = [n for n in ungrounded_names(text, context, known)
+             if not any(_capitalized(w) for w in _NAME_WORD.findall(n))
+             and not all(held.holds(w) for w in _NAME_WORD.findall(n))]
+    return sorted(dict.fromkeys([*words_found, *names]), key=text.find)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -12,6 +13,7 @@ from kgloom.grounding import (
     find_reply_loop,
     is_heading,
     shared_phrase,
+    ungrounded_answer_names,
     ungrounded_names,
 )
 
@@ -46,6 +48,109 @@ def test_is_heading():
     assert is_heading("Scrooge, Marley and the Counting-House")
     assert not is_heading("Scrooge visits Fezziwig with Belle.")  # a sentence
     assert not is_heading("the firm of scrooge and marley")
+
+
+# --- answers: every capitalized word the context holds in no case or form ---------------
+# an invented company history (no real firm is meant): the search context of the issue's
+# question "Who founded Nordlicht Robotics?"
+FIRM = ("[E1] ILSE BRANDT (person): founder of Nordlicht Robotics.\n"
+        "[T1] Nordlicht Robotics was founded by Ilse Brandt in Kiel in 1998. Brandt had "
+        "worked for twelve years at the Hafenwerft shipyard before she built harbour cranes "
+        "of her own. Its chief engineer, Tomasz Wierzba, designed the self-levelling boom; "
+        "the cranes go by barge to Tromsø and to the Auwald Stadium.")
+
+
+def test_a_one_word_answer_naming_nothing_of_its_context_is_flagged():
+    """The issue: "Calais-Lille" passed, a bare name being all sentence start."""
+    assert ungrounded_answer_names("Calais-Lille", FIRM) == ["Calais-Lille"]
+    assert ungrounded_answer_names("Ilse Brandt", FIRM) == []
+
+
+def _invented(rng: random.Random) -> str:
+    """A name made of random syllables: in no word list, and in no context unless put
+    there."""
+    syllables = "ka vor len dru mi sel tov ra bex qui zan hol per ut nav gro fi".split()
+    return "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))).capitalize()
+
+
+# (answer with a made-up name, the same name as the context may write it: case,
+# possessive, hyphenation, plural)
+_FORMS = [
+    ("{a}", "{a}"), ("{a}.", "{lower}"), ("{a} founded it in Kiel.", "{upper}"),
+    ("It was founded by {a} in 1998.", "{a}'s"), ("{a}'s cranes", "{a}"),
+    ("{a}-{b}", "{a} {b}"), ("{a} {b}", "{a}-{b}"), ("In {a}.", "the {a}s"),
+    ("Brandt and {a} founded it.", "{upper}"), ("Ilse {a}", "{a}"),
+]
+
+
+@pytest.mark.parametrize("answer, in_context", _FORMS)
+def test_a_made_up_name_is_flagged_until_the_context_holds_it(answer, in_context):
+    """One-word, multi-word, hyphenated, sentence-initial and mid-sentence names, each a
+    random invented one: flagged against the firm's context, not flagged once the context
+    holds the same name in another case, possessive or hyphenation."""
+    rng = random.Random(answer)
+    for _ in range(20):
+        a, b = _invented(rng), _invented(rng)
+        text = answer.format(a=a, b=b)
+        name = a if "{b}" not in answer else text[text.index(a):text.index(b) + len(b)]
+        assert ungrounded_answer_names(text, FIRM) == [name], text
+        said = in_context.format(a=a, b=b, lower=a.lower(), upper=a.upper())
+        assert ungrounded_answer_names(text, FIRM + f" Later {said} came too.") == [], text
+
+
+@pytest.mark.parametrize("answer", [
+    "Ilse Brandt", "Brandt", "Brandt.", "BRANDT", "ilse brandt", "In 1998.", "1998",
+    "Twelve years.", "harbour cranes", "Harbour cranes.", "Brandt's cranes",
+    "Nordlicht's founder was Brandt.", "The founder was Ilse Brandt.", "Tomasz Wierzba",
+    "Wierzba designed it.", "Self levelling boom.", "By barge to Tromso.",
+    "Auwald-Stadium", "Hafenwerft", "He worked at the Hafenwerft shipyard.",
+    "Who knows? Brandt, in Kiel.", "Dr. T. Wierzba",
+])
+def test_an_answer_built_from_its_context_is_not_flagged(answer):
+    """Names as the context writes them or in another case, possessive, hyphenation or
+    without a diacritic, numbers, dates, lower-case phrases, and sentence openers that
+    are function words or words of the context."""
+    assert ungrounded_answer_names(answer, FIRM) == []
+
+
+def test_a_capitalized_opener_is_judged_by_the_context_not_by_a_word_list():
+    """The same opening word is grounded by a context that writes it in lower case and
+    flagged by one that lacks it; an invented word written in lower case elsewhere in the
+    answer is an ordinary word of that answer."""
+    rng = random.Random(7)
+    for _ in range(20):
+        word = _invented(rng)
+        answer = f"{word} of the cranes went to Kiel."
+        assert ungrounded_answer_names(answer, FIRM) == [word]
+        assert ungrounded_answer_names(answer, FIRM + f" Some {word.lower()} went.") == []
+        assert ungrounded_answer_names(f"{word}, and {word.lower()} again.", FIRM) == []
+    assert ungrounded_answer_names("Barge.", FIRM) == []
+    assert ungrounded_answer_names("Barge.", FIRM.replace("barge", "rail")) == ["Barge"]
+
+
+def test_a_corpus_that_writes_a_word_in_lower_case_makes_it_no_name():
+    """A capitalized word the context lacks is an ordinary word when the corpus the
+    context came from writes it mostly in lower case, and still a name when the corpus
+    writes it capitalized or not at all."""
+    rng = random.Random(11)
+    for _ in range(20):
+        word = _invented(rng)
+        answer = f"{word} the cranes went north."
+        ordinary = [f"They {word.lower()} it.", f"To {word.lower()} again, {word} said."]
+        named = [f"They met {word}.", f"{word} said it; {word.lower()} was rare."]
+        assert ungrounded_answer_names(answer, FIRM, corpus=ordinary) == []
+        assert ungrounded_answer_names(answer, FIRM, corpus=named) == [word]
+        assert ungrounded_answer_names(answer, FIRM, corpus=[FIRM]) == [word]
+
+
+def test_inflected_and_caseless_names_are_judged_as_ungrounded_names_judges_them():
+    """A Russian name in another case is its context's name (pymorphy3 lemmas); names of
+    a caseless script the context lacks stay flagged (the candidate finder's names)."""
+    ctx = "Лев Толстой родился в Ясной Поляне и переехал в Москву."
+    assert ungrounded_answer_names("Толстой жил в Москве.", ctx) == []
+    assert ungrounded_answer_names("Толстой жил в Казани.", ctx) == ["Казани"]
+    assert ungrounded_answer_names("北京大学的校长是王明。", "清华大学位于北京。") == [
+        "北京大学", "王明"]
 
 
 @pytest.mark.parametrize("text, phrase, count, kept", [

@@ -516,12 +516,64 @@ def test_check_answer_keeps_what_the_context_holds():
                        ["C1", "T2", "C1"], ["C1", "T2"], ctx)
     assert got.answer == 'See the report "Scrooge and Marley" [C1, T2] and [Illustration].'
     assert got.citations == ["C1", "T2"] and got.info()["invented_citations"] == 0
+    # "See" is in no line of the context: a corpus that writes it in lower case tells
+    # an ordinary word from a name
+    assert got.ungrounded_names == ["See"]
+    got = check_answer('See the report "Scrooge and Marley" [C1; T2] and [Illustration].',
+                       ["C1", "T2", "C1"], ["C1", "T2"], ctx,
+                       corpus=["Scrooge could not see it.", "You see? Marley said."])
     assert got.ungrounded_names == []
     got = check_answer("Scrooge and Marley met Sherlock Holmes.", ["C1"], ["C1"], ctx)
     assert got.ungrounded_names == ["Sherlock Holmes"] and got.answer.startswith("Scrooge")
     assert got.info()["ungrounded_names"] == ["Sherlock Holmes"]
     got = check_answer("[Data: Reports (5, 7)]", [], ["C1"], ctx)
     assert got.removed_inline == ["Data: Reports (5", "7)"] and got.answer.startswith("(no answer")
+
+
+def test_check_answer_flags_a_one_word_answer_the_context_lacks():
+    """The issue's case on invented text: a one-word answer naming nothing of the context
+    is flagged and kept as written (flagged, not removed); the context's own name in
+    another case is not; a kept citation id is no name."""
+    from kgloom.query.structured_search.search_base import check_answer
+
+    ctx = "[T1] Nordlicht Robotics was founded by Ilse Brandt in Kiel in 1998."
+    got = check_answer("Calais-Lille", ["T1"], ["T1"], ctx)
+    assert got.answer == "Calais-Lille" and got.ungrounded_names == ["Calais-Lille"]
+    assert got.info()["ungrounded_names"] == ["Calais-Lille"]
+    assert check_answer("BRANDT [T1]", ["T1"], ["T1", "T2"], ctx).ungrounded_names == []
+    assert check_answer("Brandt [T2]", ["T2"], ["T1", "T2"], ctx).ungrounded_names == []
+
+
+@pytest.mark.parametrize("mode", ["local", "direct", "global"])
+def test_every_search_method_flags_an_answer_naming_what_its_context_lacks(
+        search_index, tmp_path, embedder, mode):
+    """Local, direct and global answers all go through the check: a one-word answer with
+    a made-up name is flagged (in ``info`` and in the printed result), the context's own
+    name in another case is not."""
+    from kgloom.query.render import render_search
+
+    def model(answer: str) -> Callable[[list, dict], Any]:
+        def reply(messages, schema):
+            props = schema["properties"]
+            if _rating(schema):
+                return dict.fromkeys(props, 4)
+            if "points" in props:
+                refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+                return {"points": [{"description": "Scrooge keeps the counting-house.",
+                                    "score": 7, "reports": refs[:1]}]}
+            return {"answer": answer, "citations": props["citations"]["items"]["enum"][:1]}
+        return reply
+
+    for answer, flagged in (("Vardelune-Oskett", ["Vardelune-Oskett"]), ("SCROOGE.", [])):
+        s = Searcher(search_index, llm=_llm(ScriptedBackend(model(answer)), tmp_path, answer),
+                     embedder=embedder)
+        res = s.search("Who keeps the counting-house, Scrooge?", mode=mode)
+        assert res.route == mode
+        assert "scrooge" in res.context.text.lower()
+        assert res.answer == answer
+        assert res.info["answer_check"]["ungrounded_names"] == flagged
+        line = "names the context does not hold: Vardelune-Oskett"
+        assert (line in render_search(res)) == bool(flagged)
 
 
 def test_a_looping_answer_is_cut_and_flagged(search_index, tmp_path, embedder):

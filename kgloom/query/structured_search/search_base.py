@@ -7,17 +7,19 @@ Answers are one structured call: ``{"answer": str, "citations": [id, ...]}`` whe
 citation items are an enum of the ids present in the context, so an answer cannot cite a
 line it was not shown; :func:`check_answer` still grounds every reply (a citation
 outside the context, from a backend that ignored the grammar, is dropped and counted;
-invented inline citations are removed; a looping answer is cut and flagged), and an
-answer of the bundled demo model carries a notice (:func:`model_notice`).
+invented inline citations are removed; a looping answer is cut and flagged; a name the
+context does not hold is flagged), and an answer of the bundled demo model carries a
+notice (:func:`model_notice`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgloom.grounding import cut_repetition, ungrounded_names
+from kgloom.grounding import cut_repetition, ungrounded_answer_names
 from kgloom.llm import (
     SMOLLM2_SHA256,
     CachedLLM,
@@ -97,8 +99,11 @@ class AnswerCheck:
             in the context (an id, a bracketed source, a report title), removed.
         repetition: the phrase the answer looped on (it is cut after its first time),
             or None.
-        ungrounded_names: proper names of the answer its context does not hold
-            (:func:`kgloom.grounding.ungrounded_names`), flagged, not removed.
+        ungrounded_names: names of the answer its context does not hold
+            (:func:`kgloom.grounding.ungrounded_answer_names`: every capitalized word
+            the context holds in no case or form and the corpus does not write mostly
+            in lower case, one-word answers and sentence starts included), flagged, not
+            removed.
     """
 
     answer: str
@@ -118,7 +123,7 @@ class AnswerCheck:
 
 
 def check_answer(answer: str, citations: list[str], refs: list[str],
-                 context_text: str = "") -> AnswerCheck:
+                 context_text: str = "", corpus: Sequence[str] = ()) -> AnswerCheck:
     """Ground one answer in its context.
 
     - ``citations`` not among ``refs`` (the context's ids) are dropped;
@@ -128,14 +133,20 @@ def check_answer(answer: str, citations: list[str], refs: list[str],
       that ``context_text`` does not hold (case-insensitive);
     - a degenerate answer (:func:`kgloom.grounding.find_repetition`) is cut where it
       starts repeating (:func:`kgloom.grounding.cut_repetition`);
-    - the proper names it uses that ``context_text`` lacks are listed (flagged only:
-      a name may be the question's own).
+    - the names it uses that ``context_text`` lacks are listed
+      (:func:`kgloom.grounding.ungrounded_answer_names`: a capitalized word, a
+      hyphenated name, that the context holds in no case or form, wherever it stands,
+      a one-word answer included, unless ``corpus`` writes the word mostly in lower
+      case: "See", "Nobody"); flagged only: a name may be the question's own.
 
     Args:
         answer: the model's answer text.
         citations: its cited ids, in order.
         refs: the ids of the context it was shown (``[E12]`` style, without brackets).
-        context_text: the context as the model read it (for report titles).
+        context_text: the context as the model read it (for report titles and names;
+            "" checks no name).
+        corpus: the texts the context was drawn from (the index's text units), the
+            evidence that a capitalized word the context lacks is an ordinary word.
 
     Returns:
         an :class:`AnswerCheck` (the answer, whitespace collapsed, is never emptied:
@@ -176,7 +187,8 @@ def check_answer(answer: str, citations: list[str], refs: list[str],
     text = re.sub(r"\s+([.,;:!?])", r"\1", text).strip()
     return AnswerCheck(text or "(no answer left once its invented citations were removed)",
                        kept, dropped, removed, rep.phrase if rep else None,
-                       ungrounded_names(text, context_text) if context_text else [])
+                       ungrounded_answer_names(text, context_text, sorted(inline_known),
+                                               corpus) if context_text else [])
 
 
 DEMO_MODEL_NOTICE = (
@@ -372,7 +384,9 @@ class BaseSearch:
         """One answer call (stage ``search_answer``); (None, []) with no context or a
         failed reply (its row added to ``failures``). The reply is grounded by
         :func:`check_answer` (citations outside ``citable`` dropped, invented inline
-        citations removed, a loop cut); what it did goes to ``info["answer_check"]``.
+        citations removed, a loop cut, names the context lacks flagged, with the index's
+        text units as the evidence of ordinary words); what it did goes to
+        ``info["answer_check"]``.
 
         Raises:
             ValueError: the context and prompt do not fit the model's window.
@@ -390,7 +404,8 @@ class BaseSearch:
             assert failure is not None  # structured_call: no object, then a failure row
             failures.append(failure)
             return None, []
-        check = check_answer(obj["answer"], obj["citations"], citable, context.text)
+        check = check_answer(obj["answer"], obj["citations"], citable, context.text,
+                             self.index.units.texts)
         if info is not None:
             info["answer_check"] = check.info()
         return check.answer, check.citations
