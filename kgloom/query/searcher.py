@@ -38,7 +38,11 @@ from kgloom.llm import CachedLLM
 from kgloom.query.context_builder.community_context import Progress
 from kgloom.query.context_builder.context import TokenCounter, check_budget
 from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE, LazyReports
-from kgloom.query.modes import SEARCH_MODES, check_mode  # the one registry of modes
+from kgloom.query.modes import (  # the one registry of modes
+    SEARCH_MODES,
+    check_mode,
+    check_question,
+)
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalSettings
 from kgloom.query.retrieval.retrieval_config import RetrievalConfig
@@ -151,11 +155,13 @@ class Searcher:
             progress: called with global search's events (phase rate / map / reduce).
 
         Raises:
-            ValueError: an empty question, an unknown mode, a budget that is not a
-                positive integer or too small for one item (naming the budget), a level
-                the hierarchy lacks, ``dynamic`` with ``answer=False``, a question too
-                long for the model's window by itself (naming its tokens), or a context
-                that does not fit the model's window with its prompt.
+            ValueError: an empty question or one that is no text
+                (:func:`kgloom.query.modes.check_question`), an unknown mode, a budget
+                that is not a positive integer or too small for one item (naming the
+                budget), a level the hierarchy lacks, ``dynamic`` with ``answer=False``,
+                a question too long for the model's window by itself (naming its
+                tokens), or a context that does not fit the model's window with its
+                prompt.
             IndexFilesMissingError: local, global or auto search on an index missing a
                 table it needs (entities, relationships, communities, community reports;
                 see :func:`kgloom.query.context_builder.search_tables.missing_tables`), naming
@@ -163,8 +169,7 @@ class Searcher:
 
         The result's ``info["build_id"]`` names the published build it was read from.
         """
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("question must be a non-empty string")
+        check_question(question)
         check_mode(mode, SEARCH_MODES)
         budget = check_budget(self.config.budget if budget is None else budget, "budget")
         if dynamic and not answer:

@@ -82,6 +82,7 @@ def test_a_bad_mode_is_refused_before_anything_loads_listing_all_modes(tmp_path)
     (["--top-k", "0"], ["top_k", "> 0"]),
     (["--depth", "-1", "--mode", "multihop"], ["depth", ">= 0"]),
     (["--lambda", "-0.5", "--mode", "fused"], ["lambda"]),
+    (["--lambda", "inf", "--mode", "fused"], ["lambda must be finite"]),
     (["--oversample", "0", "--mode", "fused"], ["oversample"]),
     (["--damping", "1.5", "--mode", "ppr"], ["damping", "[0, 1)"]),
     (["--graph-backend", "neo4j"], ["graph_backend", *modes.GRAPH_BACKENDS]),
@@ -98,6 +99,15 @@ def test_bad_option_values_are_refused_before_loading(tmp_path, args, names):
 def test_an_empty_question_is_refused_before_loading(tmp_path):
     res = run_cli_fresh(["query", "  ", "--output-dir", str(tmp_path)])
     assert res["code"] == 2 and res["loaded"] == [] and "question" in res["out"]
+
+
+def test_a_question_of_bytes_that_are_not_utf8_is_refused_before_loading(tmp_path):
+    # Python reads argv bytes that are not UTF-8 as lone surrogates (surrogateescape);
+    # the embedder's tokenizer raised TypeError on them
+    res = run_cli_fresh(["query", "who is \udcff?", "--output-dir", str(tmp_path)])
+    assert res["code"] == 2 and res["loaded"] == [], res["out"]
+    assert "question is not text" in res["out"] and "U+DCFF" in res["out"]
+    assert "Traceback" not in res["out"]
 
 
 def test_an_option_the_mode_ignores_is_named_in_a_warning(tmp_path):
@@ -266,6 +276,24 @@ def test_query_embedder_falls_back_for_a_folder_of_another_kind(tmp_path):
     assert "pooling" in fast_path_reason(folder)
     with pytest.raises(ValueError, match="pooling"):
         FastEmbedder(folder)
+
+
+@pytest.mark.integration
+def test_a_query_cache_that_cannot_be_opened_is_named(small_index, tmp_path):
+    """A folder, or a file that is no SQLite database, as --cache-path: a message naming
+    it and exit 2 (it was sqlite3's OperationalError and a traceback)."""
+    from kgloom.cli import app
+
+    out, _ = small_index
+    not_a_db = tmp_path / "notes.txt"
+    not_a_db.write_text("not a database\n" * 100)
+    for cache in (tmp_path, not_a_db):
+        res = CliRunner().invoke(app, ["query", "Who is Tiny Tim's father?", "--output-dir",
+                                       str(out), "--mode", "direct", "--fake-llm",
+                                       "--cache-path", str(cache)])
+        assert res.exit_code == 2, res.output
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+        assert f"the query cache {cache}" in res.output and "--cache-path" in res.output
 
 
 # --- the settings reach the query ---------------------------------------------------------

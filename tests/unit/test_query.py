@@ -24,6 +24,7 @@ from kgloom.publish import tables
 from kgloom.publish.vectors import sync_lancedb, write_lancedb
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
+from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.query.retrieval.result import UNIT_RESULT_SCHEMA
 from kgloom.query.retriever import (
     EmbedderMismatchError,
@@ -416,10 +417,24 @@ def test_one_hop_needs_no_graph_file(carol_index, tmp_path, embedder):
     (lambda r: r.fused("Scrooge", lam=-1.0), "lambda"),
     (lambda r: r.retrieve("Scrooge", mode="telepathy"), "mode"),
     (lambda r: r.ppr("Scrooge", damping=1.5), "damping"),
+    (lambda r: r.fused("Scrooge", lam=float("inf")), "lambda must be finite"),
+    (lambda r: r.vector("who \udcff is"), "lone surrogate"),  # argv bytes not UTF-8
 ])
 def test_bad_arguments_raise_value_errors_naming_them(retriever, call, match):
     with pytest.raises(ValueError, match=match):
         call(retriever)
+
+
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
+def test_a_top_k_past_the_index_size_returns_every_unit_through_lancedb(retriever, mode):
+    """LanceDB's limit is a 64-bit integer: a larger k (a top_k or oversample x top_k
+    past it) raised OverflowError; every search is cut to the table's rows."""
+    assert not retriever.index.units.from_snapshot  # the searches go to LanceDB
+    units = retriever.index.units.count
+    options = {"oversample": 10 ** 13} if mode == "fused" else {}
+    res = retriever.retrieve("Who is Scrooge?", mode=mode, top_k=10 ** 20, **options)
+    assert res.text_units.height == units
+    assert sorted(res.text_units["id"].to_list()) == sorted(retriever.index.units.ids)
 
 
 def test_question_linking_no_entity_falls_back_to_vector(retriever):

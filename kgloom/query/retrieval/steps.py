@@ -5,6 +5,7 @@ top-up with vector hits. No mode logic lives here; see the mode modules.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -16,7 +17,7 @@ import polars as pl
 from kgloom import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LinkedEntity, linked_frame
-from kgloom.query.modes import GRAPH_BACKENDS, one_of
+from kgloom.query.modes import GRAPH_BACKENDS, check_question, one_of
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import (
     ENTITY_RESULT_SCHEMA,
@@ -67,13 +68,14 @@ def check_positive(name: str, value: float, strict: bool = True) -> None:
 
 
 def check_query_args(top_k: int, depth: int | None, lam: float | None) -> None:
-    """Raise ValueError naming top_k (<= 0), depth (< 0) or lambda (< 0)."""
+    """Raise ValueError naming top_k (<= 0), depth (< 0) or lambda (< 0, NaN or infinite,
+    as :func:`kgloom.query.modes.check_options` words it)."""
     if not isinstance(top_k, int) or top_k <= 0:
         raise ValueError(f"top_k must be > 0, got {top_k}")
     if depth is not None and (not isinstance(depth, int) or depth < 0):
         raise ValueError(f"depth must be >= 0, got {depth}")
-    if lam is not None and lam < 0:
-        raise ValueError(f"lambda must be >= 0, got {lam}")
+    if lam is not None and not 0 <= lam < math.inf:
+        raise ValueError(f"lambda must be finite and >= 0, got {lam}")
 
 
 @dataclass
@@ -102,10 +104,11 @@ class Call:
         """Check the question and arguments, start the clock, embed the question.
 
         Raises:
-            ValueError: an empty question, or a bad top_k / depth / lambda.
+            ValueError: an empty question or one that is no text
+                (:func:`kgloom.query.modes.check_question`), or a bad top_k / depth /
+                lambda.
         """
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("question must be a non-empty string")
+        check_question(question)
         check_query_args(top_k, depth, lam)
         start = time.perf_counter()
         return cls(index, settings, question, index.embed([question])[0], start)
