@@ -619,9 +619,17 @@ def query(ctx: typer.Context,
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
+        _json_notice(result.info)
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(render_result(result))
+
+
+def _json_notice(info: dict) -> None:
+    """With --json, the relevance notice (``info["notice"]``) also goes to stderr, for the
+    person at the terminal; stdout stays one JSON document."""
+    if info.get("notice"):
+        typer.echo(f"notice: {info['notice']}", err=True)
 
 
 def _search(question: str, settings: Settings, mode: str, dynamic: bool,
@@ -687,6 +695,7 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
         for b in bar:
             b.close()
     if as_json:
+        _json_notice(result.info)
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(render_search(result, context_only=not answer))

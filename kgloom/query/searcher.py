@@ -45,6 +45,7 @@ from kgloom.query.modes import (  # the one registry of modes
 )
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalSettings
+from kgloom.query.retrieval.relevance import question_relevance
 from kgloom.query.retrieval.retrieval_config import RetrievalConfig
 from kgloom.query.retrieval.steps import link_question
 from kgloom.query.routing import Route, route_question
@@ -167,7 +168,10 @@ class Searcher:
                 see :func:`kgloom.query.context_builder.search_tables.missing_tables`), naming
                 each file.
 
-        The result's ``info["build_id"]`` names the published build it was read from.
+        The result's ``info["build_id"]`` names the published build it was read from;
+        ``info["best_similarity"]``, ``info["low_relevance"]`` and ``info["notice"]`` say
+        whether anything in the index is relevant to the question
+        (:func:`kgloom.query.retrieval.relevance.question_relevance`).
         """
         check_question(question)
         check_mode(mode, SEARCH_MODES)
@@ -218,6 +222,9 @@ class Searcher:
         return self._finish(result, start, log)
 
     def _finish(self, result: SearchResult, start: float, log: CallLog | None) -> SearchResult:
+        # one judgement for every route: the question against its nearest text unit
+        result.info.update(question_relevance(self.index, result.question,
+                                              self.settings.config.low_relevance_similarity))
         result.info["llm"] = log.summary() if log else {}
         if result.answer is not None:
             result.notice = model_notice(self.llm.model_id)

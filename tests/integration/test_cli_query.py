@@ -187,6 +187,30 @@ def test_the_table_shows_each_text_units_id(small_index):
 
 
 @pytest.mark.integration
+def test_the_notice_that_nothing_is_relevant_comes_above_the_results(small_index):
+    from kgloom.cli import app
+
+    out, _ = small_index
+    runner = CliRunner()
+    args = ["--output-dir", str(out), "--mode", "bridge"]
+    off = runner.invoke(app, ["query", "Where was the director of film Billy Elliot born?",
+                              *args])
+    assert off.exit_code == 0, off.output
+    lines = off.stdout.splitlines()
+    notice = next(i for i, line in enumerate(lines) if line.startswith("notice: "))
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["rank"])
+    assert notice < header and "Nothing in this index looks relevant" in lines[notice]
+    on = runner.invoke(app, ["query", "Who is Tiny Tim's father?", *args])
+    assert on.exit_code == 0 and "notice: " not in on.output
+    # --json: the whole result on stdout, the notice in it and on stderr for the reader
+    js = runner.invoke(app, ["query", "Where was the director of film Billy Elliot born?",
+                             *args, "--json"])
+    got = json.loads(js.stdout)
+    assert got["info"]["low_relevance"] is True
+    assert f"notice: {got['info']['notice']}" in js.stderr
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["multihop", "fused"])
 def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_same(
         small_index, lancedb_only_copy, mode):

@@ -437,6 +437,55 @@ def test_a_top_k_past_the_index_size_returns_every_unit_through_lancedb(retrieve
     assert sorted(res.text_units["id"].to_list()) == sorted(retriever.index.units.ids)
 
 
+# --- relevance: does the index hold anything about the question -------------------------
+RELEVANT = "Who was Scrooge's business partner?"
+OFF_CORPUS = "Where was the director of film Billy Elliot born?"  # the issue's question
+
+
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
+def test_every_mode_says_when_nothing_in_the_index_is_relevant(retriever, mode):
+    """With the calibrated default threshold: the book's question is not flagged, a 2Wiki
+    question is, and the judgement is the nearest unit's cosine whatever the mode ranks."""
+    on = retriever.retrieve(RELEVANT, mode=mode).info
+    off = retriever.retrieve(OFF_CORPUS, mode=mode).info
+    assert on["low_relevance"] is False and on["notice"] is None
+    assert off["low_relevance"] is True
+    assert off["notice"].startswith("Nothing in this index looks relevant")
+    assert on["best_similarity"] >= retriever.config.low_relevance_similarity \
+        > off["best_similarity"]
+    for question, info in ((RELEVANT, on), (OFF_CORPUS, off)):
+        nearest = retriever.vector(question, top_k=1).text_units["similarity"][0]
+        assert info["best_similarity"] == pytest.approx(nearest, abs=1e-4)
+    # the sentence names the score and the threshold it fell under
+    assert f"similarity {off['best_similarity']:.2f}, under " \
+        f"{retriever.config.low_relevance_similarity:.2f}" in off["notice"]
+
+
+def test_the_relevance_threshold_is_the_settings_and_a_thematic_question_is_not_judged(
+        carol_index):
+    r = Retriever(carol_index)
+    best = r.vector(RELEVANT, top_k=1).info["best_similarity"]
+    r.config = r.config.model_copy(update={"low_relevance_similarity": best + 0.01})
+    assert r.vector(RELEVANT).info["low_relevance"] is True
+    r.config = r.config.model_copy(update={"low_relevance_similarity": -1.0})  # off
+    assert r.vector(OFF_CORPUS).info["low_relevance"] is False
+    r.config = r.config.model_copy(update={"low_relevance_similarity": 1.0})  # all under
+    thematic = "What are the main themes of the book?"
+    for mode in RETRIEVAL_MODES:
+        info = r.retrieve(thematic, mode=mode).info
+        assert info["low_relevance"] is False and info["notice"] is None, mode
+        assert info["best_similarity"] < 1.0
+
+
+def test_relevance_judgement_of_an_index_with_no_text_unit():
+    from kgloom.query.retrieval.relevance import NO_UNIT_NOTICE, judge_relevance
+
+    assert judge_relevance(None, 0.5, RELEVANT) == {
+        "best_similarity": None, "low_relevance": True, "notice": NO_UNIT_NOTICE}
+    with pytest.raises(ValueError, match="low_relevance_similarity"):
+        RetrievalConfig(low_relevance_similarity=1.5)
+
+
 def test_question_linking_no_entity_falls_back_to_vector(retriever):
     for mode in ("multihop", "ppr", "hybrid"):
         res = retriever.retrieve("What colour is the sky over the sea?", mode=mode, top_k=2)

@@ -19,6 +19,7 @@ from kgloom.query import algorithms as alg
 from kgloom.query.linking import LinkedEntity, linked_frame
 from kgloom.query.modes import GRAPH_BACKENDS, check_question, one_of
 from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval.relevance import judge_relevance
 from kgloom.query.retrieval.result import (
     ENTITY_RESULT_SCHEMA,
     RELATIONSHIP_RESULT_SCHEMA,
@@ -92,6 +93,7 @@ class Call:
     qv: np.ndarray
     start: float
     searched: dict[str, str] = field(default_factory=dict)
+    nearest: float | None = None  # the query's cosine with its nearest unit, once searched
 
     @property
     def config(self) -> RetrievalConfig:
@@ -152,8 +154,17 @@ class Call:
         if not self.index.units.count:  # e.g. an imported graph: no text unit to search
             return [], np.zeros(0)
         ids, sims = self.search("text_units", self.qv, k)
+        if len(sims) and self.nearest is None:
+            self.nearest = float(sims[0])
         row_of = self.index.units.row_of
         return [row_of[i] for i in ids], sims
+
+    def nearest_similarity(self) -> float | None:
+        """The query's cosine with its nearest text unit (searched once per call: reused
+        from the mode's own vector search when it made one); None with no text unit."""
+        if self.nearest is None:
+            self.vector_order(1)
+        return self.nearest
 
     def entity_candidates(self, k: int, refine_rows: int | None = None
                           ) -> list[tuple[int, float]]:
@@ -287,9 +298,13 @@ class Call:
                relationships: pl.DataFrame | None = None,
                linked: list[LinkedEntity] | None = None, **info: Any) -> RetrievalResult:
         """The result: the frames (empty ones for None) and ``info`` with ``used_mode``,
-        ``fallback``, ``ann``, ``graph_backend``, ``build_id`` and ``seconds``."""
+        ``fallback``, the relevance judgement (``best_similarity``, ``low_relevance``,
+        ``notice``: :func:`kgloom.query.retrieval.relevance.judge_relevance`), ``ann``,
+        ``graph_backend``, ``build_id`` and ``seconds``."""
         info.setdefault("used_mode", mode)
         info.setdefault("fallback", None)
+        info.update(judge_relevance(self.nearest_similarity(),
+                                    self.config.low_relevance_similarity, self.question))
         info["ann"] = dict(self.searched)
         info["graph_backend"] = self.settings.graph_backend
         info["build_id"] = self.index.build.build_id
