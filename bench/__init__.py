@@ -195,6 +195,13 @@ BENCHES: dict[str, Bench] = {
         (("entities found", "entities.share"),
          ("question entities found", "book_questions.share"),
          ("entities found (real model, after)", "summary.book_real_after.entities_found"))),
+    "relevance": Bench(
+        "eval_relevance.py", "the low-relevance threshold: each corpus's questions and "
+        "the other corpora's over the book, 2Wiki and HotpotQA indexes (nearest-unit "
+        "cosine)", False, ("relevance*.json",),
+        (("threshold", "threshold"), ("split-half threshold", "split_half_threshold"),
+         ("2Wiki on book flagged", "pairs.book|2wiki.flagged_share"),
+         ("book on 2Wiki flagged", "pairs.2wiki|book.flagged_share"))),
     "search": Bench(
         "eval_search.py", "search: routing accuracy, dynamic vs static global search, "
         "local search vs vector RAG", True, ("eval_search_*.json",),

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from kgloom.serve.request_json import JSONBodyError, parse_json_body
+
 MAX_INPUTS = 2048  # inputs per request (OpenAI's limit for /v1/embeddings)
 
 
@@ -80,16 +82,18 @@ def embedding_response(vectors: np.ndarray, model: str, fmt: str,
             "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
 
 
-def llama_cpp_response_format(body: dict[str, Any]) -> dict[str, Any]:
+def llama_cpp_response_format(body: Any) -> Any:
     """``body`` with a ``json_schema`` response_format rewritten into llama-cpp-python's
     ``json_object`` + ``schema`` form (:meth:`kgloom.llm.http.OpenAIChatBackend._response_format`);
-    any other body is returned unchanged."""
+    any other body (one that is no object included: the chat server answers it) is
+    returned unchanged."""
     from kgloom.llm.http import OpenAIChatBackend
 
-    fmt = body.get("response_format")
+    fmt = body.get("response_format") if isinstance(body, dict) else None
     if not (isinstance(fmt, dict) and fmt.get("type") == "json_schema"):
         return body
-    schema = (fmt.get("json_schema") or {}).get("schema") or {"type": "object"}
+    spec = fmt.get("json_schema")
+    schema = (spec.get("schema") if isinstance(spec, dict) else None) or {"type": "object"}
     return {**body, "response_format": OpenAIChatBackend._response_format("json_object", schema)}
 
 
@@ -159,10 +163,9 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
 
     async def embeddings(request: Request) -> JSONResponse:
         try:
-            texts, fmt = parse_embedding_request(json.loads(await request.body()))
-        except (EmbeddingRequestError, ValueError) as exc:
-            return error(400, str(exc) if isinstance(exc, EmbeddingRequestError)
-                         else f"the body is not JSON: {exc}")
+            texts, fmt = parse_embedding_request(parse_json_body(await request.body()))
+        except (EmbeddingRequestError, JSONBodyError) as exc:
+            return error(400, str(exc))
         vectors, tokens = await run_in_threadpool(embed, texts)
         return JSONResponse(embedding_response(vectors, model_id, fmt, tokens))
 
@@ -171,9 +174,9 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
             return error(404, "no chat model here: start serve-embeddings with "
                          "--chat-upstream URL to pass chat completions through", "not_found")
         try:
-            body = llama_cpp_response_format(json.loads(await request.body()))
-        except ValueError as exc:
-            return error(400, f"the body is not JSON: {exc}")
+            body = llama_cpp_response_format(parse_json_body(await request.body()))
+        except JSONBodyError as exc:
+            return error(400, str(exc))
         t0 = time.perf_counter()
         try:
             status, out, kind = await run_in_threadpool(

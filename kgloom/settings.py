@@ -217,6 +217,20 @@ class RetrievalConfig(_Section):
             ``baseline_seed_overlap``) in ``info``: mean pairwise Jaccard of the seeds'
             neighbourhoods, O(top_k^2) set operations that answer nothing; a latency
             benchmark turns them off and computes them outside the timed call.
+        low_relevance_similarity: a result says that nothing in the index is relevant
+            (``info["low_relevance"]`` and ``info["notice"]``, every retrieval and search
+            mode) when the question's cosine with its nearest text unit is under this
+            (-1: never); a corpus-wide question (a thematic cue) is not judged
+            (:mod:`kgloom.query.retrieval.relevance`). Calibrated by
+            bench/eval_relevance.py (bench/results/relevance.json) with the bundled
+            embedder (all-MiniLM-L6-v2) on development questions only (bench/data): 180
+            questions asked of their own corpus (the book, the 2Wiki slice, the HotpotQA
+            sample) score 0.338 and up (the lowest, "Who is Fred?" on the book's
+            600-token units); 0.31 is that, rounded down, less 0.02. It flags 46 of 50
+            2Wiki and 99 of 100 HotpotQA questions asked of the book, but only 14 of 30
+            book and 34 of 100 HotpotQA questions asked of the 2Wiki slice (Wikipedia
+            passages are near any short factual question). Another embedder needs its own
+            value.
         fused_first_hop: the fused retrieve's BFS over files starts from the chosen
             seeds' neighbourhoods, which its rerank read from the handle's adjacency:
             no edge-file query at depth 1, one recursion round fewer beyond (the same
@@ -245,6 +259,7 @@ class RetrievalConfig(_Section):
     bridge_specificity_power: float = 0.25
     seed_diagnostics: bool = True
     fused_first_hop: bool = True
+    low_relevance_similarity: float = Field(default=0.31, ge=-1.0, le=1.0)
 
 
 class SearchConfig(_Section):

@@ -25,6 +25,7 @@ from kgloom.query.modes import (
     RETRIEVAL_MODES,
     SEARCH_MODES,
     check_options,
+    check_question,
     ignored_options,
     retrieval_params,
 )
@@ -568,10 +569,8 @@ def query(ctx: typer.Context,
     retrieval and search knob comes from the settings (--config, KGLOOM_*, --set).
     """
     # checks first: nothing below this block may load numpy, polars, LanceDB or a model
-    if not question.strip():
-        typer.echo("error: question must be a non-empty string", err=True)
-        raise typer.Exit(2)
     try:
+        check_question(question)
         check_options(mode, {"top_k": top_k, "depth": depth, "lam": lam,
                              "oversample": oversample, "damping": damping,
                              "graph_backend": graph_backend, "level": level, "budget": budget})
@@ -622,9 +621,17 @@ def query(ctx: typer.Context,
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
+        _json_notice(result.info)
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(render_result(result))
+
+
+def _json_notice(info: dict) -> None:
+    """With --json, the relevance notice (``info["notice"]``) also goes to stderr, for the
+    person at the terminal; stdout stays one JSON document."""
+    if info.get("notice"):
+        typer.echo(f"notice: {info['notice']}", err=True)
 
 
 def _search(question: str, settings: Settings, mode: str, dynamic: bool,
@@ -636,10 +643,13 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
     ``OUTPUT_DIR/query_cache.sqlite``) with the settings' search and retrieval knobs, a
     progress bar for global search, then the rendered (or JSON) result."""
 
+    import sqlite3
+
     from tqdm import tqdm
 
     from kgloom.llm import ModelFileError
     from kgloom.llm.http import LLMServerError
+    from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE
     from kgloom.query.render import render_search
     from kgloom.query.retriever import RetrievalConfig
     from kgloom.query.searcher import QUERY_CACHE_FILE, SearchConfig, Searcher
@@ -667,8 +677,9 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
     config = SearchConfig(**settings.search.config_kwargs())
     given = {"keep_parent": keep_parent or None, "top_k": top_k}
     config = config.model_copy(update={k: v for k, v in given.items() if v is not None})
+    cache = Path(cache_path or Path(output_dir) / QUERY_CACHE_FILE)
     try:
-        llm = settings.llm.open_cached(cache_path or Path(output_dir) / QUERY_CACHE_FILE)
+        llm = settings.llm.open_cached(cache)
         searcher = Searcher(output_dir, llm=llm, config=config,
                             embedder=settings.embedder.model_path or None,
                             retrieval_config=RetrievalConfig(**settings.retrieval.scoring()))
@@ -677,10 +688,16 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
     except (*errors, ModelFileError, LLMServerError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    except sqlite3.Error as exc:  # the query cache, or the lazy reports beside it
+        typer.echo(f"error: the query cache {cache} (or {LAZY_REPORTS_FILE} beside it) "
+                   f"cannot be used: {exc}; give --cache-path a file in a folder you can "
+                   "write", err=True)
+        raise typer.Exit(2) from exc
     finally:
         for b in bar:
             b.close()
     if as_json:
+        _json_notice(result.info)
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         typer.echo(render_search(result, context_only=not answer))

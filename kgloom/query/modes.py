@@ -8,6 +8,7 @@ reported after ~35 s of loading). :mod:`kgloom.query.retrieval` (one module per 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -62,15 +63,37 @@ def ignored_options(mode: str, given: Iterable[str]) -> list[str]:
     return [o for o in given if o in OPTION_MODES and mode not in OPTION_MODES[o]]
 
 
+def check_question(question: Any, max_chars: int | None = None, name: str = "question") -> str:
+    """Return ``question`` when it is text a query can embed and print: a string with a
+    character that is not whitespace, no lone surrogate (U+D800..U+DFFF: what Python makes
+    of command-line bytes that are not UTF-8, or a JSON escape such as ``\\ud800``), and
+    at most ``max_chars`` characters (None: no limit).
+
+    Raises:
+        ValueError: naming ``name`` and the problem (the first lone surrogate's position).
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"{name} must be a non-empty string")
+    if max_chars is not None and len(question) > max_chars:
+        raise ValueError(f"{name} has {len(question)} characters; at most {max_chars}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not text: character {exc.start + 1} is a lone "
+                         f"surrogate (U+{ord(question[exc.start]):04X}), e.g. a byte that is "
+                         "not UTF-8; is the terminal's encoding UTF-8?") from exc
+    return question
+
+
 def check_options(mode: str, values: Mapping[str, Any]) -> None:
     """Check ``mode`` and the option values a query would use, before anything loads.
 
     Args:
         mode: one of :data:`MODES`.
         values: option name -> value (None: not given), any of ``top_k`` (> 0),
-            ``depth`` (>= 0), ``lam`` (>= 0), ``oversample`` (> 0), ``damping`` (in
-            [0, 1)), ``graph_backend`` (one of :data:`GRAPH_BACKENDS`), ``level`` (>= 0),
-            ``budget`` (> 0); other names are not checked here.
+            ``depth`` (>= 0), ``lam`` (finite, >= 0), ``oversample`` (> 0), ``damping``
+            (in [0, 1)), ``graph_backend`` (one of :data:`GRAPH_BACKENDS`), ``level``
+            (>= 0), ``budget`` (> 0); other names are not checked here.
 
     Raises:
         ValueError: the first bad value, named, with its valid range or values.
@@ -78,7 +101,8 @@ def check_options(mode: str, values: Mapping[str, Any]) -> None:
     check_mode(mode)
     v = {k: x for k, x in values.items() if x is not None}
     rules = (("top_k", lambda x: x > 0, "> 0"), ("depth", lambda x: x >= 0, ">= 0"),
-             ("lam", lambda x: x >= 0, ">= 0"), ("oversample", lambda x: x > 0, "> 0"),
+             ("lam", lambda x: 0 <= x < math.inf, "finite and >= 0"),
+             ("oversample", lambda x: x > 0, "> 0"),
              ("damping", lambda x: 0 <= x < 1, "in [0, 1)"),
              ("level", lambda x: x >= 0, ">= 0"), ("budget", lambda x: x > 0, "> 0"))
     for name, ok, rule in rules:

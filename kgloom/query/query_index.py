@@ -312,9 +312,14 @@ class QueryIndex:
         :func:`kgloom.embedding.store.search_vectors`).
 
         Returns:
-            (row ids, float64 cosines), nearest first, at most ``k``.
+            (row ids, float64 cosines), nearest first, at most ``k`` (and at most the
+            table's rows: a larger ``k``, e.g. a huge ``top_k``, is cut to them before it
+            reaches LanceDB, whose limit is a 64-bit integer).
         """
         graph = self.graph if table == "entities" else None  # loads the entity vectors
+        k = min(k, self.units.count if graph is None else len(graph.entity_ids))
+        if k <= 0:
+            return [], np.zeros(0)
         mat, ids = None, None
         if graph is None and self.units.from_snapshot:
             mat, ids = self.units.vectors, self.units.ids

@@ -28,7 +28,8 @@ def _first_words(text: str, n: int = FIRST_WORDS) -> str:
 
 def render_result(result: RetrievalResult) -> str:
     """Return ``result`` as text: a header (mode, fallback, linked entities, which
-    search each table used, seconds) and a table of the ranked text units.
+    search each table used, seconds, and ``info["notice"]`` when nothing in the index is
+    relevant to the question) and a table of the ranked text units.
 
     An entity is shown by title when the result names it (the entities or linked
     frames), else by its id's first 8 characters; an edge as ``source -> target``. A
@@ -54,6 +55,8 @@ def render_result(result: RetrievalResult) -> str:
     lines.append("search: " + ", ".join(f"{t} {k}" for t, k in info.get("ann", {}).items())
                  + f"; graph {info.get('graph_backend')}; {info.get('seconds', 0):.3f} s"
                  + f"; build {info.get('build_id') or 'unmarked'}")
+    if info.get("notice"):  # nothing relevant found: said above the results
+        lines.append(f"notice: {info['notice']}")
     rows = []
     for r in result.text_units.iter_rows(named=True):
         brought = [title.get(e, e[:8]) for e in r["entity_ids"][:MAX_BROUGHT_BY]]
@@ -78,12 +81,15 @@ def render_result(result: RetrievalResult) -> str:
 
 
 def render_search(result: SearchResult, context_only: bool = False) -> str:
-    """Return a search result as text: the route and why, any fallback, the answer and
-    what each citation points to, the LLM calls per stage; with ``context_only`` the
-    context the model would read (global search: each map batch of reports)."""
+    """Return a search result as text: the route and why, ``info["notice"]`` when nothing
+    in the index is relevant to the question, any fallback, the answer and what each
+    citation points to, the LLM calls per stage; with ``context_only`` the context the
+    model would read (global search: each map batch of reports)."""
     info = result.info
     lines = [f"route: {result.route} ({result.route_reason}); build "
              f"{info.get('build_id') or 'unmarked'}"]
+    if info.get("notice"):  # nothing relevant found: said before the answer
+        lines.append(f"notice: {info['notice']}")
     if info.get("fallback"):
         lines.append(f"fallback: {info['fallback']}")
     sel = info.get("selection")

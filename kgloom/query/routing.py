@@ -32,23 +32,10 @@ import re
 from dataclasses import dataclass
 
 from kgloom.llm import LLMCaller, PromptTemplate, structured_call
+from kgloom.query.question_cues import thematic_cue
 
 ROUTES = ("direct", "local", "global")
 
-_THEMATIC = re.compile(r"""(?ix)
-  \b(main|major|key|common|recurring|central|overall|dominant|principal)\s+
-      (themes?|topics?|ideas?|messages?|motifs?|patterns?|trends?|subjects?|lessons?)\b
-  | \bthemes?\b | \bmotifs?\b | \boverview\b | \bin\ general\b
-  | \bsummari[sz]e\b | \bsummary\s+of\s+(the|this|these|all)\b
-  | \b(across|throughout|in)\s+(the\ whole\ |the\ entire\ |all\ (of\ )?|these\ |this\ |the\ )?
-      (book|story|novel|corpus|collection|documents?|dataset|passages|texts|articles|
-       archive|index)\b
-  | \bwhat\s+(kinds?|types?|sorts?|categories)\s+of\b
-  | \bwhat\s+is\s+(the|this)\s+(book|story|novel|corpus|collection)\s+about\b
-  | \bwhat\s+do\s+(these|the|all)\s+(passages|documents|texts|articles)\b
-  | \b(most|least)\s+(common|frequent|often|prominent)\b
-  | \bhow\s+many\s+(different\s+)?(people|persons|films|countries|places|characters)\b
-""")
 _RELATION = re.compile(r"""(?ix)
   \bhow\s+(is|are|was|were|did|do)\b.*\b(related|connected|linked|know|meet)\b
   | \b(relationship|connection|link)\s+(between|of)\b | \bbetween\b.+\band\b
@@ -103,10 +90,10 @@ def route_by_rules(question: str, linked_titles: list[str]) -> Route | None:
     """
     n = len(dict.fromkeys(linked_titles))
     names = ", ".join(linked_titles[:3]) + (" ..." if n > 3 else "")
-    thematic = _THEMATIC.search(question)
+    thematic = thematic_cue(question)
     if thematic and n == 0:
-        return Route("global", f"corpus-wide cue {thematic.group(0).strip()!r} and no named "
-                     "entity", "rules", "thematic")
+        return Route("global", f"corpus-wide cue {thematic!r} and no named entity", "rules",
+                     "thematic")
     if thematic:
         return None  # a theme of a named entity: the classifier weighs it
     relation = _RELATION.search(question)

@@ -38,9 +38,14 @@ from kgloom.llm import CachedLLM
 from kgloom.query.context_builder.community_context import Progress
 from kgloom.query.context_builder.context import TokenCounter, check_budget
 from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE, LazyReports
-from kgloom.query.modes import SEARCH_MODES, check_mode  # the one registry of modes
+from kgloom.query.modes import (  # the one registry of modes
+    SEARCH_MODES,
+    check_mode,
+    check_question,
+)
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalSettings
+from kgloom.query.retrieval.relevance import question_relevance
 from kgloom.query.retrieval.retrieval_config import RetrievalConfig
 from kgloom.query.retrieval.steps import link_question
 from kgloom.query.routing import Route, route_question
@@ -151,20 +156,24 @@ class Searcher:
             progress: called with global search's events (phase rate / map / reduce).
 
         Raises:
-            ValueError: an empty question, an unknown mode, a budget that is not a
-                positive integer or too small for one item (naming the budget), a level
-                the hierarchy lacks, ``dynamic`` with ``answer=False``, a question too
-                long for the model's window by itself (naming its tokens), or a context
-                that does not fit the model's window with its prompt.
+            ValueError: an empty question or one that is no text
+                (:func:`kgloom.query.modes.check_question`), an unknown mode, a budget
+                that is not a positive integer or too small for one item (naming the
+                budget), a level the hierarchy lacks, ``dynamic`` with ``answer=False``,
+                a question too long for the model's window by itself (naming its
+                tokens), or a context that does not fit the model's window with its
+                prompt.
             IndexFilesMissingError: local, global or auto search on an index missing a
                 table it needs (entities, relationships, communities, community reports;
                 see :func:`kgloom.query.context_builder.search_tables.missing_tables`), naming
                 each file.
 
-        The result's ``info["build_id"]`` names the published build it was read from.
+        The result's ``info["build_id"]`` names the published build it was read from;
+        ``info["best_similarity"]``, ``info["low_relevance"]`` and ``info["notice"]`` say
+        whether anything in the index is relevant to the question
+        (:func:`kgloom.query.retrieval.relevance.question_relevance`).
         """
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("question must be a non-empty string")
+        check_question(question)
         check_mode(mode, SEARCH_MODES)
         budget = check_budget(self.config.budget if budget is None else budget, "budget")
         if dynamic and not answer:
@@ -213,6 +222,9 @@ class Searcher:
         return self._finish(result, start, log)
 
     def _finish(self, result: SearchResult, start: float, log: CallLog | None) -> SearchResult:
+        # one judgement for every route: the question against its nearest text unit
+        result.info.update(question_relevance(self.index, result.question,
+                                              self.settings.config.low_relevance_similarity))
         result.info["llm"] = log.summary() if log else {}
         if result.answer is not None:
             result.notice = model_notice(self.llm.model_id)

@@ -36,10 +36,12 @@ from kgloom.query.modes import (
     ignored_options,
     retrieval_params,
 )
+from kgloom.query.modes import check_question as check_text_question
 from kgloom.query.retriever import IndexFilesMissingError
 from kgloom.serve import openai_chat
 from kgloom.serve.graph_view import UnknownItemError
 from kgloom.serve.live_index import IndexHandle, LiveIndex
+from kgloom.serve.request_json import MAX_JSON_DEPTH, JSONBodyError, parse_json_body
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 BUILD_HEADER = "X-Kgloom-Build"
@@ -58,6 +60,8 @@ class Limits:
         max_nodes: nodes of a neighbourhood or subgraph answer (the nearest are kept).
         max_entity_ids: entity (and text unit) ids one subgraph request may name.
         max_messages: messages of one chat request.
+        max_json_depth: nesting of objects and arrays in a JSON body
+            (:data:`kgloom.serve.request_json.MAX_JSON_DEPTH`).
     """
 
     max_question_chars: int = 2000
@@ -68,6 +72,7 @@ class Limits:
     max_nodes: int = 300
     max_entity_ids: int = 500
     max_messages: int = 200
+    max_json_depth: int = MAX_JSON_DEPTH
 
 
 class ApiError(Exception):
@@ -89,11 +94,6 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _not_json(constant: str) -> Any:
-    """``json.loads``' hook for NaN, Infinity and -Infinity, which JSON lacks: refused."""
-    raise ValueError(f"{constant} is not a JSON number")
-
-
 # the query body's fields and their JSON types (bool is not an int here)
 QUERY_FIELDS: dict[str, tuple[type, ...]] = {
     "question": (str,), "mode": (str,), "top_k": (int,), "depth": (int,),
@@ -103,17 +103,16 @@ SEARCH_OPTIONS = ("dynamic", "keep_parent", "level", "answer", "budget")
 
 
 def check_question(question: Any, limits: Limits, name: str = "question") -> str:
-    """``question`` when it is a non-empty string within ``limits.max_question_chars``.
+    """``question`` when it is text within ``limits.max_question_chars``
+    (:func:`kgloom.query.modes.check_question`, as ``kgloom query`` checks it).
 
     Raises:
         ApiError: 400 naming the problem.
     """
-    if not isinstance(question, str) or not question.strip():
-        raise ApiError(400, f"{name} must be a non-empty string")
-    if len(question) > limits.max_question_chars:
-        raise ApiError(400, f"{name} has {len(question)} characters; at most "
-                       f"{limits.max_question_chars}")
-    return question
+    try:
+        return check_text_question(question, limits.max_question_chars, name)
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from exc
 
 
 def parse_query(body: Any, limits: Limits) -> dict[str, Any]:
@@ -241,6 +240,8 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
                            "KEY' or 'X-API-Key: KEY'", "authentication_error")
 
     async def read_json(request: Request) -> Any:
+        """The body as JSON (:func:`kgloom.serve.request_json.parse_json_body`): 413 over
+        ``limits.max_body_bytes``, 400 naming what else is wrong with it."""
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
             raise ApiError(413, f"the body has {declared} bytes; at most "
@@ -252,15 +253,9 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
                 raise ApiError(413, f"the body is over {limits.max_body_bytes} bytes")
             chunks.append(part)
         try:
-            body = json.loads(b"".join(chunks) or b"null", parse_constant=_not_json)
-        except ValueError as exc:
-            raise ApiError(400, f"the body is not JSON: {exc}") from exc
-        try:  # "\ud800" parses, but no answer quoting it could be sent as UTF-8
-            json.dumps(body, ensure_ascii=False).encode()
-        except UnicodeEncodeError as exc:
-            raise ApiError(400, "the body holds a lone surrogate escape (e.g. \\ud800), "
-                           "which is not text") from exc
-        return body
+            return parse_json_body(b"".join(chunks), limits.max_json_depth)
+        except JSONBodyError as exc:
+            raise ApiError(400, str(exc)) from exc
 
     async def on_index(fn):
         """``fn(handle)`` in a worker thread on the current build; request faults the

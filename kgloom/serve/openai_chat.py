@@ -102,8 +102,9 @@ def models_list(model_id: str) -> dict[str, Any]:
 
 
 def answer_text(result: dict[str, Any]) -> str:
-    """The reply a person reads: the answer (or why there is none), then ``Sources:``
-    with one line per cited source, then the model notice when there is one.
+    """The reply a person reads: the answer (or why there is none), the relevance notice
+    when nothing in the index is relevant to the question (``info["notice"]``), then
+    ``Sources:`` with one line per cited source, then the model notice when there is one.
 
     Args:
         result: :meth:`kgloom.query.searcher.SearchResult.to_dict`.
@@ -118,6 +119,9 @@ def answer_text(result: dict[str, Any]) -> str:
                   "No answer: the model's reply failed its checks." if failed else
                   "No answer: nothing in the index matched the question.")
     lines = [answer]
+    relevance = (result.get("info") or {}).get("notice")
+    if relevance:
+        lines += ["", f"Note: {relevance}"]
     if result.get("cited"):
         lines += ["", "Sources:"]
         for c in result["cited"]:
@@ -133,12 +137,15 @@ def answer_text(result: dict[str, Any]) -> str:
 
 def kgloom_extension(result: dict[str, Any]) -> dict[str, Any]:
     """The ``kgloom`` field of a reply: ``build_id``, ``route``, ``route_reason``,
-    ``citations``, ``cited`` (ref, kind, id, text) and ``notice``."""
+    ``citations``, ``cited`` (ref, kind, id, text), ``notice`` (the model's),
+    ``low_relevance`` and ``relevance_notice`` (``info["low_relevance"]`` and
+    ``info["notice"]``: nothing in the index is relevant to the question)."""
     info = result.get("info") or {}
     return {"build_id": info.get("build_id"), "route": result.get("route"),
             "route_reason": result.get("route_reason"),
             "citations": result.get("citations", []), "cited": result.get("cited", []),
-            "notice": result.get("notice")}
+            "notice": result.get("notice"), "low_relevance": info.get("low_relevance"),
+            "relevance_notice": info.get("notice")}
 
 
 def _fingerprint(result: dict[str, Any]) -> str:

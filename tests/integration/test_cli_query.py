@@ -82,6 +82,7 @@ def test_a_bad_mode_is_refused_before_anything_loads_listing_all_modes(tmp_path)
     (["--top-k", "0"], ["top_k", "> 0"]),
     (["--depth", "-1", "--mode", "multihop"], ["depth", ">= 0"]),
     (["--lambda", "-0.5", "--mode", "fused"], ["lambda"]),
+    (["--lambda", "inf", "--mode", "fused"], ["lambda must be finite"]),
     (["--oversample", "0", "--mode", "fused"], ["oversample"]),
     (["--damping", "1.5", "--mode", "ppr"], ["damping", "[0, 1)"]),
     (["--graph-backend", "neo4j"], ["graph_backend", *modes.GRAPH_BACKENDS]),
@@ -98,6 +99,15 @@ def test_bad_option_values_are_refused_before_loading(tmp_path, args, names):
 def test_an_empty_question_is_refused_before_loading(tmp_path):
     res = run_cli_fresh(["query", "  ", "--output-dir", str(tmp_path)])
     assert res["code"] == 2 and res["loaded"] == [] and "question" in res["out"]
+
+
+def test_a_question_of_bytes_that_are_not_utf8_is_refused_before_loading(tmp_path):
+    # Python reads argv bytes that are not UTF-8 as lone surrogates (surrogateescape);
+    # the embedder's tokenizer raised TypeError on them
+    res = run_cli_fresh(["query", "who is \udcff?", "--output-dir", str(tmp_path)])
+    assert res["code"] == 2 and res["loaded"] == [], res["out"]
+    assert "question is not text" in res["out"] and "U+DCFF" in res["out"]
+    assert "Traceback" not in res["out"]
 
 
 def test_an_option_the_mode_ignores_is_named_in_a_warning(tmp_path):
@@ -174,6 +184,30 @@ def test_the_table_shows_each_text_units_id(small_index):
     for rank, unit_id in enumerate(ids, 1):
         assert unit_id[:12] in table_rows[rank - 1]  # the short id in the row of its rank
         assert f"  {rank}. {unit_id}" in res.output  # the whole id under the table
+
+
+@pytest.mark.integration
+def test_the_notice_that_nothing_is_relevant_comes_above_the_results(small_index):
+    from kgloom.cli import app
+
+    out, _ = small_index
+    runner = CliRunner()
+    args = ["--output-dir", str(out), "--mode", "bridge"]
+    off = runner.invoke(app, ["query", "Where was the director of film Billy Elliot born?",
+                              *args])
+    assert off.exit_code == 0, off.output
+    lines = off.stdout.splitlines()
+    notice = next(i for i, line in enumerate(lines) if line.startswith("notice: "))
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["rank"])
+    assert notice < header and "Nothing in this index looks relevant" in lines[notice]
+    on = runner.invoke(app, ["query", "Who is Tiny Tim's father?", *args])
+    assert on.exit_code == 0 and "notice: " not in on.output
+    # --json: the whole result on stdout, the notice in it and on stderr for the reader
+    js = runner.invoke(app, ["query", "Where was the director of film Billy Elliot born?",
+                             *args, "--json"])
+    got = json.loads(js.stdout)
+    assert got["info"]["low_relevance"] is True
+    assert f"notice: {got['info']['notice']}" in js.stderr
 
 
 @pytest.mark.integration
@@ -266,6 +300,24 @@ def test_query_embedder_falls_back_for_a_folder_of_another_kind(tmp_path):
     assert "pooling" in fast_path_reason(folder)
     with pytest.raises(ValueError, match="pooling"):
         FastEmbedder(folder)
+
+
+@pytest.mark.integration
+def test_a_query_cache_that_cannot_be_opened_is_named(small_index, tmp_path):
+    """A folder, or a file that is no SQLite database, as --cache-path: a message naming
+    it and exit 2 (it was sqlite3's OperationalError and a traceback)."""
+    from kgloom.cli import app
+
+    out, _ = small_index
+    not_a_db = tmp_path / "notes.txt"
+    not_a_db.write_text("not a database\n" * 100)
+    for cache in (tmp_path, not_a_db):
+        res = CliRunner().invoke(app, ["query", "Who is Tiny Tim's father?", "--output-dir",
+                                       str(out), "--mode", "direct", "--fake-llm",
+                                       "--cache-path", str(cache)])
+        assert res.exit_code == 2, res.output
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+        assert f"the query cache {cache}" in res.output and "--cache-path" in res.output
 
 
 # --- the settings reach the query ---------------------------------------------------------

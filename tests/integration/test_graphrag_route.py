@@ -189,6 +189,23 @@ def test_chat_passthrough_rewrites_json_schema_for_llama_cpp_python(embedder):
                                                                   "schema": schema}
     plain = {"messages": [], "response_format": {"type": "json_object"}}
     assert llama_cpp_response_format(plain) is plain
+    for other in ([1], "x", None):  # no object: passed on for the chat server to answer
+        assert llama_cpp_response_format(other) == other
+    loose = {"response_format": {"type": "json_schema", "json_schema": "not an object"}}
+    assert llama_cpp_response_format(loose)["response_format"] == {
+        "type": "json_object", "schema": {"type": "object"}}
+    # bodies are read as kgloom serve reads them, before any upstream is called
+    with ASGIService(create_app(embedder, "e", chat_upstream="http://127.0.0.1:9")) as srv:
+        for path in ("/v1/embeddings", "/v1/chat/completions"):
+            for raw, why in [(b"[" * 32000 + b"]" * 32000, "levels deep"),
+                             (b'{"input": NaN}', "NaN"), (b'{"input": "\xff"}', "0xff")]:
+                req = urllib.request.Request(srv.url + path, data=raw, method="POST")
+                try:
+                    urllib.request.urlopen(req, timeout=30)
+                    raise AssertionError(f"{path} accepted {raw[:20]!r}")
+                except urllib.error.HTTPError as exc:
+                    assert exc.code == 400, (path, exc.code)
+                    assert why in json.loads(exc.read())["error"]["message"], path
     with FakeChatServer(json_object_only=True) as chat:  # refuses json_schema, as llama-cpp
         assert post_json(chat.url + "/v1/chat/completions", body)[0] == 500
         with ASGIService(create_app(embedder, "e", chat_upstream=chat.url)) as srv:

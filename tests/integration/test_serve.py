@@ -37,6 +37,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update"]
 QUESTION = "Who was Scrooge's business partner?"
+OFF_CORPUS = "Where was the director of film Billy Elliot born?"  # a 2Wiki question
 LIMITS = Limits(max_question_chars=300, max_top_k=20, max_depth=2, max_body_bytes=4096)
 
 
@@ -238,6 +239,25 @@ def test_community_with_members_report_and_children(server):
     for m in c["members"]:
         assert m["communities"][str(c["level"])] == c["community"], m
     assert members
+
+
+@pytest.mark.parametrize("mode", ["bridge", "local", "global", "direct"])
+def test_a_question_the_book_does_not_cover_is_flagged_in_info(server, mode):
+    """The report's question (2WikiMultihopQA's, asked of the book): info says nothing is
+    relevant, in a sentence; the book's own question is not flagged."""
+    off, _ = ok(server.url, "/api/query", {"question": OFF_CORPUS, "mode": mode})
+    on, _ = ok(server.url, "/api/query", {"question": QUESTION, "mode": mode})
+    assert off["info"]["low_relevance"] is True and off["info"]["notice"]
+    assert on["info"]["low_relevance"] is False and on["info"]["notice"] is None
+    assert on["info"]["best_similarity"] > off["info"]["best_similarity"]
+
+
+def test_a_chat_reply_says_when_nothing_is_relevant(server):
+    body = {"model": "kgloom-direct", "messages": [{"role": "user", "content": OFF_CORPUS}]}
+    reply, _ = ok(server.url, "/v1/chat/completions", body)
+    extra = reply["kgloom"]
+    assert extra["low_relevance"] is True
+    assert f"Note: {extra['relevance_notice']}" in reply["choices"][0]["message"]["content"]
 
 
 # --- OpenAI-compatible chat --------------------------------------------------------------

@@ -24,6 +24,7 @@ from kgloom.publish import tables
 from kgloom.publish.vectors import sync_lancedb, write_lancedb
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
+from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.query.retrieval.result import UNIT_RESULT_SCHEMA
 from kgloom.query.retriever import (
     EmbedderMismatchError,
@@ -416,10 +417,73 @@ def test_one_hop_needs_no_graph_file(carol_index, tmp_path, embedder):
     (lambda r: r.fused("Scrooge", lam=-1.0), "lambda"),
     (lambda r: r.retrieve("Scrooge", mode="telepathy"), "mode"),
     (lambda r: r.ppr("Scrooge", damping=1.5), "damping"),
+    (lambda r: r.fused("Scrooge", lam=float("inf")), "lambda must be finite"),
+    (lambda r: r.vector("who \udcff is"), "lone surrogate"),  # argv bytes not UTF-8
 ])
 def test_bad_arguments_raise_value_errors_naming_them(retriever, call, match):
     with pytest.raises(ValueError, match=match):
         call(retriever)
+
+
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
+def test_a_top_k_past_the_index_size_returns_every_unit_through_lancedb(retriever, mode):
+    """LanceDB's limit is a 64-bit integer: a larger k (a top_k or oversample x top_k
+    past it) raised OverflowError; every search is cut to the table's rows."""
+    assert not retriever.index.units.from_snapshot  # the searches go to LanceDB
+    units = retriever.index.units.count
+    options = {"oversample": 10 ** 13} if mode == "fused" else {}
+    res = retriever.retrieve("Who is Scrooge?", mode=mode, top_k=10 ** 20, **options)
+    assert res.text_units.height == units
+    assert sorted(res.text_units["id"].to_list()) == sorted(retriever.index.units.ids)
+
+
+# --- relevance: does the index hold anything about the question -------------------------
+RELEVANT = "Who was Scrooge's business partner?"
+OFF_CORPUS = "Where was the director of film Billy Elliot born?"  # the issue's question
+
+
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
+def test_every_mode_says_when_nothing_in_the_index_is_relevant(retriever, mode):
+    """With the calibrated default threshold: the book's question is not flagged, a 2Wiki
+    question is, and the judgement is the nearest unit's cosine whatever the mode ranks."""
+    on = retriever.retrieve(RELEVANT, mode=mode).info
+    off = retriever.retrieve(OFF_CORPUS, mode=mode).info
+    assert on["low_relevance"] is False and on["notice"] is None
+    assert off["low_relevance"] is True
+    assert off["notice"].startswith("Nothing in this index looks relevant")
+    assert on["best_similarity"] >= retriever.config.low_relevance_similarity \
+        > off["best_similarity"]
+    for question, info in ((RELEVANT, on), (OFF_CORPUS, off)):
+        nearest = retriever.vector(question, top_k=1).text_units["similarity"][0]
+        assert info["best_similarity"] == pytest.approx(nearest, abs=1e-4)
+    # the sentence names the score and the threshold it fell under
+    assert f"similarity {off['best_similarity']:.2f}, under " \
+        f"{retriever.config.low_relevance_similarity:.2f}" in off["notice"]
+
+
+def test_the_relevance_threshold_is_the_settings_and_a_thematic_question_is_not_judged(
+        carol_index):
+    r = Retriever(carol_index)
+    best = r.vector(RELEVANT, top_k=1).info["best_similarity"]
+    r.config = r.config.model_copy(update={"low_relevance_similarity": best + 0.01})
+    assert r.vector(RELEVANT).info["low_relevance"] is True
+    r.config = r.config.model_copy(update={"low_relevance_similarity": -1.0})  # off
+    assert r.vector(OFF_CORPUS).info["low_relevance"] is False
+    r.config = r.config.model_copy(update={"low_relevance_similarity": 1.0})  # all under
+    thematic = "What are the main themes of the book?"
+    for mode in RETRIEVAL_MODES:
+        info = r.retrieve(thematic, mode=mode).info
+        assert info["low_relevance"] is False and info["notice"] is None, mode
+        assert info["best_similarity"] < 1.0
+
+
+def test_relevance_judgement_of_an_index_with_no_text_unit():
+    from kgloom.query.retrieval.relevance import NO_UNIT_NOTICE, judge_relevance
+
+    assert judge_relevance(None, 0.5, RELEVANT) == {
+        "best_similarity": None, "low_relevance": True, "notice": NO_UNIT_NOTICE}
+    with pytest.raises(ValueError, match="low_relevance_similarity"):
+        RetrievalConfig(low_relevance_similarity=1.5)
 
 
 def test_question_linking_no_entity_falls_back_to_vector(retriever):

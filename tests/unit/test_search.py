@@ -29,7 +29,7 @@ from kgloom.query.context_builder.context import (
     token_counter,
 )
 from kgloom.query.routing import route_by_rules, route_question
-from kgloom.query.searcher import SearchConfig, Searcher
+from kgloom.query.searcher import SEARCH_MODES, SearchConfig, Searcher
 from kgloom.query.structured_search import global_search as gs
 from kgloom.query.structured_search.search_base import answer_schema
 
@@ -610,6 +610,26 @@ def test_answers_of_the_demo_or_fake_model_say_so(searcher, search_index, tmp_pa
     backend = ScriptedBackend(lambda m, s: {"answer": "Bob", "citations": []})
     other = Searcher(search_index, llm=_llm(backend, tmp_path), embedder=embedder)
     assert other.search("Who is Tiny Tim's father?", mode="local").notice is None
+
+
+@pytest.mark.parametrize("mode", SEARCH_MODES)
+def test_every_search_says_when_nothing_in_the_index_is_relevant(searcher, mode):
+    """The judgement of retrieval (the question's nearest unit against the calibrated
+    default), on every route, in the result, its dict and its rendering (before the
+    answer)."""
+    from kgloom.query.render import render_search
+
+    on = searcher.search("Who was Scrooge's business partner?", mode=mode)
+    off = searcher.search("Where was the director of film Billy Elliot born?", mode=mode)
+    assert on.info["low_relevance"] is False and on.info["notice"] is None
+    assert off.info["low_relevance"] is True and off.info["notice"]
+    threshold = searcher.settings.config.low_relevance_similarity
+    assert on.info["best_similarity"] >= threshold > off.info["best_similarity"]
+    assert off.to_dict()["info"]["notice"] == off.info["notice"]
+    text = render_search(off)
+    assert f"notice: {off.info['notice']}" in text
+    assert text.index("notice: ") < text.index("answer: ")
+    assert "notice: " not in render_search(on)
 
 
 # --- global search -------------------------------------------------------------------------

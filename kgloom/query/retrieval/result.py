@@ -45,8 +45,11 @@ class RetrievalResult:
         relationships: RELATIONSHIP_RESULT_SCHEMA frame: the edges it went through.
         linked: LINKED_SCHEMA frame: the question's entities and how each was found.
         info: parameters, ``used_mode``, ``fallback`` (None or why), ``ann`` (flat or
-            ivf_pq per LanceDB table searched), ``graph_backend``, ``seconds``, and
-            mode-specific figures (fused: seed overlap and ANN-score sums).
+            ivf_pq per LanceDB table searched), ``graph_backend``, ``seconds``, whether
+            anything is relevant to the question (``best_similarity``: its cosine with
+            the nearest text unit; ``low_relevance``: bool; ``notice``: a sentence for a
+            person or None; :mod:`kgloom.query.retrieval.relevance`), and mode-specific
+            figures (fused: seed overlap and ANN-score sums).
     """
 
     question: str

@@ -5,6 +5,7 @@ top-up with vector hits. No mode logic lives here; see the mode modules.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -16,8 +17,9 @@ import polars as pl
 from kgloom import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LinkedEntity, linked_frame
-from kgloom.query.modes import GRAPH_BACKENDS, one_of
+from kgloom.query.modes import GRAPH_BACKENDS, check_question, one_of
 from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval.relevance import judge_relevance
 from kgloom.query.retrieval.result import (
     ENTITY_RESULT_SCHEMA,
     RELATIONSHIP_RESULT_SCHEMA,
@@ -67,13 +69,14 @@ def check_positive(name: str, value: float, strict: bool = True) -> None:
 
 
 def check_query_args(top_k: int, depth: int | None, lam: float | None) -> None:
-    """Raise ValueError naming top_k (<= 0), depth (< 0) or lambda (< 0)."""
+    """Raise ValueError naming top_k (<= 0), depth (< 0) or lambda (< 0, NaN or infinite,
+    as :func:`kgloom.query.modes.check_options` words it)."""
     if not isinstance(top_k, int) or top_k <= 0:
         raise ValueError(f"top_k must be > 0, got {top_k}")
     if depth is not None and (not isinstance(depth, int) or depth < 0):
         raise ValueError(f"depth must be >= 0, got {depth}")
-    if lam is not None and lam < 0:
-        raise ValueError(f"lambda must be >= 0, got {lam}")
+    if lam is not None and not 0 <= lam < math.inf:
+        raise ValueError(f"lambda must be finite and >= 0, got {lam}")
 
 
 @dataclass
@@ -90,6 +93,7 @@ class Call:
     qv: np.ndarray
     start: float
     searched: dict[str, str] = field(default_factory=dict)
+    nearest: float | None = None  # the query's cosine with its nearest unit, once searched
 
     @property
     def config(self) -> RetrievalConfig:
@@ -102,10 +106,11 @@ class Call:
         """Check the question and arguments, start the clock, embed the question.
 
         Raises:
-            ValueError: an empty question, or a bad top_k / depth / lambda.
+            ValueError: an empty question or one that is no text
+                (:func:`kgloom.query.modes.check_question`), or a bad top_k / depth /
+                lambda.
         """
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("question must be a non-empty string")
+        check_question(question)
         check_query_args(top_k, depth, lam)
         start = time.perf_counter()
         return cls(index, settings, question, index.embed([question])[0], start)
@@ -149,8 +154,17 @@ class Call:
         if not self.index.units.count:  # e.g. an imported graph: no text unit to search
             return [], np.zeros(0)
         ids, sims = self.search("text_units", self.qv, k)
+        if len(sims) and self.nearest is None:
+            self.nearest = float(sims[0])
         row_of = self.index.units.row_of
         return [row_of[i] for i in ids], sims
+
+    def nearest_similarity(self) -> float | None:
+        """The query's cosine with its nearest text unit (searched once per call: reused
+        from the mode's own vector search when it made one); None with no text unit."""
+        if self.nearest is None:
+            self.vector_order(1)
+        return self.nearest
 
     def entity_candidates(self, k: int, refine_rows: int | None = None
                           ) -> list[tuple[int, float]]:
@@ -284,9 +298,13 @@ class Call:
                relationships: pl.DataFrame | None = None,
                linked: list[LinkedEntity] | None = None, **info: Any) -> RetrievalResult:
         """The result: the frames (empty ones for None) and ``info`` with ``used_mode``,
-        ``fallback``, ``ann``, ``graph_backend``, ``build_id`` and ``seconds``."""
+        ``fallback``, the relevance judgement (``best_similarity``, ``low_relevance``,
+        ``notice``: :func:`kgloom.query.retrieval.relevance.judge_relevance`), ``ann``,
+        ``graph_backend``, ``build_id`` and ``seconds``."""
         info.setdefault("used_mode", mode)
         info.setdefault("fallback", None)
+        info.update(judge_relevance(self.nearest_similarity(),
+                                    self.config.low_relevance_similarity, self.question))
         info["ann"] = dict(self.searched)
         info["graph_backend"] = self.settings.graph_backend
         info["build_id"] = self.index.build.build_id

@@ -12,7 +12,9 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.query import algorithms as alg
+from kgloom.query.modes import check_question
 from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval.relevance import judge_relevance
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, UNIT_RESULT_SCHEMA, RetrievalResult
 from kgloom.query.retrieval.retrieval_config import DEFAULT_DEPTH, DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_query_args
@@ -25,14 +27,16 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     as ``fused(..., lam=0)``; ``info["seconds"]`` spans both calls.
 
     Raises:
-        ValueError: an empty question, top_k <= 0 or depth < 0.
+        ValueError: an empty question or one that is no text
+            (:func:`kgloom.query.modes.check_question`), top_k <= 0 or depth < 0.
     """
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError("question must be a non-empty string")
+    check_question(question)
     check_query_args(top_k, depth, None)
     start = time.perf_counter()
     res = retrieve_by_vector(index, index.embed([question])[0], top_k, settings, depth)
-    res.question = question
+    res.question = question  # and judged as a question (a corpus-wide one is not flagged)
+    res.info.update(judge_relevance(res.info["best_similarity"],
+                                    settings.config.low_relevance_similarity, question))
     res.info["seconds"] = round(time.perf_counter() - start, 6)
     return res
 

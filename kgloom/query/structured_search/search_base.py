@@ -231,7 +231,10 @@ class SearchResult:
         sources: every citable id -> {"kind", "id", "text"}: what a citation points to.
         map_batches: global search: each map call's report ids, tokens and text.
         info: timings, token counter, per-stage LLM calls and prompt tokens
-            (``llm``), the community selection, the retrieval used, fallbacks.
+            (``llm``), the community selection, the retrieval used, fallbacks, and
+            whether anything is relevant to the question (``best_similarity``,
+            ``low_relevance``, and ``notice``: a sentence for a person or None; see
+            :mod:`kgloom.query.retrieval.relevance`).
         failures: failure rows (stage, item_id, reason, detail) of failed LLM replies.
         notice: what the reader must know about the answer's model (the bundled demo
             model's answers are unreliable; :func:`model_notice`), or None.
