@@ -106,6 +106,20 @@ def tree() -> cc.CommunityTree:
     return cc.CommunityTree(_reports(comms, same_key={6: 2}, without=(11,)), comms)
 
 
+def _every_step_reply(answer: str, point: str) -> Callable[[list, dict], Any]:
+    """A scripted model for every search step: each rating 4, one map point ``point``
+    (score 7, the first report), and the answer ``answer`` citing the first id."""
+    def reply(messages, schema):
+        props = schema["properties"]
+        if _rating(schema):
+            return dict.fromkeys(props, 4)
+        if "points" in props:
+            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
+            return {"points": [{"description": point, "score": 7, "reports": refs[:1]}]}
+        return {"answer": answer, "citations": props["citations"]["items"]["enum"][:1]}
+    return reply
+
+
 def _rater(ratings: dict[int, int | None], tmp_path: Path, batch: int = 8, budget: int = 650,
            question: str = "q?") -> tuple[cc.BatchRater, list[list[int]]]:
     """A BatchRater over a scripted model that rates community c ``ratings[c]``; a batch
@@ -553,16 +567,7 @@ def test_every_search_method_flags_an_answer_naming_what_its_context_lacks(
     from kgloom.query.render import render_search
 
     def model(answer: str) -> Callable[[list, dict], Any]:
-        def reply(messages, schema):
-            props = schema["properties"]
-            if _rating(schema):
-                return dict.fromkeys(props, 4)
-            if "points" in props:
-                refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
-                return {"points": [{"description": "Scrooge keeps the counting-house.",
-                                    "score": 7, "reports": refs[:1]}]}
-            return {"answer": answer, "citations": props["citations"]["items"]["enum"][:1]}
-        return reply
+        return _every_step_reply(answer, "Scrooge keeps the counting-house.")
 
     for answer, flagged in (("Vardelune-Oskett", ["Vardelune-Oskett"]), ("SCROOGE.", [])):
         s = Searcher(search_index, llm=_llm(ScriptedBackend(model(answer)), tmp_path, answer),
@@ -664,14 +669,7 @@ def test_dynamic_selection_rates_only_the_shortlist_at_each_step(tree, tmp_path)
 
 
 def test_dynamic_search_shortlists_by_embedding(search_index, tmp_path, embedder):
-    def reply(messages, schema):
-        props = schema["properties"]
-        if _rating(schema):
-            return dict.fromkeys(props, 4)
-        if "points" in props:
-            refs = props["points"]["items"]["properties"]["reports"]["items"]["enum"]
-            return {"points": [{"description": "a point", "score": 7, "reports": refs[:1]}]}
-        return {"answer": "x", "citations": props["citations"]["items"]["enum"][:1]}
+    reply = _every_step_reply("x", "a point")
 
     # a shortlist of 1: one rating per step instead of one per root
     s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path / "a"),
