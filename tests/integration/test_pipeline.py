@@ -266,6 +266,18 @@ def test_nightly_schedule_refreshes_the_graph_at_two_utc(tmp_path, monkeypatch):
     assert len(requests) == 1
 
 
+def test_the_schedule_and_sensor_start_as_the_operations_doc_says():
+    from kgloom.pipelines.jobs import input_folder_sensor
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(
+        encoding="utf-8")
+    said = {name: set(re.findall(rf"`{name}`[^.`]*?\b(on|off) by default", doc))
+            for name in ("nightly_index_schedule", "input_folder_sensor")}
+    assert said == {"nightly_index_schedule": {"on"}, "input_folder_sensor": {"off"}}
+    assert nightly_index_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert input_folder_sensor.default_status == dg.DefaultSensorStatus.STOPPED
+
+
 @pytest.mark.integration
 def test_cache_command_shows_calls_per_stage(indexed):
     from typer.testing import CliRunner
