@@ -213,6 +213,14 @@ BENCHES: dict[str, Bench] = {
         "and after the check", False, ("eval_reports*.json",),
         (("LLM reports rejected", "before.llm_reports_rejected"),
          ("published naming outside", "after.published_reports_naming_outside_context"))),
+    "sets": Bench(
+        "eval_sets.py", "retrieval on every development set over built indexes (the book's "
+        "30 questions, the 2Wiki slice and pool, the HotpotQA sample): every mode, and a "
+        "sweep of one setting", False, ("eval_sets*.json",),
+        (("book bridge R@5", "sets.book.modes.bridge.recall@5"),
+         ("book vector R@5", "sets.book.modes.vector.recall@5"),
+         ("hotpot bridge R@5", "sets.hotpot.modes.bridge.recall@5"),
+         ("pool bridge R@5", "sets.pool.modes.bridge.recall@5"))),
     "answer_check": Bench(
         "eval_answer_check.py", "search answers naming what their context lacks: made-up "
         "names passed and correct answers flagged by the check, no model (seconds)", False,

@@ -209,6 +209,17 @@ class RetrievalConfig(_Section):
         bridge_specificity_power: bridge weighs an entity by its specificity, 1 / (text
             units mentioning it), to this power (0 = a nationality named in every
             biography bridges like a person named in two units).
+        bridge_vector_weight: after the kept nearest units, a further vector hit competes
+            with the bridged units at its cosine with the question times this times the
+            largest share of the text units one of the question's linked entities is
+            mentioned in (0 = every bridged unit comes first). A question about a
+            narrative's main character (in 90 % of the book's units) bridges through
+            every neighbour of a hub, so the units nearest the question come back; a
+            film named in two of 6,119 passages leaves bridging as it was. 0.5: the
+            smallest value at which the book's 30 development questions
+            (bench/data/book-questions.jsonl) stop gaining (R@5 60.0 -> 70.0; vector
+            73.3), while the 2Wiki slice and the HotpotQA sample do not move up to 2
+            (bench/eval_sets.py, bench/results/eval_sets.json).
         entity_affinity: weigh an entity's contribution to a unit by how much the unit is
             about it: the cosine of the entity's vector ("title: description") and the
             unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
@@ -257,6 +268,7 @@ class RetrievalConfig(_Section):
     bridge_relevance_power: float = 1.0
     bridge_link_weight: float = 0.5
     bridge_specificity_power: float = 0.25
+    bridge_vector_weight: float = 0.5
     seed_diagnostics: bool = True
     fused_first_hop: bool = True
     low_relevance_similarity: float = Field(default=0.31, ge=-1.0, le=1.0)

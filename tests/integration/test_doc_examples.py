@@ -95,6 +95,17 @@ def test_every_readme_query_runs_and_says_when_nothing_is_relevant(book_index):
         assert (info["notice"] or "no notice") in out or not info["low_relevance"], out
 
 
+def test_the_readme_partner_questions_find_marley_in_the_default_top_5(book_index):
+    """The README's own question, asked as it is written (the default mode)."""
+    questions = {a[1] for a in query_lines(README) if "partner" in a[1] and "--mode" not in a}
+    assert len(questions) >= 2
+    for question in sorted(questions):
+        units = as_json(run_query(["query", question, "--json"], book_index))["text_units"]
+        found = [i for i, u in enumerate(units[:5], 1)
+                 if "Marley" in u["text"] and "partner" in u["text"]]
+        assert found, (question, [u["text"][:60] for u in units[:5]])
+
+
 def test_the_readme_python_example_runs(book_index):
     block = next(b for b in code_blocks(README, "python") if "Retriever(" in b)
     code = block.replace('"data/output"', repr(str(book_index)))

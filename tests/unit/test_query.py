@@ -755,7 +755,16 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
                         best[u] = v
     keep = min(cfg.bridge_keep, top_k)
     out = order[:keep]
-    for u in sorted(best, key=lambda u: (-best[u], u)) + order:
+    # further vector hits compete, weighed by the largest share of units a linked entity
+    # is mentioned in
+    cover = max((sum(x.entity_id in (k or []) for k in kg) for x in r.link(question)),
+                default=0) / len(kg)
+    compete = dict(best)
+    for u in order[:max(cfg.bridge_hits, top_k + cfg.bridge_keep)]:
+        v = cfg.bridge_vector_weight * cover * max(float(sims[u]), 0.0)
+        if v > compete.get(u, 0.0):
+            compete[u] = v
+    for u in sorted(compete, key=lambda u: (-compete[u], u)) + order:
         if len(out) < top_k and u not in out:
             out.append(u)
     # every entity named by title or alias keeps one of its units (at most top_k - keep)
@@ -790,7 +799,8 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     RetrievalConfig(), RetrievalConfig(bridge_hits=1, bridge_keep=2, bridge_link_weight=0.0),
     RetrievalConfig(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0),
     RetrievalConfig(bridge_specificity_power=0.0),
-    RetrievalConfig(bridge_specificity_power=1.0, bridge_relevance_power=2.0)])
+    RetrievalConfig(bridge_specificity_power=1.0, bridge_relevance_power=2.0),
+    RetrievalConfig(bridge_vector_weight=0.0), RetrievalConfig(bridge_vector_weight=5.0)])
 def test_bridge_follows_its_definition(carol_index, cfg):
     r = Retriever(carol_index, config=cfg)
     for named in ("How is Fezziwig related to Tiny Tim?", "Tell me about Fred and Bob Cratchit",
@@ -805,7 +815,9 @@ def test_bridge_follows_its_definition(carol_index, cfg):
     keep = min(cfg.bridge_keep, 4)
     assert res.text_units["id"].to_list()[:keep] == vec.text_units["id"].to_list()[:keep]
     bridged = res.text_units.filter(pl.col("via") == "bridge")
-    assert bridged.height > 0
+    # Scrooge is in most of the fixture's units: strong vector competition (or weak
+    # bridge scores) may leave no bridged unit, as it should
+    assert bridged.height > 0 or cfg.bridge_vector_weight > 0
     hits = set(r.vector(question, top_k=cfg.bridge_hits).text_units["id"])
     mentioned_by_hits = {e for i, row_id in enumerate(r.index.units.ids) if row_id in hits
                          for e in r.index.units.kg_node_ids[i] or []}
@@ -892,10 +904,73 @@ def test_bridge_does_not_follow_a_hub_entity_by_default(hub_index):
     assert ranked["entity_ids"].to_list()[1] == [eid("AMERICAN")]
 
 
+NOVEL_UNITS = {  # key -> (text, entities it mentions): one story, Ada in every unit
+    # the partner's name was not extracted: these units are found by their words alone
+    "partner": ("Ada kept the counting-house with Bram Lowe, her partner in business for "
+                "twenty years, until Lowe died and left her the firm.", ["ADA"]),
+    "firm": ("The sign still read Ada and Lowe; Ada never painted out her dead partner's "
+             "name, and the firm traded under both.", ["ADA"]),
+    "fair": ("At the winter fair Ada met Cora, Dex, Finn and Gus, who sang carols by the "
+             "bridge.", ["ADA", "CORA", "DEX", "FINN", "GUS"]),
+    **{f"side{i}": (f"{name} laughed with Ada at the fair and sang another carol for her.",
+                    ["ADA", name.upper()])
+       for i, name in enumerate(["Cora", "Dex", "Finn", "Gus"] * 3)},
+}
+NOVEL_ENTITIES = {
+    "ADA": ("PERSON", "Ada, who loves the winter fair and sings its carols."),
+    **{n.upper(): ("PERSON", f"{n}, a friend of Ada who sings at the fair.")
+       for n in ["Cora", "Dex", "Finn", "Gus"]},
+}
+
+
+@pytest.fixture(scope="module")
+def novel_index(tmp_path_factory, embedder) -> Path:
+    """One story whose main character is named by every text unit."""
+    units = pl.DataFrame([
+        {"id": uid(k), "human_readable_id": i, "text": text, "n_tokens": len(text.split()),
+         "document_id": content_id("Novel"), "entity_ids": [], "relationship_ids": [],
+         "covariate_ids": [], "chunk_index": i, "start_char": 0, "end_char": len(text),
+         "kg_node_ids": [], "neighbor_entity_ids": [], "neighbor_triples": [],
+         "community_ids": [], "centrality": 0.0}
+        for i, (k, (text, _)) in enumerate(NOVEL_UNITS.items())],
+        schema=schemas.TEXT_UNITS_SCHEMA)
+    entities = pl.DataFrame([
+        {"id": eid(title), "human_readable_id": i, "title": title, "type": typ,
+         "description": desc, "frequency": 1, "degree": 0, "weighted_degree": 0.0,
+         "pagerank": 0.0, "aliases": [],
+         "text_unit_ids": [uid(k) for k, (_, es) in NOVEL_UNITS.items() if title in es]}
+        for i, (title, (typ, desc)) in enumerate(NOVEL_ENTITIES.items())],
+        schema=schemas.ENTITIES_SCHEMA)
+    empty = build_carol_tables()
+    t = {"text_units": units, "entities": entities,
+         "relationships": empty["relationships"].clear(),
+         "communities": empty["communities"].clear()}
+    aliases = pl.DataFrame(schema=schemas.ENTITY_ALIASES_SCHEMA)
+    return write_index(tmp_path_factory.mktemp("novel_index"), t, aliases, embedder, "Novel")
+
+
+def test_bridge_keeps_the_nearest_units_when_the_question_names_a_hub(novel_index):
+    """On the book, "Who was Scrooge's partner?" (Scrooge in 75 of 83 units) came back
+    with the nearest unit and four units bridged through his nephew, which a unit near
+    the question named: the units naming the partner were vector hits 2 to 4. Bridging
+    through the neighbours of a character every unit names says nothing of the question,
+    so the nearest units compete with the bridged ones as strongly as that character
+    covers the index."""
+    question = "Who was Ada's business partner?"
+    r = Retriever(novel_index)
+    nearest = r.vector(question, top_k=2).text_units["id"].to_list()
+    assert set(nearest) == {uid("partner"), uid("firm")}  # the fixture's premise
+    got = r.bridge(question, top_k=3).text_units["id"].to_list()
+    assert set(nearest) <= set(got)
+    off = Retriever(novel_index, config=RetrievalConfig(bridge_vector_weight=0.0))
+    assert not set(nearest) <= set(off.bridge(question, top_k=3).text_units["id"])
+
+
 @pytest.mark.parametrize("knob", [{"bridge_hits": 0}, {"bridge_keep": -1},
                                   {"bridge_link_weight": -0.5},
                                   {"bridge_specificity_power": -1.0},
                                   {"bridge_specificity_power": float("nan")},
+                                  {"bridge_vector_weight": -0.5},
                                   {"bridge_link_weight": float("nan")}])
 def test_bridge_rejects_bad_knobs(carol_index, knob):
     with pytest.raises(ValueError, match=next(iter(knob))):
