@@ -862,30 +862,39 @@ HUB_ENTITIES = {  # title -> (type, description)
 }
 
 
-@pytest.fixture(scope="module")
-def hub_index(tmp_path_factory, embedder) -> Path:
-    """An index where a nationality is mentioned by most units (as "American" was by 76
-    of the 2Wiki slice's 357) and a director by two."""
+def _small_index(root: Path, unit_table: dict, entity_table: dict, embedder,
+                 document: str) -> Path:
+    """An index of one document: ``unit_table`` key -> (text, entity titles it mentions),
+    ``entity_table`` title -> (type, description); no relationship, no community."""
     units = pl.DataFrame([
         {"id": uid(k), "human_readable_id": i, "text": text, "n_tokens": len(text.split()),
-         "document_id": content_id("Films"), "entity_ids": [], "relationship_ids": [],
+         "document_id": content_id(document), "entity_ids": [], "relationship_ids": [],
          "covariate_ids": [], "chunk_index": i, "start_char": 0, "end_char": len(text),
          "kg_node_ids": [], "neighbor_entity_ids": [], "neighbor_triples": [],
          "community_ids": [], "centrality": 0.0}
-        for i, (k, (text, _)) in enumerate(HUB_UNITS.items())], schema=schemas.TEXT_UNITS_SCHEMA)
+        for i, (k, (text, _)) in enumerate(unit_table.items())],
+        schema=schemas.TEXT_UNITS_SCHEMA)
     entities = pl.DataFrame([
         {"id": eid(title), "human_readable_id": i, "title": title, "type": typ,
          "description": desc, "frequency": 1, "degree": 0, "weighted_degree": 0.0,
          "pagerank": 0.0, "aliases": [],
-         "text_unit_ids": [uid(k) for k, (_, es) in HUB_UNITS.items() if title in es]}
-        for i, (title, (typ, desc)) in enumerate(HUB_ENTITIES.items())],
+         "text_unit_ids": [uid(k) for k, (_, es) in unit_table.items() if title in es]}
+        for i, (title, (typ, desc)) in enumerate(entity_table.items())],
         schema=schemas.ENTITIES_SCHEMA)
     empty = build_carol_tables()
     t = {"text_units": units, "entities": entities,
          "relationships": empty["relationships"].clear(),
          "communities": empty["communities"].clear()}
     aliases = pl.DataFrame(schema=schemas.ENTITY_ALIASES_SCHEMA)
-    return write_index(tmp_path_factory.mktemp("hub_index"), t, aliases, embedder, "Films")
+    return write_index(root, t, aliases, embedder, document)
+
+
+@pytest.fixture(scope="module")
+def hub_index(tmp_path_factory, embedder) -> Path:
+    """An index where a nationality is mentioned by most units (as "American" was by 76
+    of the 2Wiki slice's 357) and a director by two."""
+    return _small_index(tmp_path_factory.mktemp("hub_index"), HUB_UNITS, HUB_ENTITIES,
+                        embedder, "Films")
 
 
 def test_bridge_does_not_follow_a_hub_entity_by_default(hub_index):
@@ -926,27 +935,8 @@ NOVEL_ENTITIES = {
 @pytest.fixture(scope="module")
 def novel_index(tmp_path_factory, embedder) -> Path:
     """One story whose main character is named by every text unit."""
-    units = pl.DataFrame([
-        {"id": uid(k), "human_readable_id": i, "text": text, "n_tokens": len(text.split()),
-         "document_id": content_id("Novel"), "entity_ids": [], "relationship_ids": [],
-         "covariate_ids": [], "chunk_index": i, "start_char": 0, "end_char": len(text),
-         "kg_node_ids": [], "neighbor_entity_ids": [], "neighbor_triples": [],
-         "community_ids": [], "centrality": 0.0}
-        for i, (k, (text, _)) in enumerate(NOVEL_UNITS.items())],
-        schema=schemas.TEXT_UNITS_SCHEMA)
-    entities = pl.DataFrame([
-        {"id": eid(title), "human_readable_id": i, "title": title, "type": typ,
-         "description": desc, "frequency": 1, "degree": 0, "weighted_degree": 0.0,
-         "pagerank": 0.0, "aliases": [],
-         "text_unit_ids": [uid(k) for k, (_, es) in NOVEL_UNITS.items() if title in es]}
-        for i, (title, (typ, desc)) in enumerate(NOVEL_ENTITIES.items())],
-        schema=schemas.ENTITIES_SCHEMA)
-    empty = build_carol_tables()
-    t = {"text_units": units, "entities": entities,
-         "relationships": empty["relationships"].clear(),
-         "communities": empty["communities"].clear()}
-    aliases = pl.DataFrame(schema=schemas.ENTITY_ALIASES_SCHEMA)
-    return write_index(tmp_path_factory.mktemp("novel_index"), t, aliases, embedder, "Novel")
+    return _small_index(tmp_path_factory.mktemp("novel_index"), NOVEL_UNITS, NOVEL_ENTITIES,
+                        embedder, "Novel")
 
 
 def test_bridge_keeps_the_nearest_units_when_the_question_names_a_hub(novel_index):
