@@ -149,6 +149,14 @@ def _warn_skipped(rows: list[dict]) -> None:
         typer.echo(f"warning: {row['item_id']}: {row['reason']} ({row['detail']})", err=True)
 
 
+def _echo_inputs(diff) -> None:
+    """Print an :class:`kgloom.corpus.partitions.InputDiff`'s counts ("input files: N new,
+    ...") and warn of each entry skipped for safety."""
+    typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
+               f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
+    _warn_skipped(diff.skipped)
+
+
 def _loud(lines: list[str]) -> None:
     """Print warnings where they cannot be missed: a framed block on stderr."""
     if lines:
@@ -367,9 +375,7 @@ def index(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT,
         diff, report = index_folder(resources, instance, force=force,
                                     tags={"kgloom/command": "kgloom index"}, reports=reports,
                                     verbose=verbose)
-    typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
-               f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
-    _warn_skipped(diff.skipped)
+    _echo_inputs(diff)
     if not (diff.added or diff.changed or diff.unchanged):
         from kgloom.inputs import SUPPORTED_SUFFIXES
 
@@ -924,7 +930,6 @@ def serve(output_dir: str | None = typer.Option(None, help="the index to serve (
     uvicorn.run(web, host=host, port=port, log_level="warning")
 
 
-
 @app.command()
 def ui(port: int = typer.Option(3000, help="the UI's port"),
        host: str = typer.Option("127.0.0.1", help="the address the UI listens on (0.0.0.0: "
@@ -958,10 +963,7 @@ def ui(port: int = typer.Option(3000, help="the UI's port"),
         raise typer.Exit(2)
     instance = _instance(paths.output_dir, recover=True)  # exports DAGSTER_HOME
     if Path(paths.input_dir).is_dir():
-        diff = sync_partitions(instance, paths.input_dir, paths.output_dir)
-        _warn_skipped(diff.skipped)
-        typer.echo(f"input files: {len(diff.added)} new, {len(diff.changed)} changed, "
-                   f"{len(diff.deleted)} deleted, {len(diff.unchanged)} unchanged")
+        _echo_inputs(sync_partitions(instance, paths.input_dir, paths.output_dir))
     else:
         typer.echo(f"warning: input folder {paths.input_dir} does not exist: no partition "
                    "to materialize yet", err=True)

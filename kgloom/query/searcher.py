@@ -45,7 +45,7 @@ from kgloom.query.modes import (  # the one registry of modes
 )
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import RetrievalSettings
-from kgloom.query.retrieval.relevance import question_relevance
+from kgloom.query.retrieval.relevance import judge_relevance, question_relevance
 from kgloom.query.retrieval.retrieval_config import RetrievalConfig
 from kgloom.query.retrieval.steps import link_question
 from kgloom.query.routing import Route, route_question
@@ -222,9 +222,13 @@ class Searcher:
         return self._finish(result, start, log)
 
     def _finish(self, result: SearchResult, start: float, log: CallLog | None) -> SearchResult:
-        # one judgement for every route: the question against its nearest text unit
-        result.info.update(question_relevance(self.index, result.question,
-                                              self.settings.config.low_relevance_similarity))
+        # one judgement for every route: the question against its nearest text unit,
+        # taken from the route's retrieval when it ran one (local, direct), else searched
+        threshold = self.settings.config.low_relevance_similarity
+        best = result.info.get("retrieval", {}).get("best_similarity")
+        result.info.update(judge_relevance(best, threshold, result.question)
+                           if best is not None else
+                           question_relevance(self.index, result.question, threshold))
         result.info["llm"] = log.summary() if log else {}
         if result.answer is not None:
             result.notice = model_notice(self.llm.model_id)

@@ -63,6 +63,7 @@ def build_basic_context(index: QueryIndex, question: str, budget: int, counter: 
     rows = [index.units.row_of[u] for u in res.text_units["id"].to_list()]
     items = [unit_item(index, r, s) for r, s in zip(rows, res.text_units["score"].to_list())]
     info["retrieval"] = {"mode": "vector", "top_k": top_k,
+                         "best_similarity": res.info.get("best_similarity"),
                          "units": res.text_units["id"].to_list()}
     context = pack_context([Section("text_units", items, 1.0)], budget, counter)
     return context, context_sources(context)
@@ -159,6 +160,7 @@ class LocalContextBuilder:
             info["graph"] = f"none: {exc}"
         info["retrieval"] = {"mode": mode, "used_mode": res.info.get("used_mode"),
                              "fallback": res.info.get("fallback"), "top_k": self.top_k,
+                             "best_similarity": res.info.get("best_similarity"),
                              "units": res.text_units["id"].to_list()}
         return res
 
