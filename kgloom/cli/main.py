@@ -40,10 +40,20 @@ app = typer.Typer(add_completion=False, help="kgloom: a GraphRAG index built by 
 def _dagster_home(output_dir: str) -> Path:
     """Choose the instance folder of the index at ``output_dir``
     (:func:`kgloom.pipelines.instance.instance_home`) and export it as ``DAGSTER_HOME``
-    for this process and the ones it starts."""
+    for this process and the ones it starts.
+
+    Raises:
+        typer.Exit: 2, with the reason, when the folder cannot be made (``output_dir``
+            is a file, or not writable).
+    """
     from kgloom.pipelines.instance import instance_home
 
-    home = instance_home(output_dir)
+    try:
+        home = instance_home(output_dir)
+    except OSError as exc:  # the output folder is a file, unwritable, ...
+        typer.echo(f"error: no Dagster instance for the index at {output_dir}: {exc}",
+                   err=True)
+        raise typer.Exit(2) from exc
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

@@ -402,6 +402,20 @@ def test_ui_passes_host_port_and_folders_through(monkeypatch, tmp_path):
     assert env["DAGSTER_HOME"] == str((tmp_path / "out2" / ".dagster_home").resolve())
 
 
+def test_an_output_folder_that_is_a_file_is_a_clear_error(monkeypatch, tmp_path):
+    import kgloom.cli.main as cli
+
+    monkeypatch.setenv("DAGSTER_HOME", "")  # the index's own instance; restored afterwards
+    (tmp_path / "in").mkdir()
+    (tmp_path / "a-file").write_text("not a folder\n")
+    for command in ("status", "partitions", "ui"):
+        res = CliRunner().invoke(cli.app, [command, "--input-dir", str(tmp_path / "in"),
+                                           "--output-dir", str(tmp_path / "a-file")])
+        assert res.exit_code == 2, (command, res.output)
+        assert "no Dagster instance" in res.output and "Traceback" not in res.output
+    assert (tmp_path / "a-file").read_text() == "not a folder\n"  # nothing lost
+
+
 def test_the_cli_doc_lists_every_mode_and_which_modes_read_each_option():
     import typer.main
 
