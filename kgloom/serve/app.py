@@ -363,6 +363,10 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
     async def community(community: int) -> Response:
         return await graph_answer(lambda h: h.graph.community(community))
 
+    @app.get("/api/documents", dependencies=guarded)
+    async def documents() -> Response:
+        return await graph_answer(lambda h: h.graph.documents())
+
     # --- OpenAI-compatible ---------------------------------------------------------
     @app.get("/v1/models", dependencies=guarded)
     async def models() -> Response:

@@ -66,6 +66,17 @@ class GraphView:
                     "rating_explanation", "findings", "generated_by"]).iter_rows(named=True):
                 self.reports[row["community"]] = row
         self.levels = sorted({c["level"] for c in self.communities.values()})
+        self._documents: list[dict[str, Any]] = []
+        if build.has(schemas.DOCUMENTS):
+            for row in build.read(schemas.DOCUMENTS, columns=[
+                    "id", "title", "source", "text_unit_ids",
+                    "creation_date"]).sort("title").iter_rows(named=True):
+                units = list(row["text_unit_ids"] or [])
+                self._documents.append({
+                    "id": row["id"], "title": row["title"], "source": row["source"],
+                    "text_units": len(units), "first_text_unit_id": units[0] if units else None,
+                    "creation_date": row["creation_date"]})
+        self.published_at: str | None = build.info()["published_at"]
         self._adj: alg.Adjacency | None = g.adj if g else None
         self._node_of: dict[str, int] = g.node_of if g else {}
         self._entity_of: list[str] = g.entity_ids if g else []
@@ -200,6 +211,17 @@ class GraphView:
                 "relationship_ids": list(row["relationship_ids"] or []),
                 "text_unit_ids": list(row["text_unit_ids"] or []),
                 "report": self.reports.get(c)}
+
+    # --- documents -------------------------------------------------------------------
+    def documents(self) -> dict[str, Any]:
+        """The build's documents, by title: ``{"documents": [...], "published_at"}``; each
+        document has ``id``, ``title``, ``source`` (the input file's path relative to the
+        input folder), ``text_units`` (int: how many), ``first_text_unit_id`` (str or
+        None) and ``creation_date`` (ISO text: the input file's modification time).
+        ``published_at`` (ISO UTC, None for a folder without ``build.json``) is when the
+        build these documents were indexed into was published."""
+        return {"documents": [dict(d) for d in self._documents],
+                "published_at": self.published_at}
 
     # --- text units ------------------------------------------------------------------
     def text_unit(self, unit_id: str) -> dict[str, Any]:

@@ -241,6 +241,18 @@ def test_community_with_members_report_and_children(server):
     assert members
 
 
+def test_documents_list_the_indexed_files_with_their_units_and_build(server, book_index):
+    docs, headers = ok(server.url, "/api/documents")
+    marker = read_marker(book_index)
+    assert docs["published_at"] == marker["published_at"]
+    assert headers["X-Kgloom-Build"] == marker["build_id"]
+    assert docs["documents"], docs
+    for d in docs["documents"]:
+        assert d["source"].endswith(".txt") and d["text_units"] >= 1
+        unit, _ = ok(server.url, f"/api/text_units/{d['first_text_unit_id']}")
+        assert unit["document_id"] == d["id"] and unit["document_title"] == d["title"]
+
+
 @pytest.mark.parametrize("mode", ["bridge", "local", "global", "direct"])
 def test_a_question_the_book_does_not_cover_is_flagged_in_info(server, mode):
     """The report's question (2WikiMultihopQA's, asked of the book): info says nothing is
