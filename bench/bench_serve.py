@@ -100,8 +100,35 @@ def stop_server(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-async def load_cell(url: str, mode: str, clients: int, seconds: float) -> dict:
-    """``clients`` closed-loop clients posting ``mode`` queries for ``seconds``."""
+def _query_request(mode: str, question: str) -> tuple[str, dict]:
+    """``POST /api/query`` of retrieval mode ``mode``."""
+    return "/api/query", {"question": question, "mode": mode, "top_k": 5}
+
+
+def _openai_request(model: str, question: str) -> tuple[str, dict]:
+    """``POST /v1/chat/completions`` (not streamed) with chat model ``model``."""
+    return "/v1/chat/completions", {"model": model, "stream": False,
+                                    "messages": [{"role": "user", "content": question}]}
+
+
+def _body_build(surface: str, body: dict) -> str | None:
+    """The build a 200 response's body names: ``info.build_id`` (query API), the
+    ``kgloom-build-<id>`` fingerprint (OpenAI chat)."""
+    if surface == "query":
+        return body["info"].get("build_id")
+    fp = body.get("system_fingerprint") or ""
+    return fp.removeprefix("kgloom-build-") or None
+
+
+# surface -> (request for (cell key, question), how the body names its build)
+SURFACES = {"query": _query_request, "openai": _openai_request}
+
+
+async def load_cell(url: str, mode: str, clients: int, seconds: float,
+                    surface: str = "query") -> dict:
+    """``clients`` closed-loop clients sending ``surface`` requests (``mode``: the
+    retrieval mode of the query API, the chat model of the chat surfaces) for
+    ``seconds``."""
     import httpx2
 
     latencies: list[float] = []
@@ -109,15 +136,16 @@ async def load_cell(url: str, mode: str, clients: int, seconds: float) -> dict:
     builds: list[tuple[str | None, str | None]] = []
     deadline = time.perf_counter() + seconds
     limits = httpx2.Limits(max_connections=clients, max_keepalive_connections=clients)
+    request = SURFACES[surface]
     async with httpx2.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
         async def one(i: int) -> None:
             n = i
             while time.perf_counter() < deadline:
-                body = {"question": QUESTIONS[n % len(QUESTIONS)], "mode": mode, "top_k": 5}
+                path, body = request(mode, QUESTIONS[n % len(QUESTIONS)])
                 n += clients
                 t0 = time.perf_counter()
                 try:
-                    r = await client.post("/api/query", json=body)
+                    r = await client.post(path, json=body)
                 except Exception as exc:  # noqa: BLE001 - every failure counts as an error
                     errors.append(f"{type(exc).__name__}: {exc}")
                     continue
@@ -125,22 +153,29 @@ async def load_cell(url: str, mode: str, clients: int, seconds: float) -> dict:
                 if r.status_code != 200:
                     errors.append(f"{r.status_code}: {r.text[:200]}")
                     continue
-                builds.append((r.json()["info"].get("build_id"), r.headers.get("x-kgloom-build")))
+                builds.append((_body_build(surface, r.json()), r.headers.get("x-kgloom-build")))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(clients)))
         wall = time.perf_counter() - t0
-    ms = sorted(x * 1000 for x in latencies)
-    pct = (lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 1)) if ms else (lambda q: None)
-    return {"mode": mode, "clients": clients, "seconds": round(wall, 1),
-            "requests": len(latencies), "rps": round(len(builds) / wall, 1),
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(ms[-1], 1) if ms else None,
+    return {"surface": surface, "mode": mode, "clients": clients,
+            **_figures(latencies, wall, len(builds)),
             "errors": len(errors), "error_examples": errors[:3], "_builds": builds}
 
 
-def run_cells(url: str, modes: list[str], clients: list[int], seconds: float,
+def _figures(latencies: list[float], wall: float, answered: int) -> dict:
+    """seconds, requests, rps (answered a second), p50/p99/max latency (ms)."""
+    ms = sorted(x * 1000 for x in latencies)
+    pct = (lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 1)) if ms else (lambda q: None)
+    return {"seconds": round(wall, 1), "requests": len(latencies),
+            "rps": round(answered / wall, 1), "p50_ms": pct(0.50), "p99_ms": pct(0.99),
+            "max_ms": round(ms[-1], 1) if ms else None}
+
+
+def run_cells(url: str, cells_of: list[tuple[str, str]], clients: list[int], seconds: float,
               folder: Path | None = None, every: float = 10.0) -> list[dict]:
-    """Every (mode, clients) cell; with ``folder``, republished every ``every`` s."""
+    """Every ((surface, mode), clients) cell; with ``folder``, republished every
+    ``every`` s."""
     from kgloom.builds import read_marker
 
     cells = []
@@ -148,7 +183,7 @@ def run_cells(url: str, modes: list[str], clients: list[int], seconds: float,
     # publish may still be answered from the build before it (while the first request to
     # notice opens the new one), and that build may date from the previous cell
     published = [read_marker(folder)["build_id"]] if folder else []
-    for mode in modes:
+    for surface, mode in cells_of:
         for n in clients:
             before = len(published)
             stop = threading.Event()
@@ -160,7 +195,7 @@ def run_cells(url: str, modes: list[str], clients: list[int], seconds: float,
             thread = threading.Thread(target=publisher, daemon=True) if folder else None
             if thread:
                 thread.start()
-            cell = asyncio.run(load_cell(url, mode, n, seconds))
+            cell = asyncio.run(load_cell(url, mode, n, seconds, surface))
             if thread:
                 stop.set()
                 thread.join()
@@ -218,14 +253,15 @@ def main() -> None:
                     "(default: build one in a temporary folder)")
     ap.add_argument("--seconds", type=float, default=60.0, help="seconds per cell")
     ap.add_argument("--clients", default="1,8,32")
-    ap.add_argument("--modes", default="bridge,vector")
+    ap.add_argument("--cells", default="query:bridge,query:vector,openai:kgloom-local",
+                    help="surface:mode pairs; surfaces: " + ", ".join(SURFACES))
     ap.add_argument("--republish-every", type=float, default=10.0)
     ap.add_argument("--renders", type=int, default=5)
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "serve_load.json"))
     args = ap.parse_args()
     clients = [int(x) for x in args.clients.split(",")]
-    modes = args.modes.split(",")
+    cells_of = [tuple(c.split(":", 1)) for c in args.cells.split(",")]
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         tmp = Path(tmp)
@@ -239,8 +275,8 @@ def main() -> None:
         proc = start_server(folder, args.port, tmp / "cache")
         url = f"http://127.0.0.1:{args.port}"
         try:
-            steady = run_cells(url, modes, clients, args.seconds)
-            during = run_cells(url, modes, clients, args.seconds, folder, args.republish_every)
+            steady = run_cells(url, cells_of, clients, args.seconds)
+            during = run_cells(url, cells_of, clients, args.seconds, folder, args.republish_every)
             explorer = explorer_render(url, args.renders)
         finally:
             stop_server(proc)
