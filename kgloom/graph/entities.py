@@ -9,7 +9,7 @@ candidates), description summaries (:mod:`kgloom.graph.summaries`), and graph me
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import polars as pl
@@ -44,6 +44,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
                         timings: dict[str, float] | None = None,
                         unit_documents: Mapping[str, str] | None = None,
                         summary_counts: dict[str, int] | None = None,
+                        unit_texts: Iterable[str] | None = None,
                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Resolve, summarize and measure.
 
@@ -66,6 +67,9 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
             of a short name and its longer candidate; None: it does not).
         summary_counts: when given, filled with the summaries' ``items`` and ``texts``
             over entities and relationships (:func:`summarize_descriptions`).
+        unit_texts: the corpus's text-unit texts: which words it writes in lower case
+            (resolution does not extend a name by a common word; None: it does not
+            compare words).
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
@@ -77,7 +81,8 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
     ents, rels, aliases = resolve_entities(
         entity_mentions, relationship_mentions, embed=embed,
         similarity_threshold=settings.embedding_merge_threshold,
-        unit_documents=unit_documents, **resolution_options(settings, llm, tokenizer))
+        unit_documents=unit_documents, unit_texts=unit_texts,
+        **resolution_options(settings, llm, tokenizer))
     t1 = time.perf_counter()
     if llm is not None and settings.summary_method != "llm":
         # the merge check was the stage's last model call: free the weights (about 420 MB

@@ -24,6 +24,7 @@ Cratchit".
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -70,25 +71,106 @@ def _core(tokens: list[str]) -> tuple[str, ...]:
 # of England", "Spirit of Tiny Tim"): what follows one names another thing. Only words
 # that are no surname particle ("de", "van", "von" are: "Charles de Gaulle" is de Gaulle).
 _COMPLEMENT_WORDS = frozenset({"of"})
+# English function words inside a name: what follows one is another thing than the whole
+# ("Late Night with Conan O'Brien", "Addicted to Money", "Death in Venice"), the words
+# before it may still lead ("Eddie the Eagle" is Eddie, not the eagle). No articles "a" and
+# "an": an initial "A." keys as "a".
+_FUNCTION_WORDS = _COMPLEMENT_WORDS | frozenset(
+    {"the", "to", "with", "from", "for", "in", "on", "at", "by", "than"})
 
 
 def _contains(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
     """Does ``longer`` hold ``shorter`` as whole tokens, in its head (before any
-    :data:`_COMPLEMENT_WORDS`) or as leading tokens reaching past it? "Scrooge" is in
-    "Ebenezer Scrooge", "Ghost of Christmas" in "Ghost of Christmas Past"; "Tiny Tim" is
-    not in "Spirit of Tiny Tim", nor "England" in "Bank of England" (the complement of
-    "of" is another entity than the whole), nor is the head noun "Spirit" or "Bank" (the
-    class the complement picks one of, the last word(s) before "of"); "Kestrel" is in
-    "Kestrel Bank of Wessex"."""
+    :data:`_FUNCTION_WORDS`) or as leading tokens reaching past it? "Scrooge" is in
+    "Ebenezer Scrooge", "Ghost of Christmas" in "Ghost of Christmas Past", "Eddie" in
+    "Eddie the Eagle"; "Tiny Tim" is not in "Spirit of Tiny Tim", nor "England" in "Bank
+    of England", nor "Conan O'Brien" in "Late Night with Conan O'Brien" (what follows a
+    function word is another entity than the whole), nor is the head noun before "of"
+    ("Spirit", "Bank": the class the complement picks one of, the last word(s) before
+    "of"); "Kestrel" is in "Kestrel Bank of Wessex"."""
     n = len(shorter)
-    head = next((i for i, t in enumerate(longer) if t in _COMPLEMENT_WORDS), len(longer))
-    if head < len(longer) and n <= head and shorter == longer[head - n:head]:
+    head = next((i for i, t in enumerate(longer) if t in _FUNCTION_WORDS), len(longer))
+    if head < len(longer) and longer[head] in _COMPLEMENT_WORDS and n <= head \
+            and shorter == longer[head - n:head]:
         # the head noun alone is the class the complement picks from: "Spirit" (88 times
         # in the book, for every spirit) is not the "Spirit of Tiny Tim"
         return False
     if longer[:n] == shorter:
         return True  # a leading part past the head: "Ghost of Christmas Yet"
     return any(longer[i:i + n] == shorter for i in range(head - n + 1))
+
+
+# a shorter name joins a longer one only when more than this share of the documents that
+# write it also write the longer one (_merge_name_extensions)
+SHARED_DOCUMENTS = 0.5
+_APPOSITION = re.compile(r"[,:;(]")  # "Leland, North Carolina", "Atlantis: The Lost Empire"
+_NAME_LOWER_WORDS = _FUNCTION_WORDS | frozenset(
+    "de del della dei di da das dos do du des van von der den ter ten la le al el bin ibn "
+    "y e ap ab uab ferch verch".split())
+
+
+def _adds_common(longer: tuple[str, ...], shorter: tuple[str, ...],
+                 common_words: frozenset[str] | None) -> bool:
+    """Does ``longer`` add to ``shorter`` a token with a digit or one of
+    ``common_words`` (particles and function words aside)? False without
+    ``common_words``."""
+    if common_words is None:
+        return False
+    mine = set(shorter)
+    return any(t not in mine and t not in _NAME_LOWER_WORDS
+               and (t in common_words or any(ch.isdigit() for ch in t)) for t in longer)
+
+
+_WORD_RE = re.compile(r"[^\W\d_]+")
+
+
+def common_words_of(texts: Iterable[str], words: Iterable[str]) -> frozenset[str]:
+    """The ``words`` (casefolded tokens of entity keys) that ``texts`` write starting
+    with a lower-case letter more often than with a capital one ("air", "airport",
+    "world"; not "kubrick", nor "tiny" in a book that names Tiny Tim 50 times): the
+    evidence of :func:`_merge_name_extensions` that a word added to a name is a common
+    word. A word the texts never write is not common.
+
+    Args:
+        texts: the corpus's text units (read once, in order).
+        words: the candidate words, casefolded.
+
+    Returns:
+        the common ones among ``words``, casefolded.
+    """
+    wanted = set(words)
+    lower: Counter = Counter()
+    upper: Counter = Counter()
+    for text in texts:
+        for w in _WORD_RE.findall(text):
+            key = w.casefold()
+            if key in wanted:
+                (lower if w[0].islower() else upper)[key] += 1
+    return frozenset(w for w in wanted if lower[w] > upper[w])
+
+
+def _name_scope(key: _Key) -> tuple[str, ...] | None:
+    """The tokens of ``key``'s core that a shorter name may be found in
+    (:func:`_merge_name_extensions`), read from its most frequent surface form: the
+    whole core, or only the part before an apposition ("Leland, North Carolina" is a
+    town, not the state after its comma; "Henry Stafford, 1st Baron Stafford" is still
+    Stafford); None when the surface holds a lower-case word that is no particle or
+    function word: such a title describes a thing about a name ("Nichole Nordeman
+    discography", "X-linked agammaglobulinemia") and is never a longer form of it, and
+    when it joins names with "&" ("Itchy & Scratchy", as :data:`_CONJUNCTIONS`)."""
+    surface = min(key.surfaces, key=lambda t: (-key.surfaces[t], t)) if key.surfaces else ""
+    if "&" in surface:
+        return None  # names joined ("Itchy & Scratchy"), as _CONJUNCTIONS
+    words = _WORD_RE.findall(surface)
+    if any(w[0].islower() and w.casefold() not in _NAME_LOWER_WORDS for w in words):
+        return None
+    core = key.core
+    cut = _APPOSITION.search(surface)
+    if cut:
+        head = _core(normalize_title(surface[:cut.start()]).split())
+        if head and core[:len(head)] == head:
+            return head
+    return core
 
 
 def _compatible(genders_a: set[str], genders_b: set[str]) -> bool:
@@ -174,21 +256,35 @@ _CONJUNCTIONS = frozenset({"and", "&", "und", "et"})
 
 def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
                            units_of: dict[str, set[str]] | None = None,
-                           documents_of: dict[str, set[str]] | None = None) -> set[str]:
+                           documents_of: dict[str, set[str]] | None = None,
+                           common_words: frozenset[str] | None = None) -> set[str]:
     """Join each shorter name into the unique longer name containing it; with
     ``units_of``, then settle the ambiguous ones by shared text units.
 
+    A longer name is a candidate only where it holds the shorter one in its scope
+    (:func:`_name_scope`: before an apposition, and not in a title that describes a thing
+    about a name) outside a complement (:func:`_contains`), and, with ``common_words``
+    (casefolded words the corpus writes in lower case more often than capitalized:
+    :func:`common_words_of`), when what it adds to the shorter name is names only: no
+    common word and no number. "Kubrick" joins "Stanley Kubrick" and "Tim" "Tiny Tim"
+    (the book writes "Tiny" capitalized), but "Canada" is not "Air Canada", "London" not
+    "London Heathrow Airport", "American" not "American Football Conference", "FIFA" not
+    "2007 FIFA U-20 World Cup": a common word or a number added to a name makes a
+    compound naming another thing (on the HotpotQA sample about half of the merges
+    into such longer names joined two different things).
+
     With ``documents_of`` (key -> documents naming it), a longer name is a candidate of
-    a shorter one only when some document names both the shorter name and a member of
-    the longer name's group. A short name is the short form of a long one where a
-    document introduces the long one ("Jacob Marley ... Marley"); a short name that no
-    document ever writes beside the long one is as often another thing: on the 2Wiki
-    pool (6,119 one-passage documents) 1,020 of 6,896 name merges joined names that
-    share no document, such as "Ireland" -> "Northern Ireland", "Rome" -> "Tony Rome",
-    "Milan" -> "Duchy of Milan". One shared document is enough, so a novel split into
-    chapter files still joins "Scrooge" to the "Ebenezer Scrooge" of its first chapter
-    (and "French", named by 18 passages of the 2Wiki slice, still joins "French Guiana"
-    through the one naming both). In a one-document corpus every name passes.
+    a shorter one only when more than :data:`SHARED_DOCUMENTS` of the documents naming
+    the shorter name also name a member of the longer name's group. A short name is the
+    short form of a long one where the documents that write it introduce the long one
+    ("Jacob Marley ... Marley"); a short name most of whose documents never write the
+    long one is another thing: on the 2Wiki pool (6,119 one-passage documents) 1,020 of
+    6,896 name merges joined names that share no document, such as "Ireland" ->
+    "Northern Ireland", "Rome" -> "Tony Rome", "Milan" -> "Duchy of Milan", and on the
+    HotpotQA sample a country named by many passages joined the one compound that
+    shares a passage with it ("Canada" -> "Air Canada", "London" -> "London Heathrow
+    Airport"). A novel in chapter files joins "Scrooge" to "Ebenezer Scrooge" when most
+    chapters name him in full; in a one-document corpus every name passes.
 
     Candidates of a name are the groups holding a more specific name whose core contains
     its core as whole tokens. Types are not compared: a small model's types are too
@@ -227,10 +323,11 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
     # and which keys' cores hold each token; names joined by a conjunction are never
     # candidates, so they are left out of the token lists
     core = {k: v.core for k, v in keys.items()}
+    scope = {k: _name_scope(v) for k, v in keys.items()}
     specificity = {k: v.specificity for k, v in keys.items()}
     by_token: dict[str, list[str]] = {}  # core token -> candidate keys whose core holds it
     for k, c in core.items():
-        if not _CONJUNCTIONS & set(c):
+        if not _CONJUNCTIONS & set(c) and scope[k] is not None:
             for tok in set(c):
                 by_token.setdefault(tok, []).append(k)
 
@@ -241,10 +338,13 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
         # thousands of the pool's names, which made this scan grow with their square)
         pool = min((by_token.get(tok, ()) for tok in set(mine)), key=len)
         roots = {uf.find(c) for c in pool
-                 if c != k and specificity[c] > spec and _contains(core[c], mine)}
+                 if c != k and specificity[c] > spec and _contains(scope[c] or (), mine)
+                 and not _adds_common(scope[c] or (), mine, common_words)}
         if documents_of is not None and documents_of.get(k):
-            # some document writes the short name beside the longer one
-            roots = {r for r in roots if documents_of[k] & docs[r]}
+            # most documents that write the short name write the longer one too
+            mine_docs = documents_of[k]
+            roots = {r for r in roots
+                     if len(mine_docs & docs[r]) > SHARED_DOCUMENTS * len(mine_docs)}
         if len(roots) > 1 and info.gender == "":
             # a bare surname against exactly one "Mr." name and only "Mrs."/"Miss" names
             # is the man ("Fezziwig" with "Mr. Fezziwig" and "Mrs. Fezziwig"): English
@@ -446,6 +546,7 @@ def resolve_entities(
     methods: frozenset[str] = RESOLUTION_METHODS,
     verify: Callable[[str, str], bool] | None = None,
     unit_documents: Mapping[str, str] | None = None,
+    unit_texts: Iterable[str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Merge entity and relationship mentions into entities, relationships and aliases.
 
@@ -466,6 +567,9 @@ def resolve_entities(
         unit_documents: text unit id -> document id; with it, a shorter name joins a
             longer one only when some document names both
             (:func:`_merge_name_extensions`). None: documents are not compared.
+        unit_texts: the corpus's text-unit texts; with them, a longer name that adds a
+            common word or a number to a shorter one is no candidate of it
+            (:func:`common_words_of`). None: words are not compared.
 
     Returns:
         ``(entities, relationships, entity_aliases)`` conforming to ENTITIES_SCHEMA,
@@ -506,8 +610,10 @@ def resolve_entities(
         documents_of = None if unit_documents is None else {
             k: {unit_documents[u] for u in units if u in unit_documents}
             for k, units in units_of.items()}
+        common = None if unit_texts is None else common_words_of(
+            unit_texts, {t for k in keys.values() if len(k.core) > 1 for t in k.core})
         by_context = _merge_name_extensions(
-            keys, uf, units_of if "name_context" in methods else None, documents_of)
+            keys, uf, units_of if "name_context" in methods else None, documents_of, common)
     ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
     emb_score: dict[str, float] = {}
     if embed is not None and "embedding" in methods:

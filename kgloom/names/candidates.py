@@ -151,6 +151,12 @@ _ADDRESSED = regex.compile(r",['’\"”]\s+(?:said|cried|replied|asked|returned
 # a drawn-out sound written with hyphens ("Scro-o-o-o-oge", "No-o-o"): no name as written
 _DRAWN_OUT = regex.compile(r"(?:[\p{L}\p{M}]-){3,}")
 _EXCLAIMED = regex.compile(r"[!?¡¿]")
+# Determiners and possessives that open an English noun phrase: a capitalized word between
+# one of them and a lower-case word is a modifier ("a Welsh wig", "his Christian name").
+_ATTRIBUTIVE_BEFORE = frozenset("""a an another any each every her his its my no our some
+their these this those your""".split())
+ATTRIBUTIVE_SHARE = 0.7  # of a word's lone mid-sentence uses that run into a lower-case word
+ATTRIBUTIVE_DETERMINED = 0.25  # ... and that also follow a determiner
 
 
 # --- all-caps words: acronyms or shouting? ---------------------------------------------
@@ -448,7 +454,11 @@ def word_counts(texts: list[str]) -> Counter:
     capitalized word ``a`` one space before capitalized word ``b``. ``("excl", word)`` ->
     occurrences of a
     capitalized word directly before "!" or "?" (``("midexcl", word)``: those of them not
-    opening a sentence), for :func:`_interjection`.
+    opening a sentence), for :func:`_interjection`. ``("solo", word)`` -> mid-sentence
+    occurrences of a capitalized word with no capitalized word one space before or after
+    it (a one-word name or a modifier); ``("sololow", word)`` -> those followed by one
+    space and a lower-case word; ``("solodet", word)`` -> those of them that also follow
+    a determiner (:data:`_ATTRIBUTIVE_BEFORE`), for :func:`_attributive`.
     Counts include the overlap of consecutive text units; locator lines
     (:func:`mask_locator_lines`) are not counted.
     """
@@ -464,6 +474,7 @@ def word_counts(texts: list[str]) -> Counter:
         counts.update(("excl", tok.text) for tok in toks if tok.kind in ("cap", "mixed")
                       and _EXCLAIMED.match(t, tok.end))
         counts.update(("midexcl", toks[i].text) for i in mid if _EXCLAIMED.match(t, toks[i].end))
+        _count_lone_words(t, toks, mid, counts)
         # capitalized words side by side ("Great Britain"): is the second ever alone?
         counts.update(("pair", a.text, b.text) for a, b in itertools.pairwise(toks)
                       if a.kind == "cap" and b.kind in ("cap", "mixed")
@@ -480,6 +491,28 @@ def word_counts(texts: list[str]) -> Counter:
         counts.update({("name", normalize_for_match(n)) for n, _ in _proper_names(t, counts)
                        if len(n.split()) >= 2})
     return counts
+
+
+def _count_lone_words(text: str, toks: list[_Tok], mid: list[int], counts: Counter) -> None:
+    """Add the ``solo``, ``sololow`` and ``solodet`` counts of :func:`word_counts` for the
+    mid-sentence capitalized tokens ``mid`` (indexes into ``toks``) of ``text``."""
+    def next_to(i: int, j: int, kinds: tuple[str, ...]) -> bool:
+        """Is ``toks[j]`` of ``kinds``, one space from ``toks[i]``?"""
+        if not 0 <= j < len(toks) or toks[j].kind not in kinds:
+            return False
+        a, b = (toks[i], toks[j]) if i < j else (toks[j], toks[i])
+        return text[a.end:b.start] == " "
+
+    named = ("cap", "mixed", "upper", "initial")
+    for i in mid:
+        if toks[i].kind != "cap" or next_to(i, i - 1, named) or next_to(i, i + 1, named):
+            continue
+        word = toks[i].text
+        counts[("solo", word)] += 1
+        if next_to(i, i + 1, ("lower",)):
+            counts[("sololow", word)] += 1
+            if next_to(i, i - 1, ("lower",)) and toks[i - 1].text in _ATTRIBUTIVE_BEFORE:
+                counts[("solodet", word)] += 1
 
 
 _NON_SPACE = regex.compile(r"\S+")
@@ -739,6 +772,23 @@ def _interjection(word: str, stats: Counter | None) -> bool:
     return stats[("mid", word)] - stats[("midexcl", word)] <= 0
 
 
+def _attributive(word: str, stats: Counter | None) -> bool:
+    """A capitalized word the corpus uses as a modifier, not as a name: of its lone
+    mid-sentence uses (no capitalized word beside it), at least
+    :data:`ATTRIBUTIVE_SHARE` run straight into a lower-case word and at least
+    :data:`ATTRIBUTIVE_DETERMINED` also follow a determiner, as a noun phrase's adjective
+    does ("some Dutch merchant", "an American actor", "his Christian name"). A name is
+    written on its own ("said Scrooge.", "to Marley,") or before a verb without a
+    determiner ("Beethoven composed"), and one inside a longer name ("American Football
+    Conference") is not a lone use. Evidence from the corpus's own counts
+    (:func:`word_counts`); without ``stats`` nothing is one."""
+    if stats is None:
+        return False
+    solo = stats[("solo", word)]
+    return solo > 0 and stats[("sololow", word)] >= ATTRIBUTIVE_SHARE * solo \
+        and stats[("solodet", word)] >= ATTRIBUTIVE_DETERMINED * solo
+
+
 def _named_elsewhere(tok: _Tok, stats: Counter | None) -> bool:
     """Does the corpus write ``tok`` capitalized mid-sentence, as a name is written?"""
     return stats is not None and tok.kind in ("cap", "mixed") and stats[("mid", tok.text)] > 0
@@ -810,6 +860,8 @@ def _clean(text: str, span: _Span, stats: Counter | None,
                                 or len(t.text) < 2):
             return None
         if t.kind in ("cap", "mixed") and _interjection(_POSSESSIVE.sub("", t.text), stats):
+            return None
+        if t.kind == "cap" and _attributive(t.text, stats):
             return None
         if t.kind == "cap" and initial and _unknown_opener(
                 t.text, stats, local_lower, defined or addressed):

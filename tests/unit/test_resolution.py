@@ -291,28 +291,39 @@ def test_name_extension_ignores_noisy_types_but_never_splits_a_conjunction():
     assert ents.filter(pl.col("id") == owner["Marley"])["type"].item() == P
 
 
-def test_a_short_name_joins_a_longer_one_only_when_some_document_names_both():
+def test_a_short_name_joins_a_longer_one_only_when_most_of_its_documents_name_both():
     """On the 2Wiki pool (one passage a document) "Ireland" joined "Northern Ireland" and
-    "Rome" "Tony Rome" though no passage names both: a short name is a long one's short
-    form where a document introduces the long one. One such document is enough (a novel
-    in chapter files names "Ebenezer Scrooge" in one chapter and "Scrooge" in all)."""
+    "Rome" "Tony Rome" though no passage names both; on the HotpotQA sample "Canada"
+    (named by many passages) joined "Air Canada" through the one passage naming both. A
+    short name is a long one's short form where the documents that write it introduce
+    the long one: more than half of them must name both. A novel in chapter files that
+    names "Ebenezer Scrooge" in most chapters joins "Scrooge" to him; one that names him
+    in one chapter of five keeps them apart (a split, not a wrong merge)."""
     L = "LOCATION"
     mentions = [("a1", "Jacob Marley", P, "Scrooge's partner."),  # document A
                 ("a2", "Marley", P, "Dead as a door-nail."),
                 ("b1", "Ireland", L, "Birthplace."), ("c1", "Ireland", L, "Where he died."),
                 ("d1", "Northern Ireland", L, "A part of the United Kingdom."),
-                ("g1", "Tony Rome", P, "A detective."), ("h1", "Rome", L, "A city.")]
-    docs = {"a1": "A", "a2": "A", "b1": "B", "c1": "C", "d1": "D", "g1": "G", "h1": "H"}
-    mentions += [("k1", "Ebenezer Scrooge", P, "A squeezing, grasping old sinner."),
-                 *[(f"k{i}", "Scrooge", P, "The miser.") for i in range(1, 6)]]
+                ("g1", "Tony Rome", P, "A detective."), ("h1", "Rome", L, "A city."),
+                ("m1", "Air Canada", "ORGANIZATION", "An airline."),
+                *[(f"m{i}", "Canada", L, "A country.") for i in range(1, 5)]]
+    docs = {"a1": "A", "a2": "A", "b1": "B", "c1": "C", "d1": "D", "g1": "G", "h1": "H",
+            **{f"m{i}": f"M{i}" for i in range(1, 5)}}
+    mentions += [*[(f"k{i}", "Ebenezer Scrooge", P, "A squeezing old sinner.") for i in (1, 2, 3)],
+                 *[(f"k{i}", "Scrooge", P, "The miser.") for i in range(1, 6)],
+                 ("n1", "Ebenezer Crump", P, "A grocer."),
+                 *[(f"n{i}", "Crump", P, "The grocer.") for i in range(1, 6)]]
     docs |= {f"k{i}": f"Stave {i}" for i in range(1, 6)}
+    docs |= {f"n{i}": f"Chapter {i}" for i in range(1, 6)}
     em, rm = _frames(mentions, [])
     owner = dict(zip(*resolve_entities(em, rm, unit_documents=docs)[2].select(
         "alias", "entity_id")))
     assert owner["Marley"] == owner["Jacob Marley"]  # the same document
     assert owner["Ireland"] != owner["Northern Ireland"]  # none of its 2 documents
     assert owner["Rome"] != owner["Tony Rome"]
-    assert owner["Scrooge"] == owner["Ebenezer Scrooge"]  # named together in Stave 1
+    assert owner["Canada"] != owner["Air Canada"]  # 1 of its 4 documents
+    assert owner["Scrooge"] == owner["Ebenezer Scrooge"]  # named together in 3 of 5 staves
+    assert owner["Crump"] != owner["Ebenezer Crump"]  # in 1 of 5 chapters
     # without documents (one document, or a caller without them) every one merges
     owner = dict(zip(*resolve_entities(em, rm)[2].select("alias", "entity_id")))
     assert owner["Ireland"] == owner["Northern Ireland"]
