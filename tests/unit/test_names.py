@@ -286,6 +286,19 @@ def test_words_only_ever_exclaimed_are_not_names_but_called_out_names_are():
     assert not {"Huzzo", "Blimey"} & got
 
 
+def test_a_word_the_corpus_uses_as_a_modifier_is_no_name_but_a_name_before_a_verb_is():
+    """Made-up words, so no list of adjectives can pass: "Zorvanian" only ever stands
+    between a determiner and a noun, as an adjective of nationality does; "Quillon" and
+    "Marrow" run into a verb too, but stand alone elsewhere and follow no determiner;
+    inside a longer name ("Zorvanian Trade Council") the modifier is no lone use."""
+    corpus = ["The harbour held some Zorvanian ships and an old Zorvanian merchant.",
+              "Quillon bought a Zorvanian carpet. Later Quillon sailed to Marrow.",
+              "The Zorvanian Trade Council met in Marrow. Marrow lies east."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Quillon", "Marrow", "Zorvanian Trade Council"} <= got
+    assert "Zorvanian" not in got
+
+
 def test_a_name_said_twice_or_drawn_out_is_the_name_once():
     corpus = ["Sometimes people called him Pellow Pellow, and sometimes Trask.",
               "'It is your cousin Pe-e-e-e-ellow,' she sang. Pellow laughed at Trask."]

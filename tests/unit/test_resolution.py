@@ -581,3 +581,53 @@ def test_an_untyped_mention_never_outvotes_a_typed_one():
     entities, _, _ = resolve_entities(em, rm)
     types = dict(zip(entities["title"], entities["type"]))
     assert types == {"Orla Venn": P, "Kestrel Point": "OTHER"}  # untyped alone stays OTHER
+
+
+def _owner_of(mentions, docs=None, texts=None) -> dict[str, str]:
+    em, rm = _frames(mentions, [])
+    aliases = resolve_entities(em, rm, unit_documents=docs, unit_texts=texts)[2]
+    return dict(zip(aliases["alias"], aliases["entity_id"]))
+
+
+def test_a_name_is_not_extended_past_a_function_word_an_apposition_or_into_a_description():
+    """Made-up names: what follows "with" or "in" is another entity than the show or the
+    film ("Late Night with Oren Dask", "Death in Velmar"); the state after a town's
+    comma is not the town ("Pirn, Upper Hallow"), the town before it is; a title that
+    adds a lower-case word describes a thing about the name ("Oren Dask discography"),
+    names joined by "&" are a pair; "Tamsin" still leads "Tamsin the Bold"."""
+    G, L = "ORGANIZATION", "LOCATION"
+    owner = _owner_of([("u1", "Late Night with Oren Dask", G, "A show."),
+                     ("u1", "Oren Dask discography", G, "A list."),
+                     ("u1", "Oren Dask", P, "A host."),
+                     ("u2", "Death in Velmar", G, "A film."), ("u2", "Velmar", L, "A city."),
+                     ("u3", "Pirn, Upper Hallow", L, "A town."),
+                     ("u3", "Upper Hallow", L, "A state."),
+                     ("u3", "Pirn", L, "The town."),
+                     ("u4", "Itta & Brandel", G, "A duo."), ("u4", "Brandel", P, "A singer."),
+                     ("u5", "Tamsin the Bold", P, "A queen."), ("u5", "Tamsin", P, "The queen.")])
+    assert owner["Oren Dask"] not in {owner["Late Night with Oren Dask"],
+                                      owner["Oren Dask discography"]}
+    assert owner["Velmar"] != owner["Death in Velmar"]
+    assert owner["Upper Hallow"] != owner["Pirn, Upper Hallow"]
+    assert owner["Pirn"] == owner["Pirn, Upper Hallow"]
+    assert owner["Brandel"] != owner["Itta & Brandel"]
+    assert owner["Tamsin"] == owner["Tamsin the Bold"]
+
+
+def test_a_name_is_not_extended_by_a_word_the_corpus_writes_in_lower_case_or_a_number():
+    """"Orvland" is not "Air Orvland" when the corpus writes "air" in lower case, nor
+    "Velland" "Velland Cup 1998"; "Kesk" is "Tiny Kesk" when the corpus writes "Tiny"
+    capitalized (it is his name) more often than "tiny"; without the texts, words are not
+    compared."""
+    G, L = "ORGANIZATION", "LOCATION"
+    mentions = [("u1", "Air Orvland", G, "An airline."), ("u1", "Orvland", L, "A country."),
+                ("u2", "Velland Cup 1998", G, "A match."), ("u2", "Velland", L, "The host."),
+                ("u3", "Tiny Kesk", P, "A boy."), ("u3", "Kesk", P, "The boy.")]
+    texts = ["Air Orvland flies from Orvland; the air is cold.", "The air was thin.",
+             "Velland Cup 1998 was held in Velland.",
+             "Tiny Kesk smiled. Tiny Kesk sang. A tiny bird. Kesk laughed."]
+    owner = _owner_of(mentions, texts=texts)
+    assert owner["Orvland"] != owner["Air Orvland"]
+    assert owner["Velland"] != owner["Velland Cup 1998"]
+    assert owner["Kesk"] == owner["Tiny Kesk"]
+    assert _owner_of(mentions[:2])["Orvland"] == _owner_of(mentions[:2])["Air Orvland"]
