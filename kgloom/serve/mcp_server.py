@@ -19,6 +19,7 @@ crash of the server.
 
 # No `from __future__ import annotations`: the SDK reads each tool's signature, and the
 # annotations name the limits of the closure that defines the tool.
+import importlib.metadata
 import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -140,7 +141,15 @@ def create_mcp_server(live: LiveIndex, limits: Limits | None = None) -> MCPServe
     tools = [_strict(Tool.from_function(fn, annotations=READ_ONLY))
              for fn in (*_query_tools(live, limits), *_graph_tools(live, limits))]
     return MCPServer("kgloom", title="kgloom index", instructions=INSTRUCTIONS,
-                     tools=tools, log_level="WARNING")
+                     version=_version(), tools=tools, log_level="WARNING")
+
+
+def _version() -> str:
+    """kgloom's version, as installed ("" when it runs from a checkout only)."""
+    try:
+        return importlib.metadata.version("kgloom")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
