@@ -22,7 +22,7 @@ crash of the server.
 import importlib.metadata
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -55,8 +55,11 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                             idempotent_hint=True, open_world_hint=False)
 
 Number = StrictFloat | StrictInt  # a JSON number; true/false and "0.5" are refused
-RetrievalMode = Literal[RETRIEVAL_MODES]  # type: ignore[valid-type]
-SearchMethod = Literal[SEARCH_MODES]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # a Literal built from the registry is a run-time type (the SDK's schema)
+    RetrievalMode = SearchMethod = str
+else:
+    RetrievalMode = Literal[RETRIEVAL_MODES]  # the enum of `retrieve`'s mode
+    SearchMethod = Literal[SEARCH_MODES]
 Question = Annotated[str, Field(description="the question, in plain text")]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -203,9 +206,6 @@ def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
 def _graph_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
     """The tools over the build's graph: entities, neighbourhoods, communities,
     documents and text units (``GraphView``, as serve's graph routes)."""
-    Depth = Annotated[StrictInt, Field(ge=0, le=limits.max_depth, description="hops")]
-    Nodes = Annotated[StrictInt, Field(ge=1, le=limits.max_nodes)]
-
     def find_entities(name: Annotated[str, Field(min_length=1, max_length=200, description=(
                           "part of an entity's name, any case"))],
                       limit: Annotated[StrictInt, Field(ge=1, le=200)] = 20,
@@ -221,7 +221,9 @@ def _graph_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
         return _result(_on_index(live, lambda h: res.entity(
             h.graph, h.build_id, h.graph.node(entity_id))))
 
-    def neighbourhood(entity_id: Id, depth: Depth = 1, max_nodes: Nodes = 100,
+    def neighbourhood(entity_id: Id,
+                      depth: Annotated[StrictInt, Field(ge=0, le=limits.max_depth)] = 1,
+                      max_nodes: Annotated[StrictInt, Field(ge=1, le=limits.max_nodes)] = 100,
                       ) -> Annotated[CallToolResult, res.Neighbourhood]:
         """The entities within `depth` hops of an entity (nearest first, then by
         PageRank, at most `max_nodes`) and the relationships among them."""
@@ -234,7 +236,8 @@ def _graph_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
 
     def community(number: Annotated[StrictInt, Field(ge=0, description=(
                       "the community's number"))],
-                  max_members: Nodes = 50) -> Annotated[CallToolResult, res.CommunityResult]:
+                  max_members: Annotated[StrictInt, Field(ge=1, le=limits.max_nodes)] = 50,
+                  ) -> Annotated[CallToolResult, res.CommunityResult]:
         """A community of the graph: its level, parent and children, its members (by
         PageRank, at most `max_members`), and its report (title, summary, findings)."""
         return _result(_on_index(live, lambda h: res.community(
