@@ -141,6 +141,8 @@ def test_search_answers_with_citations(url, book_index, method):
     for c in data["cited"]:
         assert f"[{c['ref']}]" in text
         assert (c["document_title"] == BOOK) == (c["kind"] == "text_units")
+    if method == "local":
+        assert any("Jacob Marley" in c["text"] for c in data["cited"]), text
     if data["route"] != "global":  # global's context is reports and points
         assert data["citations"] and all(c["document_title"] == BOOK
                                          for c in data["citations"])
@@ -267,6 +269,7 @@ def test_over_stdio_the_scrooge_question_errors_and_a_build_switch(book_index, t
         data, text = ok(await client.call_tool("search", {"question": QUESTION,
                                                           "method": "local"}))
         assert data["answer"] and data["cited"] and data["citations"] and "Sources:" in text
+        assert "Jacob Marley" in text  # the context names the partner
         bad = await client.call_tool("retrieve", {"question": QUESTION, "mode": "psychic"})
         assert bad.is_error and "Input should be 'bridge'" in bad.content[0].text
         long = await client.call_tool("search", {"question": "x" * 301})
