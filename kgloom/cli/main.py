@@ -1,5 +1,6 @@
 """``kgloom`` command line: index, backfill, partitions, status, cache, query, import-graph,
-graphrag-settings, serve-embeddings, serve, ui.
+graphrag-settings, serve-embeddings, serve, ui (and mcp, in
+:mod:`kgloom.cli.mcp_command`).
 
 ``kgloom index`` materializes every asset in this process against the index's persistent
 Dagster instance (:func:`kgloom.pipelines.instance.instance_home`: ``$DAGSTER_HOME`` when
@@ -866,6 +867,41 @@ def _serve_cache_dir(cache_dir: str, output_dir: str) -> Path:
     return folder
 
 
+def _open_for_serving(settings: Settings, cache_dir: str):
+    """(the answering model, the :class:`kgloom.serve.live_index.LiveIndex` of the
+    settings' output folder) for ``kgloom serve`` and ``kgloom mcp``: the model the
+    settings name, its answers cached in ``cache_dir`` (:func:`_serve_cache_dir`), and
+    the index's current build opened with the settings' search and retrieval knobs.
+
+    Raises:
+        typer.Exit: 2, with the reason, when the model, the cache folder or the index
+            cannot be opened.
+    """
+    from kgloom.llm import CACHE_FILE, ModelFileError
+    from kgloom.llm.http import LLMServerError
+    from kgloom.query.retriever import (
+        EmbedderMismatchError,
+        IndexFilesMissingError,
+        IndexInconsistentError,
+        RetrievalConfig,
+    )
+    from kgloom.query.searcher import SearchConfig
+    from kgloom.serve.app import open_live_index
+
+    cache = _serve_cache_dir(cache_dir, settings.paths.output_dir)
+    try:
+        llm = settings.llm.open_cached(settings.llm.cache_path or cache / CACHE_FILE)
+        live = open_live_index(settings.paths.output_dir, llm,
+                               settings.embedder.model_path or None,
+                               search_config=SearchConfig(**settings.search.config_kwargs()),
+                               retrieval_config=RetrievalConfig(**settings.retrieval.scoring()))
+    except (ModelFileError, LLMServerError, IndexFilesMissingError, IndexInconsistentError,
+            EmbedderMismatchError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    return llm, live
+
+
 @app.command()
 def serve(output_dir: str | None = typer.Option(None, help="the index to serve (read only; "
                                                 "default: env KGLOOM_OUTPUT_DIR, the "
@@ -905,34 +941,16 @@ def serve(output_dir: str | None = typer.Option(None, help="the index to serve (
         raise typer.Exit(2)
     import uvicorn
 
-    from kgloom.llm import CACHE_FILE, ModelFileError
-    from kgloom.llm.http import LLMServerError
-    from kgloom.query.retriever import (
-        EmbedderMismatchError,
-        IndexFilesMissingError,
-        IndexInconsistentError,
-        RetrievalConfig,
-    )
-    from kgloom.query.searcher import SearchConfig
-    from kgloom.serve.app import Limits, open_app
+    from kgloom.serve.app import Limits, create_app
 
     settings = _load(settings_file, set_, **_folder_flags(output_dir=output_dir),
                      **_model_flags(model_path, fake_llm, llm_url, embedder_path))
     output_dir = settings.paths.output_dir
-    cache = _serve_cache_dir(cache_dir, output_dir)
-    try:
-        llm = settings.llm.open_cached(settings.llm.cache_path or cache / CACHE_FILE)
-        web = open_app(output_dir, llm, settings.embedder.model_path or None, api_key,
-                       tuple(cors_origin),
-                       Limits(max_question_chars=max_question_chars, max_top_k=max_top_k,
-                              max_depth=max_depth, max_body_bytes=max_body_bytes),
-                       search_config=SearchConfig(**settings.search.config_kwargs()),
-                       retrieval_config=RetrievalConfig(**settings.retrieval.scoring()))
-    except (ModelFileError, LLMServerError, IndexFilesMissingError, IndexInconsistentError,
-            EmbedderMismatchError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    build = web.state.live.handle.build_id
+    llm, live = _open_for_serving(settings, cache_dir)
+    web = create_app(live, llm.model_id, api_key, tuple(cors_origin),
+                     Limits(max_question_chars=max_question_chars, max_top_k=max_top_k,
+                            max_depth=max_depth, max_body_bytes=max_body_bytes))
+    build = live.handle.build_id
     typer.echo(f"serving {output_dir} (build {build}) on {_http_url(host, port)}/ "
                f"(explorer at /, API at /api, OpenAI-compatible at /v1); API key "
                f"{'required' if api_key else 'not required (loopback only)'}; CORS "

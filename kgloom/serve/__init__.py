@@ -1,10 +1,13 @@
-"""``kgloom serve``: a read-only HTTP server over one index (docs/serve.md).
+"""``kgloom serve``: a read-only HTTP server over one index (docs/serve.md), and
+``kgloom mcp``: the same index for MCP clients (docs/mcp.md).
 
 - :mod:`kgloom.serve.live_index`: the open build, switched between requests when a new
   one is published.
 - :mod:`kgloom.serve.graph_view`: the graph endpoints' queries over one build.
 - :mod:`kgloom.serve.openai_chat`: OpenAI's chat-completions shapes.
 - :mod:`kgloom.serve.app`: the FastAPI application (:func:`kgloom.serve.app.open_app`).
+- :mod:`kgloom.serve.mcp_server`: ``kgloom mcp``, the MCP server's tools over the same
+  live index and functions; :mod:`kgloom.serve.mcp_results`: what each tool returns.
 - ``static/``: the explorer page (``explorer.html``, ``explorer.js``) and the vendored
   Cytoscape.js (``static/vendor/cytoscape/``, MIT, with its licence).
 

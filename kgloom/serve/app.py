@@ -175,6 +175,22 @@ def run_query(handle: IndexHandle, q: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+KEY_REQUIRED = ("a valid API key is required: send 'Authorization: Bearer KEY' or "
+                "'X-API-Key: KEY'")
+
+
+def api_key_accepted(headers: Any, api_key: str | None) -> bool:
+    """Whether a request with ``headers`` (a case-insensitive mapping, e.g. Starlette's
+    ``Headers``) may be answered: always when ``api_key`` is None, else when it sends the
+    key as ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (compared in constant
+    time)."""
+    if api_key is None:
+        return True
+    auth = headers.get("authorization", "")
+    given = auth[7:].strip() if auth[:7].lower() == "bearer " else headers.get("x-api-key", "")
+    return bool(given) and hmac.compare_digest(given.encode(), api_key.encode())
+
+
 def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
                cors_origins: tuple[str, ...] = (), limits: Limits = Limits()):
     """The FastAPI application.
@@ -230,14 +246,8 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
         return error(exc.status_code, str(exc.detail), kind)
 
     def require_key(request: Request) -> None:
-        if api_key is None:
-            return
-        auth = request.headers.get("authorization", "")
-        given = auth[7:].strip() if auth[:7].lower() == "bearer " else \
-            request.headers.get("x-api-key", "")
-        if not given or not hmac.compare_digest(given.encode(), api_key.encode()):
-            raise ApiError(401, "a valid API key is required: send 'Authorization: Bearer "
-                           "KEY' or 'X-API-Key: KEY'", "authentication_error")
+        if not api_key_accepted(request.headers, api_key):
+            raise ApiError(401, KEY_REQUIRED, "authentication_error")
 
     async def read_json(request: Request) -> Any:
         """The body as JSON (:func:`kgloom.serve.request_json.parse_json_body`): 413 over
@@ -444,6 +454,24 @@ def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
         IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: the
             index cannot be opened (each names the file or the difference).
     """
+    live = open_live_index(output_dir, llm, embedder, search_config, retrieval_config)
+    return create_app(live, llm.model_id, api_key, cors_origins, limits)
+
+
+def open_live_index(output_dir: str | Path, llm: Any, embedder: Any = None,
+                    search_config: Any = None, retrieval_config: Any = None) -> LiveIndex:
+    """The :class:`LiveIndex` of ``output_dir``, its current build opened now; later
+    builds are opened with the same embedder (loaded once) and model. What ``kgloom
+    serve`` and ``kgloom mcp`` answer from.
+
+    Args:
+        output_dir / llm / embedder / search_config / retrieval_config: see
+            :func:`open_app`.
+
+    Raises:
+        IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: the
+            index cannot be opened (each names the file or the difference).
+    """
     shared = {"embedder": embedder}
 
     def opener() -> IndexHandle:
@@ -452,5 +480,4 @@ def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
         shared["embedder"] = handle.retriever.embedder  # loaded once
         return handle
 
-    return create_app(LiveIndex(output_dir, opener), llm.model_id, api_key, cors_origins,
-                      limits)
+    return LiveIndex(output_dir, opener)

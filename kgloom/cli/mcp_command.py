@@ -1,0 +1,105 @@
+"""``kgloom mcp``: the index as a Model Context Protocol server, over stdio (a desktop
+client starts it) or streamable HTTP (docs/mcp.md). The server itself is
+:mod:`kgloom.serve.mcp_server`; this module is its command line, registered on the
+``kgloom`` Typer app, with the model, folder and key rules of ``kgloom serve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
+import typer
+
+from kgloom.cli.main import (
+    FAKE,
+    INDEX_EMBEDDER,
+    LLM_URL,
+    LOOPBACK_HOSTS,
+    MODEL,
+    PORT,
+    SET,
+    SETTINGS_FILE,
+    _folder_flags,
+    _http_url,
+    _load,
+    _model_flags,
+    _open_for_serving,
+    app,
+)
+
+TRANSPORTS = ("stdio", "http")
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send whatever is written to file descriptor 1 (by Python or by a native library
+    loading a model) to stderr meanwhile: on the stdio transport, stdout carries only
+    the protocol's messages."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+@app.command()
+def mcp(output_dir: str | None = typer.Option(None, help="the index to answer from (read "
+                                              "only; default: env KGLOOM_OUTPUT_DIR, the "
+                                              "settings' paths.output_dir, or data/output)"),
+        transport: str = typer.Option("stdio", help="stdio (the client starts this command "
+                                      "and talks over its stdin/stdout) or http (streamable "
+                                      "HTTP at http://HOST:PORT/mcp)"),
+        host: str = typer.Option("127.0.0.1", help="http: the address to bind; any other "
+                                 "than 127.0.0.1 / localhost / ::1 requires an API key"),
+        port: int = PORT(8001),
+        api_key_env: str = typer.Option("KGLOOM_API_KEY", help="http: the environment "
+                                        "variable holding the API key (when set, every "
+                                        "request must send 'Authorization: Bearer KEY')"),
+        model_path: str = MODEL, fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
+        embedder_path: str = INDEX_EMBEDDER,
+        cache_dir: str = typer.Option("", help="folder of the answers' LLM cache (default "
+                                      "$XDG_CACHE_HOME/kgloom/serve; never the index "
+                                      "folder)"),
+        max_question_chars: int = typer.Option(2000, help="longest question (characters)"),
+        max_top_k: int = typer.Option(50, help="largest top_k a call may ask"),
+        max_depth: int = typer.Option(3, help="deepest BFS / neighbourhood a call may ask"),
+        set_: list[str] = SET, settings_file: str = SETTINGS_FILE) -> None:
+    """Answer MCP clients from the index: tools retrieve, search, find_entities, entity,
+    neighbourhood, community, list_documents and text_unit. Read-only; a build published
+    while it runs answers the next tool call (docs/mcp.md)."""
+    if transport not in TRANSPORTS:
+        typer.echo(f"error: --transport must be one of {', '.join(TRANSPORTS)}; got "
+                   f"{transport!r}", err=True)
+        raise typer.Exit(2)
+    api_key = (os.environ.get(api_key_env, "") or None) if transport == "http" else None
+    if transport == "http" and host not in LOOPBACK_HOSTS and api_key is None:
+        typer.echo(f"error: refusing to listen on {host} without an API key: anyone who can "
+                   f"reach it could query the index. Set ${api_key_env} to a secret (clients "
+                   "send 'Authorization: Bearer KEY'), or bind 127.0.0.1", err=True)
+        raise typer.Exit(2)
+    from kgloom.serve.app import Limits
+    from kgloom.serve.mcp_server import MCP_PATH, create_mcp_server, http_app, run_stdio
+
+    settings = _load(settings_file, set_, **_folder_flags(output_dir=output_dir),
+                     **_model_flags(model_path, fake_llm, llm_url, embedder_path))
+    with _stdout_to_stderr() if transport == "stdio" else contextlib.nullcontext():
+        _, live = _open_for_serving(settings, cache_dir)
+        server = create_mcp_server(live, Limits(max_question_chars=max_question_chars,
+                                                max_top_k=max_top_k, max_depth=max_depth))
+    where = "stdin/stdout" if transport == "stdio" else f"{_http_url(host, port)}{MCP_PATH}"
+    typer.echo(f"kgloom mcp: {settings.paths.output_dir} (build {live.handle.build_id}) on "
+               f"{where}" + ("" if transport == "stdio" else "; API key " + (
+                   "required" if api_key else "not required (loopback only)")), err=True)
+    if transport == "stdio":
+        run_stdio(server)
+        return
+    import uvicorn
+
+    uvicorn.run(http_app(server, host, api_key), host=host, port=port, log_level="warning")
