@@ -110,18 +110,21 @@ _NAME_LOWER_WORDS = _FUNCTION_WORDS | frozenset(
 
 
 def _adds_common(longer: tuple[str, ...], shorter: tuple[str, ...],
-                 common_words: frozenset[str] | None) -> bool:
+                 common_words: frozenset[str] | None,
+                 bound: frozenset[str] = frozenset()) -> bool:
     """Does ``longer`` add to ``shorter`` a token with a digit or one of
-    ``common_words`` (particles and function words aside)? False without
-    ``common_words``."""
+    ``common_words`` (particles, function words and ``bound`` tokens aside)? False
+    without ``common_words``."""
     if common_words is None:
         return False
-    mine = set(shorter)
+    mine = set(shorter) | bound
     return any(t not in mine and t not in _NAME_LOWER_WORDS
                and (t in common_words or any(ch.isdigit() for ch in t)) for t in longer)
 
 
 _WORD_RE = re.compile(r"[^\W\d_]+")
+# a written word with its hyphenated or possessive parts: "Christmas-time", "Marley's"
+_BOUND_WORD_RE = re.compile(r"[^\W\d_]+(?:['’\u2010\u2011-][^\W\d_]+)*")
 
 
 def common_words_of(texts: Iterable[str], words: Iterable[str]) -> frozenset[str]:
@@ -149,28 +152,32 @@ def common_words_of(texts: Iterable[str], words: Iterable[str]) -> frozenset[str
     return frozenset(w for w in wanted if lower[w] > upper[w])
 
 
-def _name_scope(key: _Key) -> tuple[str, ...] | None:
-    """The tokens of ``key``'s core that a shorter name may be found in
-    (:func:`_merge_name_extensions`), read from its most frequent surface form: the
-    whole core, or only the part before an apposition ("Leland, North Carolina" is a
-    town, not the state after its comma; "Henry Stafford, 1st Baron Stafford" is still
-    Stafford); None when the surface holds a lower-case word that is no particle or
-    function word: such a title describes a thing about a name ("Nichole Nordeman
-    discography", "X-linked agammaglobulinemia") and is never a longer form of it, and
+def _name_scope(key: _Key) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """``(scope, bound)`` of ``key`` for :func:`_merge_name_extensions`, read from its
+    most frequent surface form. ``scope``: the tokens of its core a shorter name may be
+    found in: the whole core, or only the part before an apposition ("Leland, North
+    Carolina" is a town, not the state after its comma; "Henry Stafford, 1st Baron
+    Stafford" is still Stafford). ``bound``: tokens of words written with a hyphen or an
+    apostrophe ("Christmas-time", "Marley's"), which :func:`_adds_common` does not judge.
+    None when the surface holds a lower-case word (hyphenated parts aside) that is no
+    particle or function word: such a title describes a thing about a name ("Nichole
+    Nordeman discography", "2001 Lakers season") and is never a longer form of it; and
     when it joins names with "&" ("Itchy & Scratchy", as :data:`_CONJUNCTIONS`)."""
     surface = min(key.surfaces, key=lambda t: (-key.surfaces[t], t)) if key.surfaces else ""
     if "&" in surface:
         return None  # names joined ("Itchy & Scratchy"), as _CONJUNCTIONS
-    words = _WORD_RE.findall(surface)
+    words = _BOUND_WORD_RE.findall(surface)
     if any(w[0].islower() and w.casefold() not in _NAME_LOWER_WORDS for w in words):
         return None
+    bound = frozenset(t for w in words if len(_WORD_RE.findall(w)) > 1
+                      for t in normalize_title(w).split())
     core = key.core
     cut = _APPOSITION.search(surface)
     if cut:
         head = _core(normalize_title(surface[:cut.start()]).split())
         if head and core[:len(head)] == head:
-            return head
-    return core
+            return head, bound
+    return core, bound
 
 
 def _compatible(genders_a: set[str], genders_b: set[str]) -> bool:
@@ -320,31 +327,46 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
     genders = {k: {v.gender} for k, v in keys.items()}  # per group root
     stages = {k: {v.stage} - {""} for k, v in keys.items()}  # per group root
     # each key's core and specificity once (properties recompute them at every read),
-    # and which keys' cores hold each token; names joined by a conjunction are never
-    # candidates, so they are left out of the token lists
+    # and which keys' cores hold each token; names joined by a conjunction and titles
+    # with no scope (_name_scope) are never candidates, so they are left out of the token
+    # lists
     core = {k: v.core for k, v in keys.items()}
-    scope = {k: _name_scope(v) for k, v in keys.items()}
+    scope: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
+    for k, v in keys.items():
+        sc = _name_scope(v)
+        if sc is not None and not _CONJUNCTIONS & set(core[k]):
+            scope[k] = sc
     specificity = {k: v.specificity for k, v in keys.items()}
     by_token: dict[str, list[str]] = {}  # core token -> candidate keys whose core holds it
-    for k, c in core.items():
-        if not _CONJUNCTIONS & set(c) and scope[k] is not None:
-            for tok in set(c):
-                by_token.setdefault(tok, []).append(k)
+    for k in scope:
+        for tok in set(core[k]):
+            by_token.setdefault(tok, []).append(k)
 
-    def candidates(k: str) -> set[str]:
+    def candidates(k: str) -> tuple[set[str], set[str]]:
+        """(contenders, allowed): the groups holding a longer name ``k`` is a part of
+        (in its scope, outside a complement, named beside it in some document), and
+        those of them it may join (adding no common word or number, named beside it in
+        most of its documents). A contender that may not be joined still makes ``k``
+        ambiguous: "Christmas" in "Christmas-time" and "Christmas Eve" is decided by
+        context, not given to "Christmas Eve" because "time" is a common word."""
         info, mine, spec = keys[k], core[k], specificity[k]
         # a candidate's core contains every token of this core, so the shortest token
         # list holds them all (the rarest token, not the first: "John" or "Film" head
         # thousands of the pool's names, which made this scan grow with their square)
         pool = min((by_token.get(tok, ()) for tok in set(mine)), key=len)
-        roots = {uf.find(c) for c in pool
-                 if c != k and specificity[c] > spec and _contains(scope[c] or (), mine)
-                 and not _adds_common(scope[c] or (), mine, common_words)}
-        if documents_of is not None and documents_of.get(k):
+        held = [c for c in pool if c != k and specificity[c] > spec
+                and _contains(scope[c][0], mine)]
+        mine_docs = (documents_of or {}).get(k) or set()
+        # some document writes the short name beside the longer one
+        roots = {uf.find(c) for c in held}
+        if mine_docs:
+            roots = {r for r in roots if mine_docs & docs[r]}
+        allowed = {uf.find(c) for c in held
+                   if not _adds_common(scope[c][0], mine, common_words, scope[c][1])}
+        if mine_docs:
             # most documents that write the short name write the longer one too
-            mine_docs = documents_of[k]
-            roots = {r for r in roots
-                     if len(mine_docs & docs[r]) > SHARED_DOCUMENTS * len(mine_docs)}
+            allowed = {r for r in allowed
+                       if len(mine_docs & docs[r]) > SHARED_DOCUMENTS * len(mine_docs)}
         if len(roots) > 1 and info.gender == "":
             # a bare surname against exactly one "Mr." name and only "Mrs."/"Miss" names
             # is the man ("Fezziwig" with "Mr. Fezziwig" and "Mrs. Fezziwig"): English
@@ -352,7 +374,7 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
             male = [r for r in roots if "m" in genders[r] and "f" not in genders[r]]
             if len(male) == 1 and all(genders[r] == {"f"} for r in roots if r != male[0]):
                 roots = {male[0]}
-        return roots
+        return roots, allowed & roots
 
     def join(k: str, root: str) -> bool:
         mine = uf.find(k)
@@ -370,9 +392,10 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
                    key=lambda k: (tuple(-x for x in keys[k].specificity), k))
     ambiguous: list[str] = []
     for k in order:
-        roots = candidates(k)
+        roots, allowed = candidates(k)
         if len(roots) == 1:
-            join(k, roots.pop())
+            if allowed:
+                join(k, roots.pop())
         elif roots:
             ambiguous.append(k)
     if units_of is None:
@@ -394,7 +417,7 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
 
     by_context: set[str] = set()
     for k in ambiguous:
-        roots, mine = candidates(k), uf.find(k)
+        (roots, allowed), mine = candidates(k), uf.find(k)
         if len(roots) > 1:
             # only candidates it could be compete ("Mr. X" is never "Mrs. X", and a
             # "Mr." name does not pick a "Master" group over the others)
@@ -405,7 +428,7 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
                             reverse=True)
             if shared and shared[0][0] > 0 and (len(shared) == 1 or shared[0][0] > shared[1][0]):
                 roots = {shared[0][1]}
-        if len(roots) == 1 and join(k, roots.pop()):
+        if len(roots) == 1 and roots <= allowed and join(k, roots.pop()):
             by_context.add(k)
     return by_context
 
