@@ -656,14 +656,13 @@ def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factor
             page.goto(server.url + "/")
             expect(page.locator("#status")).to_contain_text("build ")
             expect(page.locator("#communities summary").first).to_be_visible()
-            page.select_option("#mode", "direct")
-            page.fill("#question", QUESTION)
-            page.click("#ask")
+            # the page opens on the graph's overview; the answer's graph replaces it
+            page.wait_for_function("window.kgloomGraph && window.kgloomGraph.nodes().length > 0")
+            res = _drawn_after(page, _ask, QUESTION, "direct")
             source = page.locator(".source[data-kind=text_units]").first
             expect(source).to_be_visible()
-            page.wait_for_function("window.kgloomGraph && window.kgloomGraph.nodes().length > 0")
             nodes = page.evaluate("window.kgloomGraph.nodes().length")
-            assert nodes > 1
+            assert nodes == len(res.json()["nodes"]) > 1
             source.click()
             expect(page.get_by_test_id("unit-text")).to_be_visible()
             unit_text = page.get_by_test_id("unit-text").inner_text()
@@ -726,7 +725,8 @@ Object.defineProperty(window, "kgloomGraph", {
 def _explorer(url: str, shots: Path, name: str):
     """Yield ``(page, errors)``: the explorer at ``url`` open in headless Chromium (its
     page errors and console errors collected in ``errors``, every graph it draws in
-    ``window.kgloomDrawn``), the home page's status and communities shown. On a failure a
+    ``window.kgloomDrawn``), the home page's status, communities and graph overview shown
+    (the overview is ``window.kgloomDrawn[0]``). On a failure a
     screenshot ``<name>-failure.png`` goes to ``shots``; the browser is closed on exit."""
     from playwright.sync_api import expect, sync_playwright
 
@@ -743,6 +743,7 @@ def _explorer(url: str, shots: Path, name: str):
             page.goto(url + "/")
             expect(page.locator("#status")).to_contain_text("build ")
             expect(page.locator("#communities > details > summary").first).to_be_visible()
+            page.wait_for_function("window.kgloomGraph && window.kgloomGraph.nodes().length > 0")
             yield page, errors
         except BaseException:
             page.screenshot(path=str(shots / f"{name}-failure.png"), full_page=True)
@@ -839,7 +840,7 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
         page.route("**/api/graph/subgraph", answer_subgraph)
         placeholder, notice = page.locator("#graph-empty"), page.get_by_role("status")
         detail_error = page.locator("#detail > .error")
-        expect(placeholder).to_be_visible()
+        expect(placeholder).to_be_hidden()  # the overview is drawn at load
         actions = {"ask": _ask, "empty": _ask, "fail": _ask, "expand": _expand_hub,
                    "members": _draw_members}
         drawn = []
@@ -872,7 +873,7 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
             assert errors == [], (where, errors)
         assert [] in drawn and sum(1 for n in drawn if n) >= 15
         assert len(answered) == 8 and any(a["info"].get("low_relevance") for a in answered)
-        assert len(page.evaluate("window.kgloomDrawn")) == len(drawn)
+        assert len(page.evaluate("window.kgloomDrawn")) == 1 + len(drawn)  # the overview
         page.screenshot(path=str(shots / "explorer-twenty-draws.png"), full_page=True)
 
 
@@ -922,7 +923,7 @@ def test_explorer_answers_that_come_back_late_are_dropped(server, tmp_path_facto
             held[name].request.response().finished()
         last = _drawn_after(page, _draw_members, 1)
 
-        assert [sorted(n) for n in page.evaluate("window.kgloomDrawn")] == [
+        assert [sorted(n) for n in page.evaluate("window.kgloomDrawn")[1:]] == [
             sorted(n["id"] for n in r.json()["nodes"]) for r in (second, expanded, last)]
         assert _drawn_nodes(page) == sorted(n["id"] for n in last.json()["nodes"])
         expect(page.locator("#answer")).to_contain_text("(bridge)")

@@ -108,7 +108,6 @@ const GRAPH_STYLE = [
     "text-background-color": "#fff",
     "text-background-opacity": 0.8, "text-background-padding": 1 } },
   { selector: "node.quiet", style: { "text-opacity": 0, "text-background-opacity": 0 } },
-  { selector: "node.filtered", style: { display: "none" } },
   { selector: "node.centre", style: { "border-width": 3, "border-color": "#d33" } },
   { selector: "node:selected", style: { "border-width": 3, "border-color": "#111",
     "text-opacity": 1, "text-background-opacity": 0.8, "z-index": 300 } },
@@ -183,8 +182,12 @@ function drawGraph(sub) {
 }
 
 // --- type filter: one checkbox per entity type drawn, with its colour --------------
+// a style bypass, not a class: Cytoscape 3.35 can bring back a class's old "display: none"
+// when other classes change next (declutterLabels), which left re-shown labels overlapping
 function applyTypeFilter(cy) {
-  cy.nodes().forEach((n) => { n.toggleClass("filtered", state.hiddenTypes.has(n.data("type"))); });
+  cy.nodes().forEach((n) => {
+    n.style("display", state.hiddenTypes.has(n.data("type")) ? "none" : "element");
+  });
 }
 
 // ``nodes``: the drawn nodes as the API gives them
