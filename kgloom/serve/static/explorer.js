@@ -42,10 +42,16 @@ function showError(where, err) {
 }
 
 // --- details panel ---------------------------------------------------------------
-async function showTextUnit(id) {
+function showDetail(...children) {
+  $("detail").className = ""; // the greyed hint is gone
+  $("detail").replaceChildren(...children);
+}
+
+// ``heading``: a line above the unit (none when omitted)
+async function showTextUnit(id, heading) {
   try {
     const u = await api(`api/text_units/${encodeURIComponent(id)}`);
-    $("detail").replaceChildren(
+    showDetail(...(heading ? [el("h3", {}, heading)] : []),
       el("div", {}, el("span", { class: "ref" }, u.ref), u.document_title || ""),
       el("div", { class: "text", "data-testid": "unit-text" }, u.text));
   } catch (e) { showError($("detail"), e); }
@@ -59,7 +65,7 @@ async function showEntity(id) {
       comms.append(el("a", { href: "#", onclick: (ev) => { ev.preventDefault(); showCommunity(c); } },
         `L${level}: C${c}`), " ");
     }
-    $("detail").replaceChildren(
+    showDetail(
       el("h3", { "data-testid": "node-title" }, n.title),
       el("dl", {},
         el("dt", {}, "type"), el("dd", {}, n.type || ""),
@@ -77,7 +83,7 @@ async function showCommunity(c) {
     const r = d.report || {};
     const findings = el("ul", {});
     for (const f of r.findings || []) findings.append(el("li", {}, `${f.summary}: ${f.explanation}`));
-    $("detail").replaceChildren(
+    showDetail(
       el("h3", {}, `C${d.community} (level ${d.level}): ${d.title || ""}`),
       el("div", { class: "muted" }, `${d.members_total} members, ${d.children.length} children`),
       el("div", { class: "text", "data-testid": "report" },
@@ -90,8 +96,13 @@ async function showCommunity(c) {
 }
 
 // --- graph -----------------------------------------------------------------------
-const TYPE_COLOURS = ["#2f6fdf", "#d9822b", "#3d9a50", "#b5478c", "#7b61c4", "#c2a024", "#2aa0a4"];
+// GraphRAG's usual entity types get colours of their own; any other type one by its hash
+const KNOWN_TYPE_COLOURS = { PERSON: "#7b61c4", ORGANIZATION: "#2f6fdf", LOCATION: "#3d9a50",
+  GEO: "#3d9a50", EVENT: "#d9822b" };
+const TYPE_COLOURS = ["#b5478c", "#c2a024", "#2aa0a4", "#8c6d3f", "#5f6b7a"];
 function colour(type) {
+  const known = KNOWN_TYPE_COLOURS[String(type).toUpperCase()];
+  if (known) return known;
   let h = 0;
   for (const ch of String(type)) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
   return TYPE_COLOURS[h % TYPE_COLOURS.length];
@@ -140,16 +151,18 @@ const labelBox = (n) => n.boundingBox({ includeNodes: false, includeEdges: false
 const intersect = (a, b) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
 
 // Shows the labels of the visible nodes, highest rank first, hiding ("quiet") each label
-// that would overlap one already shown: no two shown labels ever intersect. The layout
-// keeps most apart; this settles the rest.
+// that would overlap a label already shown or the body of a higher-ranked node (drawn
+// above it): no two shown labels ever intersect. The layout keeps most apart; this
+// settles the rest.
 function declutterLabels(cy) {
   cy.nodes().removeClass("quiet");
-  const shown = [];
+  const taken = []; // shown labels' boxes and higher-ranked nodes' bodies
   const nodes = cy.nodes().filter((n) => n.visible());
   for (const n of nodes.sort((a, b) => b.data("rank") - a.data("rank"))) {
     const box = labelBox(n);
-    if (shown.some((b) => intersect(b, box))) n.addClass("quiet");
-    else shown.push(box);
+    if (taken.some((b) => intersect(b, box))) n.addClass("quiet");
+    else taken.push(box);
+    taken.push(n.boundingBox({ includeLabels: false, includeEdges: false }));
   }
 }
 
@@ -337,7 +350,7 @@ function sourceItem(ref, kind, id, text) {
     if (kind === "text_units") showTextUnit(id);
     else if (kind === "entities") showEntity(id);
     else if (kind === "reports") showCommunity(Number(id));
-    else $("detail").replaceChildren(el("div", { class: "text" }, text));
+    else showDetail(el("div", { class: "text" }, text));
   };
   const shown = text.startsWith(`[${ref}]`) ? text.slice(ref.length + 2).trim() : text;
   return el("div", { class: "source", "data-kind": kind, onclick: open },
@@ -418,8 +431,9 @@ function shortTime(iso) {
 }
 
 function documentItem(doc) {
-  const open = () => (doc.first_text_unit_id ? showTextUnit(doc.first_text_unit_id) :
-    $("detail").replaceChildren(el("div", { class: "muted" }, `${doc.title} has no text unit.`)));
+  const open = () => (doc.first_text_unit_id ?
+    showTextUnit(doc.first_text_unit_id, `The first text unit of ${doc.title}`) :
+    showDetail(el("div", { class: "muted" }, `${doc.title} has no text unit.`)));
   return el("li", { class: "document", "data-id": doc.id, onclick: open },
     el("strong", {}, doc.title),
     el("div", { class: "muted" }, `${doc.text_units} text units · ${doc.source || "?"}`),
