@@ -241,6 +241,31 @@ def test_community_with_members_report_and_children(server):
     assert members
 
 
+def test_overview_takes_the_largest_communities_central_entities_in_turns(server):
+    tree, _ = ok(server.url, "/api/graph/communities")
+    level = tree["levels"][0]
+    at_level = sorted((c for c in tree["communities"] if c["level"] == level),
+                      key=lambda c: (-c["size"], c["community"]))
+    ov, headers = ok(server.url, "/api/graph/overview?max_nodes=12&max_communities=3")
+    assert ov["build_id"] == headers["X-Kgloom-Build"] and ov["levels"] == tree["levels"]
+    assert ov["level"] == level and ov["truncated"]
+    assert [c["community"] for c in ov["communities"]] == [c["community"] for c in
+                                                           at_level[:3]]
+    assert len(ov["nodes"]) == 12 == sum(c["shown"] for c in ov["communities"])
+    for c in ov["communities"]:  # each community's most central members, by PageRank
+        full, _ = ok(server.url, f"/api/graph/communities/{c['community']}")
+        drawn = [n["id"] for n in ov["nodes"] if n["community"] == c["community"]]
+        assert drawn == [m["id"] for m in full["members"][:len(drawn)]]
+        assert len(drawn) == min(4, full["members_total"])  # 12 nodes in turns of 3
+    ids = {n["id"] for n in ov["nodes"]}
+    assert ov["edges"] and all(e["source"] in ids and e["target"] in ids for e in ov["edges"])
+    one, _ = ok(server.url, f"/api/graph/overview?community={at_level[0]['community']}")
+    assert {n["community"] for n in one["nodes"]} == {at_level[0]["community"]}
+    assert len(one["nodes"]) == min(60, at_level[0]["size"])
+    deeper, _ = ok(server.url, f"/api/graph/overview?level={tree['levels'][-1]}")
+    assert deeper["level"] == tree["levels"][-1] and deeper["nodes"]
+
+
 def test_documents_list_the_indexed_files_with_their_units_and_build(server, book_index):
     docs, headers = ok(server.url, "/api/documents")
     marker = read_marker(book_index)
@@ -389,6 +414,12 @@ def test_a_chunked_body_over_the_limit_is_refused(server):
     ("/api/graph/communities/999999", 404),
     ("/api/graph/communities/abc", 400),
     ("/api/text_units/no-such-unit", 404),
+    ("/api/graph/overview?level=99", 400),
+    ("/api/graph/overview?level=-1", 400),
+    ("/api/graph/overview?max_nodes=0", 400),
+    ("/api/graph/overview?max_nodes=301", 400),  # over Limits.max_nodes
+    ("/api/graph/overview?community=999999", 404),
+    ("/api/graph/overview?community=0&level=3", 400),  # community 0 is at level 0
     ("/api/nothing-here", 404),
 ])
 def test_bad_graph_requests_get_a_4xx(server, path, status):
