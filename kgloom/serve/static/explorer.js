@@ -108,13 +108,13 @@ function colour(type) {
   return TYPE_COLOURS[h % TYPE_COLOURS.length];
 }
 
-// Labels sit under their node, cut with an ellipsis past 160 px, and vanish when zoomed
+// Labels sit by their node (placeLabel), cut with an ellipsis past 160 px, vanish when zoomed
 // out below 7 px (the small nodes' labels first: their font is smaller). "quiet" nodes
 // keep their label hidden (declutterLabels); a selected node always shows its own.
 const GRAPH_STYLE = [
   { selector: "node", style: { "background-color": "data(colour)", label: "data(label)",
     width: "data(size)", height: "data(size)", "font-size": "data(font)",
-    "min-zoomed-font-size": 7, "text-valign": "bottom", "text-margin-y": 2,
+    "min-zoomed-font-size": 7,
     "text-wrap": "ellipsis", "text-max-width": 160, "z-index": "data(z)",
     "text-background-color": "#fff",
     "text-background-opacity": 0.8, "text-background-padding": 1 } },
@@ -150,19 +150,46 @@ const labelBox = (n) => n.boundingBox({ includeNodes: false, includeEdges: false
   includeLabels: true });
 const intersect = (a, b) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
 
-// Shows the labels of the visible nodes, highest rank first, hiding ("quiet") each label
-// that would overlap a label already shown or the body of a higher-ranked node (drawn
-// above it): no two shown labels ever intersect. The layout keeps most apart; this
-// settles the rest.
+// Where a label may sit, tried in this order: under its node, above, right, left.
+const LABEL_PLACES = [
+  { "text-valign": "bottom", "text-halign": "center", "text-margin-x": 0, "text-margin-y": 2 },
+  { "text-valign": "top", "text-halign": "center", "text-margin-x": 0, "text-margin-y": -2 },
+  { "text-valign": "center", "text-halign": "right", "text-margin-x": 3, "text-margin-y": 0 },
+  { "text-valign": "center", "text-halign": "left", "text-margin-x": -3, "text-margin-y": 0 },
+];
+
+// Puts ``n``'s label in the first of LABEL_PLACES where it meets none of the ``taken``
+// boxes, preferring a place that covers none of the ``bodies`` either (other nodes'), and
+// returns its box; null (the label back under its node) when there is no place.
+function placeLabel(n, taken, bodies) {
+  for (const avoid of [[...taken, ...bodies], taken]) {
+    for (const place of LABEL_PLACES) {
+      n.style(place);
+      const box = labelBox(n);
+      if (!avoid.some((b) => intersect(b, box))) return box;
+    }
+  }
+  n.style(LABEL_PLACES[0]);
+  return null;
+}
+
+const bodyBox = (n) => n.boundingBox({ includeLabels: false, includeEdges: false });
+
+// Shows the labels of the visible nodes, highest rank first, each where it meets no
+// label already shown and no higher-ranked node's body (drawn above it), and where it can,
+// no node at all; else hides it ("quiet"): no two shown labels ever intersect. The layout
+// keeps most apart; this settles the rest.
 function declutterLabels(cy) {
   cy.nodes().removeClass("quiet");
-  const taken = []; // shown labels' boxes and higher-ranked nodes' bodies
   const nodes = cy.nodes().filter((n) => n.visible());
+  const bodies = new Map(nodes.map((n) => [n.id(), bodyBox(n)]));
+  const taken = []; // shown labels' boxes and higher-ranked nodes' bodies
   for (const n of nodes.sort((a, b) => b.data("rank") - a.data("rank"))) {
-    const box = labelBox(n);
-    if (taken.some((b) => intersect(b, box))) n.addClass("quiet");
-    else taken.push(box);
-    taken.push(n.boundingBox({ includeLabels: false, includeEdges: false }));
+    const others = [...bodies].filter(([id]) => id !== n.id()).map(([, b]) => b);
+    const box = placeLabel(n, taken, others);
+    if (box) taken.push(box);
+    else n.addClass("quiet");
+    taken.push(bodies.get(n.id()));
   }
 }
 
