@@ -203,5 +203,6 @@ def test_the_documents_panel_lists_the_documents_of_the_build(server, shots):
         items.first.click()
         page.get_by_test_id("unit-text").wait_for()
         assert page.get_by_test_id("unit-text").inner_text().strip() == unit["text"].strip()
+        assert "open" in (items.first.get_attribute("class") or "").split()
         page.screenshot(path=str(shots / "explorer-documents.png"))
         assert errors == []

@@ -214,8 +214,9 @@ function drawGraph(sub) {
   if (sub.centre) cy.getElementById(sub.centre).addClass("centre");
   applyTypeFilter(cy);
   cy.layout(layoutOptions(cy)).run(); // synchronous: animate is off
-  if (cy.zoom() > 1.5) cy.zoom(1.5).center(); // a few nodes: not blown up
   declutterLabels(cy);
+  cy.fit(undefined, 24); // again: labels moved to a node's side may reach past the edge
+  if (cy.zoom() > 1.5) cy.zoom(1.5).center(); // a few nodes: not blown up
   cy.on("tap", "node", (ev) => showEntity(ev.target.id()));
   state.cy = window.kgloomGraph = cy; // for the browser test and the console
   $("graph-empty").hidden = cy.nodes().length > 0;
@@ -458,9 +459,12 @@ function shortTime(iso) {
 }
 
 function documentItem(doc) {
-  const open = () => (doc.first_text_unit_id ?
-    showTextUnit(doc.first_text_unit_id, `The first text unit of ${doc.title}`) :
-    showDetail(el("div", { class: "muted" }, `${doc.title} has no text unit.`)));
+  const open = (ev) => {
+    for (const item of $("documents").children) item.classList.toggle("open", item === ev.currentTarget);
+    if (doc.first_text_unit_id) {
+      showTextUnit(doc.first_text_unit_id, `The first text unit of ${doc.title}`);
+    } else showDetail(el("div", { class: "muted" }, `${doc.title} has no text unit.`));
+  };
   return el("li", { class: "document", "data-id": doc.id, onclick: open },
     el("strong", {}, doc.title),
     el("div", { class: "muted" }, `${doc.text_units} text units · ${doc.source || "?"}`),
