@@ -339,6 +339,14 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
 
         return await graph_answer(run)
 
+    @app.get("/api/graph/overview", dependencies=guarded)
+    async def overview(level: int | None = Query(None, ge=0),
+                       community: int | None = Query(None, ge=0),
+                       max_nodes: int = Query(60, ge=1, le=limits.max_nodes),
+                       max_communities: int = Query(12, ge=1, le=100)) -> Response:
+        return await graph_answer(lambda h: h.graph.overview(level, max_nodes,
+                                                             max_communities, community))
+
     @app.post("/api/graph/subgraph", dependencies=guarded)
     async def subgraph(request: Request) -> Response:
         body = await read_json(request)

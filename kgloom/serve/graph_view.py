@@ -164,6 +164,66 @@ class GraphView:
                     rels.add(self._edge_rel[row])
         return [e for e in (self.edge(r) for r in sorted(rels)) if e is not None]
 
+    def overview(self, level: int | None = None, max_nodes: int = 60,
+                 max_communities: int = 12, community: int | None = None) -> dict[str, Any]:
+        """The graph at a glance: the largest communities at ``level`` (the first level,
+        the coarsest, when None) and their most central entities, with the relationships
+        among those entities.
+
+        The communities are taken by size, largest first, at most ``max_communities``
+        (only ``community`` when given: its own level is used). Their members, each
+        community's by PageRank then degree, are taken in turns (every community's most
+        central entity, then every community's second ...) until ``max_nodes``. Without
+        communities, the entities by PageRank then degree.
+
+        Returns:
+            ``{"level": int or None, "levels": [int], "communities": [community row
+            (:meth:`community_tree`) + "shown": int], "nodes": [node + "community": the
+            node's community at ``level``, or None], "edges": [edge], "truncated": bool}``;
+            ``truncated`` says that the communities shown hold more entities than drawn,
+            or that more communities were left out.
+
+        Raises:
+            UnknownItemError: ``community`` is not in this build.
+            ValueError: ``level`` is not one of :attr:`levels`, or is not ``community``'s.
+        """
+        if community is not None:
+            if community not in self.communities:
+                raise UnknownItemError(f"no community {community} in this build")
+            own = self.communities[community]["level"]
+            if level is not None and level != own:
+                raise ValueError(f"community {community} is at level {own}, not {level}")
+            level, chosen = own, [community]
+        elif self.levels:
+            level = self.levels[0] if level is None else level
+            if level not in self.levels:
+                raise ValueError(f"level must be one of {self.levels}, got {level}")
+            chosen = sorted((c for c, row in self.communities.items() if row["level"] == level),
+                            key=lambda c: (-(self.communities[c]["size"] or 0), c))
+        else:
+            if level is not None:
+                raise ValueError(f"this index has no community levels, got level {level}")
+            chosen = []
+        shown = chosen[:max_communities]
+        members = {c: self._by_centrality(self.communities[c]["entity_ids"] or [])
+                   for c in shown} if shown else {None: self._by_centrality(self.entities)}
+        picked = _round_robin(members, max_nodes)
+        kept = list(picked)
+        total = sum(len(m) for m in members.values())
+        return {"level": level, "levels": list(self.levels),
+                "communities": [{**self._community_row(c),
+                                 "shown": sum(1 for e in kept if picked[e] == c)}
+                                for c in shown],
+                "nodes": [{**self.node(e), "community": picked[e]} for e in kept],
+                "edges": self._edges_among(kept),
+                "truncated": len(kept) < total or len(shown) < len(chosen)}
+
+    def _by_centrality(self, entity_ids) -> list[str]:
+        """The known ids of ``entity_ids``, by PageRank then degree, highest first."""
+        known = [e for e in entity_ids if e in self.entities]
+        return sorted(known, key=lambda e: (-(self.entities[e]["pagerank"] or 0.0),
+                                            -(self.entities[e]["degree"] or 0), e))
+
     # --- search ----------------------------------------------------------------------
     def find_entities(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
         """Entities whose title contains ``text`` (case-insensitive), titles starting
@@ -239,3 +299,17 @@ class GraphView:
                 "text": u.texts[row], "document_id": u.document_ids[row],
                 "document_title": u.document_titles[row],
                 "entity_ids": list(u.kg_node_ids[row] or [])}
+
+
+def _round_robin(ranked: dict[Any, list[str]], limit: int) -> dict[str, Any]:
+    """Up to ``limit`` ids taken in turns from the lists of ``ranked`` (group -> ids, best
+    first): each group's first, then each group's second ... An id in two groups is
+    taken once, for the first. Returns id -> its group, in the order taken."""
+    picked: dict[str, Any] = {}
+    for turn in range(max((len(ids) for ids in ranked.values()), default=0)):
+        for group, ids in ranked.items():
+            if len(picked) >= limit:
+                return picked
+            if turn < len(ids) and ids[turn] not in picked:
+                picked[ids[turn]] = group
+    return picked

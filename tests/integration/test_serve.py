@@ -241,6 +241,31 @@ def test_community_with_members_report_and_children(server):
     assert members
 
 
+def test_overview_takes_the_largest_communities_central_entities_in_turns(server):
+    tree, _ = ok(server.url, "/api/graph/communities")
+    level = tree["levels"][0]
+    at_level = sorted((c for c in tree["communities"] if c["level"] == level),
+                      key=lambda c: (-c["size"], c["community"]))
+    ov, headers = ok(server.url, "/api/graph/overview?max_nodes=12&max_communities=3")
+    assert ov["build_id"] == headers["X-Kgloom-Build"] and ov["levels"] == tree["levels"]
+    assert ov["level"] == level and ov["truncated"]
+    assert [c["community"] for c in ov["communities"]] == [c["community"] for c in
+                                                           at_level[:3]]
+    assert len(ov["nodes"]) == 12 == sum(c["shown"] for c in ov["communities"])
+    for c in ov["communities"]:  # each community's most central members, by PageRank
+        full, _ = ok(server.url, f"/api/graph/communities/{c['community']}")
+        drawn = [n["id"] for n in ov["nodes"] if n["community"] == c["community"]]
+        assert drawn == [m["id"] for m in full["members"][:len(drawn)]]
+        assert len(drawn) == min(4, full["members_total"])  # 12 nodes in turns of 3
+    ids = {n["id"] for n in ov["nodes"]}
+    assert ov["edges"] and all(e["source"] in ids and e["target"] in ids for e in ov["edges"])
+    one, _ = ok(server.url, f"/api/graph/overview?community={at_level[0]['community']}")
+    assert {n["community"] for n in one["nodes"]} == {at_level[0]["community"]}
+    assert len(one["nodes"]) == min(60, at_level[0]["size"])
+    deeper, _ = ok(server.url, f"/api/graph/overview?level={tree['levels'][-1]}")
+    assert deeper["level"] == tree["levels"][-1] and deeper["nodes"]
+
+
 def test_documents_list_the_indexed_files_with_their_units_and_build(server, book_index):
     docs, headers = ok(server.url, "/api/documents")
     marker = read_marker(book_index)
@@ -389,6 +414,12 @@ def test_a_chunked_body_over_the_limit_is_refused(server):
     ("/api/graph/communities/999999", 404),
     ("/api/graph/communities/abc", 400),
     ("/api/text_units/no-such-unit", 404),
+    ("/api/graph/overview?level=99", 400),
+    ("/api/graph/overview?level=-1", 400),
+    ("/api/graph/overview?max_nodes=0", 400),
+    ("/api/graph/overview?max_nodes=301", 400),  # over Limits.max_nodes
+    ("/api/graph/overview?community=999999", 404),
+    ("/api/graph/overview?community=0&level=3", 400),  # community 0 is at level 0
     ("/api/nothing-here", 404),
 ])
 def test_bad_graph_requests_get_a_4xx(server, path, status):
@@ -656,14 +687,13 @@ def test_explorer_asks_draws_the_graph_and_opens_sources(server, tmp_path_factor
             page.goto(server.url + "/")
             expect(page.locator("#status")).to_contain_text("build ")
             expect(page.locator("#communities summary").first).to_be_visible()
-            page.select_option("#mode", "direct")
-            page.fill("#question", QUESTION)
-            page.click("#ask")
+            # the page opens on the graph's overview; the answer's graph replaces it
+            page.wait_for_function("window.kgloomGraph && window.kgloomGraph.nodes().length > 0")
+            res = _drawn_after(page, _ask, QUESTION, "direct")
             source = page.locator(".source[data-kind=text_units]").first
             expect(source).to_be_visible()
-            page.wait_for_function("window.kgloomGraph && window.kgloomGraph.nodes().length > 0")
             nodes = page.evaluate("window.kgloomGraph.nodes().length")
-            assert nodes > 1
+            assert nodes == len(res.json()["nodes"]) > 1
             source.click()
             expect(page.get_by_test_id("unit-text")).to_be_visible()
             unit_text = page.get_by_test_id("unit-text").inner_text()
@@ -726,7 +756,8 @@ Object.defineProperty(window, "kgloomGraph", {
 def _explorer(url: str, shots: Path, name: str):
     """Yield ``(page, errors)``: the explorer at ``url`` open in headless Chromium (its
     page errors and console errors collected in ``errors``, every graph it draws in
-    ``window.kgloomDrawn``), the home page's status and communities shown. On a failure a
+    ``window.kgloomDrawn``), the home page's status, communities and graph overview shown
+    (the overview is ``window.kgloomDrawn[0]``). On a failure a
     screenshot ``<name>-failure.png`` goes to ``shots``; the browser is closed on exit."""
     from playwright.sync_api import expect, sync_playwright
 
@@ -743,6 +774,7 @@ def _explorer(url: str, shots: Path, name: str):
             page.goto(url + "/")
             expect(page.locator("#status")).to_contain_text("build ")
             expect(page.locator("#communities > details > summary").first).to_be_visible()
+            page.wait_for_function("window.kgloomGraph && window.kgloomGraph.nodes().length > 0")
             yield page, errors
         except BaseException:
             page.screenshot(path=str(shots / f"{name}-failure.png"), full_page=True)
@@ -839,7 +871,7 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
         page.route("**/api/graph/subgraph", answer_subgraph)
         placeholder, notice = page.locator("#graph-empty"), page.get_by_role("status")
         detail_error = page.locator("#detail > .error")
-        expect(placeholder).to_be_visible()
+        expect(placeholder).to_be_hidden()  # the overview is drawn at load
         actions = {"ask": _ask, "empty": _ask, "fail": _ask, "expand": _expand_hub,
                    "members": _draw_members}
         drawn = []
@@ -872,7 +904,7 @@ def test_explorer_draws_twenty_times_in_a_row(server, tmp_path_factory):
             assert errors == [], (where, errors)
         assert [] in drawn and sum(1 for n in drawn if n) >= 15
         assert len(answered) == 8 and any(a["info"].get("low_relevance") for a in answered)
-        assert len(page.evaluate("window.kgloomDrawn")) == len(drawn)
+        assert len(page.evaluate("window.kgloomDrawn")) == 1 + len(drawn)  # the overview
         page.screenshot(path=str(shots / "explorer-twenty-draws.png"), full_page=True)
 
 
@@ -922,7 +954,7 @@ def test_explorer_answers_that_come_back_late_are_dropped(server, tmp_path_facto
             held[name].request.response().finished()
         last = _drawn_after(page, _draw_members, 1)
 
-        assert [sorted(n) for n in page.evaluate("window.kgloomDrawn")] == [
+        assert [sorted(n) for n in page.evaluate("window.kgloomDrawn")[1:]] == [
             sorted(n["id"] for n in r.json()["nodes"]) for r in (second, expanded, last)]
         assert _drawn_nodes(page) == sorted(n["id"] for n in last.json()["nodes"])
         expect(page.locator("#answer")).to_contain_text("(bridge)")
