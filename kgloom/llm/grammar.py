@@ -241,18 +241,32 @@ def bound_strings_in_bytes(gbnf: str) -> str:
     return "\n".join(out + [f"{k} ::= {v}" for k, v in sorted(extra.items())]) + "\n"
 
 
+def _json_schema_to_gbnf(schema_json: str) -> str:
+    """llama-cpp-python's ``json_schema_to_gbnf`` of ``schema_json``, with backslashes
+    escaped in its literals. Its converter escapes carriage returns, line feeds and
+    quotes in a literal but not the backslash, so a JSON string holding a quote (an
+    option such as ``William" Bill" Cruickshanks``, JSON ``\\"``) came out as
+    ``\\\\"``: an escaped backslash, then the literal's end, and a grammar that fails to
+    parse (a community_reports failure on the 2Wiki slice) or, in llama.cpp's lenient
+    parser, one that no longer asks for valid JSON. The converter reads its escape table
+    at each call, so adding the backslash to it is the whole fix."""
+    from llama_cpp import llama_grammar
+
+    if "\\" not in llama_grammar.GRAMMAR_LITERAL_ESCAPES:
+        llama_grammar.GRAMMAR_LITERAL_ESCAPE_RE = re.compile(r'[\r\n"\\]')
+        llama_grammar.GRAMMAR_LITERAL_ESCAPES = {
+            **llama_grammar.GRAMMAR_LITERAL_ESCAPES, "\\": "\\\\"}
+    return llama_grammar.json_schema_to_gbnf(schema_json)
+
+
 @functools.lru_cache(maxsize=256)
 def _grammar(schema_json: str) -> str:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    return bound_strings_in_bytes(json_schema_to_gbnf(schema_json))
+    return bound_strings_in_bytes(_json_schema_to_gbnf(schema_json))
 
 
 @functools.lru_cache(maxsize=256)
 def _char_grammar(schema_json: str) -> str:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    return json_schema_to_gbnf(schema_json)
+    return _json_schema_to_gbnf(schema_json)
 
 
 def char_grammar(schema: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ from kgloom.llm import (
     structured_call,
 )
 from kgloom.llm.fake import FakeBackend, grammar_sample
-from kgloom.llm.grammar import json_grammar, max_reply_bytes
+from kgloom.llm.grammar import char_grammar, json_grammar, max_reply_bytes
 from kgloom.report_writer import REPORT_TEMPLATE
 
 NAMES = ["Alice Moreau", "Bruno Keller", "Zoë", "李白"]
@@ -107,7 +107,6 @@ def test_a_bounded_string_holds_at_most_its_maxlength_in_bytes():
 def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(name):
     # a server builds the grammar from the schema itself, maxLength in characters: each
     # may be a 4-byte emoji or a 6-byte escape, so the in-process (byte) bound is too small
-    from kgloom.llm.grammar import char_grammar
     from kgloom.llm.http import OpenAIChatBackend
     from kgloom.testing import FakeChatServer
 
@@ -151,3 +150,25 @@ def test_real_model_writing_emoji_is_not_cut():
     assert reply.completion_tokens <= bound
     value = json.loads(reply.text, strict=False)["description"]  # complete JSON: not cut
     assert 1 <= len(value.encode("utf-8")) <= 60
+
+
+@pytest.mark.parametrize("option", ['William" Bill" Cruickshanks( born 1943)',
+                                    "C:\\temp\\n is a path", 'a \\" mix', "tab\there"])
+def test_an_option_with_a_quote_or_backslash_gives_a_grammar_of_valid_json(option):
+    """llama-cpp-python's converter escaped quotes but not backslashes in a literal, so
+    an enum option holding a quote (a 2Wiki passage writes 'William" Bill" Cruickshanks')
+    gave a grammar that fails to parse (community_reports failed on the slice). Every
+    reply the grammar allows must be JSON naming exactly one of the options, as
+    written, and llama.cpp's own parser must read the grammar."""
+    from llama_cpp import LlamaGrammar
+
+    from kgloom.llm.fake import grammar_sample
+
+    options = [option, "plain"]
+    schema = {"type": "object", "properties": {"choice": {"enum": options}},
+              "required": ["choice"], "additionalProperties": False}
+    for gbnf in (json_grammar(schema), char_grammar(schema)):
+        LlamaGrammar.from_string(gbnf, verbose=False)
+        seen = {json.loads(grammar_sample(gbnf, random.Random(seed)))["choice"]
+                for seed in range(40)}
+        assert seen == set(options)
