@@ -20,7 +20,9 @@ to answer:
   (``defer_answer``); :meth:`ChatAnswer.pieces` sends the context, the earlier turns and
   the question to the server as one plain chat request with ``stream=True`` and yields
   its tokens as they arrive, then the sources block. The citations are the context ids
-  the answer writes (``[T3]``); when it writes none, the context's first text units.
+  the answer writes (``[T3]``); when it writes none, the context's first text units
+  (global search: the reports its key points cite). The text is the server's as
+  written: it is not grounded by ``check_answer`` as the in-process answer is.
   A complete answer is kept in the answer cache (stage ``chat_answer``), so the same
   conversation is answered again from it; an answer the server broke off is not.
 - **The in-process model** (the bundled GGUF, ``--model-path``, ``--fake-llm``): the
@@ -206,9 +208,9 @@ class ChatAnswer:
         citable = result.info["deferred_answer"]["citable"]
         cites = [r for r in refs_in(text) if r in citable]
         result.info["citations_from"] = "answer" if cites else "context"
-        if not cites:  # the context the answer was given
-            cites = [x.ref for x in result.context.items
-                     if x.kind == "text_units"][:CONTEXT_CITATIONS]
+        if not cites:  # the context the answer was given: its text units, else its ids
+            cites = ([x.ref for x in result.context.items if x.kind == "text_units"]
+                     or citable)[:CONTEXT_CITATIONS]
         result.answer, result.citations = text, cites
 
     def _record(self, streamed: bool, cached: bool) -> dict[str, Any]:

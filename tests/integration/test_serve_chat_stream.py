@@ -195,6 +195,25 @@ def test_openai_client_sees_tokens_as_the_server_writes_them(server, stand_in, b
     assert units[cited["id"]] == "a-christmas-carol"
 
 
+@pytest.mark.parametrize("model,route", [("kgloom", None), ("kgloom-global", "global"),
+                                         ("kgloom-direct", "direct")])
+def test_every_chat_model_streams_from_the_server(server, stand_in, model, route):
+    """Routing (auto) and global search's map calls go to the server as structured
+    calls; the answer is streamed, and cites what the context holds."""
+    import openai
+
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+    calls = len(stand_in.requests)
+    reply = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": f"What is the story about? "
+                                                           f"({model})"}])
+    extra = reply.model_extra["kgloom"]
+    assert reply.choices[0].message.content.startswith("Marley was his partner")
+    assert extra["streamed"] and len(stand_in.requests) == calls + 1
+    assert route is None or extra["route"] == route
+    assert extra["citations"] and "\n\nSources:\n" in reply.choices[0].message.content
+
+
 def test_a_complete_answer_is_cached_and_replayed(server, stand_in, stream_llm):
     import openai
 
