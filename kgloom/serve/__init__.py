@@ -3,7 +3,10 @@
 - :mod:`kgloom.serve.live_index`: the open build, switched between requests when a new
   one is published.
 - :mod:`kgloom.serve.graph_view`: the graph endpoints' queries over one build.
-- :mod:`kgloom.serve.openai_chat`: OpenAI's chat-completions shapes.
+- :mod:`kgloom.serve.answer_stream`: a chat answer as text pieces (streamed from a model
+  server), then its citations record (:class:`~kgloom.serve.answer_stream.ChatAnswer`).
+- :mod:`kgloom.serve.openai_chat` / :mod:`kgloom.serve.ollama_api`: OpenAI's and Ollama's
+  chat shapes; :mod:`kgloom.serve.chat_routes`: their routes.
 - :mod:`kgloom.serve.app`: the FastAPI application (:func:`kgloom.serve.app.open_app`).
 - ``static/``: the explorer page (``explorer.html``, ``explorer.js``) and the vendored
   Cytoscape.js (``static/vendor/cytoscape/``, MIT, with its licence).
