@@ -10,7 +10,9 @@ error event (OpenAI's error chunk, Ollama's error line); a non-streamed request 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,12 +21,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
-from starlette.concurrency import iterate_in_threadpool
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from kgloom.serve import ollama_api, openai_chat
 from kgloom.serve.answer_stream import AnswerStreamError, ChatAnswer
 from kgloom.serve.app import BUILD_HEADER, ApiError, Limits, check_question
 from kgloom.serve.openai_chat import CHAT_MODELS, ChatRequestError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,15 +72,23 @@ async def whole_text(answer: ChatAnswer) -> str:
 
 async def pieces_or_error(answer: ChatAnswer) -> AsyncIterator[str | Exception]:
     """The pieces of ``answer``; a failure (of the model server, or a bug) comes last,
-    as the exception itself, since the response's status is already sent."""
+    as the exception itself, since the response's status is already sent. A client
+    that goes away closes the pieces, and with them the model server's stream (an
+    answer not finished is not cached)."""
+    pieces = answer.pieces()
     try:
-        async for piece in iterate_in_threadpool(answer.pieces()):
+        async for piece in iterate_in_threadpool(pieces):
             yield piece
     except AnswerStreamError as exc:
         yield exc
-    except Exception as exc:  # noqa: BLE001 - a bug: said in the stream, not a hang
+    except Exception as exc:  # a bug: said in the stream, not a hang
+        logger.exception("a chat answer failed")
         yield RuntimeError(f"internal error ({type(exc).__name__}); the server log has the "
                            "traceback")
+    finally:
+        # ValueError: still running in its thread; it ends with its next piece
+        with contextlib.suppress(ValueError):
+            await run_in_threadpool(pieces.close)
 
 
 def _request_error(exc: ChatRequestError) -> ApiError:
