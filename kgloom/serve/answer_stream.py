@@ -57,7 +57,8 @@ EARLIER_QUESTIONS = 2  # earlier user turns that may join the retrieval query
 EARLIER_TURNS = 4  # earlier user / assistant messages the model server is shown
 PIECE_CHARS = 64  # characters of a piece when a known answer is sent in pieces
 CONTEXT_CITATIONS = 5  # text units cited when a streamed answer cites nothing
-SOURCES_MARK = "\n\nSources:\n"  # where a kgloom reply's sources block starts
+# where what kgloom appends to an answer starts (a notice, the sources)
+APPENDED_MARKS = ("\n\nNote: ", "\n\nSources:\n")
 
 Turn = tuple[str, str]  # (role "user" or "assistant", text)
 
@@ -89,8 +90,10 @@ def retrieval_query(turns: Sequence[Turn], max_chars: int,
 
 
 def _own_text(text: str) -> str:
-    """An earlier assistant message without the sources block kgloom appended to it."""
-    return text.split(SOURCES_MARK, 1)[0]
+    """An earlier assistant message without the notices and sources kgloom appended."""
+    for mark in APPENDED_MARKS:
+        text = text.split(mark, 1)[0]
+    return text
 
 
 def _in_pieces(text: str, piece_chars: int = PIECE_CHARS) -> Iterator[str]:
@@ -195,7 +198,7 @@ class ChatAnswer:
                                         f"answer ({detail})") from exc
             self.result.failures.append({"stage": STREAM_STAGE, "item_id": self.query[:80],
                                          "reason": "LLM call failed", "detail": detail})
-            yield openai_chat.answer_text({**self.result.to_dict(), "cited": []})
+            yield openai_chat.answer_line(self.result.to_dict())
             return False
         text = "".join(self.text)
         llm.cache.put(key, STREAM_STAGE, llm.model_id, STREAM_TEMPLATE.hash, input_hash,
