@@ -41,6 +41,7 @@ from typing import Any
 from kgloom.ids import content_id
 from kgloom.llm import Completion, PromptTemplate
 from kgloom.query.context_builder.context import refs_in
+from kgloom.query.structured_search.search_base import model_notice
 from kgloom.serve import openai_chat
 
 STREAM_STAGE = "chat_answer"
@@ -215,6 +216,7 @@ class ChatAnswer:
             cites = ([x.ref for x in result.context.items if x.kind == "text_units"]
                      or citable)[:CONTEXT_CITATIONS]
         result.answer, result.citations = text, cites
+        result.notice = model_notice(self.llm.model_id)  # the demo model, when it is served
 
     def _record(self, streamed: bool, cached: bool) -> dict[str, Any]:
         out = self.result.to_dict()
