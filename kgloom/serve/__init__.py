@@ -7,7 +7,8 @@
   server), then its citations record (:class:`~kgloom.serve.answer_stream.ChatAnswer`).
 - :mod:`kgloom.serve.openai_chat` / :mod:`kgloom.serve.ollama_api`: OpenAI's and Ollama's
   chat shapes; :mod:`kgloom.serve.chat_routes`: their routes.
-- :mod:`kgloom.serve.app`: the FastAPI application (:func:`kgloom.serve.app.open_app`).
+- :mod:`kgloom.serve.app`: the FastAPI application (:func:`kgloom.serve.app.open_app`);
+  :mod:`kgloom.serve.guards`: its limits, errors and question check.
 - ``static/``: the explorer page (``explorer.html``, ``explorer.js``) and the vendored
   Cytoscape.js (``static/vendor/cytoscape/``, MIT, with its licence).
 

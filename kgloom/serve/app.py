@@ -17,7 +17,6 @@ import dataclasses
 import hmac
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,53 +36,16 @@ from kgloom.query.modes import (
     ignored_options,
     retrieval_params,
 )
-from kgloom.query.modes import check_question as check_text_question
 from kgloom.query.retriever import IndexFilesMissingError
 from kgloom.serve import ollama_api
+from kgloom.serve.chat_routes import RouteKit, add_ollama_routes, add_openai_routes
 from kgloom.serve.graph_view import UnknownItemError
+from kgloom.serve.guards import BUILD_HEADER, ApiError, Limits, check_question
 from kgloom.serve.live_index import IndexHandle, LiveIndex
-from kgloom.serve.request_json import MAX_JSON_DEPTH, JSONBodyError, parse_json_body
+from kgloom.serve.request_json import JSONBodyError, parse_json_body
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-BUILD_HEADER = "X-Kgloom-Build"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask; more gives a 4xx naming the limit.
-
-    Attributes:
-        max_question_chars: characters of a question (or of the last chat message).
-        max_top_k: text units a query may ask for.
-        max_depth: BFS hops of a retrieval mode or a neighbourhood.
-        max_budget: context tokens of a local / direct search.
-        max_body_bytes: bytes of a request body (413 beyond).
-        max_nodes: nodes of a neighbourhood or subgraph answer (the nearest are kept).
-        max_entity_ids: entity (and text unit) ids one subgraph request may name.
-        max_messages: messages of one chat request.
-        max_json_depth: nesting of objects and arrays in a JSON body
-            (:data:`kgloom.serve.request_json.MAX_JSON_DEPTH`).
-    """
-
-    max_question_chars: int = 2000
-    max_top_k: int = 50
-    max_depth: int = 3
-    max_budget: int = 8000
-    max_body_bytes: int = 64 * 1024
-    max_nodes: int = 300
-    max_entity_ids: int = 500
-    max_messages: int = 200
-    max_json_depth: int = MAX_JSON_DEPTH
-
-
-class ApiError(Exception):
-    """An error answered as ``{"error": {"message", "type"}}`` with ``status``."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error"):
-        super().__init__(message)
-        self.status, self.message, self.kind = status, message, kind
-
-
+DEFAULT_LIMITS = Limits()
 def _finite(value: Any) -> Any:
     """``value`` with every NaN or infinite float replaced by None (JSON has neither)."""
     if isinstance(value, float):
@@ -101,19 +63,6 @@ QUERY_FIELDS: dict[str, tuple[type, ...]] = {
     "lam": (int, float), "oversample": (int,), "damping": (int, float), "dynamic": (bool,),
     "keep_parent": (bool,), "level": (int,), "answer": (bool,), "budget": (int,)}
 SEARCH_OPTIONS = ("dynamic", "keep_parent", "level", "answer", "budget")
-
-
-def check_question(question: Any, limits: Limits, name: str = "question") -> str:
-    """``question`` when it is text within ``limits.max_question_chars``
-    (:func:`kgloom.query.modes.check_question`, as ``kgloom query`` checks it).
-
-    Raises:
-        ApiError: 400 naming the problem.
-    """
-    try:
-        return check_text_question(question, limits.max_question_chars, name)
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from exc
 
 
 def parse_query(body: Any, limits: Limits) -> dict[str, Any]:
@@ -177,7 +126,7 @@ def run_query(handle: IndexHandle, q: dict[str, Any]) -> dict[str, Any]:
 
 
 def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
-               cors_origins: tuple[str, ...] = (), limits: Limits = Limits()):
+               cors_origins: tuple[str, ...] = (), limits: Limits = DEFAULT_LIMITS):
     """The FastAPI application.
 
     Args:
@@ -372,8 +321,6 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
         return await graph_answer(lambda h: h.graph.documents())
 
     # --- chat: OpenAI-compatible (/v1) and Ollama-compatible (/api/chat ...) ------------
-    from kgloom.serve.chat_routes import RouteKit, add_ollama_routes, add_openai_routes
-
     kit = RouteKit(model_id, limits, read_json, json_response, on_index, guarded)
     add_openai_routes(app, kit)
     add_ollama_routes(app, kit)
@@ -390,7 +337,7 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
 
 def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
              api_key: str | None = None, cors_origins: tuple[str, ...] = (),
-             limits: Limits = Limits(), search_config: Any = None,
+             limits: Limits = DEFAULT_LIMITS, search_config: Any = None,
              retrieval_config: Any = None):
     """Open the index in ``output_dir`` once (the build its marker names) and return the
     application of :func:`create_app` over it; later builds are opened with the same

@@ -25,7 +25,7 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from kgloom.serve import ollama_api, openai_chat
 from kgloom.serve.answer_stream import AnswerStreamError, ChatAnswer
-from kgloom.serve.app import BUILD_HEADER, ApiError, Limits, check_question
+from kgloom.serve.guards import BUILD_HEADER, ApiError, Limits, check_question
 from kgloom.serve.openai_chat import CHAT_MODELS, ChatRequestError
 
 logger = logging.getLogger(__name__)

@@ -390,3 +390,18 @@ def test_ollama_routes_do_not_clash_with_kgloom_api(server):
     assert {"/api/query", "/api/health", "/api/documents", "/api/modes"} & \
         set(OLLAMA_PATHS) == set()
     assert set(OLLAMA_PATHS) <= set(paths)
+
+
+def test_the_start_line_says_answers_stream_from_the_server(book_index, stand_in, tmp_path,
+                                                            monkeypatch):
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from kgloom.cli import app as cli
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    res = CliRunner().invoke(cli, ["serve", "--output-dir", str(book_index), "--llm-url",
+                                   stand_in.url, "--cache-dir", str(tmp_path / "cache")])
+    assert res.exit_code == 0, res.output
+    assert f"answers streamed from {stand_in.url}" in res.output
+    assert "Ollama-compatible at /api/chat" in res.output
