@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,7 +155,7 @@ class ChatAnswer:
         msgs = STREAM_TEMPLATE.messages(context=result.context.text, question=question)
         return cls(result, query, msgs[:1] + earlier + msgs[1:], llm, titles)
 
-    def pieces(self) -> Iterator[str]:
+    def pieces(self) -> Generator[str, None, None]:
         """The answer's text, piece by piece, then its sources block; :attr:`record` is
         set once the last piece is taken.
 
@@ -173,7 +173,7 @@ class ChatAnswer:
         yield from _in_pieces(openai_chat.sources_text(out))
         self.record = self._record(streamed=True, cached=cached)
 
-    def _streamed(self) -> Iterator[str]:
+    def _streamed(self) -> Generator[str, None, bool]:
         """Yield the model server's answer (or the cached one); set the result's answer
         and citations; return whether it came from the cache."""
         llm, msgs = self.llm, self.messages
