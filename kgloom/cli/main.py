@@ -928,10 +928,11 @@ def serve(output_dir: str | None = typer.Option(None, help="the index to serve (
           max_body_bytes: int = typer.Option(65536, help="largest request body (bytes)"),
           set_: list[str] = SET, settings_file: str = SETTINGS_FILE,
           ) -> None:
-    """Serve the index over HTTP: a JSON API for every query mode, an OpenAI-compatible
-    chat endpoint (/v1/chat/completions, /v1/models), graph endpoints and the explorer
-    page at /. Read-only; a build published while it runs is picked up between requests
-    (docs/serve.md)."""
+    """Serve the index over HTTP: a JSON API for every query mode, OpenAI-compatible
+    chat (/v1/chat/completions, /v1/models) and Ollama-compatible chat (/api/chat,
+    /api/generate, /api/tags), graph endpoints and the explorer page at /. With --llm-url
+    the answers stream from that model server. Read-only; a build published while it runs
+    is picked up between requests (docs/serve.md)."""
     api_key = os.environ.get(api_key_env, "") or None
     if host not in LOOPBACK_HOSTS and api_key is None:
         typer.echo(f"error: refusing to listen on {host} without an API key: anyone who can "
@@ -952,10 +953,20 @@ def serve(output_dir: str | None = typer.Option(None, help="the index to serve (
                             max_depth=max_depth, max_body_bytes=max_body_bytes))
     build = live.handle.build_id
     typer.echo(f"serving {output_dir} (build {build}) on {_http_url(host, port)}/ "
-               f"(explorer at /, API at /api, OpenAI-compatible at /v1); API key "
+               f"(explorer at /, API at /api, OpenAI-compatible at /v1, Ollama-compatible "
+               f"at /api/chat); answers {_answer_source(web)}; API key "
                f"{'required' if api_key else 'not required (loopback only)'}; CORS "
                f"{', '.join(cors_origin) if cors_origin else 'off'}", err=True)
     uvicorn.run(web, host=host, port=port, log_level="warning")
+
+
+def _answer_source(web) -> str:
+    """How `kgloom serve`'s chat answers are written: streamed from the model server, or
+    whole by the in-process model (docs/serve.md, "Chat")."""
+    backend = web.state.live.handle.searcher.llm.backend
+    urls = getattr(backend, "urls", None)
+    return (f"streamed from {', '.join(urls)}" if urls else
+            "by the in-process model, sent in pieces once checked")
 
 
 @app.command()

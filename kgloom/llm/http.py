@@ -46,6 +46,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -351,6 +352,43 @@ class OpenAIChatBackend:
                         raise
                 return self._send(ep, messages, schema, max_tokens, seed)
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+    def stream_text(self, messages: list[dict[str, str]], max_tokens: int,
+                    seed: int) -> Iterator[str]:
+        """The plain-text reply to ``messages`` (no schema), streamed (``stream=True``):
+        each piece of text as the server sends it. Not cached here (see
+        :mod:`kgloom.serve.answer_stream`).
+
+        The endpoints are tried in :meth:`_order` until one opens the stream (a failure
+        that :func:`_retryable` allows moves on to the next, once each); once it is open,
+        a failure raises. ``timeout_s`` bounds each wait for the next piece, not the whole
+        reply, so a slow server still streams.
+
+        Raises:
+            openai.OpenAIError (``APIError`` for an error event in the stream) or an
+                ``httpx`` error for a connection that breaks mid-stream.
+        """
+        last: Exception | None = None
+        for ep in self._order():
+            try:
+                stream = ep.client.chat.completions.create(
+                    model=self.model_id, messages=messages, max_tokens=max_tokens,
+                    temperature=self.temperature, seed=seed, stream=True)
+            except openai.OpenAIError as exc:
+                self.log.warning(f"LLM server {ep.url} failed to stream "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})")
+                if not _retryable(exc):
+                    raise
+                last = exc
+                continue
+            with stream:
+                for event in stream:
+                    for choice in event.choices or ():
+                        if choice.delta is not None and choice.delta.content:
+                            yield choice.delta.content
+            return
+        assert last is not None
+        raise last
 
     def close(self) -> None:
         """Close the HTTP connections."""

@@ -141,7 +141,7 @@ class Searcher:
 
     def search(self, question: str, mode: str = "auto", dynamic: bool = False,
                level: int | None = None, answer: bool = True, budget: int | None = None,
-               progress: Progress | None = None) -> SearchResult:
+               progress: Progress | None = None, defer_answer: bool = False) -> SearchResult:
         """Answer ``question`` (or, with ``answer=False``, build its context only, with
         no model call: routing by rules, static selection only).
 
@@ -154,6 +154,11 @@ class Searcher:
             answer: call the model for the answer (False: context only).
             budget: tokens of a local / direct context (default ``config.budget``).
             progress: called with global search's events (phase rate / map / reduce).
+            defer_answer: run everything the answer needs (routing, global search's
+                rating and map calls) but not the answer call itself: the result has no
+                answer, and ``info["deferred_answer"]["citable"]`` lists the ids an
+                answer may cite (:mod:`kgloom.serve.answer_stream` streams the answer
+                from a model server).
 
         Raises:
             ValueError: an empty question or one that is no text
@@ -185,7 +190,7 @@ class Searcher:
                 f"{mode} search needs {', '.join(tables.missing)}, which this index "
                 f"lacks: it is half-written or damaged (run `kgloom index --output-dir "
                 f"{self.index.output_dir}` again); --mode direct reads only the text units")
-        local = LocalSearch(self.index, self.config, self.model)
+        local = LocalSearch(self.index, self.config, self.model, defer_answer)
         if answer:
             local.check_question_fits(question)
         start = time.perf_counter()
@@ -210,13 +215,15 @@ class Searcher:
                 reason = f"{reason}; fell back to local: {tables.no_reports_reason}"
             else:
                 result = GlobalSearch(self.index, self.config, self.model,
-                                      self._report_vectors, self.lazy_reports).search(
+                                      self._report_vectors, self.lazy_reports,
+                                      defer_answer).search(
                     question, mode, reason, dynamic, level, answer, log, info, failures,
                     progress)
                 if result.route == "global":
                     return self._finish(result, start, log)
                 ran, reason = result.route, result.route_reason
-        method = BasicSearch(self.index, self.config, self.model) if ran == "direct" else local
+        method = BasicSearch(self.index, self.config, self.model, defer_answer) \
+            if ran == "direct" else local
         result = method.search(question, mode, reason, budget, answer, log, info, failures,
                                self.settings)
         return self._finish(result, start, log)

@@ -4,8 +4,12 @@
 - :mod:`kgloom.serve.live_index`: the open build, switched between requests when a new
   one is published.
 - :mod:`kgloom.serve.graph_view`: the graph endpoints' queries over one build.
-- :mod:`kgloom.serve.openai_chat`: OpenAI's chat-completions shapes.
-- :mod:`kgloom.serve.app`: the FastAPI application (:func:`kgloom.serve.app.open_app`).
+- :mod:`kgloom.serve.answer_stream`: a chat answer as text pieces (streamed from a model
+  server), then its citations record (:class:`~kgloom.serve.answer_stream.ChatAnswer`).
+- :mod:`kgloom.serve.openai_chat` / :mod:`kgloom.serve.ollama_api`: OpenAI's and Ollama's
+  chat shapes; :mod:`kgloom.serve.chat_routes`: their routes.
+- :mod:`kgloom.serve.app`: the FastAPI application (:func:`kgloom.serve.app.open_app`);
+  :mod:`kgloom.serve.guards`: its limits, errors and question check.
 - :mod:`kgloom.serve.mcp_server`: ``kgloom mcp``, the MCP server's tools over the same
   live index and functions; :mod:`kgloom.serve.mcp_results`: what each tool returns.
 - ``static/``: the explorer page (``explorer.html``, ``explorer.js``) and the vendored

@@ -1,9 +1,11 @@
-"""The HTTP application of ``kgloom serve`` (FastAPI on Starlette, served by uvicorn):
-the JSON API, the OpenAI-compatible chat endpoint, the graph endpoints and the explorer
-page, over a :class:`kgloom.serve.live_index.LiveIndex`. No Dagster; nothing is written
+"""The HTTP application of ``kgloom serve`` (FastAPI on Starlette, served by uvicorn): the
+JSON API, the OpenAI- and Ollama-compatible chat endpoints
+(:mod:`kgloom.serve.chat_routes`), the graph endpoints and the explorer page, over a
+:class:`kgloom.serve.live_index.LiveIndex`. No Dagster; nothing is written
 (docs/serve.md lists every route).
 
-Every error is ``{"error": {"message", "type"}}`` (OpenAI's shape) with a 4xx status when
+Every error is ``{"error": {"message", "type"}}`` (OpenAI's shape; on Ollama's routes
+``{"error": message}``) with a 4xx status when
 the request is at fault: a bad or missing field, a question, ``top_k``, depth, budget or
 body over its :class:`Limits`, an unknown id (404), a missing or wrong API key (401).
 A 5xx means a fault of the server or of its model, never of the request.
@@ -15,14 +17,12 @@ import dataclasses
 import hmac
 import json
 import math
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -36,53 +36,16 @@ from kgloom.query.modes import (
     ignored_options,
     retrieval_params,
 )
-from kgloom.query.modes import check_question as check_text_question
 from kgloom.query.retriever import IndexFilesMissingError
-from kgloom.serve import openai_chat
+from kgloom.serve import ollama_api
+from kgloom.serve.chat_routes import RouteKit, add_ollama_routes, add_openai_routes
 from kgloom.serve.graph_view import UnknownItemError
+from kgloom.serve.guards import BUILD_HEADER, ApiError, Limits, check_question
 from kgloom.serve.live_index import IndexHandle, LiveIndex
-from kgloom.serve.request_json import MAX_JSON_DEPTH, JSONBodyError, parse_json_body
+from kgloom.serve.request_json import JSONBodyError, parse_json_body
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-BUILD_HEADER = "X-Kgloom-Build"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask; more gives a 4xx naming the limit.
-
-    Attributes:
-        max_question_chars: characters of a question (or of the last chat message).
-        max_top_k: text units a query may ask for.
-        max_depth: BFS hops of a retrieval mode or a neighbourhood.
-        max_budget: context tokens of a local / direct search.
-        max_body_bytes: bytes of a request body (413 beyond).
-        max_nodes: nodes of a neighbourhood or subgraph answer (the nearest are kept).
-        max_entity_ids: entity (and text unit) ids one subgraph request may name.
-        max_messages: messages of one chat request.
-        max_json_depth: nesting of objects and arrays in a JSON body
-            (:data:`kgloom.serve.request_json.MAX_JSON_DEPTH`).
-    """
-
-    max_question_chars: int = 2000
-    max_top_k: int = 50
-    max_depth: int = 3
-    max_budget: int = 8000
-    max_body_bytes: int = 64 * 1024
-    max_nodes: int = 300
-    max_entity_ids: int = 500
-    max_messages: int = 200
-    max_json_depth: int = MAX_JSON_DEPTH
-
-
-class ApiError(Exception):
-    """An error answered as ``{"error": {"message", "type"}}`` with ``status``."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error"):
-        super().__init__(message)
-        self.status, self.message, self.kind = status, message, kind
-
-
+DEFAULT_LIMITS = Limits()
 def _finite(value: Any) -> Any:
     """``value`` with every NaN or infinite float replaced by None (JSON has neither)."""
     if isinstance(value, float):
@@ -100,19 +63,6 @@ QUERY_FIELDS: dict[str, tuple[type, ...]] = {
     "lam": (int, float), "oversample": (int,), "damping": (int, float), "dynamic": (bool,),
     "keep_parent": (bool,), "level": (int,), "answer": (bool,), "budget": (int,)}
 SEARCH_OPTIONS = ("dynamic", "keep_parent", "level", "answer", "budget")
-
-
-def check_question(question: Any, limits: Limits, name: str = "question") -> str:
-    """``question`` when it is text within ``limits.max_question_chars``
-    (:func:`kgloom.query.modes.check_question`, as ``kgloom query`` checks it).
-
-    Raises:
-        ApiError: 400 naming the problem.
-    """
-    try:
-        return check_text_question(question, limits.max_question_chars, name)
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from exc
 
 
 def parse_query(body: Any, limits: Limits) -> dict[str, Any]:
@@ -192,7 +142,7 @@ def api_key_accepted(headers: Any, api_key: str | None) -> bool:
 
 
 def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
-               cors_origins: tuple[str, ...] = (), limits: Limits = Limits()):
+               cors_origins: tuple[str, ...] = (), limits: Limits = DEFAULT_LIMITS):
     """The FastAPI application.
 
     Args:
@@ -218,32 +168,35 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
         return Response(body, status_code=status, media_type="application/json",
                         headers=headers)
 
-    def error(status: int, message: str, kind: str = "invalid_request_error") -> Response:
+    def error(status: int, message: str, kind: str = "invalid_request_error",
+              path: str = "") -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        r = json_response({"error": {"message": message, "type": kind}}, status=status)
+        body = ollama_api.error_line(message) if path in ollama_api.PATHS else \
+            {"error": {"message": message, "type": kind}}  # Ollama's shape on its routes
+        r = json_response(body, status=status)
         if headers:
             r.headers.update(headers)
         return r
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
-        return error(exc.status, exc.message, exc.kind)
+        return error(exc.status, exc.message, exc.kind, request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
         parts = [f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'request'}: {e.get('msg')}"
                  for e in exc.errors()]
-        return error(400, "; ".join(parts) or "invalid request")
+        return error(400, "; ".join(parts) or "invalid request", path=request.url.path)
 
     @app.exception_handler(Exception)
     async def _fault(request: Request, exc: Exception) -> Response:  # a bug, in our shape
         return error(500, f"internal error ({type(exc).__name__}); the server log has "
-                     "the traceback", "server_error")
+                     "the traceback", "server_error", request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
-        return error(exc.status_code, str(exc.detail), kind)
+        return error(exc.status_code, str(exc.detail), kind, request.url.path)
 
     def require_key(request: Request) -> None:
         if not api_key_accepted(request.headers, api_key):
@@ -385,49 +338,10 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
     async def documents() -> Response:
         return await graph_answer(lambda h: h.graph.documents())
 
-    # --- OpenAI-compatible ---------------------------------------------------------
-    @app.get("/v1/models", dependencies=guarded)
-    async def models() -> Response:
-        return json_response(openai_chat.models_list(model_id))
-
-    @app.post("/v1/chat/completions", dependencies=guarded)
-    async def chat(request: Request) -> Response:
-        try:
-            model, question, stream, dynamic = openai_chat.parse_chat_request(
-                await read_json(request), limits.max_messages)
-        except openai_chat.ChatRequestError as exc:
-            raise ApiError(exc.status, str(exc), exc.kind) from exc
-        check_question(question, limits, "the last user message")
-        mode = openai_chat.CHAT_MODELS[model][0]
-
-        def answer(h: IndexHandle) -> dict[str, Any]:
-            return _finite(h.search(question, mode=mode, dynamic=dynamic).to_dict())
-
-        if not stream:
-            result = await on_index(answer)
-            return json_response(openai_chat.chat_completion(model, result),
-                                 result["info"].get("build_id"))
-
-        cid = f"chatcmpl-{uuid.uuid4().hex}"
-
-        async def events():
-            def sse(obj: dict) -> str:
-                return f"data: {json.dumps(obj, ensure_ascii=False, default=str)}\n\n"
-
-            yield sse(openai_chat.chunk(cid, model, {"role": "assistant", "content": ""}))
-            try:
-                result = await on_index(answer)
-                chunks = openai_chat.answer_chunks(cid, model, result)
-            except ApiError as exc:  # the status line is sent: the error goes in the stream
-                chunks = [openai_chat.chunk(cid, model, {"content": f"error: {exc.message}"},
-                                            "stop", error={"message": exc.message,
-                                                           "type": exc.kind})]
-            for c in chunks:
-                yield sse(c)
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+    # --- chat: OpenAI-compatible (/v1) and Ollama-compatible (/api/chat ...) ------------
+    kit = RouteKit(model_id, limits, read_json, json_response, on_index, guarded)
+    add_openai_routes(app, kit)
+    add_ollama_routes(app, kit)
 
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
@@ -441,7 +355,7 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
 
 def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
              api_key: str | None = None, cors_origins: tuple[str, ...] = (),
-             limits: Limits = Limits(), search_config: Any = None,
+             limits: Limits = DEFAULT_LIMITS, search_config: Any = None,
              retrieval_config: Any = None):
     """Open the index in ``output_dir`` once (the build its marker names) and return the
     application of :func:`create_app` over it; later builds are opened with the same

@@ -390,3 +390,22 @@ def test_llm_pool_limit_follows_model_slots():
     assert instance.event_log_storage.get_concurrency_info(LLM_POOL).slot_count == 3
     with pytest.raises(ValueError):
         set_llm_pool_limit(instance, 0)
+
+
+def test_stream_text_streams_a_plain_reply_and_passes_over_a_failing_server():
+    """``stream_text`` (the answers ``kgloom serve`` streams): a plain chat request with
+    ``stream`` and no ``response_format``; a server answering HTTP 500 is passed over for
+    the next one; one that fails with a client error raises at once."""
+    with FakeChatServer() as bad, FakeChatServer() as good:
+        good.plain_text = True
+        backend = OpenAIChatBackend([bad.url, good.url], timeout_s=10)
+        bad.fault = "http_500"
+        messages = [{"role": "user", "content": "Who was Marley?"}]
+        for _ in range(2):  # whichever the round-robin starts with
+            text = "".join(backend.stream_text(messages, 64, 0))
+            assert text.startswith("fake text")
+        assert good.formats[-1] == ""  # no response_format: plain text
+        good.context_tokens = 8  # vLLM's 400 for max_tokens over the window: not retried
+        with pytest.raises(Exception, match="maximum context length"):
+            list(backend.stream_text(messages, 64, 0))
+        backend.close()

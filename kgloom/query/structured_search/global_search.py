@@ -162,8 +162,8 @@ class GlobalSearch(BaseSearch):
 
     def __init__(self, index: QueryIndex, config: SearchConfig, model: SearchModel,
                  report_vectors: dict[str, np.ndarray],
-                 lazy: LazyReports | None = None) -> None:
-        super().__init__(index, config, model)
+                 lazy: LazyReports | None = None, defer_answer: bool = False) -> None:
+        super().__init__(index, config, model, defer_answer)
         self.report_vectors = report_vectors
         self.lazy = lazy
 

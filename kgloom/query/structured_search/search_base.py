@@ -355,11 +355,16 @@ class BaseSearch:
         index: the index (its search tables loaded).
         config: the search knobs of this call.
         model: the model and its token counter.
+        defer_answer: build the answer's context but make no answer call: the caller
+            asks the model itself (``kgloom serve`` streams it from a model server;
+            :mod:`kgloom.serve.answer_stream`); the ids it may cite go to
+            ``info["deferred_answer"]["citable"]``.
     """
 
     index: QueryIndex
     config: SearchConfig
     model: SearchModel
+    defer_answer: bool = False
 
     @property
     def llm(self) -> CachedLLM:
@@ -399,6 +404,10 @@ class BaseSearch:
         schema = answer_schema(citable, self.config.answer_max_chars)
         self.check_fit(ANSWER_TEMPLATE, schema, context.tokens, context.budget,
                        context=context.text, question=question)
+        if self.defer_answer:
+            if info is not None:
+                info["deferred_answer"] = {"citable": list(citable)}
+            return None, []
         obj, failure = structured_call(log, ANSWER_TEMPLATE, "search_answer", question[:80],
                                        self.config.seed, schema=schema,
                                        check_schema=loose_answer_schema(schema),
