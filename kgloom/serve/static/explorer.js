@@ -7,7 +7,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { cy: null, build: null, hiddenTypes: new Set() };
+const state = { cy: null, build: null, hiddenTypes: new Set(), maxBody: 65536 };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -274,9 +274,24 @@ async function drawLatest(isLatest, fetchSub, onDrawn) {
   } catch (e) { if (isLatest()) showError($("detail"), e); }
 }
 
+// A subgraph request whose id lists (most relevant first) are cut, the longer list first,
+// until its JSON fits the server's body limit (/api/modes: limits.max_body_bytes); a
+// fused or two-step answer can name more entities than a small limit holds.
+function fitBody(body) {
+  const out = { ...body };
+  const size = () => new Blob([JSON.stringify(out)]).size;
+  while (size() > state.maxBody) {
+    const lists = ["entity_ids", "text_unit_ids"].filter((k) => (out[k] || []).length);
+    if (!lists.length) break;
+    const k = lists.reduce((a, b) => (out[a].length >= out[b].length ? a : b));
+    out[k] = out[k].slice(0, Math.floor(out[k].length * 0.8));
+  }
+  return out;
+}
+
 async function drawEntities(ids, depth, caption) {
   await drawLatest(takeTurn("draw"), async () => ({ caption, ...(ids.length ?
-    await api("api/graph/subgraph", { entity_ids: ids.slice(0, 500), depth }) :
+    await api("api/graph/subgraph", fitBody({ entity_ids: ids.slice(0, 500), depth })) :
     { nodes: [], edges: [] }) }));
 }
 
@@ -445,7 +460,8 @@ async function ask() {
     for (const c of cited) sources.append(sourceItem(c.ref, c.kind, c.id, c.text));
   }
   await drawLatest(isLatestDraw, async () => {
-    const sub = await api("api/graph/subgraph", { ...retrievedItems(res), depth: 0, max_nodes: 150 });
+    const sub = await api("api/graph/subgraph",
+      fitBody({ ...retrievedItems(res), depth: 0, max_nodes: 150 }));
     return { ...sub, caption: `The entities of the answer: ${sub.nodes.length}` };
   });
 }
@@ -511,6 +527,7 @@ async function init() {
   $("question").onkeydown = (ev) => { if (ev.key === "Enter") ask(); };
   try {
     const modes = await api("api/modes");
+    state.maxBody = modes.limits.max_body_bytes;
     const select = $("mode");
     select.replaceChildren();
     for (const group of ["search", "retrieval"]) {
