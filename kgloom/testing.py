@@ -4,12 +4,16 @@
 as an OpenAI-compatible server (``/v1/models``, ``/v1/chat/completions``) on 127.0.0.1,
 with switchable faults (slow, non-JSON, schema-breaking, HTTP 500, a body that is no chat
 completion), for the tests of :mod:`kgloom.llm.http`. :class:`LlamaCppServer` runs the
-real server in a subprocess, for tests and benchmarks.
+real server in a subprocess, for tests and benchmarks. :class:`StandInChatServer` is a
+scripted streaming chat server (an ASGI app) for the tests of answers streamed to
+``kgloom serve``'s and ``kgloom mcp``'s clients.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -275,6 +279,75 @@ class ASGIService(_Service):
             self._server.should_exit = True
             self._thread.join(timeout=10)
             self._server = self._thread = None
+
+
+class StandInChatServer:
+    """A scripted OpenAI-compatible chat server (Starlette): ``GET /v1/models`` lists
+    ``stand-in``; ``POST /v1/chat/completions`` answers a request with a
+    ``response_format`` as :class:`FakeBackend` does, and streams a plain request's
+    answer one token per event: ``Marley``, `` was``, ``his``, ``partner``, then the first
+    context id of the question (``[T1]``), then ``.``.
+
+    Attributes to set while it runs: ``gate`` (a threading.Event: after the first token
+    it waits for it), ``delay_s`` (seconds before each token), ``fail_after`` (tokens
+    sent before the connection is dropped; 0: never). It records ``requests`` (bodies)
+    and ``sent`` (tokens sent of the last answer).
+    """
+
+    def __init__(self) -> None:
+        self.gate: threading.Event | None = None
+        self.delay_s = 0.0
+        self.fail_after = 0
+        self.requests: list[dict] = []
+        self.sent = 0
+        self.fake = FakeBackend("stand-in")
+
+    def tokens(self, body: dict) -> list[str]:
+        refs = re.findall(r"\[(T\d+)\]", body["messages"][-1]["content"])
+        return ["Marley", " was", " his", " partner", f" [{refs[0] if refs else 'T0'}]", "."]
+
+    def app(self):
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse, StreamingResponse
+        from starlette.routing import Route
+
+        async def models(request):
+            return JSONResponse({"object": "list", "data": [{"id": "stand-in",
+                                                             "object": "model"}]})
+
+        async def completions(request):
+            body = await request.json()
+            fmt = body.get("response_format")
+            if fmt:  # kgloom's structured calls (routing, global search's map)
+                schema = fmt.get("json_schema", {}).get("schema") or fmt.get("schema")
+                reply = self.fake.complete(body["messages"], schema, 0, body.get("seed", 0))
+                return JSONResponse({"id": "x", "object": "chat.completion", "created": 0,
+                                     "model": "stand-in", "choices": [{
+                                         "index": 0, "finish_reason": "stop", "message": {
+                                             "role": "assistant", "content": reply.text}}]})
+            self.requests.append(body)
+            return StreamingResponse(self.events(self.tokens(body)),
+                                     media_type="text/event-stream")
+
+        return Starlette(routes=[Route("/v1/models", models),
+                                 Route("/v1/chat/completions", completions,
+                                       methods=["POST"])])
+
+    async def events(self, tokens: list[str]):
+        self.sent = 0
+        for i, token in enumerate(tokens):
+            if self.fail_after and i == self.fail_after:
+                raise RuntimeError("the stand-in model server crashed")  # drops the link
+            if i == 1 and self.gate is not None:
+                await asyncio.to_thread(self.gate.wait, 30)
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            chunk = {"id": "s", "object": "chat.completion.chunk", "created": 0,
+                     "model": "stand-in", "choices": [{"index": 0, "finish_reason": None,
+                                                       "delta": {"content": token}}]}
+            yield f"data: {json.dumps(chunk)}\n\n"
+            self.sent = i + 1
+        yield "data: [DONE]\n\n"
 
 
 def free_port() -> int:

@@ -133,10 +133,12 @@ class ChatAnswer:
 
     @classmethod
     def prepare(cls, handle: Any, turns: Sequence[Turn], mode: str = "auto",
-                dynamic: bool = False, max_chars: int = 2000) -> ChatAnswer:
+                dynamic: bool = False, max_chars: int = 2000,
+                **search_params: Any) -> ChatAnswer:
         """Search ``handle`` (an :class:`kgloom.serve.live_index.IndexHandle`) for the
-        conversation ``turns`` (the last user message is the question) with ``mode``.
-        Blocking (embedding, and any routing or map call).
+        conversation ``turns`` (the last user message is the question) with ``mode``
+        (and ``search_params``, such as ``level`` and ``budget``, passed on to
+        :meth:`Searcher.search`). Blocking (embedding, and any routing or map call).
 
         Raises:
             ValueError / IndexFilesMissingError / ModelFileError: as
@@ -144,8 +146,9 @@ class ChatAnswer:
         """
         query = retrieval_query(turns, max_chars)
         llm = handle.searcher.llm
-        streams = callable(getattr(llm.backend, "stream_text", None))
-        result = handle.search(query, mode=mode, dynamic=dynamic, defer_answer=streams)
+        streams = streams_answers(handle)
+        result = handle.search(query, mode=mode, dynamic=dynamic, defer_answer=streams,
+                               **search_params)
         titles = unit_titles(handle, result)
         if not result.info.get("deferred_answer"):
             return cls(result, query, unit_titles=titles)
@@ -226,6 +229,11 @@ class ChatAnswer:
         return {**openai_chat.kgloom_extension(out), "retrieval_query": self.query,
                 "context_units": context_units, "streamed": streamed, "cached": cached,
                 "failures": out.get("failures", []), "usage": openai_chat.usage(out)}
+
+
+def streams_answers(handle: Any) -> bool:
+    """Does ``handle``'s answering model stream (a model server's backend)?"""
+    return callable(getattr(handle.searcher.llm.backend, "stream_text", None))
 
 
 def unit_titles(handle: Any, result: Any) -> dict[str, str | None]:

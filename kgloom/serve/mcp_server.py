@@ -24,7 +24,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -36,6 +37,7 @@ from kgloom.llm import ModelFileError
 from kgloom.query.modes import RETRIEVAL_MODES, SEARCH_MODES
 from kgloom.query.retriever import IndexFilesMissingError
 from kgloom.serve import mcp_results as res
+from kgloom.serve.answer_stream import AnswerStreamError, ChatAnswer, streams_answers
 from kgloom.serve.app import KEY_REQUIRED, ApiError, Limits, _finite, api_key_accepted
 from kgloom.serve.app import parse_query as parse_serve_query
 from kgloom.serve.app import run_query as run_serve_query
@@ -64,16 +66,36 @@ Question = Annotated[str, Field(description="the question, in plain text")]
 Id = Annotated[str, Field(min_length=1, max_length=200)]
 
 
-def answer_search(handle: IndexHandle, q: dict[str, Any]) -> dict[str, Any]:
+def answer_search(handle: IndexHandle, q: dict[str, Any],
+                  on_piece: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The ``search`` tool's answer on ``handle`` for the parsed query ``q``
-    (:func:`kgloom.serve.app.parse_query`): :func:`kgloom.serve.app.run_query`'s dict,
-    exactly what ``POST /api/query`` answers. The one place the tool asks the model (to
-    be swapped for a streamed answer).
+    (:func:`kgloom.serve.app.parse_query`): exactly what ``POST /api/query`` answers.
+
+    With a model server as the answering model (``--llm-url``), the answer is the one the
+    chat surfaces stream (:class:`kgloom.serve.answer_stream.ChatAnswer`): its text is
+    handed to ``on_piece`` piece by piece as the server writes it, the sources block
+    last; with the in-process model it is :func:`kgloom.serve.app.run_query`'s.
 
     Raises:
         ValueError / IndexFilesMissingError / ModelFileError: as :func:`run_query`.
+        ToolError: the model server broke off the answer (nothing of it is cached).
     """
-    return run_serve_query(handle, q)
+    if not streams_answers(handle):
+        return run_serve_query(handle, q)
+    params = {k: q[k] for k in ("level", "budget") if q.get(k) is not None}
+    answer = ChatAnswer.prepare(handle, [("user", q["question"])], mode=q["mode"],
+                                dynamic=q.get("dynamic", False),
+                                max_chars=len(q["question"]), **params)
+    try:
+        for piece in answer.pieces():
+            if on_piece is not None:
+                on_piece(piece)
+    except AnswerStreamError as exc:
+        raise ToolError(str(exc)) from exc
+    out = answer.result.to_dict()
+    if q["ignored"]:
+        out["info"]["ignored_options"] = q["ignored"]
+    return out
 
 
 def _on_index(live: LiveIndex, fn: Callable[[IndexHandle], Any]) -> Any:
@@ -182,7 +204,7 @@ def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
         return _result(_on_index(live, lambda h: res.retrieval(
             h.graph, run_serve_query(h, q))))
 
-    def search(question: Question, method: SearchMethod = "auto",
+    async def search(question: Question, method: SearchMethod = "auto",
                dynamic: Annotated[StrictBool | None, Field(
                    description="global: dynamic community selection")] = None,
                level: Annotated[StrictInt | None, Field(
@@ -190,15 +212,27 @@ def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
                budget: Annotated[StrictInt | None, Field(
                    description=f"local, direct: context tokens (at most "
                    f"{limits.max_budget})")] = None,
+               ctx: Context | None = None,
                ) -> Annotated[CallToolResult, res.SearchAnswer]:
         """An answer to `question` written by the index's model from a cited context,
         with what each citation points to (text units with their document titles,
         entities, relationships, community reports). Methods: auto (routed by the
         question), local (entities and their text units), global (community reports:
-        questions about the whole corpus), direct (the nearest text units)."""
+        questions about the whole corpus), direct (the nearest text units). When kgloom
+        answers through a model server, the answer's text also comes as it is written, in
+        progress notifications (each message a piece), to a client that asks for
+        progress."""
         q = _parse({"question": question, "mode": method, "dynamic": dynamic,
                     "level": level, "budget": budget}, limits)
-        return _result(_on_index(live, lambda h: res.search(h.graph, answer_search(h, q))))
+        sent = [0]
+
+        def on_piece(piece: str) -> None:  # in the worker thread: to the client's loop
+            sent[0] += 1
+            if ctx is not None:
+                anyio.from_thread.run(ctx.report_progress, sent[0], None, piece)
+
+        return _result(await anyio.to_thread.run_sync(lambda: _on_index(
+            live, lambda h: res.search(h.graph, answer_search(h, q, on_piece)))))
 
     return [retrieve, search]
 

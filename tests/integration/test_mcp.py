@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,12 @@ from typer.testing import CliRunner
 
 from kgloom.builds import publish_build, read_marker
 from kgloom.cli import app as cli
-from kgloom.llm import open_llm
+from kgloom.llm import CachedLLM, LLMCache, open_llm
+from kgloom.llm.http import OpenAIChatBackend
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.serve.app import Limits, open_live_index, parse_query, run_query
 from kgloom.serve.mcp_server import MCP_PATH, create_mcp_server, http_app
-from kgloom.testing import ASGIService
+from kgloom.testing import ASGIService, StandInChatServer
 from tests.conftest import index_fake_book
 
 pytestmark = pytest.mark.integration  # the whole book indexed (~40 s), then servers
@@ -323,3 +325,65 @@ def test_the_command_serves_http_with_serve_s_flags(book_index, tmp_path, monkey
     assert res.exit_code == 0, res.output
     assert "on http://0.0.0.0:8123/mcp; API key required" in res.output
     assert started == [{"host": "0.0.0.0", "port": 8123, "log_level": "warning"}]
+
+
+# --- answers streamed from the user's model server --------------------------------------
+@pytest.fixture(scope="module")
+def stand_in():
+    server = StandInChatServer()
+    svc = ASGIService(server.app()).start()
+    server.url = svc.url
+    yield server
+    svc.stop()
+
+
+@pytest.fixture(scope="module")
+def stream_url(book_index, stand_in, tmp_path_factory):
+    """An MCP server whose answering model is the stand-in model server."""
+    backend = OpenAIChatBackend([stand_in.url], timeout_s=5.0)
+    llm = CachedLLM(backend, LLMCache(tmp_path_factory.mktemp("mcp_stream") / "c.sqlite"),
+                    backend.model_id)
+    svc = ASGIService(http_app(create_mcp_server(open_live_index(book_index, llm),
+                                                 LIMITS))).start()
+    yield svc.url + MCP_PATH
+    svc.stop()
+
+
+def test_search_sends_the_model_server_s_tokens_as_progress_as_they_come(stream_url, stand_in):
+    """The stand-in holds after its first token until the client has that token as a
+    progress message: the client saw it before the server wrote the rest. The result is
+    the whole answer, its citations and build id."""
+    stand_in.gate, stand_in.fail_after = threading.Event(), 0
+    messages: list[str] = []
+    sent_then: list[int] = []  # tokens the server had sent when each message came
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+        sent_then.append(stand_in.sent)
+        stand_in.gate.set()  # the first piece is here: let the server go on
+
+    async def scenario(client: Client) -> Any:
+        return await client.call_tool("search", {"question": QUESTION, "method": "local"},
+                                      progress_callback=progress)
+
+    try:
+        data, text = ok(session(stream_url, scenario))
+    finally:
+        stand_in.gate.set()
+        stand_in.gate = None
+    assert messages[0] == "Marley" and sent_then[0] == 1 and stand_in.sent == 6
+    assert "".join(messages).startswith(data["answer"])
+    assert data["answer"].startswith("Marley was his partner [T")
+    assert data["citations"] and data["build_id"]
+    assert data["answer"] in text
+
+
+def test_a_model_server_failing_mid_answer_is_a_tool_error(stream_url, stand_in):
+    stand_in.fail_after = 3
+    try:
+        result = calls(stream_url, ("search", {"question": "Who was Fezziwig to Scrooge?",
+                                               "method": "local"}))[0]
+    finally:
+        stand_in.fail_after = 0
+    assert result.is_error
+    assert "failed in the middle of the answer" in result.content[0].text

@@ -1,8 +1,9 @@
 """Chat answers of ``kgloom serve`` streamed from a model server, and its Ollama API
 (kgloom/serve/answer_stream.py, chat_routes.py, ollama_api.py).
 
-A scripted stand-in for the user's OpenAI-compatible chat server (:class:`StandIn`, a
-small Starlette app run by :class:`kgloom.testing.ASGIService`) streams its answer token
+A scripted stand-in for the user's OpenAI-compatible chat server
+(:class:`kgloom.testing.StandInChatServer`, a small Starlette app run by
+:class:`kgloom.testing.ASGIService`) streams its answer token
 by token and can hold after the first token until the test lets it go, be slow, or fail
 in the middle. Clients: the ``openai`` and ``ollama`` Python clients, and plain HTTP
 where the shape itself is checked. The index is the bundled book, indexed with the fake
@@ -11,9 +12,7 @@ LLM once for the module.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 import threading
 import urllib.error
 import urllib.request
@@ -22,11 +21,10 @@ import pytest
 
 from kgloom.builds import read_marker
 from kgloom.llm import CachedLLM, LLMCache, open_llm
-from kgloom.llm.fake import FakeBackend
 from kgloom.llm.http import OpenAIChatBackend
 from kgloom.serve.app import Limits, open_app
 from kgloom.serve.ollama_api import PATHS as OLLAMA_PATHS
-from kgloom.testing import ASGIService
+from kgloom.testing import ASGIService, StandInChatServer
 from tests.conftest import index_fake_book
 
 pytestmark = pytest.mark.integration  # a server over the whole book indexed (~40 s)
@@ -36,75 +34,6 @@ FOLLOW_UP = "What did his ghost carry?"
 LIMITS = Limits(max_question_chars=300, max_body_bytes=8192)
 
 
-class StandIn:
-    """A scripted OpenAI-compatible chat server (Starlette): ``GET /v1/models`` lists
-    ``stand-in``; ``POST /v1/chat/completions`` answers a request with a
-    ``response_format`` as :class:`FakeBackend` does, and streams a plain request's
-    answer one token per event: ``Marley``, `` was``, ``his``, ``partner``, then the first
-    context id of the question (``[T1]``), then ``.``.
-
-    Attributes to set while it runs: ``gate`` (a threading.Event: after the first token
-    it waits for it), ``delay_s`` (seconds before each token), ``fail_after`` (tokens
-    sent before the connection is dropped; 0: never). It records ``requests`` (bodies)
-    and ``sent`` (tokens sent of the last answer).
-    """
-
-    def __init__(self) -> None:
-        self.gate: threading.Event | None = None
-        self.delay_s = 0.0
-        self.fail_after = 0
-        self.requests: list[dict] = []
-        self.sent = 0
-        self.fake = FakeBackend("stand-in")
-
-    def tokens(self, body: dict) -> list[str]:
-        refs = re.findall(r"\[(T\d+)\]", body["messages"][-1]["content"])
-        return ["Marley", " was", " his", " partner", f" [{refs[0] if refs else 'T0'}]", "."]
-
-    def app(self):
-        from starlette.applications import Starlette
-        from starlette.responses import JSONResponse, StreamingResponse
-        from starlette.routing import Route
-
-        async def models(request):
-            return JSONResponse({"object": "list", "data": [{"id": "stand-in",
-                                                             "object": "model"}]})
-
-        async def completions(request):
-            body = await request.json()
-            fmt = body.get("response_format")
-            if fmt:  # kgloom's structured calls (routing, global search's map)
-                schema = fmt.get("json_schema", {}).get("schema") or fmt.get("schema")
-                reply = self.fake.complete(body["messages"], schema, 0, body.get("seed", 0))
-                return JSONResponse({"id": "x", "object": "chat.completion", "created": 0,
-                                     "model": "stand-in", "choices": [{
-                                         "index": 0, "finish_reason": "stop", "message": {
-                                             "role": "assistant", "content": reply.text}}]})
-            self.requests.append(body)
-            return StreamingResponse(self.events(self.tokens(body)),
-                                     media_type="text/event-stream")
-
-        return Starlette(routes=[Route("/v1/models", models),
-                                 Route("/v1/chat/completions", completions,
-                                       methods=["POST"])])
-
-    async def events(self, tokens: list[str]):
-        self.sent = 0
-        for i, token in enumerate(tokens):
-            if self.fail_after and i == self.fail_after:
-                raise RuntimeError("the stand-in model server crashed")  # drops the link
-            if i == 1 and self.gate is not None:
-                await asyncio.to_thread(self.gate.wait, 30)
-            if self.delay_s:
-                await asyncio.sleep(self.delay_s)
-            chunk = {"id": "s", "object": "chat.completion.chunk", "created": 0,
-                     "model": "stand-in", "choices": [{"index": 0, "finish_reason": None,
-                                                       "delta": {"content": token}}]}
-            yield f"data: {json.dumps(chunk)}\n\n"
-            self.sent = i + 1
-        yield "data: [DONE]\n\n"
-
-
 @pytest.fixture(scope="module")
 def book_index(tmp_path_factory):
     return index_fake_book(tmp_path_factory, reports=True)
@@ -112,7 +41,7 @@ def book_index(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stand_in():
-    s = StandIn()
+    s = StandInChatServer()
     svc = ASGIService(s.app()).start()
     s.url = svc.url
     yield s
