@@ -1,19 +1,26 @@
-"""`kgloom serve` under load, while republishing, and the explorer's first render.
+"""`kgloom serve` and `kgloom mcp` under load, while republishing, and the explorer's first
+render.
 
-Starts `kgloom serve --fake-llm` as its own process on a free loopback port over a copy of
-a book index (built with the fake LLM when --output-dir is not given), then:
+Starts `kgloom serve --fake-llm` (and, for `mcp` cells, `kgloom mcp --transport http
+--fake-llm` on the next port) as its own process on loopback over a copy of a book index
+(built with the fake LLM when --output-dir is not given), then:
 
-1. **load**: for each mode (`bridge`, `vector`) and each number of concurrent clients (1,
-   8, 32), the clients (asyncio tasks, one httpx2 connection pool, in this process) post
-   `/api/query` for `--seconds` seconds, each sending its next request when the last one
-   is answered, cycling through book questions; requests per second, p50 / p99 latency
-   (ms), errors (any non-200 or failed request).
+1. **load**: for each cell (`--cells`, `surface:mode` pairs: `query:bridge` and
+   `query:vector` post `/api/query` in that retrieval mode; `openai:MODEL` posts
+   `/v1/chat/completions`, `ollama:MODEL` Ollama's `/api/chat`, both not streamed, with
+   that chat model; `mcp:MODE` calls the MCP `retrieve` tool in that mode, one SDK client
+   session per client) and each number of concurrent clients (1, 8, 32), the clients
+   (asyncio tasks in this process; HTTP over one httpx2 connection pool) send requests
+   for `--seconds` seconds, each its next when the last one is answered, cycling through
+   book questions; requests per second, p50 / p99 latency (ms), errors (any non-200, a
+   tool error, or a failed request).
 2. **republish**: the same cells while the index is republished every
    `--republish-every` seconds: every parquet table of the copy rewritten (a new file
    each, as `kgloom index` writes them) and the build published (`publish_build`: links,
    then `build.json` last). Besides the figures: errors, builds published, builds seen,
    and `foreign_builds`: responses naming a build that was never published (must be 0), and
-   `header_body_mismatch`: responses whose `X-Kgloom-Build` header and body disagree.
+   `header_body_mismatch`: responses whose `X-Kgloom-Build` header and body disagree (MCP
+   results have no header: 0 by construction).
 3. **explorer**: headless Chromium (Debian's, via Playwright) opens the page `--renders`
    times in a fresh context: milliseconds until the community list is drawn (the page is
    usable), and from clicking Ask to the answer's graph drawn with nodes.
@@ -44,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import build_index, write_input  # noqa: E402
 from bench.stamp import save_result, when  # noqa: E402
+from kgloom.serve.mcp_server import MCP_PATH  # noqa: E402
 
 QUESTIONS = ["Who was Scrooge's business partner?", "Where did Bob Cratchit live?",
              "What did the Ghost of Christmas Past show Scrooge?", "Who is Tiny Tim?",
@@ -70,26 +78,35 @@ def republish(folder: Path) -> str:
     return publish_build(folder)["build_id"]
 
 
-def start_server(folder: Path, port: int, cache: Path) -> subprocess.Popen:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("KGLOOM_API_KEY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "kgloom.cli", "serve", "--output-dir",
-                             str(folder), "--port", str(port), "--fake-llm", "--cache-dir",
-                             str(cache)], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start_server(folder: Path, port: int, cache: Path, command: str = "serve"
+                 ) -> subprocess.Popen:
+    """``kgloom serve`` (or ``kgloom mcp --transport http``: ``command="mcp"``) with the
+    fake LLM over ``folder`` on ``port``, as its own process; returned once it answers
+    (serve: ``/api/health``; mcp: its port accepts connections)."""
+    import socket
     import urllib.request
 
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("KGLOOM_API_KEY", None)
+    extra = ["--transport", "http"] if command == "mcp" else []
+    proc = subprocess.Popen([sys.executable, "-m", "kgloom.cli", command, *extra,
+                             "--output-dir", str(folder), "--port", str(port), "--fake-llm",
+                             "--cache-dir", str(cache)], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"kgloom serve exited: {proc.stderr.read()[-2000:]}")
+            raise RuntimeError(f"kgloom {command} exited: {proc.stderr.read()[-2000:]}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
-                return proc
+            if command == "mcp":
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            else:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2).close()
+            return proc
         except OSError:
             time.sleep(0.3)
     proc.kill()
-    raise RuntimeError("kgloom serve did not answer within 180 s")
+    raise RuntimeError(f"kgloom {command} did not answer within 180 s")
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -111,17 +128,27 @@ def _openai_request(model: str, question: str) -> tuple[str, dict]:
                                     "messages": [{"role": "user", "content": question}]}
 
 
+def _ollama_request(model: str, question: str) -> tuple[str, dict]:
+    """``POST /api/chat`` (Ollama's, not streamed) with chat model ``model``."""
+    return "/api/chat", {"model": model, "stream": False,
+                         "messages": [{"role": "user", "content": question}]}
+
+
 def _body_build(surface: str, body: dict) -> str | None:
     """The build a 200 response's body names: ``info.build_id`` (query API), the
-    ``kgloom-build-<id>`` fingerprint (OpenAI chat)."""
+    ``kgloom-build-<id>`` fingerprint (OpenAI chat), ``kgloom.build_id`` (Ollama chat)."""
     if surface == "query":
         return body["info"].get("build_id")
+    if surface == "ollama":
+        return (body.get("kgloom") or {}).get("build_id")
     fp = body.get("system_fingerprint") or ""
     return fp.removeprefix("kgloom-build-") or None
 
 
-# surface -> (request for (cell key, question), how the body names its build)
-SURFACES = {"query": _query_request, "openai": _openai_request}
+# surface -> request for (cell mode, question); "mcp" (kgloom mcp's retrieve tool over
+# streamable HTTP, its own server process) has its own cell (mcp_cell)
+SURFACES = {"query": _query_request, "openai": _openai_request,
+            "ollama": _ollama_request, "mcp": None}
 
 
 async def load_cell(url: str, mode: str, clients: int, seconds: float,
@@ -163,6 +190,44 @@ async def load_cell(url: str, mode: str, clients: int, seconds: float,
             "errors": len(errors), "error_examples": errors[:3], "_builds": builds}
 
 
+async def mcp_cell(url: str, mode: str, clients: int, seconds: float) -> dict:
+    """``clients`` closed-loop MCP clients (one session each, over streamable HTTP)
+    calling the ``retrieve`` tool in ``mode`` for ``seconds``; errors: failed calls and
+    tool errors."""
+    from mcp import Client
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    builds: list[tuple[str | None, str | None]] = []
+    deadline = time.perf_counter() + seconds
+
+    async def one(i: int) -> None:
+        n = i
+        async with Client(url) as client:
+            while time.perf_counter() < deadline:
+                args = {"question": QUESTIONS[n % len(QUESTIONS)], "mode": mode, "top_k": 5}
+                n += clients
+                t0 = time.perf_counter()
+                try:
+                    r = await client.call_tool("retrieve", args)
+                except Exception as exc:  # noqa: BLE001 - every failure counts as an error
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                latencies.append(time.perf_counter() - t0)
+                if r.is_error:
+                    errors.append(str(r.content)[:200])
+                    continue
+                build = (r.structured_content or {}).get("build_id")
+                builds.append((build, build))  # no header: the body's build twice
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(clients)))
+    wall = time.perf_counter() - t0
+    return {"surface": "mcp", "mode": mode, "clients": clients,
+            **_figures(latencies, wall, len(builds)),
+            "errors": len(errors), "error_examples": errors[:3], "_builds": builds}
+
+
 def _figures(latencies: list[float], wall: float, answered: int) -> dict:
     """seconds, requests, rps (answered a second), p50/p99/max latency (ms)."""
     ms = sorted(x * 1000 for x in latencies)
@@ -172,10 +237,10 @@ def _figures(latencies: list[float], wall: float, answered: int) -> dict:
             "max_ms": round(ms[-1], 1) if ms else None}
 
 
-def run_cells(url: str, cells_of: list[tuple[str, str]], clients: list[int], seconds: float,
-              folder: Path | None = None, every: float = 10.0) -> list[dict]:
-    """Every ((surface, mode), clients) cell; with ``folder``, republished every
-    ``every`` s."""
+def run_cells(urls: dict[str, str], cells_of: list[tuple[str, str]], clients: list[int],
+              seconds: float, folder: Path | None = None, every: float = 10.0) -> list[dict]:
+    """Every ((surface, mode), clients) cell against ``urls`` ({"serve": base URL,
+    "mcp": MCP endpoint}); with ``folder``, republished every ``every`` s."""
     from kgloom.builds import read_marker
 
     cells = []
@@ -195,7 +260,8 @@ def run_cells(url: str, cells_of: list[tuple[str, str]], clients: list[int], sec
             thread = threading.Thread(target=publisher, daemon=True) if folder else None
             if thread:
                 thread.start()
-            cell = asyncio.run(load_cell(url, mode, n, seconds, surface))
+            cell = asyncio.run(mcp_cell(urls["mcp"], mode, n, seconds) if surface == "mcp"
+                               else load_cell(urls["serve"], mode, n, seconds, surface))
             if thread:
                 stop.set()
                 thread.join()
@@ -253,7 +319,8 @@ def main() -> None:
                     "(default: build one in a temporary folder)")
     ap.add_argument("--seconds", type=float, default=60.0, help="seconds per cell")
     ap.add_argument("--clients", default="1,8,32")
-    ap.add_argument("--cells", default="query:bridge,query:vector,openai:kgloom-local",
+    ap.add_argument("--cells", default="query:bridge,query:vector,openai:kgloom-local,"
+                    "ollama:kgloom-local,mcp:bridge",
                     help="surface:mode pairs; surfaces: " + ", ".join(SURFACES))
     ap.add_argument("--republish-every", type=float, default=10.0)
     ap.add_argument("--renders", type=int, default=5)
@@ -261,7 +328,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "serve_load.json"))
     args = ap.parse_args()
     clients = [int(x) for x in args.clients.split(",")]
-    cells_of = [tuple(c.split(":", 1)) for c in args.cells.split(",")]
+    cells_of = [(c.split(":", 1)[0], c.split(":", 1)[1]) for c in args.cells.split(",")]
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         tmp = Path(tmp)
@@ -272,20 +339,28 @@ def main() -> None:
 
         publish_build(folder)  # the copy's own build
         started = when()
-        proc = start_server(folder, args.port, tmp / "cache")
+        procs = [start_server(folder, args.port, tmp / "cache")]
         url = f"http://127.0.0.1:{args.port}"
+        urls = {"serve": url}
         try:
-            steady = run_cells(url, cells_of, clients, args.seconds)
-            during = run_cells(url, cells_of, clients, args.seconds, folder, args.republish_every)
+            if any(surface == "mcp" for surface, _ in cells_of):
+                procs.append(start_server(folder, args.port + 1, tmp / "mcp-cache", "mcp"))
+                urls["mcp"] = f"http://127.0.0.1:{args.port + 1}{MCP_PATH}"
+            steady = run_cells(urls, cells_of, clients, args.seconds)
+            during = run_cells(urls, cells_of, clients, args.seconds, folder,
+                               args.republish_every)
             explorer = explorer_render(url, args.renders)
         finally:
-            stop_server(proc)
+            for proc in procs:
+                stop_server(proc)
     result = {
         **started, "finished": when(),
         "setup": {"index": "the bundled book, indexed with the fake LLM (reports included)",
-                  "server": "kgloom serve --fake-llm (one uvicorn process, loopback)",
+                  "server": "kgloom serve --fake-llm (one uvicorn process, loopback); "
+                            "for mcp cells, kgloom mcp --transport http --fake-llm beside it",
                   "clients": "closed loop: asyncio tasks over one httpx2 pool in the bench "
-                             "process (same machine, sharing its cores)",
+                             "process (same machine, sharing its cores); mcp: one SDK "
+                             "client session per client",
                   "seconds_per_cell": args.seconds,
                   "note": "the issue asks 60 s per cell; run with --seconds "
                           f"{args.seconds:g} because the machine is shared",
