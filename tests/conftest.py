@@ -102,6 +102,30 @@ CAROL_COMMUNITIES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def stand_in():
+    """A scripted streaming chat server (:class:`kgloom.testing.StandInChatServer`) on
+    loopback; its ``url`` is set."""
+    from kgloom.testing import ASGIService, StandInChatServer
+
+    server = StandInChatServer()
+    svc = ASGIService(server.app()).start()
+    server.url = svc.url
+    yield server
+    svc.stop()
+
+
+def stand_in_llm(stand_in, folder, timeout_s: float):
+    """kgloom's model as the stand-in server: a :class:`kgloom.llm.CachedLLM` over an
+    OpenAI-compatible backend (``timeout_s`` per wait for a piece), its cache in
+    ``folder``."""
+    from kgloom.llm import CachedLLM, LLMCache
+    from kgloom.llm.http import OpenAIChatBackend
+
+    backend = OpenAIChatBackend([stand_in.url], timeout_s=timeout_s)
+    return CachedLLM(backend, LLMCache(folder / "c.sqlite"), backend.model_id)
+
+
 def carol_entity_id(title: str) -> str:
     """The id the entities stage gives the entity ``title``: ``content_id("entity", key)``
     of its normalization key (:func:`kgloom.graph.resolution.resolve_entities`; pinned by

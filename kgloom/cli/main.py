@@ -326,6 +326,16 @@ SETTINGS_FILE = typer.Option("", "--config", "--settings", help="the settings fi
                              "env KGLOOM_CONFIG or KGLOOM_SETTINGS, else ./kgloom.yaml)")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="also print Dagster's event log "
                        "(always kept in the instance and its logs/kgloom.log)")
+CACHE_DIR = typer.Option("", help="folder of the answers' LLM cache (default "
+                         "$XDG_CACHE_HOME/kgloom/serve; never the index folder)")
+MAX_QUESTION_CHARS = typer.Option(2000, help="longest question (characters)")
+MAX_TOP_K = typer.Option(50, help="largest top_k a request or tool call may ask")
+MAX_DEPTH = typer.Option(3, help="deepest BFS / neighbourhood a request or tool call may ask")
+HOST = typer.Option("127.0.0.1", help="the address to bind (kgloom mcp: with --transport "
+                    "http); any other than 127.0.0.1 / localhost / ::1 requires an API key")
+API_KEY_ENV = typer.Option("KGLOOM_API_KEY", help="the environment variable holding the API "
+                           "key (when set, every request must send it: 'Authorization: "
+                           "Bearer KEY' or 'X-API-Key: KEY')")
 
 
 @app.command()
@@ -906,25 +916,14 @@ def _open_for_serving(settings: Settings, cache_dir: str):
 def serve(output_dir: str | None = typer.Option(None, help="the index to serve (read only; "
                                                 "default: env KGLOOM_OUTPUT_DIR, the "
                                                 "settings' paths.output_dir, or data/output)"),
-          host: str = typer.Option("127.0.0.1", help="address to bind; any other than "
-                                   "127.0.0.1 / localhost / ::1 requires an API key"),
-          port: int = PORT(8000),
-          api_key_env: str = typer.Option("KGLOOM_API_KEY", help="the environment variable "
-                                          "holding the API key (when set, every API request "
-                                          "must send it: 'Authorization: Bearer KEY' or "
-                                          "'X-API-Key: KEY')"),
+          host: str = HOST, port: int = PORT(8000), api_key_env: str = API_KEY_ENV,
           cors_origin: list[str] = typer.Option([], "--cors-origin", help="an origin "
                                                 "allowed to call the API from a browser "
                                                 "(repeatable; default none: CORS off)"),
           model_path: str = MODEL, fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
           embedder_path: str = INDEX_EMBEDDER,
-          cache_dir: str = typer.Option("", help="folder of the answers' LLM cache "
-                                        "(default $XDG_CACHE_HOME/kgloom/serve; never the "
-                                        "index folder)"),
-          max_question_chars: int = typer.Option(2000, help="longest question (characters)"),
-          max_top_k: int = typer.Option(50, help="largest top_k a request may ask"),
-          max_depth: int = typer.Option(3, help="deepest BFS / neighbourhood a request may "
-                                        "ask"),
+          cache_dir: str = CACHE_DIR, max_question_chars: int = MAX_QUESTION_CHARS,
+          max_top_k: int = MAX_TOP_K, max_depth: int = MAX_DEPTH,
           max_body_bytes: int = typer.Option(65536, help="largest request body (bytes)"),
           set_: list[str] = SET, settings_file: str = SETTINGS_FILE,
           ) -> None:

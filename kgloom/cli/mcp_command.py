@@ -14,10 +14,16 @@ from collections.abc import Iterator
 import typer
 
 from kgloom.cli.main import (
+    API_KEY_ENV,
+    CACHE_DIR,
     FAKE,
+    HOST,
     INDEX_EMBEDDER,
     LLM_URL,
     LOOPBACK_HOSTS,
+    MAX_DEPTH,
+    MAX_QUESTION_CHARS,
+    MAX_TOP_K,
     MODEL,
     PORT,
     SET,
@@ -56,20 +62,11 @@ def mcp(output_dir: str | None = typer.Option(None, help="the index to answer fr
         transport: str = typer.Option("stdio", help="stdio (the client starts this command "
                                       "and talks over its stdin/stdout) or http (streamable "
                                       "HTTP at http://HOST:PORT/mcp)"),
-        host: str = typer.Option("127.0.0.1", help="http: the address to bind; any other "
-                                 "than 127.0.0.1 / localhost / ::1 requires an API key"),
-        port: int = PORT(8001),
-        api_key_env: str = typer.Option("KGLOOM_API_KEY", help="http: the environment "
-                                        "variable holding the API key (when set, every "
-                                        "request must send 'Authorization: Bearer KEY')"),
+        host: str = HOST, port: int = PORT(8001), api_key_env: str = API_KEY_ENV,
         model_path: str = MODEL, fake_llm: bool = FAKE, llm_url: list[str] = LLM_URL,
         embedder_path: str = INDEX_EMBEDDER,
-        cache_dir: str = typer.Option("", help="folder of the answers' LLM cache (default "
-                                      "$XDG_CACHE_HOME/kgloom/serve; never the index "
-                                      "folder)"),
-        max_question_chars: int = typer.Option(2000, help="longest question (characters)"),
-        max_top_k: int = typer.Option(50, help="largest top_k a call may ask"),
-        max_depth: int = typer.Option(3, help="deepest BFS / neighbourhood a call may ask"),
+        cache_dir: str = CACHE_DIR, max_question_chars: int = MAX_QUESTION_CHARS,
+        max_top_k: int = MAX_TOP_K, max_depth: int = MAX_DEPTH,
         set_: list[str] = SET, settings_file: str = SETTINGS_FILE) -> None:
     """Answer MCP clients from the index: tools retrieve, search, find_entities, entity,
     neighbourhood, community, list_documents and text_unit. Read-only; a build published

@@ -58,16 +58,18 @@ async def prepare(kit: RouteKit, turns: list[tuple[str, str]], model: str) -> Ch
         h, turns, mode, dynamic, kit.limits.max_question_chars))
 
 
-async def whole_text(answer: ChatAnswer) -> str:
-    """Every piece of ``answer`` joined (for a non-streamed reply).
+async def whole_text(answer: ChatAnswer) -> tuple[str, dict[str, Any]]:
+    """(every piece of ``answer`` joined, its record), for a non-streamed reply.
 
     Raises:
         ApiError: 502 when the model server broke off the answer.
     """
     try:
-        return "".join([p async for p in iterate_in_threadpool(answer.pieces())])
+        text = "".join([p async for p in iterate_in_threadpool(answer.pieces())])
     except AnswerStreamError as exc:
         raise ApiError(502, str(exc), "model_server_error") from exc
+    assert answer.record is not None  # set once the last piece is taken
+    return text, answer.record
 
 
 async def pieces_or_error(answer: ChatAnswer) -> AsyncIterator[str | Exception]:
@@ -113,10 +115,8 @@ def add_openai_routes(app: FastAPI, kit: RouteKit) -> None:
         answer = await prepare(kit, turns, model)
         build = answer.result.info.get("build_id")
         if not stream:
-            text = await whole_text(answer)
-            assert answer.record is not None
-            return kit.json_response(openai_chat.chat_completion(model, text, answer.record),
-                                     build)
+            text, record = await whole_text(answer)
+            return kit.json_response(openai_chat.chat_completion(model, text, record), build)
         cid = f"chatcmpl-{uuid.uuid4().hex}"
 
         def sse(obj: dict) -> str:
@@ -184,10 +184,9 @@ async def ollama_answer(kit: RouteKit, body: Any, kind: str) -> Response:
     answer = await prepare(kit, turns, model)
     build = answer.result.info.get("build_id")
     if not stream:
-        text = await whole_text(answer)
-        assert answer.record is not None
-        return kit.json_response(ollama_api.done_line(kind, model, answer.record, started,
-                                                      text), build)
+        text, record = await whole_text(answer)
+        return kit.json_response(ollama_api.done_line(kind, model, record, started, text),
+                                 build)
 
     def line(obj: dict) -> str:
         return json.dumps(obj, ensure_ascii=False, default=str) + "\n"

@@ -24,13 +24,12 @@ from typer.testing import CliRunner
 
 from kgloom.builds import publish_build, read_marker
 from kgloom.cli import app as cli
-from kgloom.llm import CachedLLM, LLMCache, open_llm
-from kgloom.llm.http import OpenAIChatBackend
+from kgloom.llm import open_llm
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.serve.app import Limits, open_live_index, parse_query, run_query
 from kgloom.serve.mcp_server import MCP_PATH, create_mcp_server, http_app
-from kgloom.testing import ASGIService, StandInChatServer
-from tests.conftest import index_fake_book
+from kgloom.testing import ASGIService
+from tests.conftest import index_fake_book, stand_in_llm
 
 pytestmark = pytest.mark.integration  # the whole book indexed (~40 s), then servers
 
@@ -329,20 +328,9 @@ def test_the_command_serves_http_with_serve_s_flags(book_index, tmp_path, monkey
 
 # --- answers streamed from the user's model server --------------------------------------
 @pytest.fixture(scope="module")
-def stand_in():
-    server = StandInChatServer()
-    svc = ASGIService(server.app()).start()
-    server.url = svc.url
-    yield server
-    svc.stop()
-
-
-@pytest.fixture(scope="module")
 def stream_url(book_index, stand_in, tmp_path_factory):
     """An MCP server whose answering model is the stand-in model server."""
-    backend = OpenAIChatBackend([stand_in.url], timeout_s=5.0)
-    llm = CachedLLM(backend, LLMCache(tmp_path_factory.mktemp("mcp_stream") / "c.sqlite"),
-                    backend.model_id)
+    llm = stand_in_llm(stand_in, tmp_path_factory.mktemp("mcp_stream"), timeout_s=5.0)
     svc = ASGIService(http_app(create_mcp_server(open_live_index(book_index, llm),
                                                  LIMITS))).start()
     yield svc.url + MCP_PATH

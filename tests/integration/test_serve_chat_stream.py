@@ -20,12 +20,11 @@ import urllib.request
 import pytest
 
 from kgloom.builds import read_marker
-from kgloom.llm import CachedLLM, LLMCache, open_llm
-from kgloom.llm.http import OpenAIChatBackend
+from kgloom.llm import CachedLLM, open_llm
 from kgloom.serve.app import Limits, open_app
 from kgloom.serve.ollama_api import PATHS as OLLAMA_PATHS
-from kgloom.testing import ASGIService, StandInChatServer
-from tests.conftest import index_fake_book
+from kgloom.testing import ASGIService
+from tests.conftest import index_fake_book, stand_in_llm
 
 pytestmark = pytest.mark.integration  # a server over the whole book indexed (~40 s)
 
@@ -40,21 +39,10 @@ def book_index(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def stand_in():
-    s = StandInChatServer()
-    svc = ASGIService(s.app()).start()
-    s.url = svc.url
-    yield s
-    svc.stop()
-
-
-@pytest.fixture(scope="module")
 def stream_llm(stand_in, tmp_path_factory):
     """The stand-in as kgloom's model (1 s per wait for a piece: a slow server must
     still stream within it)."""
-    backend = OpenAIChatBackend([stand_in.url], timeout_s=1.0)
-    return CachedLLM(backend, LLMCache(tmp_path_factory.mktemp("answers") / "c.sqlite"),
-                     backend.model_id)
+    return stand_in_llm(stand_in, tmp_path_factory.mktemp("answers"), timeout_s=1.0)
 
 
 @pytest.fixture(scope="module")
