@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # a retrieval-only CLI run does not import the search code
 FIRST_WORDS = 12
 ID_CHARS = 12  # of a text unit id (sha256 hex) in the table: 48 bits, distinct in practice
 MAX_BROUGHT_BY = 3  # entities named per row
+UNCITED_CONTEXT_ITEMS = 5  # context lines shown under an answer that cites none
 
 
 def _first_words(text: str, n: int = FIRST_WORDS) -> str:
@@ -83,8 +84,10 @@ def render_result(result: RetrievalResult) -> str:
 def render_search(result: SearchResult, context_only: bool = False) -> str:
     """Return a search result as text: the route and why, ``info["notice"]`` when nothing
     in the index is relevant to the question, any fallback, the answer and what each
-    citation points to, the LLM calls per stage; with ``context_only`` the context the
-    model would read (global search: each map batch of reports)."""
+    citation points to (for an answer that cites nothing, the first
+    :data:`UNCITED_CONTEXT_ITEMS` lines of its context), the LLM calls per stage; with
+    ``context_only`` the context the model would read (global search: each map batch of
+    reports)."""
     info = result.info
     lines = [f"route: {result.route} ({result.route_reason}); build "
              f"{info.get('build_id') or 'unmarked'}"]
@@ -120,8 +123,14 @@ def render_search(result: SearchResult, context_only: bool = False) -> str:
         lines.append(f"answer cut: it kept repeating \"{check['repeated']}\"")
     if check.get("ungrounded_names"):
         lines.append("names the context does not hold: " + ", ".join(check["ungrounded_names"]))
-    for c in result.cited():
+    cited = result.cited()
+    for c in cited:
         lines.append(f"  [{c['ref']}] {_first_words(c['text'].split('] ', 1)[-1], 24)}")
+    if not cited and result.answer and ctx.items:
+        # what the answer was given, as the chat surfaces show it (answer_stream)
+        lines.append("the answer cites nothing; its context:")
+        lines += [f"  [{x.ref}] {_first_words(x.text.split('] ', 1)[-1], 24)}"
+                  for x in ctx.items[:UNCITED_CONTEXT_ITEMS]]
     calls = info.get("llm", {})
     if calls:
         lines.append("llm: " + "; ".join(

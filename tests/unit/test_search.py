@@ -595,6 +595,29 @@ def test_a_looping_answer_is_cut_and_flagged(search_index, tmp_path, embedder):
     assert 'answer cut: it kept repeating "a man named Tiny Tim"' in render_search(res)
 
 
+def test_an_answer_that_cites_nothing_is_printed_with_its_context(search_index, tmp_path,
+                                                                 embedder):
+    """The bundled model's global answer "104…" cited nothing and the printed result
+    showed no source at all; now the first lines of what it was given follow it, and an
+    answer that cites shows only what it cites."""
+    from kgloom.query.render import UNCITED_CONTEXT_ITEMS, render_search
+
+    for cites in (False, True):
+        backend = ScriptedBackend(lambda m, s, cites=cites: {
+            "answer": "Scrooge keeps it.",
+            "citations": s["properties"]["citations"]["items"]["enum"][:1] if cites else []})
+        res = Searcher(search_index, llm=_llm(backend, tmp_path, str(cites)),
+                       embedder=embedder).search("Who keeps the counting-house?", mode="local")
+        out = render_search(res)
+        shown = [x.ref for x in res.context.items if f"  [{x.ref}] " in out]
+        if cites:
+            assert res.citations and "cites nothing" not in out
+            assert shown == res.citations
+        else:
+            assert res.citations == [] and "the answer cites nothing; its context:" in out
+            assert shown == [x.ref for x in res.context.items][:UNCITED_CONTEXT_ITEMS]
+
+
 def test_answers_of_the_demo_or_fake_model_say_so(searcher, search_index, tmp_path, embedder):
     from kgloom.llm import SMOLLM2_SHA256
     from kgloom.query.render import render_search
