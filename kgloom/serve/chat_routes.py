@@ -58,6 +58,22 @@ async def prepare(kit: RouteKit, turns: list[tuple[str, str]], model: str) -> Ch
         h, turns, mode, dynamic, kit.limits.max_question_chars))
 
 
+async def parse_and_prepare(kit: RouteKit, parse: Callable[[], tuple[str, Any, bool]]
+                            ) -> tuple[str, bool, ChatAnswer, str | None]:
+    """(model, stream, the prepared answer, its build id) of a chat request whose
+    ``parse()`` gives (model, turns, stream).
+
+    Raises:
+        ApiError: the request's 4xx (:func:`_request_error`, :func:`prepare`).
+    """
+    try:
+        model, turns, stream = parse()
+    except ChatRequestError as exc:
+        raise _request_error(exc) from exc
+    answer = await prepare(kit, turns, model)
+    return model, stream, answer, answer.result.info.get("build_id")
+
+
 async def whole_text(answer: ChatAnswer) -> tuple[str, dict[str, Any]]:
     """(every piece of ``answer`` joined, its record), for a non-streamed reply.
 
@@ -107,13 +123,9 @@ def add_openai_routes(app: FastAPI, kit: RouteKit) -> None:
 
     @app.post("/v1/chat/completions", dependencies=kit.guarded)
     async def chat(request: Request) -> Response:
-        try:
-            model, turns, stream, _ = openai_chat.parse_chat_request(
-                await kit.read_json(request), kit.limits.max_messages)
-        except ChatRequestError as exc:
-            raise _request_error(exc) from exc
-        answer = await prepare(kit, turns, model)
-        build = answer.result.info.get("build_id")
+        body = await kit.read_json(request)
+        model, stream, answer, build = await parse_and_prepare(
+            kit, lambda: openai_chat.parse_chat_request(body, kit.limits.max_messages)[:3])
         if not stream:
             text, record = await whole_text(answer)
             return kit.json_response(openai_chat.chat_completion(model, text, record), build)
@@ -176,13 +188,9 @@ def add_ollama_routes(app: FastAPI, kit: RouteKit) -> None:
 async def ollama_answer(kit: RouteKit, body: Any, kind: str) -> Response:
     """The answer to an ``/api/chat`` (``kind`` ``chat``) or ``/api/generate`` body."""
     started = time.perf_counter()
-    try:
-        model, turns, stream = (ollama_api.parse_chat(body, kit.limits.max_messages)
-                                if kind == "chat" else ollama_api.parse_generate(body))
-    except ChatRequestError as exc:
-        raise _request_error(exc) from exc
-    answer = await prepare(kit, turns, model)
-    build = answer.result.info.get("build_id")
+    model, stream, answer, build = await parse_and_prepare(
+        kit, lambda: (ollama_api.parse_chat(body, kit.limits.max_messages)
+                      if kind == "chat" else ollama_api.parse_generate(body)))
     if not stream:
         text, record = await whole_text(answer)
         return kit.json_response(ollama_api.done_line(kind, model, record, started, text),
