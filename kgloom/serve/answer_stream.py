@@ -239,6 +239,7 @@ def streams_answers(handle: Any) -> bool:
 def unit_titles(handle: Any, result: Any) -> dict[str, str | None]:
     """text unit id -> its document's title, for the text units of ``result``'s context
     (read from ``handle``'s index)."""
-    wanted = {x.source_id for x in result.context.items if x.kind == "text_units"}
     units = handle.searcher.index.units
-    return {i: t for i, t in zip(units.ids, units.document_titles) if i in wanted}
+    rows = {x.source_id: units.row_of.get(x.source_id) for x in result.context.items
+            if x.kind == "text_units"}  # a look-up per context unit, not a scan of all
+    return {i: units.document_titles[r] for i, r in rows.items() if r is not None}
