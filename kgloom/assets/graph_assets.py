@@ -52,7 +52,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     inputs = graph_inputs_of(context, "corpus")
     em = store.read(schemas.ENTITY_MENTIONS, Level.CORPUS)
     rm = store.read(schemas.RELATIONSHIP_MENTIONS, Level.CORPUS)
-    units = store.read(schemas.TEXT_UNITS, Level.CORPUS, columns=["id", "document_id", "text"])
+    units = store.read(schemas.TEXT_UNITS, Level.CORPUS, columns=["id", "document_id", "chunk_index", "text"])
     fast = not s.uses_model  # no model: see build_entity_tables
     cached = llm.open_for(s, index.out, log=context.log)
     # only resolution's embedding pass embeds here (summaries rank by TF-IDF); fast has
@@ -79,7 +79,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             embed=functools.partial(embed_pass, emb=emb) if emb else None,
             progress=progress(context, SUMMARIES), timings=steps,
             unit_documents=dict(zip(units["id"].to_list(), units["document_id"].to_list())),
-            summary_counts=summarized, unit_texts=units["text"])
+            summary_counts=summarized, unit_texts=units["text"],
+            unit_positions=dict(zip(units["id"].to_list(), units["chunk_index"].to_list())))
     finally:  # on failure too: the cache file closed, the model freed
         release_memory()  # the resolution's embedding passes
         cache.close()

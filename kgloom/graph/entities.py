@@ -45,6 +45,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
                         unit_documents: Mapping[str, str] | None = None,
                         summary_counts: dict[str, int] | None = None,
                         unit_texts: Iterable[str] | None = None,
+                        unit_positions: Mapping[str, int] | None = None,
                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Resolve, summarize and measure.
 
@@ -70,6 +71,9 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         unit_texts: the corpus's text-unit texts: which words it writes in lower case
             (resolution does not extend a name by a common word; None: it does not
             compare words).
+        unit_positions: text unit id -> its position in its document (resolution joins a
+            short name only to a longer one written in its units or before them; None:
+            order is not compared).
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
@@ -81,7 +85,7 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
     ents, rels, aliases = resolve_entities(
         entity_mentions, relationship_mentions, embed=embed,
         similarity_threshold=settings.embedding_merge_threshold,
-        unit_documents=unit_documents, unit_texts=unit_texts,
+        unit_documents=unit_documents, unit_texts=unit_texts, unit_positions=unit_positions,
         **resolution_options(settings, llm, tokenizer))
     t1 = time.perf_counter()
     if llm is not None and settings.summary_method != "llm":

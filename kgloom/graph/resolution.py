@@ -264,7 +264,9 @@ _CONJUNCTIONS = frozenset({"and", "&", "und", "et"})
 def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
                            units_of: dict[str, set[str]] | None = None,
                            documents_of: dict[str, set[str]] | None = None,
-                           common_words: frozenset[str] | None = None) -> set[str]:
+                           common_words: frozenset[str] | None = None,
+                           places_of: dict[str, dict[str, tuple[int, set[str]]]] | None = None
+                           ) -> set[str]:
     """Join each shorter name into the unique longer name containing it; with
     ``units_of``, then settle the ambiguous ones by shared text units.
 
@@ -292,6 +294,17 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
     shares a passage with it ("Canada" -> "Air Canada", "London" -> "London Heathrow
     Airport"). A novel in chapter files joins "Scrooge" to "Ebenezer Scrooge" when most
     chapters name him in full; in a one-document corpus every name passes.
+
+    With ``places_of`` (key -> {document: (first text unit's position, the key's units
+    there)}), a longer name that adds words to the shorter one's core (not only an
+    honorific) is joinable only where it is introduced: in more than
+    :data:`SHARED_DOCUMENTS` of the documents naming both, it is written in a text unit
+    of the shorter name or before the shorter name's first one. A short form refers to a
+    name the reader has met ("Ebenezer Scrooge" in the cast list, then "Scrooge"); a name
+    written again and again before a longer one first appears, far from it, is another
+    thing: a novel's rag-dealer "Joe" (from its fourth chapter) is not the jest-book "Joe
+    Miller" named once in its fifth. A name whose long form comes later but in one of its
+    own text units still joins ("Kubrick ... Stanley Kubrick" in one passage).
 
     Candidates of a name are the groups holding a more specific name whose core contains
     its core as whole tokens. Types are not compared: a small model's types are too
@@ -323,6 +336,9 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
     Returns the keys merged in pass 2.
     """
     units = {k: set((units_of or {}).get(k, set())) for k in keys}  # per group root
+    # per group root: document -> (first position, the group's units there)
+    places = {k: {d: (i, set(us)) for d, (i, us) in (places_of or {}).get(k, {}).items()}
+              for k in keys}
     docs = {k: set((documents_of or {}).get(k, set())) for k in keys}  # per group root
     genders = {k: {v.gender} for k, v in keys.items()}  # per group root
     stages = {k: {v.stage} - {""} for k, v in keys.items()}  # per group root
@@ -337,6 +353,9 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
         if sc is not None and not _CONJUNCTIONS & set(core[k]):
             scope[k] = sc
     specificity = {k: v.specificity for k, v in keys.items()}
+    same_core: dict[tuple[str, ...], list[str]] = {}
+    for k, v in keys.items():
+        same_core.setdefault(v.core, []).append(k)
     by_token: dict[str, list[str]] = {}  # core token -> candidate keys whose core holds it
     for k in scope:
         for tok in set(core[k]):
@@ -367,6 +386,11 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
             # most documents that write the short name write the longer one too
             allowed = {r for r in allowed
                        if len(mine_docs & docs[r]) > SHARED_DOCUMENTS * len(mine_docs)}
+        if places_of is not None:
+            # a longer name that adds words must be introduced; an honorific alone does
+            # not make another name ("Mr. Ebenezer Scrooge" is "Ebenezer Scrooge")
+            longer = {uf.find(c) for c in held if len(core[c]) > len(mine)}
+            allowed = {r for r in allowed if r not in longer or introduced(k, r)}
         if len(roots) > 1 and info.gender == "":
             # a bare surname against exactly one "Mr." name and only "Mrs."/"Miss" names
             # is the man ("Fezziwig" with "Mr. Fezziwig" and "Mrs. Fezziwig"): English
@@ -375,6 +399,20 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
             if len(male) == 1 and all(genders[r] == {"f"} for r in roots if r != male[0]):
                 roots = {male[0]}
         return roots, allowed & roots
+
+    def introduced(k: str, root: str) -> bool:
+        """Is group ``root`` written in a unit of ``k`` or before its first one, in more
+        than :data:`SHARED_DOCUMENTS` of the documents naming both? ``k`` counts with
+        its group and every name of its core ("Marley" with "Mr. Marley")."""
+        mine: dict[str, tuple[int, set[str]]] = {}
+        for v in [uf.find(k), *same_core[core[k]]]:
+            for d, (i, us) in places[v].items():
+                j, them = mine.get(d, (i, set()))
+                mine[d] = (min(i, j), us | them)
+        shared = mine.keys() & places[root].keys()
+        met = sum(1 for d in shared if places[root][d][0] <= mine[d][0]
+                  or places[root][d][1] & mine[d][1])
+        return not shared or met > SHARED_DOCUMENTS * len(shared)
 
     def join(k: str, root: str) -> bool:
         mine = uf.find(k)
@@ -386,6 +424,11 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
         units[joined] = units[mine] | units[root]
         docs[joined] = docs[mine] | docs[root]
         stages[joined] = stages[mine] | stages[root]
+        merged = dict(places[root])
+        for d, (i, us) in places[mine].items():
+            j, them = merged.get(d, (i, set()))
+            merged[d] = (min(i, j), us | them)
+        places[joined] = merged
         return True
 
     order = sorted((k for k in keys if keys[k].core),
@@ -400,10 +443,6 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
             ambiguous.append(k)
     if units_of is None:
         return set()
-
-    same_core: dict[tuple[str, ...], list[str]] = {}
-    for k, v in keys.items():
-        same_core.setdefault(v.core, []).append(k)
 
     def pooled(k: str, mine: str) -> set[str]:
         """Units of k's group and of the names with k's core that it could be ("Mr.
@@ -570,6 +609,7 @@ def resolve_entities(
     verify: Callable[[str, str], bool] | None = None,
     unit_documents: Mapping[str, str] | None = None,
     unit_texts: Iterable[str] | None = None,
+    unit_positions: Mapping[str, int] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Merge entity and relationship mentions into entities, relationships and aliases.
 
@@ -593,6 +633,11 @@ def resolve_entities(
         unit_texts: the corpus's text-unit texts; with them, a longer name that adds a
             common word or a number to a shorter one is no candidate of it
             (:func:`common_words_of`). None: words are not compared.
+        unit_positions: text unit id -> its position in its document (``chunk_index``,
+            0-based); with ``unit_documents``, a shorter name joins a longer one only
+            where the longer one is introduced: written in one of its text units or
+            before its first (:func:`_merge_name_extensions`). None: order is not
+            compared.
 
     Returns:
         ``(entities, relationships, entity_aliases)`` conforming to ENTITIES_SCHEMA,
@@ -635,8 +680,11 @@ def resolve_entities(
             for k, units in units_of.items()}
         common = None if unit_texts is None else common_words_of(
             unit_texts, {t for k in keys.values() if len(k.core) > 1 for t in k.core})
+        places_of = None if unit_documents is None or unit_positions is None else {
+            k: _places(units, unit_documents, unit_positions) for k, units in units_of.items()}
         by_context = _merge_name_extensions(
-            keys, uf, units_of if "name_context" in methods else None, documents_of, common)
+            keys, uf, units_of if "name_context" in methods else None, documents_of, common,
+            places_of)
     ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
     emb_score: dict[str, float] = {}
     if embed is not None and "embedding" in methods:
@@ -650,6 +698,20 @@ def resolve_entities(
     relationships = _aggregate_relationships(rels, lambda t: entity_of_key.get(key_of(t)),
                                              title_of)
     return entities, relationships, aliases
+
+
+def _places(units: set[str], unit_documents: Mapping[str, str],
+            unit_positions: Mapping[str, int]) -> dict[str, tuple[int, set[str]]]:
+    """{document: (the first position of ``units`` in it, those of ``units`` in it)} for
+    the units both mappings know."""
+    out: dict[str, tuple[int, set[str]]] = {}
+    for u in units:
+        if u in unit_documents and u in unit_positions:
+            d, i = unit_documents[u], unit_positions[u]
+            first, there = out.get(d, (i, set()))
+            there.add(u)
+            out[d] = (min(first, i), there)
+    return out
 
 
 def _collect_keys(ents: pl.DataFrame, key_of: Callable[[str], str]

@@ -348,6 +348,44 @@ def test_bare_surname_joins_the_only_mr_when_the_rest_are_mrs():
     assert owner["Cratchit"] == owner["Bob Cratchit"] != owner["Mrs. Cratchit"]
 
 
+def test_a_short_name_joins_a_longer_one_only_where_the_longer_one_is_introduced():
+    """In a novel (one document, units in order) a rag-dealer "Joe" of the fourth
+    chapter is not the jest-book "Joe Miller" named once in the fifth: a short form
+    refers to a name the reader has met, in one of its own units or before them. A
+    narrator who writes "Marley" (and "Mr. Marley") for pages before "Jacob Marley", in
+    a unit that also says "Marley", still joins them; so does a short name first
+    written after the long one, and an honorific alone never counts as a longer name.
+    Invented names, so that no word list of one book passes."""
+    mentions = [("u0", "Orrin Vale", P, "Cast list: a clerk."),
+                ("u1", "Tallow", P, "A rag-dealer."), ("u2", "Tallow", P, "He buys rags."),
+                ("u3", "Tallow", P, "He counts coins."),
+                ("u9", "Tallow Quince", P, "A jest-book name."),
+                ("u1", "Brisk", P, "Dead as a nail."), ("u2", "Mr. Brisk", P, "The partner."),
+                ("u4", "Brisk", P, "The ghost."), ("u4", "Edmund Brisk", P, "The ghost's name."),
+                ("u5", "Orrin", P, "The clerk at his desk."),
+                ("u6", "Mr. Orrin Vale", P, "The clerk, addressed.")]
+    units = ["u0", "u1", "u2", "u3", "u4", "u5", "u6", "u9"]
+    em, rm = _frames(mentions, [])
+    docs = dict.fromkeys(units, "novel")
+    positions = {u: i for i, u in enumerate(units)}
+    owner = dict(zip(*resolve_entities(em, rm, unit_documents=docs,
+                                       unit_positions=positions)[2].select(
+        "alias", "entity_id")))
+    assert owner["Tallow"] != owner["Tallow Quince"]  # written only after, never beside
+    assert owner["Brisk"] == owner["Edmund Brisk"] == owner["Mr. Brisk"]  # beside, in u4
+    assert owner["Orrin"] == owner["Orrin Vale"] == owner["Mr. Orrin Vale"]  # introduced
+    # the same mentions with the long name first: it is introduced, the short one joins
+    early = {**positions, "u9": -1}
+    owner = dict(zip(*resolve_entities(em, rm, unit_documents=docs,
+                                       unit_positions=early)[2].select(
+        "alias", "entity_id")))
+    assert owner["Tallow"] == owner["Tallow Quince"]
+    # without positions order is not compared
+    owner = dict(zip(*resolve_entities(em, rm, unit_documents=docs)[2].select(
+        "alias", "entity_id")))
+    assert owner["Tallow"] == owner["Tallow Quince"]
+
+
 def test_embedding_never_merges_names_that_share_a_text_unit():
     def same(texts):  # every pair looks identical
         return np.ones((len(texts), 4))
