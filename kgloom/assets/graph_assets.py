@@ -25,6 +25,7 @@ from kgloom.embedding.embedding_cache import open_embedding_cache
 from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.extraction.claims import build_covariates
+from kgloom.extraction.evidence import whole_evidence
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
 from kgloom.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
@@ -52,7 +53,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     inputs = graph_inputs_of(context, "corpus")
     em = store.read(schemas.ENTITY_MENTIONS, Level.CORPUS)
     rm = store.read(schemas.RELATIONSHIP_MENTIONS, Level.CORPUS)
-    units = store.read(schemas.TEXT_UNITS, Level.CORPUS, columns=["id", "document_id", "chunk_index", "text"])
+    units = store.read(schemas.TEXT_UNITS, Level.CORPUS,
+                       columns=["id", "document_id", "chunk_index", "text"])
     fast = not s.uses_model  # no model: see build_entity_tables
     cached = llm.open_for(s, index.out, log=context.log)
     # only resolution's embedding pass embeds here (summaries rank by TF-IDF); fast has
@@ -80,7 +82,10 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             progress=progress(context, SUMMARIES), timings=steps,
             unit_documents=dict(zip(units["id"].to_list(), units["document_id"].to_list())),
             summary_counts=summarized, unit_texts=units["text"],
-            unit_positions=dict(zip(units["id"].to_list(), units["chunk_index"].to_list())))
+            unit_positions=dict(zip(units["id"].to_list(), units["chunk_index"].to_list())),
+            evidence=None if s.llm_descriptions else functools.partial(
+                whole_evidence, unit_text=dict(zip(units["id"].to_list(),
+                                                   units["text"].to_list()))))
     finally:  # on failure too: the cache file closed, the model freed
         release_memory()  # the resolution's embedding passes
         cache.close()
@@ -125,7 +130,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                                    ["title", "type", "degree", "pagerank", "frequency"])})
     yield dg.MaterializeResult(asset_key="relationships", metadata={
         GRAPH_INPUTS: inputs, "rows": rels.height,
-        "co_mention": rels.filter(pl.col("kind") == "co_mention").height})
+        "co_mention": rels.filter(pl.col("kind") == "co_mention").height,
+        "evidence_rewritten": summarized.get("evidence_rewritten", 0)})
     yield dg.MaterializeResult(asset_key="covariates", metadata={
         GRAPH_INPUTS: inputs, "rows": covariates.height, "extract_claims": s.extract_claims,
         "preview": preview(covariates, ["subject_id", "object_id", "type", "status",

@@ -1,7 +1,9 @@
 """What every extraction path (the LLM's, ``method=fast``'s co-occurrence, the records'
 edges) shares about a text unit's text: its sentences, the first sentence naming an
 entity (a mention's description), a record's title as a name, the type of a span that is
-not an entity and the weight of one extracted relationship mention. No LLM here.
+not an entity and the weight of one extracted relationship mention; and, once names are
+resolved, each relationship's evidence read again with every alias of its ends
+(:func:`whole_evidence`). No LLM here.
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from collections.abc import Mapping
+
+import polars as pl
 
 from kgloom.extraction.type_cues import bounded_occurrences
 from kgloom.names.candidates import MAX_NAME_CHARS, is_grounded
@@ -84,3 +89,79 @@ def text_direction(a: str, b: str, text: str) -> tuple[str, str] | None:
         between = sentence[lo + len(first):hi]
         return (second, first) if _AGENT_MARKER.search(between) else (first, second)
     return None
+
+
+# --- relationship evidence read again once names are resolved (the entity_graph stage) ---
+# Extraction describes a relationship mention by the first sentence of its unit that
+# writes both names as extracted, else the first sentence naming each, joined by " … "
+# and cut (evidence_for). After resolution every form of a name is known ("Bob
+# Cratchit" is also "Bob", "Ebenezer Scrooge" "Scrooge"), and read with them a unit often
+# holds one sentence that names both: whole, it is what a reader of a relationship, a
+# report's finding or a query context wants (on the bundled book most extractive
+# descriptions were two half-sentences cut mid-word, and reports fell back to "A and B
+# are named together in 3 text units").
+
+# the longest sentence kept as evidence (characters): a long narrative sentence is still
+# one statement; longer ones (lists, run-on paragraphs without an end mark) are not
+EVIDENCE_MAX_CHARS = 400
+
+
+def _names_any(forms: list[str], sentence: str) -> bool:
+    return any(bounded_occurrences(f, sentence) for f in forms)
+
+
+def _first_whole(forms: list[str], found: tuple[str, ...] | list[str], max_chars: int) -> str:
+    return next((s for s in found if len(s) <= max_chars and _names_any(forms, s)), "")
+
+
+def whole_evidence(relationships: pl.DataFrame, aliases: pl.DataFrame,
+                   unit_text: Mapping[str, str],
+                   max_chars: int = EVIDENCE_MAX_CHARS) -> tuple[pl.DataFrame, int]:
+    """Describe each relationship by whole sentences of its text units, read with every
+    alias of both its ends.
+
+    Args:
+        relationships: ``RELATIONSHIPS_SCHEMA`` rows (``source_id``, ``target_id``,
+            ``text_unit_ids``, ``description`` read).
+        aliases: ``ENTITY_ALIASES_SCHEMA`` rows (``alias``, ``entity_id``): every surface
+            form of each entity.
+        unit_text: text unit id -> its text.
+        max_chars: the longest sentence kept (characters, whitespace collapsed).
+
+    Returns:
+        (relationships, rewritten): the table with ``description`` = one line per text
+        unit, in ``text_unit_ids`` order: the unit's first sentence (:func:`sentences`)
+        of at most ``max_chars`` characters that names an alias of the source and one of
+        the target (whole words, :func:`bounded_occurrences`), else its first such
+        sentence naming the source and its first naming the target joined by `` … ``
+        (the form of :func:`kgloom.extraction.extract.evidence_for`, each sentence
+        whole); distinct lines joined by "\n". A relationship none of whose units gives
+        a line keeps its description. ``rewritten`` counts the relationships whose
+        description changed. Row order and every other column are unchanged.
+    """
+    if relationships.height == 0:
+        return relationships, 0
+    forms: dict[str, list[str]] = {}
+    for alias, eid in zip(aliases["alias"].to_list(), aliases["entity_id"].to_list()):
+        forms.setdefault(eid, []).append(alias)
+    for fs in forms.values():
+        fs.sort(key=len, reverse=True)
+    out, rewritten = [], 0
+    for src, dst, units, old in zip(relationships["source_id"].to_list(),
+                                    relationships["target_id"].to_list(),
+                                    relationships["text_unit_ids"].to_list(),
+                                    relationships["description"].to_list()):
+        a, b = forms.get(src, []), forms.get(dst, [])
+        lines: list[str] = []
+        for u in units or []:
+            found = sentences(unit_text.get(u, ""))
+            both = next((s for s in found if len(s) <= max_chars
+                         and _names_any(a, s) and _names_any(b, s)), "")
+            one, other = _first_whole(a, found, max_chars), _first_whole(b, found, max_chars)
+            line = both or (f"{one} … {other}" if one and other else "")
+            if line and line not in lines:
+                lines.append(line)
+        new = "\n".join(lines) if lines else old
+        rewritten += new != old
+        out.append(new)
+    return relationships.with_columns(pl.Series("description", out, dtype=pl.String)), rewritten

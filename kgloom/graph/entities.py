@@ -46,6 +46,8 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
                         summary_counts: dict[str, int] | None = None,
                         unit_texts: Iterable[str] | None = None,
                         unit_positions: Mapping[str, int] | None = None,
+                        evidence: Callable[[pl.DataFrame, pl.DataFrame],
+                                           tuple[pl.DataFrame, int]] | None = None,
                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Resolve, summarize and measure.
 
@@ -74,6 +76,12 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         unit_positions: text unit id -> its position in its document (resolution joins a
             short name only to a longer one written in its units or before them; None:
             order is not compared).
+        evidence: ``evidence(relationships, aliases) -> (relationships, rewritten)``,
+            called after resolution and before the summaries: the relationships'
+            descriptions read again with every alias of their ends (the entity_graph
+            asset passes :func:`kgloom.extraction.evidence.whole_evidence` unless
+            ``llm_descriptions``); ``summary_counts["evidence_rewritten"]`` counts them. None:
+            descriptions as extracted.
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
@@ -87,6 +95,10 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         similarity_threshold=settings.embedding_merge_threshold,
         unit_documents=unit_documents, unit_texts=unit_texts, unit_positions=unit_positions,
         **resolution_options(settings, llm, tokenizer))
+    if evidence is not None:
+        rels, rewritten = evidence(rels, aliases)
+        if summary_counts is not None:
+            summary_counts["evidence_rewritten"] = rewritten
     t1 = time.perf_counter()
     if llm is not None and settings.summary_method != "llm":
         # the merge check was the stage's last model call: free the weights (about 420 MB
