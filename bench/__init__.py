@@ -221,6 +221,12 @@ BENCHES: dict[str, Bench] = {
          ("book vector R@5", "sets.book.modes.vector.recall@5"),
          ("hotpot bridge R@5", "sets.hotpot.modes.bridge.recall@5"),
          ("pool bridge R@5", "sets.pool.modes.bridge.recall@5"))),
+    "embedders": Bench(
+        "eval_embedders.py", "vector search alone with each candidate embedder on the "
+        "HotpotQA sample, the 2Wiki slice and the book: recall and embedding cost", False,
+        ("embedders*.json",),
+        (("hotpot MiniLM R@5", "sets.hotpot.minilm.R@5"),
+         ("hotpot e5-small R@5", "sets.hotpot.e5-small-q4.R@5"))),
     "answer_check": Bench(
         "eval_answer_check.py", "search answers naming what their context lacks: made-up "
         "names passed and correct answers flagged by the check, no model (seconds)", False,
