@@ -669,3 +669,25 @@ def test_a_name_is_not_extended_by_a_word_the_corpus_writes_in_lower_case_or_a_n
     assert owner["Velland"] != owner["Velland Cup 1998"]
     assert owner["Kesk"] == owner["Tiny Kesk"]
     assert _owner_of(mentions[:2])["Orvland"] == _owner_of(mentions[:2])["Air Orvland"]
+
+
+def test_a_class_noun_written_after_an_article_does_not_join_a_name_ending_in_it():
+    """A novel calls each of its ghosts "the Wyrm" as it appears; "Oskar's Wyrm" is one
+    of them and "Pale Wyrm" another's epithet: the bare "Wyrm" is every one of them, not
+    the one name ending in it (the book's "Ghost" had joined "Marley's Ghost" and
+    "Spirit" the "Evil Spirit" of one aside). A name the text writes without an article
+    ("Brannoch ... Edda Brannoch") still joins its longer form. Invented words, and
+    the decision is the text's own article counts, so no word list passes."""
+    texts = ["The Wyrm rose. 'Oskar's Wyrm!' cried Edda Brannoch. The Wyrm said nothing.",
+             "Brannoch looked at the Wyrm, and a Wyrm looked back. Brannoch ran.",
+             "Pale Wyrm came by night. Brannoch slept; the Wyrm did not."]
+    mentions = [("u1", "Wyrm", P, "The Wyrm rose."), ("u1", "Oskar's Wyrm", P, "A wyrm."),
+                ("u1", "Edda Brannoch", P, "She cried."), ("u2", "Brannoch", P, "She ran."),
+                ("u2", "Wyrm", P, "It looked back."), ("u3", "Wyrm", P, "It did not."),
+                ("u3", "Brannoch", P, "She slept.")]
+    owner = _owner_of(mentions, texts=texts)
+    assert owner["Wyrm"] != owner["Oskar's Wyrm"]
+    assert owner["Brannoch"] == owner["Edda Brannoch"]
+    # without the texts, articles are not counted and the bare noun joins the one name
+    owner = _owner_of(mentions)
+    assert owner["Wyrm"] == owner["Oskar's Wyrm"]
