@@ -78,12 +78,12 @@ REPORT_TEMPLATE = PromptTemplate(
                                        "summary": {"type": "string", "minLength": 1,
                                                    "maxLength": 80},
                                        "explanation": {"type": "string", "minLength": 1,
-                                                       "maxLength": 160}},
+                                                       "maxLength": 320}},
                                    "required": ["summary", "explanation"]}},
         },
         "required": ["title", "summary", "rating", "rating_explanation", "findings"],
     },
-    max_tokens=450,
+    max_tokens=600,
 )
 # What the model writes with llm_report_form "choices" (the default): choices among
 # options taken from the community's data, which the rule report's sentences then carry
@@ -504,6 +504,27 @@ def report_options(community: dict, entities: pl.DataFrame, relationships: pl.Da
                          labels[:MAX_FINDING_OPTIONS])
 
 
+# how many of a community's strongest relationships a rule report weighs for its findings
+FINDING_CANDIDATES = 12
+
+
+def _finding_order(rels: list[tuple], picked: int, limit: int,
+                   places: dict[str, tuple[str, int]] | None) -> list[tuple]:
+    """The relationships a report's findings take, in order: the first ``picked`` (a
+    model's choices) as they are, then, of the next :data:`FINDING_CANDIDATES`, those
+    whose evidence holds a whole sentence that fits a finding of ``limit`` characters
+    with its citation (:func:`_quote`), strongest first, then the others as ranked. A
+    finding that quotes the text says what joins two names; "A and B are named together
+    in 3 text units" says only that something does."""
+    head, rest = rels[:picked], rels[picked:picked + FINDING_CANDIDATES]
+
+    def quotable(r: tuple) -> bool:
+        cite = f" [Sources: {_places(r[5] or [], places)}]" if r[5] else ""
+        return bool(_quote(r[3], limit - len(cite)))
+    ok = [quotable(r) for r in rest]
+    return head + [r for r, q in zip(rest, ok) if q] + [r for r, q in zip(rest, ok) if not q]
+
+
 def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
                 rows: MemberRows | None = None,
                 places: dict[str, tuple[str, int]] | None = None,
@@ -521,9 +542,10 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
       pair's evidence sentence quoted whole; never a sentence cut with "…";
     - rating: the number of members plus internal relationships, at most 10 (GraphRAG's
       rating is the community's importance; a rule can only count its size);
-    - findings (at most 3): one per internal relationship, strongest first (combined
-      degree), or per member without any; each a whole sentence citing its text units
-      ("[Sources: a-christmas-carol.txt #12, #14]").
+    - findings (at most 3): one per internal relationship, those whose evidence holds a
+      whole sentence that fits first (:func:`_finding_order`), each group strongest
+      first (combined degree), or per member without any; each a whole sentence citing
+      its text units ("[Sources: a-christmas-carol.txt #12, #14]").
 
     Args:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
@@ -604,7 +626,9 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
     # findings: whole sentences citing their text units
     findings: list[dict] = []
     used: set[str] = set()  # quotes already a finding's: one sentence says one thing once
-    for _, src, dst, desc, _, rel_units in rels[:props["findings"]["maxItems"]]:
+    for _, src, dst, desc, _, rel_units in _finding_order(
+            rels, len(picks.get("findings") or []), item["explanation"]["maxLength"],
+            places)[:props["findings"]["maxItems"]]:
         cite = f" [Sources: {_places(rel_units or [], places)}]" if rel_units else ""
         phrase = _relation_phrase(src, dst, desc)
         head = f"{src} {phrase} {dst}" if phrase else f"{src} and {dst}"

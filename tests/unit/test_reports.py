@@ -672,7 +672,9 @@ def test_a_rule_report_is_whole_sentences_a_relation_title_and_cited_findings():
 
     long = ("Zephyr Mills, the largest of the valley's spinning concerns, supplies Yarrow "
             "Textiles with wool every season, as it has done for three generations of the "
-            "family, and the carts leave at dawn.")
+            "family, and the carts leave at dawn, rattling down the lane past the chapel, "
+            "the smithy, the old toll-house and the bridge, before the river mist has lifted "
+            "from the water meadows.")
     ents = pl.DataFrame({
         "id": ["z", "y", "a"], "title": ["Zephyr Mills", "Yarrow Textiles", "Alder Retail"],
         "description": ["A mill.", "A weaver.", "A shop"], "degree": [3, 2, 1],
@@ -783,3 +785,33 @@ def test_a_rule_report_counts_every_type_of_its_members_in_words():
     assert obj["summary"].startswith(
         "Name A, Name B and 4 others form a community of 6 entities: 2 people, 1 event, "
         "1 place, 1 organization and 1 other name.")
+
+
+def test_findings_that_quote_the_text_come_before_bare_counts():
+    """A finding that quotes a whole sentence naming both says what joins them; the
+    strongest pairs whose evidence has none (two half-scenes joined by " … ") come after
+    it, and a model's chosen relationships stay first. Invented names."""
+    from kgloom.report_writer import rule_report
+
+    ents = pl.DataFrame({
+        "id": ["o", "t", "b"], "title": ["Orrin Vale", "Tamsin Quill", "Brisk"],
+        "description": ["A clerk.", "A mill owner.", "A carter."], "degree": [2, 2, 2],
+        "type": ["PERSON"] * 3, "text_unit_ids": [["u1"], ["u1", "u2"], ["u2"]]})
+    rels = pl.DataFrame({
+        "id": ["r1", "r2"], "source": ["Orrin Vale", "Tamsin Quill"],
+        "target": ["Tamsin Quill", "Brisk"],
+        "description": ["Orrin Vale kept the books. … Tamsin Quill owned the mill.",
+                        "Tamsin Quill hired Brisk to carry the wool."],
+        "combined_degree": [9, 3], "text_unit_ids": [["u1"], ["u2"]]})
+    community = {"entity_ids": ["o", "t", "b"], "relationship_ids": ["r1", "r2"],
+                 "text_unit_ids": ["u1", "u2"]}
+    obj = rule_report(community, ents, rels)
+    assert obj["findings"][0]["explanation"].startswith(
+        "Tamsin Quill hired Brisk to carry the wool.")
+    assert obj["findings"][1]["explanation"].startswith(
+        "Orrin Vale and Tamsin Quill are named together in 1 text unit.")
+    # the model chose the stronger pair: it stays first
+    picked = rule_report(community, ents, rels,
+                         picks={"findings": ["Orrin Vale – Tamsin Quill"]})
+    assert picked["findings"][0]["summary"] in ("Orrin Vale – Tamsin Quill",
+                                                "Orrin Vale and Tamsin Quill")
