@@ -68,10 +68,14 @@ AUTO_SOURCE = {"cased": "proper_names", "zh": "segmenter", "ja": "segmenter",
 
 # --- tokens --------------------------------------------------------------------------
 _L = r"\p{L}\p{M}*"
-# "U.S." style initialisms, else a word of letters/digits with inner ' ’ - joints
+# "U.S." style initialisms, else a word of letters/digits with inner ' ’ - joints; a
+# hyphen followed by spaces or a line break and a capital joins too: "Solms- Baruth",
+# "Jean- Paul" (how the 2Wiki passages write every hyphen) and "Saxe-\nCoburg" (a
+# hyphenated line break), one word as "Saxe-Coburg" is
 _WORD = regex.compile(
     r"(?:\p{Lu}\p{M}*\.){2,}"
-    r"|[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:['’\-‐][\p{L}\p{N}][\p{L}\p{M}\p{N}]*)*")
+    r"|[\p{L}\p{N}][\p{L}\p{M}\p{N}]*(?:['’\-‐][\p{L}\p{N}][\p{L}\p{M}\p{N}]*"
+    r"|[\-‐][ \t]*\n?[ \t]*\p{Lu}[\p{L}\p{M}\p{N}]*)*")
 ROMAN_NUMERAL = regex.compile(r"(?:X{0,3})(?:IX|IV|V?I{0,3})")
 HONORIFICS = frozenset("""Mr Mrs Ms Miss Dr St Sir Lady Master Madame Mme Mlle Mx Prof Rev
 Fr Sr Jr Hr Frau Herr Dame Lord Mgr Msgr Gen Col Capt Lt Sgt Cpl Gov Sen Rep Hon Pres""".split())
@@ -942,6 +946,7 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
                     name = _clean(text, q, stats, local_lower)
                     if name:
                         out.append((name, q.toks[0].start))
+    titles: list[tuple[int, int, str]] = []  # (start, end, title) of each quoted title
     for m in _QUOTED.finditer(text):
         g = m.lastindex  # the group of the quote pair that matched (each has one)
         if g is None:
@@ -959,7 +964,31 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
                 acronym_evidence(w, text, m.start(g), stats) for w in words):
             continue  # a quoted shout or command ("PWNED", "DROP TABLE")
         out.append((inner, m.start(g)))
-    return out
+        titles.append((m.start(g), m.end(g), inner))
+    return [(name, at) for name, at in out
+            if name in {t for _, _, t in titles} or not _epithet(text, toks, at, titles)]
+
+
+# a capitalized word, "the", then the candidate: "Ivan the Terrible", "Nosferatu the Vampyre"
+_BEFORE_THE = regex.compile(r"(\p{Lu}[\p{L}\p{M}'’\-]*)[ \t]+the[ \t]+$")
+
+
+def _epithet(text: str, toks: list[_Tok], at: int,
+             titles: list[tuple[int, int, str]]) -> bool:
+    """Is the candidate starting at ``at`` an epithet or a title's object: right after a
+    lower-case "the" that follows a capitalized word, which stands mid-sentence or inside
+    a quoted title? "Ivan the Terrible", "Scrooge the Baleful", "Bert the Turtle",
+    "Nosferatu the Vampyre", "Ride the Lightning": the part after "the" belongs to the
+    whole and names nothing of its own ("Terrible", "Vampyre", "Lightning" were
+    entities). A sentence-opening word before "the" ("In the United States", "And the
+    Union") is no name, so the candidate after it stays."""
+    m = _BEFORE_THE.search(text, max(0, at - 80), at)
+    if m is None:
+        return False
+    if any(a <= m.start(1) < b for a, b, _ in titles):
+        return True
+    i = next((k for k, t in enumerate(toks) if t.start == m.start(1)), None)
+    return i is not None and not _sentence_start(text, toks, i)
 
 
 # --- segmenters (Chinese, Japanese) --------------------------------------------------

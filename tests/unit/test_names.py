@@ -334,3 +334,30 @@ def test_locator_lines_are_told_by_their_end_whatever_their_length():
     assert not is_locator_line("." * 20_000)  # leaders with no entry before them
     assert not is_locator_line("Orla sailed.  Then she slept 3 nights.")
     assert not is_locator_line("")
+
+
+def test_a_hyphen_before_a_space_or_a_line_break_still_joins_a_name():
+    """The 2Wiki passages write every hyphen with a space after it ("Solms- Baruth",
+    "Jean- Paul"), and hard-wrapped books break a name at its hyphen: the name is whole,
+    not cut at the hyphen ("Amalie of Solms", "Paul Sartre" were entities). A lower-case
+    word after the hyphen ("pre- and post-war") joins nothing. Invented names."""
+    found = names("He was the son of Countess Orla Henriette of Vessel- Brandt. "
+                  "Jean- Mirel Castor wrote of the Ostro- Valdic Empire. The "
+                  "Duke of Saxe-\nKell sold pre- and post-war maps.")
+    assert "Countess Orla Henriette of Vessel- Brandt" in found
+    assert "Jean- Mirel Castor" in found and "Mirel Castor" not in found
+    assert "Ostro- Valdic Empire" in found and "Valdic Empire" not in found
+    assert any(n.startswith("Duke of Saxe-") and n.endswith("Kell") for n in found)
+    assert not any("pre" in n.lower() for n in found)
+
+
+def test_the_word_after_a_names_the_is_its_epithet_not_a_name():
+    """"Oskar the Grim", "Nerys the Lantern" (a quoted title): the part after "the" belongs
+    to the whole and names nothing of its own (the book's "Scrooge the Baleful" gave an
+    entity "Baleful", the pool's "Nosferatu the Vampyre" one "Vampyre"). After a word that
+    opens a sentence ("In the Vale of Torr") the name after "the" stays. Invented words."""
+    found = names('The hall was ruled by Oskar the Grim until 901. Her song '
+                  '"Nerys the Lantern" was a hit. In the Vale of Torr it rained.')
+    assert "Grim" not in found and "Oskar" in found
+    assert "Nerys the Lantern" in found and "Lantern" not in found
+    assert "Vale of Torr" in found
