@@ -384,13 +384,27 @@ def _relation_phrase(source: str, target: str, descriptions: str | None) -> str:
 
 
 def _whole(sentence: str, limit: int) -> str:
-    """``sentence`` when it is one whole sentence (a capital or digit first, no "…" cut)
-    of at most ``limit`` characters, with a full stop added where it has no end mark
-    (a model-written description), else ""."""
+    """``sentence`` when it is one whole sentence (a capital or digit first, no "…" cut,
+    its brackets closed where they open: "28 June 1961 – 3 February 2012) was a film
+    director" is the tail of a sentence split inside its parenthesis) of at most
+    ``limit`` characters, with a full stop added where it has no end mark (a
+    model-written description), else ""."""
     flat = " ".join(sentence.split())
     if flat and not _END_MARK.search(flat):
         flat += "."
-    return flat if len(flat) <= limit and _WHOLE_SENTENCE.fullmatch(flat) else ""
+    return flat if len(flat) <= limit and _WHOLE_SENTENCE.fullmatch(flat) \
+        and _balanced(flat) else ""
+
+
+def _balanced(text: str) -> bool:
+    """Does every ")" or "]" of ``text`` close a bracket opened before it in ``text``?"""
+    depth = 0
+    for ch in text:
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if depth < 0:
+            return False
+    return True
 
 
 def _places(unit_ids: list[str], places: dict[str, tuple[str, int]] | None,

@@ -815,3 +815,14 @@ def test_findings_that_quote_the_text_come_before_bare_counts():
                          picks={"findings": ["Orrin Vale – Tamsin Quill"]})
     assert picked["findings"][0]["summary"] in ("Orrin Vale – Tamsin Quill",
                                                 "Orrin Vale and Tamsin Quill")
+
+
+def test_a_quote_that_starts_inside_a_parenthesis_is_no_whole_sentence():
+    """The 2Wiki pool's report quoted "28 June 1961 – 3 February 2012) was a Bollywood film
+    director ...": the tail of a sentence split inside its parenthesis. A quote's
+    brackets close where they open; one opened and not closed is still a sentence."""
+    from kgloom.report_writer import _whole
+
+    assert _whole("12 May 1901 – 3 June 1960) was a Vessian film director.", 300) == ""
+    assert _whole("Orla Venn (12 May 1901 – 3 June 1960) was a film director.", 300)
+    assert _whole("Orla Venn (born 1901 was a film director.", 300)
