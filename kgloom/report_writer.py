@@ -894,8 +894,9 @@ def _write_choices_report(llm: LLMCaller, community: dict, context: str,
     (:data:`CHOICES_TEMPLATE`, the community's :func:`report_options` listed under its
     context and as the reply's enums), then :func:`rule_report` with the reply as its
     picks. The report is checked as a free one is (:func:`check_report`), against the
-    context, the options and the documents it cites: what it names comes from there by
-    construction, so a rejection would mean a bug, and it is still published as the
+    context, the options, the documents it cites and its members' own descriptions (what
+    a finding may quote when the context's budget left it out): what it names comes from
+    there by construction, so a rejection would mean a bug, and it is still published as the
     rule report with a failures row. A reply that does not parse twice: no report and the
     failure row (the caller publishes the rule report)."""
     item = str(community["community"])
@@ -907,7 +908,11 @@ def _write_choices_report(llm: LLMCaller, community: dict, context: str,
         return WrittenReport(None, "", failure=failure)
     report = rule_report(community, entities, relationships, places=places, picks=obj)
     cited = "\n".join(sorted({doc for doc, _ in (places or {}).values()}))
-    problems = check_report(report, f"{context}\n{options.text()}\n{cited}",
+    # the rule report quotes its members' own evidence, which the context may have left
+    # out for its token budget: that is the community's data too
+    ents, rels = _members(community, entities, relationships, None)
+    own = "\n".join([e[1] for e in ents if e[1]] + [r[3] for r in rels if r[3]])
+    problems = check_report(report, f"{context}\n{options.text()}\n{cited}\n{own}",
                             [title_of[e] for e in community["entity_ids"] if e in title_of])
     if problems:
         return WrittenReport(rule_report(community, entities, relationships, places=places),

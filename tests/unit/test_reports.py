@@ -826,3 +826,35 @@ def test_a_quote_that_starts_inside_a_parenthesis_is_no_whole_sentence():
     assert _whole("12 May 1901 – 3 June 1960) was a Vessian film director.", 300) == ""
     assert _whole("Orla Venn (12 May 1901 – 3 June 1960) was a film director.", 300)
     assert _whole("Orla Venn (born 1901 was a film director.", 300)
+
+
+def test_a_chosen_report_may_quote_member_evidence_the_context_left_out(tmp_path):
+    """The composed report quotes its members' own evidence; a context cut to its token
+    budget, and the five sentence options, may not hold that sentence, and the check must
+    not call the quote's other names ("Brisk Harlow") names the data lacks: the book's one
+    rejected report quoted "little Bob" that way. Invented names."""
+    from kgloom.report_writer import write_llm_report
+
+    others = ["Tamsin Quill", "Edda Brann", "Oskar Pell", "Nerys Vale", "Mirel Cask",
+              "Wynn Tarrow", "Ilse Dunmore"]
+    ids = ["o", *[f"e{k}" for k in range(len(others))]]
+    ents = pl.DataFrame({"id": ids, "title": ["Orrin Vale", *others],
+                         "description": ["A clerk."] * len(ids),
+                         "degree": [len(others)] + [1] * len(others),
+                         "type": ["PERSON"] * len(ids), "text_unit_ids": [["u1"]] * len(ids)})
+    rels = pl.DataFrame({
+        "id": [f"r{k}" for k in range(len(others))], "source": ["Orrin Vale"] * len(others),
+        "target": others,
+        "description": [f"Orrin Vale paid {name} while {who} watched." for name, who in zip(
+            others, ["Cael Morrow", "Dace Ambry", "Fenn Ostrey", "Gale Wickam", "Hale Ruddock",
+                     "Ivo Sarrant", "Brisk Harlow"])],
+        "combined_degree": list(range(len(others), 0, -1)),
+        "text_unit_ids": [["u1"]] * len(others)})
+    community = {"community": 0, "entity_ids": ids,
+                 "relationship_ids": rels["id"].to_list(), "text_unit_ids": ["u1"]}
+    context = "Entities:\nOrrin Vale: A clerk."  # cut short by its budget
+    written = write_llm_report(_llm(tmp_path, _Picks()), community, context, IndexSettings(),
+                               ents, rels, dict(zip(ids, ents["title"])))
+    assert written.rejected is None and written.generated_by == "llm"
+    quoted = " ".join(f["explanation"] for f in written.report["findings"])
+    assert "Brisk Harlow" in quoted  # the weakest pair's sentence: no option holds it
