@@ -385,8 +385,8 @@ def _relation_phrase(source: str, target: str, descriptions: str | None) -> str:
 
 def _whole(sentence: str, limit: int) -> str:
     """``sentence`` when it is one whole sentence (a capital or digit first, no "…" cut,
-    its brackets closed where they open: "28 June 1961 – 3 February 2012) was a film
-    director" is the tail of a sentence split inside its parenthesis) of at most
+    its brackets opened and closed within it: "28 June 1961 – 3 February 2012) was a
+    film director" is the tail of a sentence split inside its parenthesis) of at most
     ``limit`` characters, with a full stop added where it has no end mark (a
     model-written description), else ""."""
     flat = " ".join(sentence.split())
@@ -397,14 +397,16 @@ def _whole(sentence: str, limit: int) -> str:
 
 
 def _balanced(text: str) -> bool:
-    """Does every ")" or "]" of ``text`` close a bracket opened before it in ``text``?"""
+    """Does every ")" or "]" of ``text`` close a bracket opened before it, and every one
+    opened close? A sentence split inside its parenthesis ("John III, Count of Ligny( d."
+    at the abbreviation "d.", or its tail "1465) was the second wife") is no whole one."""
     depth = 0
     for ch in text:
         depth += ch in "(["
         depth -= ch in ")]"
         if depth < 0:
             return False
-    return True
+    return depth == 0
 
 
 def _places(unit_ids: list[str], places: dict[str, tuple[str, int]] | None,

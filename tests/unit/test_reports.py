@@ -820,12 +820,13 @@ def test_findings_that_quote_the_text_come_before_bare_counts():
 def test_a_quote_that_starts_inside_a_parenthesis_is_no_whole_sentence():
     """The 2Wiki pool's report quoted "28 June 1961 – 3 February 2012) was a Bollywood film
     director ...": the tail of a sentence split inside its parenthesis. A quote's
-    brackets close where they open; one opened and not closed is still a sentence."""
+    brackets open and close within it: "John III, Count of Ligny( d." (split at "d.") is
+    the head of one."""
     from kgloom.report_writer import _whole
 
     assert _whole("12 May 1901 – 3 June 1960) was a Vessian film director.", 300) == ""
     assert _whole("Orla Venn (12 May 1901 – 3 June 1960) was a film director.", 300)
-    assert _whole("Orla Venn (born 1901 was a film director.", 300)
+    assert _whole("Orla Venn, Count of Vessel( d.", 300) == ""
 
 
 def test_a_chosen_report_may_quote_member_evidence_the_context_left_out(tmp_path):
