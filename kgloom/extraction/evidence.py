@@ -106,12 +106,25 @@ def text_direction(a: str, b: str, text: str) -> tuple[str, str] | None:
 EVIDENCE_MAX_CHARS = 400
 
 
-def _names_any(forms: list[str], sentence: str) -> bool:
-    return any(bounded_occurrences(f, sentence) for f in forms)
+def _spans(forms: list[str], sentence: str, besides: list[str] = ()) -> list[tuple[int, int]]:
+    """Where ``sentence`` names an alias in ``forms`` (whole words), leaving out the
+    places inside a name of ``besides`` ("Orrin" inside "Orrin Vale" is Orrin Vale)."""
+    other = [o for f in besides for o in bounded_occurrences(f, sentence)]
+    return [(x, y) for f in forms for x, y in bounded_occurrences(f, sentence)
+            if not any(a <= x and y <= b and (a, b) != (x, y) for a, b in other)]
 
 
-def _first_whole(forms: list[str], found: tuple[str, ...] | list[str], max_chars: int) -> str:
-    return next((s for s in found if len(s) <= max_chars and _names_any(forms, s)), "")
+def _names_both(a: list[str], b: list[str], sentence: str) -> bool:
+    """Does ``sentence`` name an alias of ``a`` and one of ``b`` in two places that do not
+    overlap? "'Dick Wilkins, to be sure!'" names "Dick Wilkins" once, not "Dick" beside it."""
+    spans_a = _spans(a, sentence, b)
+    spans_b = _spans(b, sentence, a) if spans_a else []
+    return any(x_end <= y or y_end <= x for x, x_end in spans_a for y, y_end in spans_b)
+
+
+def _first_whole(forms: list[str], found: tuple[str, ...] | list[str], max_chars: int,
+                 besides: list[str]) -> str:
+    return next((s for s in found if len(s) <= max_chars and _spans(forms, s, besides)), "")
 
 
 def whole_evidence(relationships: pl.DataFrame, aliases: pl.DataFrame,
@@ -156,8 +169,9 @@ def whole_evidence(relationships: pl.DataFrame, aliases: pl.DataFrame,
         for u in units or []:
             found = sentences(unit_text.get(u, ""))
             both = next((s for s in found if len(s) <= max_chars
-                         and _names_any(a, s) and _names_any(b, s)), "")
-            one, other = _first_whole(a, found, max_chars), _first_whole(b, found, max_chars)
+                         and _names_both(a, b, s)), "")
+            one = _first_whole(a, found, max_chars, b)
+            other = _first_whole(b, found, max_chars, a)
             line = both or (f"{one} … {other}" if one and other else "")
             if line and line not in lines:
                 lines.append(line)

@@ -57,3 +57,14 @@ def test_units_in_order_distinct_lines_and_what_cannot_be_read_is_kept():
     # a name inside a longer word is no mention: "Orrinsford" is not "Orrin"
     out, _ = whole_evidence(rels, aliases, {"u2": "Orrinsford thanked Tamsin Quill."})
     assert out["description"].item() == "as extracted"
+
+
+def test_one_name_inside_the_other_is_not_a_sentence_naming_both():
+    """"'Orrin Vale, to be sure!'" names Orrin Vale once; it is not a sentence naming
+    both "Orrin" and "Orrin Vale" when those are two entities."""
+    rels = pl.DataFrame({"source_id": ["e1"], "target_id": ["e2"], "text_unit_ids": [["u1"]],
+                         "description": ["as extracted"], "weight": [1.0]})
+    aliases = pl.DataFrame({"alias": ["Orrin", "Orrin Vale"], "entity_id": ["e1", "e2"]})
+    text = "'Orrin Vale, to be sure!' Orrin laughed. Orrin Vale bowed."
+    out, _ = whole_evidence(rels, aliases, {"u1": text})
+    assert out["description"].item() == "Orrin laughed. … 'Orrin Vale, to be sure!'"
