@@ -133,7 +133,7 @@ def test_retrieve_answers_as_kgloom_serve_in_every_mode(url, live, book_index):
 
 
 @pytest.mark.parametrize("method", ["local", "global", "auto", "direct"])
-def test_search_answers_with_citations(url, book_index, method):
+def test_search_answers_with_citations(url, live, book_index, method):
     data, text = ok(calls(url, ("search", {"question": QUESTION, "method": method}))[0])
     assert data["build_id"] == read_marker(book_index)["build_id"] and data["build_id"] in text
     assert data["answer"] and data["answer"] in text and data["cited"]
@@ -143,7 +143,12 @@ def test_search_answers_with_citations(url, book_index, method):
         assert f"[{c['ref']}]" in text
         assert (c["document_title"] == BOOK) == (c["kind"] == "text_units")
     if method == "local":
-        assert any("Jacob Marley" in c["text"] for c in data["cited"]), text
+        # the answer is the query API's, whose context names the partner (what the fake
+        # model cites is chosen by a hash of its prompt: not asserted)
+        ref = run_query(live.handle, parse_query({"question": QUESTION, "mode": "local"},
+                                                 LIMITS))
+        assert ref["answer"] == data["answer"]
+        assert any("Jacob Marley" in str(x) for x in ref["context"]["items"]), text
     if data["route"] != "global":  # global's context is reports and points
         assert data["citations"] and all(c["document_title"] == BOOK
                                          for c in data["citations"])
@@ -270,7 +275,6 @@ def test_over_stdio_the_scrooge_question_errors_and_a_build_switch(book_index, t
         data, text = ok(await client.call_tool("search", {"question": QUESTION,
                                                           "method": "local"}))
         assert data["answer"] and data["cited"] and data["citations"] and "Sources:" in text
-        assert "Jacob Marley" in text  # the context names the partner
         bad = await client.call_tool("retrieve", {"question": QUESTION, "mode": "psychic"})
         assert bad.is_error and "Input should be 'bridge'" in bad.content[0].text
         long = await client.call_tool("search", {"question": "x" * 301})
