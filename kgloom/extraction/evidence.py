@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -106,7 +106,7 @@ def text_direction(a: str, b: str, text: str) -> tuple[str, str] | None:
 EVIDENCE_MAX_CHARS = 400
 
 
-def _spans(forms: list[str], sentence: str, besides: list[str] = ()) -> list[tuple[int, int]]:
+def _spans(forms: list[str], sentence: str, besides: Sequence[str] = ()) -> list[tuple[int, int]]:
     """Where ``sentence`` names an alias in ``forms`` (whole words), leaving out the
     places inside a name of ``besides`` ("Orrin" inside "Orrin Vale" is Orrin Vale)."""
     other = [o for f in besides for o in bounded_occurrences(f, sentence)]
