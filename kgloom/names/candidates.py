@@ -965,15 +965,17 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
             continue  # a quoted shout or command ("PWNED", "DROP TABLE")
         out.append((inner, m.start(g)))
         titles.append((m.start(g), m.end(g), inner))
+    quoted = {t for _, _, t in titles}
+    index_at = {t.start: i for i, t in enumerate(toks)}
     return [(name, at) for name, at in out
-            if name in {t for _, _, t in titles} or not _epithet(text, toks, at, titles)]
+            if name in quoted or not _epithet(text, toks, index_at, at, titles)]
 
 
 # a capitalized word, "the", then the candidate: "Ivan the Terrible", "Nosferatu the Vampyre"
 _BEFORE_THE = regex.compile(r"(\p{Lu}[\p{L}\p{M}'’\-]*)[ \t]+the[ \t]+$")
 
 
-def _epithet(text: str, toks: list[_Tok], at: int,
+def _epithet(text: str, toks: list[_Tok], index_at: dict[int, int], at: int,
              titles: list[tuple[int, int, str]]) -> bool:
     """Is the candidate starting at ``at`` an epithet or a title's object: right after a
     lower-case "the" that follows a capitalized word, which stands mid-sentence or inside
@@ -981,13 +983,14 @@ def _epithet(text: str, toks: list[_Tok], at: int,
     "Nosferatu the Vampyre", "Ride the Lightning": the part after "the" belongs to the
     whole and names nothing of its own ("Terrible", "Vampyre", "Lightning" were
     entities). A sentence-opening word before "the" ("In the United States", "And the
-    Union") is no name, so the candidate after it stays."""
+    Union") is no name, so the candidate after it stays. ``index_at``: token start ->
+    its index in ``toks``."""
     m = _BEFORE_THE.search(text, max(0, at - 80), at)
     if m is None:
         return False
     if any(a <= m.start(1) < b for a, b, _ in titles):
         return True
-    i = next((k for k, t in enumerate(toks) if t.start == m.start(1)), None)
+    i = index_at.get(m.start(1))
     return i is not None and not _sentence_start(text, toks, i)
 
 
