@@ -80,12 +80,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
             em, rm, cached, s, default_tokenizer(),
             embed=functools.partial(embed_pass, emb=emb) if emb else None,
             progress=progress(context, SUMMARIES), timings=steps,
-            unit_documents=dict(zip(units["id"].to_list(), units["document_id"].to_list())),
-            summary_counts=summarized, unit_texts=units["text"],
-            unit_positions=dict(zip(units["id"].to_list(), units["chunk_index"].to_list())),
-            evidence=None if s.llm_descriptions else functools.partial(
-                whole_evidence, unit_text=dict(zip(units["id"].to_list(),
-                                                   units["text"].to_list()))))
+            summary_counts=summarized, units=units, evidence=whole_evidence)
     finally:  # on failure too: the cache file closed, the model freed
         release_memory()  # the resolution's embedding passes
         cache.close()

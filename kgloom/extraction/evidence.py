@@ -128,8 +128,8 @@ def _first_whole(forms: list[str], found: tuple[str, ...] | list[str], max_chars
 
 
 def whole_evidence(relationships: pl.DataFrame, aliases: pl.DataFrame,
-                   unit_text: Mapping[str, str],
-                   max_chars: int = EVIDENCE_MAX_CHARS) -> tuple[pl.DataFrame, int]:
+                   unit_text: Mapping[str, str], max_chars: int = EVIDENCE_MAX_CHARS
+                   ) -> tuple[pl.DataFrame, int]:
     """Describe each relationship by whole sentences of its text units, read with every
     alias of both its ends.
 
@@ -159,6 +159,7 @@ def whole_evidence(relationships: pl.DataFrame, aliases: pl.DataFrame,
         forms.setdefault(eid, []).append(alias)
     for fs in forms.values():
         fs.sort(key=len, reverse=True)
+    split: dict[str, tuple[str, ...]] = {}  # unit id -> its sentences, each unit split once
     out, rewritten = [], 0
     for src, dst, units, old in zip(relationships["source_id"].to_list(),
                                     relationships["target_id"].to_list(),
@@ -167,12 +168,15 @@ def whole_evidence(relationships: pl.DataFrame, aliases: pl.DataFrame,
         a, b = forms.get(src, []), forms.get(dst, [])
         lines: list[str] = []
         for u in units or []:
-            found = sentences(unit_text.get(u, ""))
-            both = next((s for s in found if len(s) <= max_chars
+            if u not in split:
+                split[u] = tuple(sentences(unit_text.get(u, "")))
+            found = split[u]
+            line = next((s for s in found if len(s) <= max_chars
                          and _names_both(a, b, s)), "")
-            one = _first_whole(a, found, max_chars, b)
-            other = _first_whole(b, found, max_chars, a)
-            line = both or (f"{one} … {other}" if one and other else "")
+            if not line:
+                one = _first_whole(a, found, max_chars, b)
+                other = _first_whole(b, found, max_chars, a) if one else ""
+                line = f"{one} … {other}" if one and other else ""
             if line and line not in lines:
                 lines.append(line)
         new = "\n".join(lines) if lines else old

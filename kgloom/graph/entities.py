@@ -9,7 +9,7 @@ candidates), description summaries (:mod:`kgloom.graph.summaries`), and graph me
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import polars as pl
@@ -42,11 +42,9 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
                         embed: Callable[[list[str]], np.ndarray] | None = None,
                         progress: Callable[[int, int], None] | None = None,
                         timings: dict[str, float] | None = None,
-                        unit_documents: Mapping[str, str] | None = None,
                         summary_counts: dict[str, int] | None = None,
-                        unit_texts: Iterable[str] | None = None,
-                        unit_positions: Mapping[str, int] | None = None,
-                        evidence: Callable[[pl.DataFrame, pl.DataFrame],
+                        units: pl.DataFrame | None = None,
+                        evidence: Callable[[pl.DataFrame, pl.DataFrame, Mapping[str, str]],
                                            tuple[pl.DataFrame, int]] | None = None,
                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Resolve, summarize and measure.
@@ -66,22 +64,20 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         progress: ``progress(done, total)`` over the summarized items.
         timings: when given, filled with the wall seconds of each step:
             ``resolution``, ``summaries`` and ``graph_metrics``.
-        unit_documents: text unit id -> document id (resolution compares the documents
-            of a short name and its longer candidate; None: it does not).
         summary_counts: when given, filled with the summaries' ``items`` and ``texts``
-            over entities and relationships (:func:`summarize_descriptions`).
-        unit_texts: the corpus's text-unit texts: which words it writes in lower case
-            (resolution does not extend a name by a common word; None: it does not
-            compare words).
-        unit_positions: text unit id -> its position in its document (resolution joins a
-            short name only to a longer one written in its units or before them; None:
-            order is not compared).
-        evidence: ``evidence(relationships, aliases) -> (relationships, rewritten)``,
-            called after resolution and before the summaries: the relationships'
+            over entities and relationships (:func:`summarize_descriptions`), and with
+            ``evidence_rewritten`` when ``evidence`` ran.
+        units: the corpus's text units (``id``, ``document_id``, ``chunk_index``,
+            ``text``): resolution compares the documents of a short name and its longer
+            candidate, their order in a document, and which words the corpus writes in
+            lower case (:func:`kgloom.graph.resolution.resolve_entities`); None: none of
+            that.
+        evidence: ``evidence(relationships, aliases, unit text by id) -> (relationships,
+            rewritten)``, called after resolution and before the summaries unless
+            ``settings.llm_descriptions`` or ``units`` is None: the relationships'
             descriptions read again with every alias of their ends (the entity_graph
-            asset passes :func:`kgloom.extraction.evidence.whole_evidence` unless
-            ``llm_descriptions``); ``summary_counts["evidence_rewritten"]`` counts them. None:
-            descriptions as extracted.
+            asset passes :func:`kgloom.extraction.evidence.whole_evidence`, which this
+            layer may not import). None: descriptions as extracted.
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
@@ -90,13 +86,16 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
     """
     timings = {} if timings is None else timings
     t0 = time.perf_counter()
+    ids = [] if units is None else units["id"].to_list()
     ents, rels, aliases = resolve_entities(
         entity_mentions, relationship_mentions, embed=embed,
         similarity_threshold=settings.embedding_merge_threshold,
-        unit_documents=unit_documents, unit_texts=unit_texts, unit_positions=unit_positions,
+        unit_documents=None if units is None else dict(zip(ids, units["document_id"])),
+        unit_texts=None if units is None else units["text"],
+        unit_positions=None if units is None else dict(zip(ids, units["chunk_index"])),
         **resolution_options(settings, llm, tokenizer))
-    if evidence is not None:
-        rels, rewritten = evidence(rels, aliases)
+    if evidence is not None and units is not None and not settings.llm_descriptions:
+        rels, rewritten = evidence(rels, aliases, dict(zip(ids, units["text"])))
         if summary_counts is not None:
             summary_counts["evidence_rewritten"] = rewritten
     t1 = time.perf_counter()

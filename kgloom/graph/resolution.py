@@ -438,9 +438,7 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
         its group and every name of its core ("Marley" with "Mr. Marley")."""
         mine: dict[str, tuple[int, set[str]]] = {}
         for v in [uf.find(k), *same_core[core[k]]]:
-            for d, (i, us) in places[v].items():
-                j, them = mine.get(d, (i, set()))
-                mine[d] = (min(i, j), us | them)
+            mine = _merge_places(mine, places[v])
         shared = mine.keys() & places[root].keys()
         met = sum(1 for d in shared if places[root][d][0] <= mine[d][0]
                   or places[root][d][1] & mine[d][1])
@@ -456,11 +454,7 @@ def _merge_name_extensions(keys: dict[str, _Key], uf: _UnionFind,
         units[joined] = units[mine] | units[root]
         docs[joined] = docs[mine] | docs[root]
         stages[joined] = stages[mine] | stages[root]
-        merged = dict(places[root])
-        for d, (i, us) in places[mine].items():
-            j, them = merged.get(d, (i, set()))
-            merged[d] = (min(i, j), us | them)
-        places[joined] = merged
+        places[joined] = _merge_places(places[root], places[mine])
         return True
 
     order = sorted((k for k in keys if keys[k].core),
@@ -744,6 +738,17 @@ def _places(units: set[str], unit_documents: Mapping[str, str],
             first, there = out.get(d, (i, set()))
             there.add(u)
             out[d] = (min(first, i), there)
+    return out
+
+
+def _merge_places(a: dict[str, tuple[int, set[str]]], b: dict[str, tuple[int, set[str]]]
+                  ) -> dict[str, tuple[int, set[str]]]:
+    """Two :func:`_places` maps as one: per document the earlier first position and the
+    units of both (new sets; the inputs are not changed)."""
+    out = dict(a)
+    for d, (i, us) in b.items():
+        j, them = out.get(d, (i, set()))
+        out[d] = (min(i, j), us | them)
     return out
 
 
