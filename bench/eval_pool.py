@@ -47,9 +47,10 @@ floor: less attention per token).
 The result is saved (bench/stamp.py) after each size's index, its floor and each
 retrieval mode, so a stopped run leaves what it measured.
 
-BM25: ``bm25s`` (Lù 2024, a maintained BM25 library; Lucene's BM25 variant, k1 1.5,
-b 0.75), English stop words and the Snowball stemmer (PyStemmer) when installed, over
-the index's own text units, so it ranks the same passages as the graph modes.
+BM25: :class:`kgloom.query.lexical.LexicalIndex` (``bm25s``, Lù 2024: Lucene's BM25
+variant, k1 1.5, b 0.75; English stop words, PyStemmer's Snowball stemmer), the graph
+modes' word channel, over the index's own text units, so it ranks the same passages as
+the graph modes.
 
 Usage:
     python bench/eval_pool.py --set method=fast [--work /tmp/kgloom-pool] [--parts 8]
@@ -386,7 +387,8 @@ def scaling_table(sizes: list[dict], flag_above: float = FLAG_EXPONENT,
 
 
 class BM25Baseline:
-    """BM25 (``bm25s``) over passages; :meth:`search` returns their titles, best first.
+    """BM25 over passages (:class:`kgloom.query.lexical.LexicalIndex`, the graph modes'
+    word channel); :meth:`search` returns their titles, best first.
 
     Args:
         texts: the passages.
@@ -394,28 +396,17 @@ class BM25Baseline:
     """
 
     def __init__(self, texts: list[str], titles: list[str]) -> None:
-        import bm25s
+        from kgloom.query.lexical import LexicalIndex
 
-        try:
-            import Stemmer  # PyStemmer: Snowball stemmers
-
-            self.stemmer = Stemmer.Stemmer("english")
-        except ImportError:
-            self.stemmer = None
-        self.bm25s = bm25s
         self.titles = titles
-        self.model = bm25s.BM25()
-        self.model.index(bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer,
-                                        show_progress=False), show_progress=False)
+        self.lexical = LexicalIndex(texts)
 
     def search(self, query: str, k: int = 5) -> list[str]:
         """The titles of the ``k`` best passages for ``query`` (fewer when the pool is
-        smaller), best first."""
-        tokens = self.bm25s.tokenize([query], stopwords="en", stemmer=self.stemmer,
-                                     show_progress=False)
-        k = min(k, len(self.titles))
-        docs, _ = self.model.retrieve(tokens, k=k, show_progress=False)
-        return [self.titles[int(i)] for i in docs[0]]
+        smaller), best first; passages sharing no word with it come last, in file order."""
+        scores = self.lexical.scores(query)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+        return [self.titles[i] for i in order]
 
 
 def index_passages(index: Path) -> tuple[list[str], list[str]]:

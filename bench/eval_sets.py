@@ -16,7 +16,9 @@ Sets (each given by ``--<set> INDEX``; a set without an index is left out):
   --no-retrieval --work DIR`` builds ``DIR/output``).
 
 For the Wikipedia sets a question's recall at k is the share of its supporting titles
-among the top k units' document titles (:func:`eval_qa.score_rankings`: R@2, R@5, AR@5).
+among the top k units' document titles (:func:`eval_qa.score_rankings`: R@2, R@5, AR@5,
+and the same per question type in ``by_type``: HotpotQA's bridge and comparison, 2Wiki's
+compositional, comparison, bridge_comparison and inference).
 
 ``--sweep KEY=V1,V2,...`` runs ``bridge`` once per value of the retrieval setting KEY
 (``kgloom.settings.RetrievalConfig``) beside the modes at their defaults.
@@ -79,9 +81,7 @@ def run_mode(retriever, questions: list[dict], mode: str, by_evidence: bool,
         rankings.append(res.text_units["document_title"].to_list())
         texts.append(res.text_units["text"].to_list())
     if not by_evidence:
-        out = score_rankings(questions, rankings, seconds)
-        out.pop("by_type", None)
-        return out
+        return score_rankings(questions, rankings, seconds)  # with the split per type
     n = len(questions) or 1
     return {"questions": len(questions),
             "recall@2": round(100 * sum(evidence_found(t, q["evidence"], 2)

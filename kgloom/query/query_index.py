@@ -53,6 +53,7 @@ from kgloom.embedding.store import (
 from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.layout import LANCEDB_DIR
 from kgloom.query import algorithms as alg
+from kgloom.query.lexical import LexicalIndex
 from kgloom.query.linking import NameLinker
 
 QUERY_EMBED_THREADS = 1  # a question is a few tokens: one thread beats two (Embedder.embed)
@@ -284,6 +285,23 @@ class QueryIndex:
                 if tables is None:
                     tables = self._lazy["search_tables"] = SearchTables.load(self)
         return tables
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        """BM25 over the text units (:class:`kgloom.query.lexical.LexicalIndex`), each
+        unit's text after its document's title when the text does not start with it (a
+        Wikipedia passage's title is its subject's name); built on first use (about a
+        second per 6,000 units), then kept."""
+        lexical = self._lazy.get("lexical")
+        if lexical is None:
+            with self._lock:
+                lexical = self._lazy.get("lexical")
+                if lexical is None:
+                    u = self.units
+                    lexical = self._lazy["lexical"] = LexicalIndex(
+                        [t if not title or t.startswith(title) else f"{title}\n{t}"
+                         for t, title in zip(u.texts, u.document_titles)])
+        return lexical
 
     # --- vectors ---------------------------------------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:

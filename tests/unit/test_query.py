@@ -734,12 +734,15 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     qv = r.embedder.embed([question])[0].astype(np.float64)
     units = r.index.units.vectors.astype(np.float64)
     sims = units @ qv
+    # the first hop: cosine plus the weighted BM25 share (kgloom.query.lexical's own
+    # tests check those scores)
+    first = sims + cfg.lexical_weight * r.index.lexical.scores(question)
     ev = r.index.graph.entity_vectors.astype(np.float64)
     node_of = r.index.graph.node_of
     kg = r.index.units.kg_node_ids
-    order = sorted(range(len(sims)), key=lambda i: (-sims[i], i))
+    order = sorted(range(len(sims)), key=lambda i: (-first[i], i))
     best: dict[int, float] = {}
-    sources = [(h, max(sims[h], 0), kg[h] or []) for h in order[:cfg.bridge_hits]]
+    sources = [(h, max(first[h], 0), kg[h] or []) for h in order[:cfg.bridge_hits]]
     if cfg.bridge_link_weight > 0:
         sources.append((-1, cfg.bridge_link_weight, [x.entity_id for x in r.link(question)]))
     df = {e: sum(e in (k or []) for k in kg) for e in node_of}
@@ -756,12 +759,12 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     keep = min(cfg.bridge_keep, top_k)
     out = order[:keep]
     # further vector hits compete, weighed by the largest share of units a linked entity
-    # is mentioned in
-    cover = max((sum(x.entity_id in (k or []) for k in kg) for x in r.link(question)),
-                default=0) / len(kg)
+    # is mentioned in (with no linked entity, an entity of the nearest unit)
+    covering = [x.entity_id for x in r.link(question)] or list(kg[order[0]] or [])
+    cover = max((sum(e in (k or []) for k in kg) for e in covering), default=0) / len(kg)
     compete = dict(best)
     for u in order[:max(cfg.bridge_hits, top_k + cfg.bridge_keep)]:
-        v = cfg.bridge_vector_weight * cover * max(float(sims[u]), 0.0)
+        v = cfg.bridge_vector_weight * cover * max(float(first[u]), 0.0)
         if v > compete.get(u, 0.0):
             compete[u] = v
     for u in sorted(compete, key=lambda u: (-compete[u], u)) + order:
@@ -792,6 +795,9 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
                 break
             out.remove(free[-1])
         out.append(u)
+    # the named entities' units, in question order, right after the kept ones
+    front = [u for u in held if u in out and u not in out[:keep]]
+    out = out[:keep] + front + [u for u in out[keep:] if u not in front]
     return [r.index.units.ids[i] for i in out]
 
 
@@ -800,7 +806,8 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     RetrievalConfig(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0),
     RetrievalConfig(bridge_specificity_power=0.0),
     RetrievalConfig(bridge_specificity_power=1.0, bridge_relevance_power=2.0),
-    RetrievalConfig(bridge_vector_weight=0.0), RetrievalConfig(bridge_vector_weight=5.0)])
+    RetrievalConfig(bridge_vector_weight=0.0), RetrievalConfig(bridge_vector_weight=5.0),
+    RetrievalConfig(lexical_weight=0.0), RetrievalConfig(lexical_weight=2.0)])
 def test_bridge_follows_its_definition(carol_index, cfg):
     r = Retriever(carol_index, config=cfg)
     for named in ("How is Fezziwig related to Tiny Tim?", "Tell me about Fred and Bob Cratchit",
@@ -811,14 +818,17 @@ def test_bridge_follows_its_definition(carol_index, cfg):
     question = "Who was the business partner of the old miser Scrooge who hated Christmas?"
     res = r.bridge(question, top_k=4)
     assert res.text_units["id"].to_list() == _bridge_reference(r, question, 4, cfg)
-    vec = r.vector(question, top_k=4)
+    # the first hop: the nearest units, by cosine plus the weighted BM25 share
+    first = (r.index.similarities(r.embedder.embed([question])[0])
+             + cfg.lexical_weight * r.index.lexical.scores(question))
+    first_hop = [r.index.units.ids[i] for i in np.argsort(-first, kind="stable")]
     keep = min(cfg.bridge_keep, 4)
-    assert res.text_units["id"].to_list()[:keep] == vec.text_units["id"].to_list()[:keep]
+    assert res.text_units["id"].to_list()[:keep] == first_hop[:keep]
     bridged = res.text_units.filter(pl.col("via") == "bridge")
     # Scrooge is in most of the fixture's units: strong vector competition (or weak
     # bridge scores) may leave no bridged unit, as it should
     assert bridged.height > 0 or cfg.bridge_vector_weight > 0
-    hits = set(r.vector(question, top_k=cfg.bridge_hits).text_units["id"])
+    hits = set(first_hop[:cfg.bridge_hits])
     mentioned_by_hits = {e for i, row_id in enumerate(r.index.units.ids) if row_id in hits
                          for e in r.index.units.kg_node_ids[i] or []}
     if cfg.bridge_link_weight > 0:
@@ -977,3 +987,47 @@ def test_a_rule_report_embeds_its_title_and_summary_and_an_llm_report_its_full_c
         "generated_by": ["rules", "llm"]})
     text = reports.select(VECTOR_TABLES["community_reports"][1].alias("t"))["t"].to_list()
     assert text == ["A and B\n\nA met B.", "# Town\n\nlong"]
+
+
+def test_bridge_keeps_the_nearest_units_when_the_question_names_no_one(novel_index):
+    """On the book, "What did the cleaning woman pilfer from the corpse?" names no one,
+    so no linked entity said that the story's main character is in every unit: the
+    nearest unit came first and four units bridged through whoever it named followed.
+    With no linked entity the nearest unit's entities say how much of the index one of
+    them covers."""
+    question = "For how many years did the counting-house trade with the same partner?"
+    r = Retriever(novel_index)
+    assert not r.link(question)  # the fixture's premise: the question names no one
+    nearest = r.vector(question, top_k=2).text_units["id"].to_list()
+    assert set(nearest) == {uid("partner"), uid("firm")}
+    assert set(nearest) <= set(r.bridge(question, top_k=3).text_units["id"])
+    off = Retriever(novel_index, config=RetrievalConfig(bridge_vector_weight=0.0))
+    assert not set(nearest) <= set(off.bridge(question, top_k=3).text_units["id"])
+
+
+def test_bridge_first_hop_finds_a_unit_by_a_word_the_embedder_misses(novel_index):
+    """A rare word the question shares with one unit (the name "Bram") makes that unit
+    the first hit with the word channel on, where the embedder ranks units about
+    singing first."""
+    question = "Did Bram sing?"
+    r = Retriever(novel_index)
+    lexical = r.index.lexical.scores(question)
+    assert lexical[r.index.units.row_of[uid("partner")]] == 1.0
+    words_off = Retriever(novel_index, config=RetrievalConfig(lexical_weight=0.0))
+    assert words_off.bridge(question, top_k=1).text_units["id"].to_list() != [uid("partner")]
+    assert r.bridge(question, top_k=1).text_units["id"].to_list() == [uid("partner")]
+
+
+def test_bridge_puts_the_units_of_the_entities_a_question_names_first(hub_index):
+    """A comparison names both its subjects: their units come right after the nearest
+    one, before units bridged through what the nearest unit names (on the HotpotQA
+    sample a compared entity's unit was often fifth). Without the link weight a named
+    entity's unit is in the result only because it is named, so it shows the order."""
+    assert HUB_UNITS["bio18"][1][0] == "VICTOR FLEMING"
+    cfg = RetrievalConfig(bridge_link_weight=0.0)
+    for question, named in [
+            ("Who was born first, Jonny Greenwood or Victor Fleming?", ["composer", "bio18"]),
+            ("Who was born first, Frank Lloyd, Sam Wood or Henry King?",
+             ["bio0", "bio19", "bio8"])]:
+        got = Retriever(hub_index, config=cfg).bridge(question, top_k=5).text_units
+        assert set(got["id"].to_list()[:len(named)]) == {uid(k) for k in named}, question

@@ -29,8 +29,8 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     links, pr, unit_scores = ppr_scores(call, damping)
     if pr is None or unit_scores is None:
         return call.vector_result("hybrid", top_k, links, NO_LINK)
-    vec, _ = call.vector_order(pool)
     sims = index.similarities(call.qv)
+    vec, _ = call.first_hop_order(pool, sims)
     graph_rank = sorted(np.flatnonzero(unit_scores > 0).tolist(),
                         key=lambda r: (-unit_scores[r], -sims[r], r))[:pool]
     fused = alg.reciprocal_rank_fusion([[str(r) for r in vec], [str(r) for r in graph_rank]],

@@ -159,6 +159,29 @@ class Call:
         row_of = self.index.units.row_of
         return [row_of[i] for i in ids], sims
 
+    def first_hop_order(self, k: int, sims: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """The ``k`` text unit rows a graph mode starts from, with their scores: the
+        nearest by cosine (:meth:`vector_order`) when ``config.lexical_weight`` is 0,
+        else by ``cosine + lexical_weight x BM25 share`` (the unit's BM25 score over the
+        best unit's, :attr:`kgloom.query.query_index.QueryIndex.lexical`; a question
+        given as a vector has no words, so only its cosine counts).
+
+        Args:
+            k: rows wanted (fewer when the index has fewer units).
+            sims: float64 (units,), the question's cosine with every unit
+                (:meth:`QueryIndex.similarities`).
+        """
+        weight = self.config.lexical_weight
+        if weight <= 0 or not self.question or not self.index.units.count:
+            return self.vector_order(k)
+        if self.nearest is None and len(sims):
+            self.nearest = float(sims.max())
+        score = sims + weight * self.index.lexical.scores(self.question)
+        k = min(k, len(score))
+        top = np.argpartition(-score, k - 1)[:k] if k < len(score) else np.arange(len(score))
+        rows = sorted(top.tolist(), key=lambda r: (-score[r], r))
+        return rows, score[rows]
+
     def nearest_similarity(self) -> float | None:
         """The query's cosine with its nearest text unit (searched once per call: reused
         from the mode's own vector search when it made one); None with no text unit."""
