@@ -9,6 +9,7 @@ the vector one (``RetrievalConfig.lexical_weight``).
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +17,7 @@ import numpy as np
 _STOPWORDS = "en"
 
 
-def _stemmer():  # noqa: ANN202 - PyStemmer's class has no stubs
+def _stemmer() -> Any:
     """PyStemmer's English Snowball stemmer."""
     import Stemmer
 

@@ -39,15 +39,15 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     score, a vector hit scoring ``sim(q, u) x config.bridge_vector_weight x coverage``
     (:func:`question_coverage`: the largest share of units that a linked entity, or
     with no linked entity one of the nearest unit's, is in), then the remaining vector
-    hits. On a narrative,
-    where the main character is in nearly every unit, bridging through the neighbours of
-    that hub ranked arbitrary units above the nearest ones ("Who was Scrooge's
-    partner?" came back with four units about his nephew; a question naming no one, as
-    "What did the cleaning woman pilfer from the corpse?", with four units bridged
-    through whoever the nearest unit named); on a Wikipedia pool the coverage is about
-    0.001 and bridging ranks as before. The idea is HippoRAG's (arXiv 2405.14831: passages reached through
-    the entities of the question) reduced to one hop and the passage-entity
-    affinity; the knobs were chosen by bench/eval_qa.py on half of its questions.
+    hits. On a narrative, where the main character is in nearly every unit, bridging
+    through the neighbours of that hub ranked arbitrary units above the nearest ones
+    ("Who was Scrooge's partner?" came back with four units about his nephew; a
+    question naming no one, as "What did the cleaning woman pilfer from the corpse?",
+    with four units bridged through whoever the nearest unit named); on a Wikipedia
+    pool the coverage is about 0.001 and bridging ranks as before. The idea is
+    HippoRAG's (arXiv 2405.14831: passages reached through the entities of the
+    question) reduced to one hop and the passage-entity affinity; the knobs were chosen
+    by bench/eval_qa.py on half of its questions.
     Last, every entity the question names by title or alias keeps one of its own
     units in the ``top_k`` (:func:`named_units`; a unit about it replaces the last
     unit that names none): a weak link weight alone let "How is Scrooge related to
