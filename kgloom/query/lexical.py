@@ -24,6 +24,14 @@ def _stemmer() -> Any:
     return Stemmer.Stemmer("english")
 
 
+def titled(text: str | None, title: str | None) -> str:
+    """``text`` after its document's ``title`` and a line break, unless it has no title
+    or already starts with it (a Wikipedia passage's title is its subject's name, which
+    the passage may not repeat); None counts as ""."""
+    text = text or ""
+    return text if not title or text.startswith(title) else f"{title}\n{text}"
+
+
 class LexicalIndex:
     """BM25 (``bm25s``: Lucene's variant, k1 1.5, b 0.75; English stop words removed,
     Snowball-stemmed by PyStemmer) over a fixed list of texts.

@@ -53,7 +53,7 @@ from kgloom.embedding.store import (
 from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.layout import LANCEDB_DIR
 from kgloom.query import algorithms as alg
-from kgloom.query.lexical import LexicalIndex
+from kgloom.query.lexical import LexicalIndex, titled
 from kgloom.query.linking import NameLinker
 
 QUERY_EMBED_THREADS = 1  # a question is a few tokens: one thread beats two (Embedder.embed)
@@ -299,8 +299,7 @@ class QueryIndex:
                 if lexical is None:
                     u = self.units
                     lexical = self._lazy["lexical"] = LexicalIndex(
-                        [t if not title or t.startswith(title) else f"{title}\n{t}"
-                         for t, title in zip(u.texts, u.document_titles)])
+                        [titled(t, title) for t, title in zip(u.texts, u.document_titles)])
         return lexical
 
     # --- vectors ---------------------------------------------------------------------

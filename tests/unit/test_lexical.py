@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kgloom.query.lexical import LexicalIndex
+from kgloom.query.lexical import LexicalIndex, titled
 
 UNITS = [
     "Ada kept the counting-house with Bram Lowe, her partner in business.",
@@ -34,3 +34,10 @@ def test_a_question_no_unit_shares_a_word_with_and_an_empty_index_score_nothing(
     assert not LexicalIndex(UNITS).scores("xylophone quartz").any()
     assert LexicalIndex([]).scores("Ada").shape == (0,)
     assert not LexicalIndex(["", "Ada"]).scores("Bram")[0]
+
+
+def test_a_unit_is_indexed_after_its_document_title_once():
+    assert titled("Born in Oxford.", "Jonny Greenwood") == "Jonny Greenwood\nBorn in Oxford."
+    assert titled("Jonny Greenwood is a guitarist.", "Jonny Greenwood") == \
+        "Jonny Greenwood is a guitarist."
+    assert titled(None, None) == "" and titled("text", "") == "text"
