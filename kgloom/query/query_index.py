@@ -302,6 +302,20 @@ class QueryIndex:
                         [titled(t, title) for t, title in zip(u.texts, u.document_titles)])
         return lexical
 
+    def rows_titled(self) -> dict[str, set[int]]:
+        """Case-folded document title -> the rows of the text units of the documents
+        so titled (a Wikipedia passage's title is its subject's name: the unit most
+        about the entity of that name); built on first use, then kept."""
+        rows = self._lazy.get("rows_titled")
+        if rows is None:
+            with self._lock:
+                rows = {}
+                for r, title in enumerate(self.units.document_titles):
+                    if title:
+                        rows.setdefault(title.casefold(), set()).add(r)
+                self._lazy["rows_titled"] = rows
+        return rows
+
     # --- vectors ---------------------------------------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:
         """float32 (len(texts), dim): the query embedder's vectors of ``texts``.

@@ -50,18 +50,29 @@ def write_carol_index(out: Path, embedder, manifest: bool = True) -> Path:
 
 
 def write_index(out: Path, t: dict[str, pl.DataFrame], aliases: pl.DataFrame, embedder,
-                title: str, manifest: bool = True) -> Path:
+                title: str, manifest: bool = True,
+                unit_titles: dict[str, str] | None = None) -> Path:
     """Write a complete index (parquet + LanceDB) of ``t`` (conftest.build_carol_tables'
-    frames), its units' text as one document ``title``."""
+    frames), its units' text as documents: a unit is in the document ``unit_titles[its
+    id]`` when given, else in the document ``title`` (``document_id`` =
+    ``content_id(document title)``)."""
     nodes, edges = tables.build_graph_tables(t["entities"], t["relationships"], t["communities"])
     units = tables.denormalize_text_units(t["text_units"], t["entities"], t["relationships"],
                                           t["communities"])
-    doc_id = content_id(title)
+    titles = [(unit_titles or {}).get(i, title) for i in units["id"].to_list()]
+    units = units.with_columns(pl.Series("document_id", [content_id(x) for x in titles]))
+    by_doc: dict[str, list[int]] = {}
+    for i, x in enumerate(titles):
+        by_doc.setdefault(x, []).append(i)
+    texts, ids = units["text"].to_list(), units["id"].to_list()
     docs = schemas.conform(pl.DataFrame({
-        "id": [doc_id], "human_readable_id": [0], "title": [title],
-        "text": [" ".join(units["text"])], "text_unit_ids": [units["id"].to_list()],
-        "creation_date": [""], "raw_data": [None], "source": ["carol.txt"],
-        "encoding": ["utf-8"], "encoding_confidence": [1.0], "boilerplate_cut": [None]}),
+        "id": [content_id(x) for x in by_doc], "human_readable_id": list(range(len(by_doc))),
+        "title": list(by_doc), "text": [" ".join(texts[i] for i in rows)
+                                        for rows in by_doc.values()],
+        "text_unit_ids": [[ids[i] for i in rows] for rows in by_doc.values()],
+        "creation_date": [""] * len(by_doc), "raw_data": [None] * len(by_doc),
+        "source": ["carol.txt"] * len(by_doc), "encoding": ["utf-8"] * len(by_doc),
+        "encoding_confidence": [1.0] * len(by_doc), "boilerplate_cut": [None] * len(by_doc)}),
         schemas.DOCUMENTS_SCHEMA)
     for df, name in [(units, schemas.TEXT_UNITS), (t["entities"], schemas.ENTITIES),
                      (t["relationships"], schemas.RELATIONSHIPS), (nodes, schemas.GRAPH_NODES),
@@ -740,6 +751,7 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     ev = r.index.graph.entity_vectors.astype(np.float64)
     node_of = r.index.graph.node_of
     kg = r.index.units.kg_node_ids
+    titles = [t or "" for t in r.index.units.document_titles]
     order = sorted(range(len(sims)), key=lambda i: (-first[i], i))
     best: dict[int, float] = {}
     sources = [(h, max(first[h], 0), kg[h] or []) for h in order[:cfg.bridge_hits]]
@@ -753,7 +765,8 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
             w *= (1.0 / max(df[e], 1)) ** cfg.bridge_specificity_power
             for u in range(len(sims)):
                 if u != h and e in (kg[u] or []):
-                    v = w * max(float(units[u] @ ev[n]), 0.0)
+                    own = titles[u].casefold() == r.index.graph.titles[n].casefold()
+                    v = w * (1.0 if own else max(float(units[u] @ ev[n]), 0.0))
                     if v > best.get(u, 0.0):
                         best[u] = v
     keep = min(cfg.bridge_keep, top_k)
@@ -776,6 +789,12 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     held: dict[int, str] = {}
     for e in named:
         mine = [u for u in range(len(sims)) if e in (kg[u] or [])]
+        own = [u for u in mine
+               if titles[u].casefold() == r.index.graph.titles[node_of[e]].casefold()]
+        if own:  # the entity's own document's unit: the first in the result, or nearest
+            have = [u for u in out if u in own]
+            held.setdefault(have[0] if have else min(own, key=lambda u: (-sims[u], u)), e)
+            continue
         have = [u for u in out if u in mine]
         if have:
             held.setdefault(have[0], e)
@@ -873,9 +892,11 @@ HUB_ENTITIES = {  # title -> (type, description)
 
 
 def _small_index(root: Path, unit_table: dict, entity_table: dict, embedder,
-                 document: str) -> Path:
+                 document: str, documents: dict[str, str] | None = None) -> Path:
     """An index of one document: ``unit_table`` key -> (text, entity titles it mentions),
-    ``entity_table`` title -> (type, description); no relationship, no community."""
+    ``entity_table`` title -> (type, description); no relationship, no community.
+    ``documents`` (unit key -> document title) puts those units in documents of their
+    own."""
     units = pl.DataFrame([
         {"id": uid(k), "human_readable_id": i, "text": text, "n_tokens": len(text.split()),
          "document_id": content_id(document), "entity_ids": [], "relationship_ids": [],
@@ -896,7 +917,8 @@ def _small_index(root: Path, unit_table: dict, entity_table: dict, embedder,
          "relationships": empty["relationships"].clear(),
          "communities": empty["communities"].clear()}
     aliases = pl.DataFrame(schema=schemas.ENTITY_ALIASES_SCHEMA)
-    return write_index(root, t, aliases, embedder, document)
+    return write_index(root, t, aliases, embedder, document, unit_titles={
+        uid(k): title for k, title in (documents or {}).items()})
 
 
 @pytest.fixture(scope="module")
@@ -1031,3 +1053,47 @@ def test_bridge_puts_the_units_of_the_entities_a_question_names_first(hub_index)
              ["bio0", "bio19", "bio8"])]:
         got = Retriever(hub_index, config=cfg).bridge(question, top_k=5).text_units
         assert set(got["id"].to_list()[:len(named)]) == {uid(k) for k in named}, question
+
+
+OWN_UNITS = {  # key -> (text, entities it mentions); each unit a document of its own
+    "film": ("Inherent Vice is a 2014 crime film written and directed by Paul Thomas "
+             "Anderson.", ["INHERENT VICE", "PAUL THOMAS ANDERSON"]),
+    # the director's own passage, which does not repeat his name (as Wikipedia's do not)
+    "director": ("He was born in Studio City, California, in 1970, and began making short "
+                 "films as a teenager.", ["PAUL THOMAS ANDERSON"]),
+    "boogie": ("Boogie Nights is a 1997 film by Paul Thomas Anderson, the director of "
+               "Inherent Vice, who wrote and directed it.",
+               ["BOOGIE NIGHTS", "PAUL THOMAS ANDERSON"]),
+    "magnolia": ("Magnolia is a 1999 film by Paul Thomas Anderson, director of Boogie "
+                 "Nights and Inherent Vice.", ["MAGNOLIA", "PAUL THOMAS ANDERSON"]),
+}
+OWN_ENTITIES = {
+    "INHERENT VICE": ("WORK", "Inherent Vice, a 2014 crime film."),
+    "PAUL THOMAS ANDERSON": ("PERSON", "Paul Thomas Anderson, director of Inherent Vice, "
+                             "Boogie Nights and Magnolia."),
+    "BOOGIE NIGHTS": ("WORK", "Boogie Nights, a 1997 film."),
+    "MAGNOLIA": ("WORK", "Magnolia, a 1999 film."),
+}
+
+
+def test_bridge_reaches_the_document_titled_with_the_bridging_entity(tmp_path, embedder):
+    """A Wikipedia passage is titled with its subject's name and often names it only
+    there: the director's own passage is less near his entity's vector than the passages
+    of his other films, which name him, so bridging through him ranked those first. A
+    unit of the document titled with the entity's title is wholly about it."""
+    index = _small_index(tmp_path, OWN_UNITS, OWN_ENTITIES, embedder, "Films", {
+        "film": "Inherent Vice", "director": "Paul Thomas Anderson",
+        "boogie": "Boogie Nights", "magnolia": "Magnolia"})
+    r = Retriever(index)
+    g, rows = r.index.graph, r.index.units.row_of
+    n = g.node_of[eid("PAUL THOMAS ANDERSON")]
+    # the premise: by cosine the other films' passages are more about the director
+    assert g.affinity[rows[uid("director")], n] < g.affinity[rows[uid("magnolia")], n]
+    got = r.bridge("Where was the director of Inherent Vice born?", top_k=4).text_units
+    ranked = got["id"].to_list()
+    assert ranked.index(uid("director")) < ranked.index(uid("magnolia"))
+    assert got.row(ranked.index(uid("director")), named=True)["entity_ids"] == \
+        [eid("PAUL THOMAS ANDERSON")]
+    # a question naming him holds his own passage, not the first passage naming him
+    named = r.bridge("Is Paul Thomas Anderson older than Boogie Nights?", top_k=2)
+    assert named.text_units["id"].to_list() == [uid("boogie"), uid("director")]

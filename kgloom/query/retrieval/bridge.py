@@ -29,7 +29,10 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     ``sim(q, h) x max(0, cos(q, e)) ** config.bridge_relevance_power x
     specificity(e) ** config.bridge_specificity_power x affinity(u, e)`` (affinity:
     cosine of the entity's vector, "title: description", and the unit's vector, clipped
-    at 0 — how much ``u`` is about ``e``; specificity: 1 / the units mentioning ``e``,
+    at 0 — how much ``u`` is about ``e``; 1 for a unit of the document titled with
+    ``e``'s title, as a Wikipedia passage is titled with its subject's name: on the
+    development sets R@2 / R@5 went from 70.6 / 91.2 to 74.4 / 95.6 on the 2Wiki slice and
+    from 76.5 / 91.0 to 79.0 / 92.0 on the HotpotQA sample, the book unchanged; specificity: 1 / the units mentioning ``e``,
     HippoRAG's node specificity, so a nationality or a country named in hundreds of
     units does not bridge to all of them). The question's linked
     entities (:func:`kgloom.query.retrieval.steps.link_question`) count as named by a
@@ -93,14 +96,16 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
                for h, s in list(zip(hits, hit_sims.tolist()))[:cfg.bridge_hits]]
     if cfg.bridge_link_weight > 0 and links:
         sources.append((-1, cfg.bridge_link_weight, [x.entity_id for x in links]))
+    titled = index.rows_titled()
     best: dict[int, tuple[float, int, int]] = {}  # unit row -> (score, node, source)
     for h, s, mentioned in sources:
         for e in mentioned:
             n = g.node_of[e]
             weight = s * float(relevance[n]) ** cfg.bridge_relevance_power * float(spec[n])
             col = slice(aff.indptr[n], aff.indptr[n + 1])
+            own = titled.get(g.titles[n].casefold(), set())
             for row, a in zip(aff.indices[col].tolist(), aff.data[col].tolist()):
-                value = weight * a
+                value = weight * (1.0 if row in own else a)
                 if row != h and value > best.get(row, (0.0, -1, -1))[0]:
                     best[row] = (value, n, h)
     order = list(hits[:min(cfg.bridge_keep, top_k)])
@@ -177,11 +182,15 @@ def named_units(index: QueryIndex, links: list[LinkedEntity], order: list[int], 
     """Unit rows to hold so each entity the question names is in the result.
 
     The entities linked by ``name`` or ``alias`` (the question wrote their title or
-    an alias), in question order, at most ``room`` of them: for each whose own
-    text units (``kg_node_ids``) are not among ``order``, its best unit: the one
-    naming most of the other named entities, then the most about it (the
-    entity-unit affinity of :class:`kgloom.query.query_index.EntityGraph`), then nearest to
-    the question. A unit of ``order`` that names one is held too, so it is not replaced.
+    an alias), in question order, at most ``room`` of them. An entity with units of a
+    document titled with its title (:meth:`QueryIndex.rows_titled`) among those that
+    mention it holds one of them: the first in ``order``, else the nearest to the
+    question (on the HotpotQA sample, R@2 73.0 -> 76.5: a compared entity was held by
+    another passage naming it). Any other, whose own text units (``kg_node_ids``) are
+    not among ``order``, holds its best unit: the one naming most of the other named
+    entities, then the most about it (the entity-unit affinity of
+    :class:`kgloom.query.query_index.EntityGraph`), then nearest to the question. A unit
+    of ``order`` that names one is held too, so it is not replaced.
 
     Returns:
         unit row -> node key of the named entity it stands for, in question order.
@@ -196,6 +205,12 @@ def named_units(index: QueryIndex, links: list[LinkedEntity], order: list[int], 
     for e in named:
         n = g.node_of[e]
         mine = u.mentions.get(e, [])
+        own = [r for r in mine if r in index.rows_titled().get(g.titles[n].casefold(), set())]
+        if own:  # the entity's own document (a Wikipedia passage titled with its name)
+            have = [r for r in order if r in set(own)]
+            held.setdefault(have[0] if have else min(
+                own, key=lambda r: (-float(sims[r]), r)), n)
+            continue
         have = [r for r in order if r in set(mine)]
         if have:
             held.setdefault(have[0], n)
