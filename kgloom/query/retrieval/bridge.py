@@ -31,10 +31,11 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     cosine of the entity's vector, "title: description", and the unit's vector, clipped
     at 0 — how much ``u`` is about ``e``; 1 for a unit of the document titled with
     ``e``'s title, as a Wikipedia passage is titled with its subject's name: on the
-    development sets R@2 / R@5 went from 70.6 / 91.2 to 74.4 / 95.6 on the 2Wiki slice and
-    from 76.5 / 91.0 to 79.0 / 92.0 on the HotpotQA sample, the book unchanged; specificity: 1 / the units mentioning ``e``,
-    HippoRAG's node specificity, so a nationality or a country named in hundreds of
-    units does not bridge to all of them). The question's linked
+    development sets R@2 / R@5 went from 70.6 / 91.2 to 74.4 / 95.6 on the 2Wiki slice
+    and from 76.5 / 91.0 to 79.0 / 92.0 on the HotpotQA sample, the book unchanged;
+    specificity: 1 / the units mentioning ``e``, HippoRAG's node specificity, so a
+    nationality or a country named in hundreds of units does not bridge to all of
+    them). The question's linked
     entities (:func:`kgloom.query.retrieval.steps.link_question`) count as named by a
     hit of similarity ``config.bridge_link_weight``, so the units about the entities a
     question names come in too. A unit keeps its best score. The ranking is the
