@@ -67,7 +67,7 @@ class LexicalIndex:
             tokens = self._bm25s.tokenize([question], stopwords=_STOPWORDS,
                                           stemmer=self._stemmer, show_progress=False,
                                           return_ids=False)
-            words = [w for w in tokens[0] if w in self._model.vocab_dict]
+            words = [str(w) for w in tokens[0] if w in self._model.vocab_dict]
             if not words:
                 return out
             raw = np.asarray(self._model.get_scores(words), dtype=np.float64)
