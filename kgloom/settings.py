@@ -227,9 +227,10 @@ class RetrievalConfig(_Section):
             The bundled embedder misses units a word of the question finds (a name, a
             rare noun): on the book's 30 development questions BM25 alone finds the
             answer in the top 5 for 25, the embedder for 22. 0.5 was chosen on the
-            development sets (bench/eval_sets.py, bench/results/eval_sets.json): bridge
-            R@2 / R@5 on the book 50.0 / 70.0 -> 66.7 / 80.0, on the HotpotQA sample
-            68.0 / 87.0 -> 69.5 / 89.0, on the 2Wiki slice 69.4 / 91.9 -> 68.1 / 91.2.
+            development sets (bench/eval_sets.py): bridge R@2 / R@5 on the book 50.0 /
+            70.0 -> 66.7 / 80.0, on the HotpotQA sample 68.0 / 87.0 -> 69.5 / 89.0, on
+            the 2Wiki slice 69.4 / 91.9 -> 68.1 / 91.2; the sweep with bridge's later
+            rules is in bench/results/eval_sets-lexical.json (docs/query.md).
         entity_affinity: weigh an entity's contribution to a unit by how much the unit is
             about it: the cosine of the entity's vector ("title: description") and the
             unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
