@@ -52,16 +52,19 @@ class LexicalIndex:
         self._lock = threading.Lock()  # bm25s' tokenizer and retriever are not re-entrant
         self.count = len(texts)
         self._model = bm25s.BM25()
+        self._empty = True  # no unit has a word: every question scores 0.0 everywhere
         if self.count:
             tokens = bm25s.tokenize(texts, stopwords=_STOPWORDS, stemmer=self._stemmer,
                                     show_progress=False)
-            self._model.index(tokens, show_progress=False)
+            self._empty = not tokens.vocab  # bm25s cannot index an empty vocabulary
+            if not self._empty:
+                self._model.index(tokens, show_progress=False)
 
     def scores(self, question: str) -> np.ndarray:
         """float64 (units,): each unit's BM25 score for ``question`` divided by the best
         unit's, so in [0, 1] (all 0.0 when no word of the question is in any unit)."""
         out = np.zeros(self.count)
-        if not self.count:
+        if self._empty:
             return out
         with self._lock:
             tokens = self._bm25s.tokenize([question], stopwords=_STOPWORDS,

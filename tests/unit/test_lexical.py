@@ -41,3 +41,9 @@ def test_a_unit_is_indexed_after_its_document_title_once():
     assert titled("Jonny Greenwood is a guitarist.", "Jonny Greenwood") == \
         "Jonny Greenwood is a guitarist."
     assert titled(None, None) == "" and titled("text", "") == "text"
+
+
+def test_units_without_a_word_score_nothing_instead_of_failing():
+    """Units of only blanks or stop words gave bm25s an empty vocabulary, which it cannot
+    index (ValueError): every question scores 0.0 instead."""
+    assert not LexicalIndex(["", "  ", "the of and"]).scores("Ada").any()

@@ -206,13 +206,15 @@ def named_units(index: QueryIndex, links: list[LinkedEntity], order: list[int], 
     for e in named:
         n = g.node_of[e]
         mine = u.mentions.get(e, [])
-        own = [r for r in mine if r in index.rows_titled().get(g.titles[n].casefold(), set())]
+        titled = index.rows_titled().get(g.titles[n].casefold(), set())
+        own = [r for r in mine if r in titled]
         if own:  # the entity's own document (a Wikipedia passage titled with its name)
-            have = [r for r in order if r in set(own)]
+            have = [r for r in order if r in titled]
             held.setdefault(have[0] if have else min(
                 own, key=lambda r: (-float(sims[r]), r)), n)
             continue
-        have = [r for r in order if r in set(mine)]
+        mentioning = set(mine)
+        have = [r for r in order if r in mentioning]
         if have:
             held.setdefault(have[0], n)
             continue
