@@ -56,7 +56,8 @@ class LexicalIndex:
         if self.count:
             tokens = bm25s.tokenize(texts, stopwords=_STOPWORDS, stemmer=self._stemmer,
                                     show_progress=False)
-            self._empty = not tokens.vocab  # bm25s cannot index an empty vocabulary
+            # bm25s cannot index an empty vocabulary
+            self._empty = not getattr(tokens, "vocab", None)
             if not self._empty:
                 self._model.index(tokens, show_progress=False)
 
