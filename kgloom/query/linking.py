@@ -7,7 +7,11 @@ finds its canonical entity. Spans come from two places:
 
 - every run of 1 to ``MAX_SPAN_TOKENS`` words of the question, longest first and
   non-overlapping (so "Bob Cratchit" wins over "Bob"), skipping spans made only of
-  common words and single lower-case words. Words come from
+  common words and single lower-case words. A question that writes names with capitals
+  (:func:`writes_case`) names no entity by a span it writes in lower case unless the
+  index writes that entity so too: "the place of birth of the director" is a phrase,
+  not the article "Place of birth"; a question written all in lower case is read
+  without case. Words come from
   :func:`kgloom.names.candidates.word_spans`, the word boundaries extraction uses in
   every script: in Chinese and Japanese the segmenter's words (jieba, janome), in Thai,
   Lao, Khmer and Myanmar single characters (up to ``MAX_UNSPACED_SPAN`` of them make a
@@ -81,6 +85,19 @@ def linked_frame(links: list[LinkedEntity]) -> pl.DataFrame:
         if links else pl.DataFrame(schema=LINKED_SCHEMA)
 
 
+def _has_capital(text: str) -> bool:
+    """Does ``text`` hold an upper-case or title-case letter?"""
+    return any(c.isupper() or c.istitle() for c in text)
+
+
+def writes_case(words: list[str]) -> bool:
+    """Does a question of ``words`` (in order) write names with capitals: a word after
+    its first one holds a capital? "What is the place of birth of the director of film
+    Gaby?" does, so its lower-case "place of birth" names nothing; "who was scrooge's
+    partner?" does not, and every span of it may name an entity."""
+    return any(_has_capital(w) for w in words[1:])
+
+
 def _key(text: str) -> str:
     """Normalization key of a name or span: possessives dropped, then normalize_title."""
     return normalize_title(_POSSESSIVE.sub("", text))
@@ -105,6 +122,7 @@ class NameLinker:
     def __init__(self, entities: pl.DataFrame, aliases: pl.DataFrame | None = None) -> None:
         self.title = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
         self.by_key: dict[str, dict[str, str]] = {}  # key -> {entity id: method}
+        self.uncased: set[str] = set()  # keys with a title or alias written without a capital
         for eid, title in self.title.items():
             self._add(title, eid, "name")
         if aliases is not None and aliases.height:
@@ -118,6 +136,8 @@ class NameLinker:
 
     def _add(self, name: str, eid: str, method: str) -> None:
         key = _key(name)
+        if key and not _has_capital(name):
+            self.uncased.add(key)
         if key:
             methods = self.by_key.setdefault(key, {})
             if methods.get(eid) != "name":
@@ -137,6 +157,7 @@ class NameLinker:
         keys = [_key(w) for w, _ in words]
         free = [unspaced(w) for w, _ in words]  # words of a script written without spaces
         used = [False] * len(words)
+        cased = writes_case([w for w, _ in words])
         found: list[tuple[int, LinkedEntity]] = []
         longest = MAX_UNSPACED_SPAN if any(free) else MAX_SPAN_TOKENS
         for n in range(min(longest, len(words)), 0, -1):
@@ -154,6 +175,9 @@ class NameLinker:
                                      or any(c.isdigit() for c in words[i][0])):
                     continue
                 key = _key(span)
+                if (cased and key not in self.uncased and not _has_capital(span)
+                        and not any(c.isdigit() for c in span)):
+                    continue  # a capitalized title written in lower case: a common phrase
                 hits = self.by_key.get(key)
                 if not hits:
                     continue

@@ -261,6 +261,31 @@ def test_name_linking_by_title_alias_and_partial_name():
     assert linker.link("Who is it?") == ([], [])
 
 
+def test_a_question_written_with_capitals_names_nothing_by_a_lower_case_phrase():
+    # An article titled with a common phrase ("Place of birth" in the 2Wiki pool) was
+    # linked by "What is the place of birth of ...?" and its unit held second place.
+    # Decided by case alone: an invented phrase, a made-up title and a title the corpus
+    # writes in lower case behave the same way whatever their words.
+    entities = pl.DataFrame({
+        "id": ["pob", "gab", "crim", "ee", "quo"],
+        "title": ["Place of birth", "Gaby Brimmer", "Crimson Ledger Holdings",
+                  "e. e. cummings", "Quorl Vintner"]})
+    linker = NameLinker(entities)
+
+    def ids(question: str) -> list[str]:
+        return [x.entity_id for x in linker.link(question)[0]]
+
+    assert ids("What is the place of birth of Gaby Brimmer?") == ["gab"]
+    assert ids("Who audits the crimson ledger holdings of Quorl Vintner?") == ["quo"]
+    assert ids("Who audits the Crimson Ledger Holdings of Quorl Vintner?") == ["crim", "quo"]
+    # the index writes this title in lower case: the question's lower case names it
+    assert ids("When did Gaby Brimmer read e. e. cummings?") == ["gab", "ee"]
+    # a question written all in lower case is read without case
+    assert ids("what is the place of birth of gaby brimmer?") == ["pob", "gab"]
+    # the first word of a question is capitalized whatever it is
+    assert ids("Place of birth of quorl vintner?") == ["pob", "quo"]
+
+
 def test_name_linking_in_scripts_written_without_spaces():
     # issue 29: the exact title of a Chinese entity never linked by name (郭子兴), or
     # linked the wrong, longer one by embedding (朱元璋 -> 朱元璋时)
