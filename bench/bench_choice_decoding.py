@@ -34,9 +34,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.stamp import load_average, save_result  # noqa: E402
 from kgloom.config import IndexSettings  # noqa: E402
-from kgloom.extraction.evidence import record_title  # noqa: E402
 from kgloom.extraction.extract import extract_unit  # noqa: E402
 from kgloom.llm import CachedLLM, Completion, open_llm  # noqa: E402
+from kgloom.names.normalize import record_title  # noqa: E402
 
 VARIANTS = ("grammar", "choice")
 

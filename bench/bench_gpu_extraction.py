@@ -59,8 +59,8 @@ def record(passages: int, path: Path) -> dict:
     from bench.eval_qa import load_questions
     from kgloom.config import IndexSettings
     from kgloom.extraction import extract
-    from kgloom.extraction.evidence import record_title
     from kgloom.llm.client import open_llm
+    from kgloom.names.normalize import record_title
 
     lines = [line for line in POOL.read_text(encoding="utf-8").splitlines() if line.strip()]
     chosen, info = select_passages(lines, load_questions(QUESTIONS), passages)

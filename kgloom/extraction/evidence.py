@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from kgloom.extraction.type_cues import bounded_occurrences
-from kgloom.names.candidates import MAX_NAME_CHARS, is_grounded
+from kgloom.names.candidates import is_grounded
 
 NOT_AN_ENTITY = "OTHER"
 EXTRACTED_STRENGTH = 2.0  # weight of one extracted relationship mention (co-mention: config)
@@ -54,15 +54,6 @@ def first_sentence_with(name: str, text: str, max_chars: int = 240) -> str:
     hit = next((x for x in found if name in x), None) or next(
         (x for x in found if is_grounded(name, x)), "")
     return hit[:max_chars]
-
-
-def record_title(title: str | None) -> str | None:
-    """A record's title as a name: without a trailing parenthesis ("Theodred II (Bishop
-    of Elmham)" -> "Theodred II"), None when empty or too long."""
-    if not title:
-        return None
-    name = " ".join(re.sub(r"\s*\([^()]*\)\s*$", "", title).split())
-    return name if 0 < len(name) <= MAX_NAME_CHARS else None
 
 
 # The agent of a passive clause follows its verb after "by" and its equivalents: "Yarrow

@@ -38,7 +38,6 @@ from kgloom.extraction.evidence import (
     EXTRACTED_STRENGTH,
     NOT_AN_ENTITY,
     first_sentence_with,
-    record_title,
     sentences,
     text_direction,
 )
@@ -55,7 +54,7 @@ from kgloom.names.candidates import (
     sources_for,
     word_counts,
 )
-from kgloom.names.normalize import normalize_for_match, normalize_title
+from kgloom.names.normalize import normalize_for_match, normalize_title, record_title
 from kgloom.storage import failures_frame
 from kgloom.tokenizer import default_tokenizer
 

@@ -26,10 +26,10 @@ from kgloom.extraction.evidence import (
     EXTRACTED_STRENGTH,
     NOT_AN_ENTITY,
     first_sentence_with,
-    record_title,
 )
 from kgloom.extraction.type_cues import type_cue
 from kgloom.names.candidates import MAX_NAME_CHARS
+from kgloom.names.normalize import record_title
 
 
 def _values(raw) -> list[str]:

@@ -45,10 +45,9 @@ if TYPE_CHECKING:
     from janome.tokenizer import Token
 
 from kgloom.names.morphology import is_adjective, is_form_of, proper_type
-from kgloom.names.normalize import normalize_for_match
+from kgloom.names.normalize import MAX_NAME_CHARS, normalize_for_match
 
 MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
-MAX_NAME_CHARS = 60
 TO_SPAN_MIN_COUNT = 3  # corpus occurrences (overlaps count twice) to keep "X to Y" whole
 NGRAM_MIN_COUNT = 2  # corpus occurrences of a character n-gram to be a candidate
 NGRAM_SIZES = range(2, 7)

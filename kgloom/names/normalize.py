@@ -14,6 +14,19 @@ import unicodedata
 
 from kgloom.names.morphology import nominative
 
+MAX_NAME_CHARS = 60  # the longest candidate name (characters); longer spans are run-ons
+
+
+def record_title(title: str | None) -> str | None:
+    """A record's title as a name: without a trailing parenthesis ("Theodred II (Bishop
+    of Elmham)" -> "Theodred II", Wikipedia's disambiguator), whitespace collapsed; None
+    when empty or longer than ``MAX_NAME_CHARS``."""
+    if not title:
+        return None
+    name = " ".join(re.sub(r"\s*\([^()]*\)\s*$", "", title).split())
+    return name if 0 < len(name) <= MAX_NAME_CHARS else None
+
+
 # the passes of entity resolution (kgloom.graph.resolution; the setting resolution_methods)
 RESOLUTION_METHODS: frozenset[str] = frozenset({"normalized", "name_extension", "name_context",
                                                 "embedding"})

@@ -123,6 +123,7 @@ class NameLinker:
         self.title = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
         self.by_key: dict[str, dict[str, str]] = {}  # key -> {entity id: method}
         self.uncased: set[str] = set()  # keys with a title or alias written without a capital
+        self.forms: list[tuple[str, str]] = []  # (title or alias as written, entity id)
         for eid, title in self.title.items():
             self._add(title, eid, "name")
         if aliases is not None and aliases.height:
@@ -135,6 +136,7 @@ class NameLinker:
                 self.by_token.setdefault(tok, set()).add(key)
 
     def _add(self, name: str, eid: str, method: str) -> None:
+        self.forms.append((name, eid))
         key = _key(name)
         if key and not _has_capital(name):
             self.uncased.add(key)

@@ -20,7 +20,9 @@ lazy loads take a lock).
 from __future__ import annotations
 
 import os
+import re
 import threading
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -52,9 +54,13 @@ from kgloom.embedding.store import (
 )
 from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.layout import LANCEDB_DIR
+from kgloom.names.normalize import record_title
 from kgloom.query import algorithms as alg
 from kgloom.query.lexical import LexicalIndex, titled
 from kgloom.query.linking import NameLinker
+
+TITLE_MAX_WORDS = 8  # the longest document title looked for in a unit's text (words)
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 QUERY_EMBED_THREADS = 1  # a question is a few tokens: one thread beats two (Embedder.embed)
 UNIT_COLUMNS = ("id", "text", "document_id", "kg_node_ids", "neighbor_entity_ids",
@@ -311,10 +317,49 @@ class QueryIndex:
             with self._lock:
                 rows = {}
                 for r, title in enumerate(self.units.document_titles):
-                    if title:
-                        rows.setdefault(title.casefold(), set()).add(r)
+                    for name in {title, record_title(title)}:
+                        if name:
+                            rows.setdefault(name.casefold(), set()).add(r)
                 self._lazy["rows_titled"] = rows
         return rows
+
+    def titles_written(self, row: int) -> list[int]:
+        """Node keys of the entities whose title or an alias is a document's title (with
+        or without its trailing parenthesis, :func:`kgloom.names.normalize.record_title`)
+        and which
+        the text unit at ``row`` writes with a capital, as whole words, though
+        extraction did not record them there (a film named in quotes at the end of a
+        town's passage). A Wikipedia passage writes the titles of the articles it links
+        to; these are its links. Titles of up to ``TITLE_MAX_WORDS`` words; the lookup
+        is built on first use, each unit's answer kept."""
+        found = self._lazy.setdefault("titles_written", {})
+        if row in found:
+            return found[row]
+        keys = self._lazy.get("title_keys")
+        if keys is None:
+            with self._lock:
+                g, titled = self.graph, self.rows_titled()
+                keys = {}
+                for name, eid in g.linker.forms:
+                    words = _WORD.findall(unicodedata.normalize("NFKC", name).casefold())
+                    if (eid in g.node_of and name.casefold() in titled
+                            and 0 < len(words) <= TITLE_MAX_WORDS):
+                        nodes = keys.setdefault(" ".join(words), [])
+                        if g.node_of[eid] not in nodes:
+                            nodes.append(g.node_of[eid])
+                self._lazy["title_keys"] = keys
+        raw = _WORD.findall(unicodedata.normalize("NFKC", self.units.texts[row]))
+        folded = [w.casefold() for w in raw]
+        have = set(self.units.kg_node_ids[row] or [])
+        ids = self.graph.entity_ids
+        out: list[int] = []
+        for i in range(len(raw)):
+            for n in range(1, min(TITLE_MAX_WORDS, len(raw) - i) + 1):
+                nodes = keys.get(" ".join(folded[i:i + n]))
+                if nodes and any(c.isupper() for w in raw[i:i + n] for c in w):
+                    out += [k for k in nodes if ids[k] not in have and k not in out]
+        found[row] = out
+        return out
 
     # --- vectors ---------------------------------------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:
