@@ -887,11 +887,14 @@ def _variants(text: str, span: _Span, name: str, stats: Counter | None,
     """Other names a kept span also stands for: without a leading article ("The
     Limestone Coast" -> "Limestone Coast") or a rank ("Prince Aleksander Koniecpolski"
     -> "Aleksander Koniecpolski"; gendered honorifics such as "Mr." stay, they tell
-    people apart), and with the rank title that follows after a comma ("Joan II,
+    people apart) when a name follows it ("Duke of Burgundy" stays whole), and with the rank title that follows after a comma ("Joan II,
     Countess of Burgundy", the form of many encyclopedia titles)."""
     out = []
-    first = name.split()[0] if name else ""
-    if len(name.split()) > 2 and (first in _TITLE_ARTICLES or first in RANKS):
+    words = name.split()
+    first = words[0] if words else ""
+    # only before a name: "Duke of Burgundy" without its rank is no name ("of Burgundy")
+    if len(words) > 2 and (first in _TITLE_ARTICLES or first in RANKS) \
+            and not words[1][:1].islower():
         out.append(name[len(first):].strip())
     m = _APPOSITIVE_TITLE.match(text, span.toks[-1].end)
     if m and len(name.split()) <= 3:

@@ -110,6 +110,16 @@ def test_honorifics_initials_and_rank_titles():
         assert n in got, n
 
 
+def test_a_rank_before_of_is_kept_with_its_name():
+    # "Duke of Burgundy" without its rank was a candidate "of Burgundy": 537 entities of
+    # the 2Wiki pool began with a lower-case "of". Invented names and ranks alike.
+    got = names("Oswin was the son of Hardrek III, Margrave of Velmoor, and the Queen "
+                "of the Brask Isles. The Earl of Tollan met Prince Corvid Amsel.")
+    assert {"Margrave of Velmoor", "Queen of the Brask Isles", "Earl of Tollan",
+            "Corvid Amsel"} <= set(got)
+    assert not [n for n in got if n[:1].islower()], got
+
+
 def test_cyrillic_and_greek_names():
     got = names("Лев Толстой жил в Москве. Ο Σωκράτης δίδαξε στην Αθήνα.")
     assert {"Лев Толстой", "Москве", "Σωκράτης", "Αθήνα"} <= set(got)
