@@ -233,10 +233,13 @@ def test_co_mention_edges_when_no_relationship_is_extracted(tmp_path):
     rm = result.relationship_mentions
     assert rm.height > 0 and set(rm["kind"]) == {"co_mention"}
     assert set(rm["strength"]) == {SETTINGS.co_mention_strength}
-    for uid in units["id"][:2]:
-        n = result.entity_mentions.filter(pl.col("text_unit_id") == uid).height
-        k = min(n, 5)  # between the (at most) five most mentioned entities
-        assert rm.filter(pl.col("text_unit_id") == uid).height == k * (k - 1) // 2
+    for uid, text in zip(units["id"][:2], units["text"][:2]):
+        names = result.entity_mentions.filter(pl.col("text_unit_id") == uid)["title"]
+        edges = rm.filter(pl.col("text_unit_id") == uid)
+        # from the most mentioned entity to each of the (at most) four next ones
+        hub = max(sorted(names), key=lambda n: text.count(n))
+        assert edges.height == min(names.len(), 5) - 1
+        assert all(hub in (a, b) for a, b in edges.select("source", "target").rows())
     assert result.entity_mentions.filter(pl.col("text_unit_id") == units["id"][2]).height == 0
 
     # switched off: no edges at all
@@ -378,6 +381,23 @@ def test_open_candidates_drop_shouting_and_code_the_model_proposes(tmp_path):
     titles = set(result.entity_mentions["title"])
     assert not {"PWNED", "DROP TABLE", "IGNORE ALL"} & titles
     assert result.counts["open_names_caps_without_evidence"] == 3
+
+
+def test_co_mentions_join_a_record_to_its_subject(tmp_path):
+    # a passage relates what it names to the article's subject ("He married Ilse
+    # Varnow, daughter of Odo Brannick"), not each name to each other: the title's entity
+    # is the hub of the co-mention edges, though others are mentioned more often
+    text = ("He married Ilse Varnow, daughter of Odo Brannick of Kesselheim. Ilse Varnow "
+            "lived at Kesselheim; Ilse Varnow and Odo Brannick bred horses at Kesselheim.")
+    units = _units(text)
+    docs = pl.DataFrame([{"id": "carol", "raw_data": json.dumps(
+        {"title": "Tamsin Orrel (knight)", "text": text})}])
+    result = extract_graph(units, _llm(tmp_path, ScriptedBackend(etype="PERSON")), SETTINGS,
+                           documents=docs)
+    edges = set(result.relationship_mentions.select("source", "target").rows())
+    names = set(result.entity_mentions["title"]) - {"Tamsin Orrel"}
+    assert {"Ilse Varnow", "Odo Brannick", "Kesselheim"} <= names
+    assert {frozenset(e) for e in edges} == {frozenset(("Tamsin Orrel", n)) for n in names}
 
 
 def test_record_title_is_a_candidate_of_the_records_first_unit(tmp_path):
