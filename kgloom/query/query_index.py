@@ -324,14 +324,14 @@ class QueryIndex:
         return rows
 
     def titles_written(self, row: int) -> list[int]:
-        """Node keys of the entities whose title or an alias is a document's title (with
-        or without its trailing parenthesis, :func:`kgloom.names.normalize.record_title`)
-        and which
-        the text unit at ``row`` writes with a capital, as whole words, though
-        extraction did not record them there (a film named in quotes at the end of a
-        town's passage). A Wikipedia passage writes the titles of the articles it links
-        to; these are its links. Titles of up to ``TITLE_MAX_WORDS`` words; the lookup
-        is built on first use, each unit's answer kept."""
+        """Node keys (ints, in text order) of the entities whose title or an alias is a
+        document's title (with or without its trailing parenthesis,
+        :func:`kgloom.names.normalize.record_title`) and which the text unit at ``row``
+        writes as whole words with a capital, though extraction did not record them
+        there (a film named in quotes at the end of a town's passage). A Wikipedia
+        passage writes the titles of the articles it links to; these are its links.
+        Titles of up to ``TITLE_MAX_WORDS`` words; the lookup is built on first use
+        (one pass over the titles and aliases), each unit's answer kept."""
         found = self._lazy.setdefault("titles_written", {})
         if row in found:
             return found[row]
