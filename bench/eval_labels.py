@@ -9,8 +9,9 @@ Usage:
 ``draw`` takes ``n`` rows at random (``--seed``, default 0) from the index's
 ``entities.parquet`` or ``relationships.parquet`` and writes one JSON object a line: the
 row's title, type and aliases (entities) or source, target, direction and description
-(relationships), with the texts of up to ``--units`` (3) of its text units, for a reader
-to label. A reader adds to each line:
+(relationships), with the texts of up to ``--units`` (3) of its text units and the
+titles of their documents (``document_titles``: a Wikipedia passage's subject is often
+named only there), for a reader to label. A reader adds to each line:
 
 - entities: ``"accept"``: true when the title is a named thing (person, place,
   organisation, work, event, ...) that a careful reader of those texts would list as an
@@ -60,8 +61,12 @@ def draw(index: Path, kind: str, n: int, seed: int, units: int) -> list[dict]:
     if kind not in ("entities", "relationships"):
         raise ValueError(f"kind must be entities or relationships, got {kind!r}")
     table = pl.read_parquet(index / f"{kind}.parquet")
-    texts = dict(pl.read_parquet(index / "text_units.parquet", columns=["id", "text"])
-                 .iter_rows())
+    units = pl.read_parquet(index / "text_units.parquet", columns=["id", "text", "document_id"])
+    texts = dict(zip(units["id"].to_list(), units["text"].to_list()))
+    doc_titles = dict(pl.read_parquet(index / "documents.parquet", columns=["id", "title"])
+                      .iter_rows())
+    title_of = {u: doc_titles.get(d) for u, d in zip(units["id"].to_list(),
+                                                      units["document_id"].to_list())}
     rows = table.sample(min(n, table.height), seed=seed, shuffle=True)
     out = []
     for r in rows.iter_rows(named=True):
@@ -69,7 +74,9 @@ def draw(index: Path, kind: str, n: int, seed: int, units: int) -> list[dict]:
                  "aliases": r.get("aliases") or []} if kind == "entities" else
                 {"id": r["id"], "source": r["source"], "target": r["target"],
                  "kind": r.get("kind"), "description": r["description"]})
-        base["texts"] = [texts[u] for u in (r["text_unit_ids"] or [])[:units] if u in texts]
+        shown = [u for u in (r["text_unit_ids"] or [])[:units] if u in texts]
+        base["texts"] = [texts[u] for u in shown]
+        base["document_titles"] = [title_of[u] for u in shown]
         out.append(base)
     return out
 

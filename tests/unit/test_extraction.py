@@ -383,7 +383,7 @@ def test_open_candidates_drop_shouting_and_code_the_model_proposes(tmp_path):
     assert result.counts["open_names_caps_without_evidence"] == 3
 
 
-def test_co_mentions_join_a_record_to_its_subject(tmp_path):
+def test_a_records_relationships_have_its_subject_at_one_end(tmp_path):
     # a passage relates what it names to the article's subject ("He married Ilse
     # Varnow, daughter of Odo Brannick"), not each name to each other: the title's entity
     # is the hub of the co-mention edges, though others are mentioned more often
@@ -398,6 +398,24 @@ def test_co_mentions_join_a_record_to_its_subject(tmp_path):
     names = set(result.entity_mentions["title"]) - {"Tamsin Orrel"}
     assert {"Ilse Varnow", "Odo Brannick", "Kesselheim"} <= names
     assert {frozenset(e) for e in edges} == {frozenset(("Tamsin Orrel", n)) for n in names}
+
+    # what the model relates: only the relationships with the subject at one end are
+    # kept; the subject reaches every other entity, by relationship or co-mention
+    backend = ScriptedBackend(etype="PERSON", pairs=[("Ilse Varnow", "Odo Brannick"),
+                                                      ("Tamsin Orrel", "Kesselheim")])
+    result = extract_graph(units, _llm(tmp_path / "b", backend), SETTINGS, documents=docs)
+    rm = result.relationship_mentions
+    assert rm.filter(pl.col("kind") == "extracted").select("source", "target").rows() == [
+        ("Tamsin Orrel", "Kesselheim")]
+    assert {frozenset(e) for e in rm.select("source", "target").rows()} == {
+        frozenset(("Tamsin Orrel", n)) for n in names}
+    assert result.counts["relationships_without_the_subject"] == 1
+    # a document without a record title (a .txt file) keeps what the model relates
+    plain = pl.DataFrame([{"id": "carol", "raw_data": None}],
+                         schema={"id": pl.String, "raw_data": pl.String})
+    result = extract_graph(units, _llm(tmp_path / "c", backend), SETTINGS, documents=plain)
+    assert ("Ilse Varnow", "Odo Brannick") in result.relationship_mentions.filter(
+        pl.col("kind") == "extracted").select("source", "target").rows()
 
 
 def test_record_title_is_a_candidate_of_the_records_first_unit(tmp_path):
