@@ -61,12 +61,12 @@ def draw(index: Path, kind: str, n: int, seed: int, units: int) -> list[dict]:
     if kind not in ("entities", "relationships"):
         raise ValueError(f"kind must be entities or relationships, got {kind!r}")
     table = pl.read_parquet(index / f"{kind}.parquet")
-    units = pl.read_parquet(index / "text_units.parquet", columns=["id", "text", "document_id"])
-    texts = dict(zip(units["id"].to_list(), units["text"].to_list()))
+    frame = pl.read_parquet(index / "text_units.parquet", columns=["id", "text", "document_id"])
+    texts = dict(zip(frame["id"].to_list(), frame["text"].to_list()))
     doc_titles = dict(pl.read_parquet(index / "documents.parquet", columns=["id", "title"])
                       .iter_rows())
-    title_of = {u: doc_titles.get(d) for u, d in zip(units["id"].to_list(),
-                                                      units["document_id"].to_list())}
+    title_of = {u: doc_titles.get(d) for u, d in zip(frame["id"].to_list(),
+                                                      frame["document_id"].to_list())}
     rows = table.sample(min(n, table.height), seed=seed, shuffle=True)
     out = []
     for r in rows.iter_rows(named=True):
