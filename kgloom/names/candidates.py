@@ -85,6 +85,7 @@ _ABBREVIATIONS = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Mme", "Mlle", "Prof"
 _PARTICLES = frozenset("""of the to de del della dei degli di da das dos do du des van von
 der den ter te zu zum zur am an im la le les y e al el bin ibn bint ben av af mac ni
 nic ap ua""".split())
+NAME_PARTICLES = _PARTICLES  # the words that join the parts of a name, for other modules
 # a particle that may only follow "of": "Bank of the United States"
 _AFTER_OF_ONLY = frozenset({"the"})
 # Function words of the languages of the test suite and their neighbours: a capitalized
@@ -887,8 +888,9 @@ def _variants(text: str, span: _Span, name: str, stats: Counter | None,
     """Other names a kept span also stands for: without a leading article ("The
     Limestone Coast" -> "Limestone Coast") or a rank ("Prince Aleksander Koniecpolski"
     -> "Aleksander Koniecpolski"; gendered honorifics such as "Mr." stay, they tell
-    people apart) when a name follows it ("Duke of Burgundy" stays whole), and with the rank title that follows after a comma ("Joan II,
-    Countess of Burgundy", the form of many encyclopedia titles)."""
+    people apart) when a name follows it ("Duke of Burgundy" stays whole), and with the
+    rank title that follows after a comma ("Joan II, Countess of Burgundy", the form of
+    many encyclopedia titles)."""
     out = []
     words = name.split()
     first = words[0] if words else ""

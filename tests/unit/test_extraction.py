@@ -14,6 +14,7 @@ from kgloom.extraction.extract import (
     evidence_for,
     extract_graph,
     extraction_schema,
+    is_short_form,
     named_sentences,
 )
 from kgloom.ids import content_id
@@ -383,12 +384,24 @@ def test_open_candidates_drop_shouting_and_code_the_model_proposes(tmp_path):
     assert result.counts["open_names_caps_without_evidence"] == 3
 
 
+def test_short_forms_of_a_name():
+    assert is_short_form("Orrel", "Tamsin Orrel")  # a surname
+    assert is_short_form("Tamsin", "Tamsin Orrel")
+    assert is_short_form("Hardrek III", "Hardrek III of Velmoor")
+    assert is_short_form("Hardrek", "Hardrek, Margrave of Velmoor")
+    assert not is_short_form("Velmoor", "Hardrek III of Velmoor")  # a place in the name
+    assert not is_short_form("Tamsin Orrel", "Tamsin Orrel")
+    assert not is_short_form("Tamsin Orrel", "Orrel")
+    assert not is_short_form("Orrel", "Tamsin Orrelby")  # whole words only
+
+
 def test_a_records_relationships_have_its_subject_at_one_end(tmp_path):
     # a passage relates what it names to the article's subject ("He married Ilse
     # Varnow, daughter of Odo Brannick"), not each name to each other: the title's entity
     # is the hub of the co-mention edges, though others are mentioned more often
     text = ("He married Ilse Varnow, daughter of Odo Brannick of Kesselheim. Ilse Varnow "
-            "lived at Kesselheim; Ilse Varnow and Odo Brannick bred horses at Kesselheim.")
+            "lived at Kesselheim; Ilse Varnow and Odo Brannick bred horses at Kesselheim. "
+            "The horses were sold by Orrel in 1420.")
     units = _units(text)
     docs = pl.DataFrame([{"id": "carol", "raw_data": json.dumps(
         {"title": "Tamsin Orrel (knight)", "text": text})}])
@@ -397,6 +410,8 @@ def test_a_records_relationships_have_its_subject_at_one_end(tmp_path):
     edges = set(result.relationship_mentions.select("source", "target").rows())
     names = set(result.entity_mentions["title"]) - {"Tamsin Orrel"}
     assert {"Ilse Varnow", "Odo Brannick", "Kesselheim"} <= names
+    # "Orrel" in the passage on Tamsin Orrel is its subject: no entity, no relationship
+    assert "Orrel" not in names and result.counts["subject_short_forms_dropped"] == 1
     assert {frozenset(e) for e in edges} == {frozenset(("Tamsin Orrel", n)) for n in names}
 
     # what the model relates: only the relationships with the subject at one end are
