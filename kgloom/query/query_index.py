@@ -323,8 +323,8 @@ class QueryIndex:
                 self._lazy["rows_titled"] = rows
         return rows
 
-    def titles_written(self, row: int) -> list[int]:
-        """Node keys (ints, in text order) of the entities whose title or an alias is a
+    def titles_written(self, row: int) -> list[str]:
+        """Ids (in text order) of the entities whose title or an alias is a
         document's title (with or without its trailing parenthesis,
         :func:`kgloom.names.normalize.record_title`) and which the text unit at ``row``
         writes as whole words with a capital, though extraction did not record them
@@ -344,20 +344,19 @@ class QueryIndex:
                     words = _WORD.findall(unicodedata.normalize("NFKC", name).casefold())
                     if (eid in g.node_of and name.casefold() in titled
                             and 0 < len(words) <= TITLE_MAX_WORDS):
-                        nodes = keys.setdefault(" ".join(words), [])
-                        if g.node_of[eid] not in nodes:
-                            nodes.append(g.node_of[eid])
+                        eids = keys.setdefault(" ".join(words), [])
+                        if eid not in eids:
+                            eids.append(eid)
                 self._lazy["title_keys"] = keys
         raw = _WORD.findall(unicodedata.normalize("NFKC", self.units.texts[row]))
         folded = [w.casefold() for w in raw]
         have = set(self.units.kg_node_ids[row] or [])
-        ids = self.graph.entity_ids
-        out: list[int] = []
+        out: list[str] = []
         for i in range(len(raw)):
             for n in range(1, min(TITLE_MAX_WORDS, len(raw) - i) + 1):
-                nodes = keys.get(" ".join(folded[i:i + n]))
-                if nodes and any(c.isupper() for w in raw[i:i + n] for c in w):
-                    out += [k for k in nodes if ids[k] not in have and k not in out]
+                eids = keys.get(" ".join(folded[i:i + n]))
+                if eids and any(c.isupper() for w in raw[i:i + n] for c in w):
+                    out += [e for e in eids if e not in have and e not in out]
         found[row] = out
         return out
 

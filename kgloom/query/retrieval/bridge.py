@@ -98,8 +98,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     spec = g.specificity ** cfg.bridge_specificity_power
     kg = u.kg_node_ids
     links = call.link()
-    sources = [(h, max(s, 0.0),
-                (kg[h] or []) + [g.entity_ids[n] for n in index.titles_written(h)])
+    sources = [(h, max(s, 0.0), (kg[h] or []) + index.titles_written(h))
                for h, s in list(zip(hits, hit_sims.tolist()))[:cfg.bridge_hits]]
     if cfg.bridge_link_weight > 0 and links:
         sources.append((-1, cfg.bridge_link_weight, [x.entity_id for x in links]))
