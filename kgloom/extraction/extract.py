@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
+import regex
 
 from kgloom import layout, schemas
 from kgloom.config import IndexSettings
@@ -43,12 +44,14 @@ from kgloom.extraction.evidence import (
     text_direction,
 )
 from kgloom.extraction.records import record_edge_mentions
-from kgloom.extraction.type_cues import type_cue
+from kgloom.extraction.type_cues import bounded_occurrences, type_cue
 from kgloom.llm import CachedLLM, PromptTemplate, prompt_room, reply_token_bound, structured_call
 from kgloom.names.candidates import (
+    HONORIFICS,
     MAX_CANDIDATES,
     MAX_NAME_CHARS,
     NAME_PARTICLES,
+    RANKS,
     Candidate,
     caps_name_ok,
     find_candidates,
@@ -311,6 +314,8 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
 
     With the unit's ``subject`` (:func:`record_subject`; ``rels`` then all have it at
     one end): an edge from it to every other entity it has no relationship with.
+    An entity named to tell who another one is ("He married Margaret, daughter of
+    Arnold": :func:`described_by`) gets its edge from that one instead.
     Otherwise, with no relationship at all: an edge from the most mentioned entity to
     each of the (at most 4) next ones; with relationships: each entity left without one
     gets an edge to the most mentioned entity that has one. A passage relates what it
@@ -324,7 +329,8 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
     ranked = sorted(names, key=lambda n: (-norm.count(normalize_for_match(n)), n))
     linked = {r["source"] for r in rels} | {r["target"] for r in rels}
     if subject is not None:
-        pairs = [(subject, n) for n in ranked if n != subject and n not in linked]
+        pairs = [(described_by(n, names, text, subject) or subject, n)
+                 for n in ranked if n != subject and n not in linked]
     elif not rels:
         pairs = [(ranked[0], n) for n in ranked[1:5]]
     else:
@@ -334,6 +340,31 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
     return [{"text_unit_id": unit_id, "source": a, "target": b,
              "description": evidence_for(a, b, text), "strength": strength,
              "kind": "co_mention"} for a, b in pairs]
+
+
+# "Margaret, daughter of ", "Beatrice, a niece of ": one to three lower-case words and
+# "of" after a comma, right before a name
+_APPOSITION_OF = regex.compile(r",\s+(?:\p{Ll}[\p{L}\p{M}'’\-]*\s+){1,3}of\s+(?:the\s+)?$")
+
+
+def described_by(name: str, names: list[str], text: str, subject: str) -> str | None:
+    """The name among ``names`` that ``name`` is named to describe at its first mention
+    in ``text``, or None: "He married Margaret, daughter of Arnold" names Arnold to tell
+    who Margaret is, so Arnold's tie is to Margaret, not to the passage's ``subject``
+    (on the 2Wiki pool's hand labels, "linked only through a third entity" was the
+    commonest fault of a subject's co-mention edges that join two real entities). The
+    form: another name, a comma, one to three lower-case words and "of" right before
+    ``name``; never ``subject`` or ``name`` itself."""
+    found = bounded_occurrences(name, text)
+    if not found:
+        return None
+    start = found[0][0]
+    m = _APPOSITION_OF.search(text, max(0, start - 80), start)
+    if m is None:
+        return None
+    head = text[:m.start()]
+    return next((n for n in sorted(names, key=len, reverse=True)
+                 if n not in (name, subject) and head.endswith(n)), None)
 
 
 OPEN_TEMPLATE = PromptTemplate(
@@ -397,7 +428,8 @@ def unit_candidates(llm: CachedLLM | None, unit_id: str, text: str, settings: In
                     title: str | None = None, limit: int | None = MAX_CANDIDATES,
                     ) -> tuple[list[Candidate], list[dict]]:
     """The candidate names of one unit: the record ``title`` first (when given), then the
-    names of its scripts' sources (``settings.candidate_source``; ``open`` asks the model,
+    names of its scripts' sources but those written only inside the title
+    (:func:`inside_title`) (``settings.candidate_source``; ``open`` asks the model,
     so ``llm`` may be None for any other source), distinct after normalization, at most
     ``limit`` (None: all; the model's prompt holds ``MAX_CANDIDATES``).
 
@@ -416,7 +448,8 @@ def unit_candidates(llm: CachedLLM | None, unit_id: str, text: str, settings: In
         found = proposed + found
         failures += [failure] if failure else []
     if title:
-        found = [Candidate(title, -1, 1, "title")] + found
+        found = [Candidate(title, -1, 1, "title")] + [
+            c for c in found if not inside_title(c.name, text, title, vocabulary)]
     out, seen = [], set()
     for c in found:
         key = normalize_for_match(c.name)
@@ -425,6 +458,70 @@ def unit_candidates(llm: CachedLLM | None, unit_id: str, text: str, settings: In
             out.append(c)
         counts[f"candidates_{c.source}"] += 1
     return out[:limit], failures
+
+
+_WORD_EDGE = r"(?<![\p{L}\p{M}\p{N}])"
+_WORD_END = r"(?![\p{L}\p{M}\p{N}])"
+
+
+def title_spans(title: str, text: str) -> list[tuple[int, int]]:
+    """(start, end) of each place ``text`` writes ``title``: its words in any letter
+    case, whitespace between them of any kind and length, a hyphen maybe followed by
+    spaces or a line break ("Hohenlohe- Langenburg"), no letter, mark or digit touching
+    either end."""
+    words = title.split()
+    if not words:
+        return []
+    body = r"\s+".join(regex.escape(w).replace("\\-", r"-\s*") for w in words)
+    return [m.span() for m in regex.finditer(_WORD_EDGE + body + _WORD_END, text,
+                                             flags=regex.IGNORECASE)]
+
+
+_PLACE_PARTICLES = NAME_PARTICLES - {"the", "to"}  # "Henry I of Werle", not "Eye of the Tiger"
+
+
+def inside_title(name: str, text: str, title: str, stats: Counter | None = None) -> bool:
+    """Is ``name`` only ever written in ``text`` as a part of the record's ``title`` (a
+    work's title names one thing, not its words): "Dick" in "Becoming Dick is a 2000
+    film", "Beach" in "Bhaji on the Beach", "Eye of the Tiger" in "Sinbad and the Eye of
+    the Tiger"? Kept as things of their own: a part after a particle such as "of", named
+    in the name ("Werle" in "Henry I of Werle"), a name also written outside the title,
+    and a shorter form of a title made of names only (:func:`is_short_form`: "Iglesias"
+    of "Julio Iglesias", "Feodora of Hohenlohe-Langenburg" of "Princess Feodora of ...";
+    not "Dick" of "Becoming Dick", whose other word the corpus writes in lower case).
+
+    Args:
+        name: a candidate name, as written in ``text``.
+        text: the unit's text.
+        title: its record's title (:func:`record_titles`).
+        stats: corpus statistics (:func:`kgloom.names.candidates.word_counts`) that tell
+            a common word (more often lower case than capitalized) from a name word;
+            None: the title's words outside a short form are read as names.
+
+    Returns:
+        True when every whole-word occurrence of ``name`` lies strictly inside a place
+        where ``text`` writes ``title`` (:func:`title_spans`), follows no such particle
+        there, and ``name`` is no short form of a title of names; False when ``name``
+        is the title or is not found.
+    """
+    if is_short_form(name, title):
+        rest = normalize_title(title).split()
+        short = normalize_title(name).split()
+        rest = rest[len(short):] if rest[:len(short)] == short else rest[:-len(short)]
+        if stats is None or all(w in _PLACE_PARTICLES or w.title() in RANKS
+                                or stats[w] <= stats[w.title()] for w in rest):
+            return False
+    found = bounded_occurrences(name, text)
+    spans = title_spans(title, text) if found else []
+    for a, b in found:
+        span = next(((s, e) for s, e in spans if s <= a and b <= e and (s, e) != (a, b)),
+                    None)
+        if span is None:
+            return False
+        before = text[span[0]:a].split()
+        if before and before[-1] in _PLACE_PARTICLES:
+            return False
+    return bool(found)
 
 
 def _cut(text: str, share: float) -> str:
@@ -555,7 +652,7 @@ def _finish_unit(llm: CachedLLM, unit: _Unit, obj: dict, settings: IndexSettings
         counts["relationships_without_the_subject"] += len(rels) - len(kept)
         # "Iglesias" in the passage on Julio Iglesias is Julio Iglesias: no relationship
         # between them (the mention stays, the name's evidence for linking a question)
-        forms = {n for n in entity_names if is_short_form(n, subject)}
+        forms = subject_forms(entity_names, subject, unit.text)
         counts["subject_short_forms"] += len(forms)
         rels = [r for r in kept if r["source"] not in forms and r["target"] not in forms]
         entity_names = [n for n in entity_names if n not in forms]
@@ -578,6 +675,56 @@ def is_short_form(name: str, full: str) -> bool:
     if not short or k >= len(words):
         return False
     return words[:k] == short or (words[-k:] == short and words[-k - 1] not in NAME_PARTICLES)
+
+
+# what may open a parenthesis of other names right after a subject: "(born Andrea
+# Douglas Story", "(German: Friedrich August", "(née Lisbet Beck-Friis", "(also Mathilda"
+_ALSO_NAMED = regex.compile(r"\s*\((?:born|née|nee|also(?: known as| called)?|a\.k\.a\.|"
+                            r"[\p{L}\p{M}]+:)?\s*")
+
+
+def subject_forms(names: list[str], subject: str, text: str) -> set[str]:
+    """The names among ``names`` that are other forms of the record's ``subject`` in
+    its unit's ``text``:
+
+    - a shorter form (:func:`is_short_form`: "Iglesias" of "Julio Iglesias");
+    - the subject with a rank in front ("Countess Johanna Magdalene of Hanau" of
+      "Johanna Magdalene of Hanau");
+    - the same first and last words with words between left out or added ("Oakley
+      Haldeman" of "Oakley W. Haldeman", "Michael Jay Broyde" of "Michael Broyde");
+    - a name that opens the parenthesis right after the subject's first mention, maybe
+      after "born", "née", "also known as" or a language and a colon ("Andi Story (born
+      Andrea Douglas Story", "Frederick Augustus (German: Friedrich August").
+
+    On the 2Wiki pool's hand labels (``bench/data/labels/pool-relationships-c/-d``) 17
+    of 200 relationships joined two forms of one person. Returns a subset of ``names``
+    (never ``subject``)."""
+    words = normalize_title(subject).split()
+    forms = set()
+    for n in names:
+        other = normalize_title(n).split()
+        if n == subject or not other:
+            continue
+        ranked = len(other) > len(words) and other[-len(words):] == words and all(
+            w.title() in RANKS or w.title() in HONORIFICS for w in other[:-len(words)])
+        if is_short_form(n, subject) or ranked or _same_ends(other, words):
+            forms.add(n)
+    first = bounded_occurrences(subject, text)
+    m = _ALSO_NAMED.match(text, first[0][1]) if first else None
+    if m:
+        forms |= {n for n in names if n != subject and text.startswith(n, m.end())}
+    return forms
+
+
+def _same_ends(a: list[str], b: list[str]) -> bool:
+    """Are word lists ``a`` and ``b`` (at least two words each, not equal) the same name
+    with middle words left out: same first and last word, the shorter's words in order
+    within the longer?"""
+    short, long_ = sorted((a, b), key=len)
+    if len(short) < 2 or a == b or short[0] != long_[0] or short[-1] != long_[-1]:
+        return False
+    it = iter(long_)
+    return all(w in it for w in short)
 
 
 def record_subject(names: list[str], title: str | None) -> str | None:

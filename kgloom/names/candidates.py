@@ -126,9 +126,10 @@ Baroness Emperor Empress Pope Saint Bishop Archbishop Cardinal Sultan Emir Tsar 
 Chancellor President General Admiral Captain Colonel Professor Rev Sheikh Rabbi Imam""".split())
 # ", Countess of Burgundy", ", 2nd Earl of Portsmouth", ", King of Italy"
 _APPOSITIVE_TITLE = regex.compile(
-    r",\s+(?:\d+(?:st|nd|rd|th)\s+)?(?:" + "|".join(sorted(RANKS)) + r"|Margrave|Landgrave|"
-    r"Elector|Viscount|Marquess|Lord|Lady)\s+of\s+(?:the\s+)?\p{Lu}[\p{L}\p{M}\-]*"
-    r"(?:[\s\-]\p{Lu}[\p{L}\p{M}\-]*)*")
+    r",\s+(?:\d+(?:st|nd|rd|th)\s+)?(\p{Lu}[\p{L}\p{M}\-]*)\s+of\s+(?:the\s+)?"
+    r"\p{Lu}[\p{L}\p{M}\-]*(?:[\s\-]\p{Lu}[\p{L}\p{M}\-]*)*")
+_TITLE_HEADS = RANKS | {"Margrave", "Landgrave", "Elector", "Viscount", "Marquess", "Lord",
+                        "Lady"}  # what may head it; or an office by the corpus (_office)
 # articles that open titles of works ("The Private Life of Helen of Troy")
 _TITLE_ARTICLES = frozenset({"The", "A", "An", "Der", "Die", "Das", "Le", "La", "Les", "El",
                              "Los", "Las", "Il", "Lo"})
@@ -161,6 +162,21 @@ _ATTRIBUTIVE_BEFORE = frozenset("""a an another any each every her his its my no
 their these this those your""".split())
 ATTRIBUTIVE_SHARE = 0.7  # of a word's lone mid-sentence uses that run into a lower-case word
 ATTRIBUTIVE_DETERMINED = 0.25  # ... and that also follow a determiner
+# between a determiner and a modifier: lower-case words, numbers, ordinals ("a 1957
+# Mexican film", "a 17th century Persian architect"), at most this many
+ATTRIBUTIVE_REACH = 3
+# a title held in turn ("John Boyle, 15th Earl of Cork"): "Head of X" written after a
+# name and a comma or after an ordinal; see :func:`_office`
+_OFFICE_USE = regex.compile(
+    r"(?:\p{Lu}[\p{L}\p{M}.'’\-]*,[ \t]+|\b\d+(?:st|nd|rd|th)[ \t]+)(?:the[ \t]+)?"
+    r"(\p{Lu}[\p{L}\p{M}\-]*)[ \t]+of[ \t]+(?:the[ \t]+)?\p{Lu}")
+_OF_USE = regex.compile(r"(?<![\p{L}\p{M}])(\p{Lu}[\p{L}\p{M}\-]*)[ \t]+of[ \t]+"
+                        r"(?:the[ \t]+)?\p{Lu}")
+# determiners before a noun: a word mostly written after one is a class noun (the Ghost)
+_DETERMINERS = _ATTRIBUTIVE_BEFORE | {"the", "that"}
+CLASS_NOUN_SHARE = 0.5  # of a word's capitalized uses after a determiner (_class_noun)
+OFFICE_MIN_USES = 3  # appositive or ordinal uses of a head word before it is an office
+OFFICE_SHARE = 0.2  # ... and their share of all its "Head of X" uses
 
 
 # --- all-caps words: acronyms or shouting? ---------------------------------------------
@@ -462,7 +478,13 @@ def word_counts(texts: list[str]) -> Counter:
     occurrences of a capitalized word with no capitalized word one space before or after
     it (a one-word name or a modifier); ``("sololow", word)`` -> those followed by one
     space and a lower-case word; ``("solodet", word)`` -> those of them that also follow
-    a determiner (:data:`_ATTRIBUTIVE_BEFORE`), for :func:`_attributive`.
+    a determiner (:data:`_ATTRIBUTIVE_BEFORE`, maybe across :data:`ATTRIBUTIVE_REACH`
+    lower-case words or numbers), for :func:`_attributive`. ``("ofhead", word)`` ->
+    occurrences of a capitalized ``word`` before "of" and a capital ("Earl of Cork");
+    ``("office", word)`` -> those of them after a name and a comma or after an ordinal
+    ("John Boyle, 15th Earl of Cork"), for :func:`_office`. ``("det", word)`` ->
+    occurrences of a capitalized word right after a determiner ("the", "The",
+    "this") and whitespace ("the Ghost", "the\nSpirit"), for :func:`_class_noun`.
     Counts include the overlap of consecutive text units; locator lines
     (:func:`mask_locator_lines`) are not counted.
     """
@@ -491,6 +513,11 @@ def word_counts(texts: list[str]) -> Counter:
                           for a in range(len(run) - n + 1))
         counts.update(("acronym", tok.text) for tok in toks
                       if tok.kind == "upper" and _expands(tok.text, t))
+        counts.update(("det", b.text) for a, b in itertools.pairwise(toks)
+                      if b.kind == "cap" and a.text.lower() in _DETERMINERS
+                      and t[a.end:b.start].isspace())
+        counts.update(("office", m.group(1)) for m in _OFFICE_USE.finditer(t))
+        counts.update(("ofhead", m.group(1)) for m in _OF_USE.finditer(t))
     for t in texts:
         counts.update({("name", normalize_for_match(n)) for n, _ in _proper_names(t, counts)
                        if len(n.split()) >= 2})
@@ -515,8 +542,25 @@ def _count_lone_words(text: str, toks: list[_Tok], mid: list[int], counts: Count
         counts[("solo", word)] += 1
         if next_to(i, i + 1, ("lower",)):
             counts[("sololow", word)] += 1
-            if next_to(i, i - 1, ("lower",)) and toks[i - 1].text in _ATTRIBUTIVE_BEFORE:
+            if _determined(text, toks, i):
                 counts[("solodet", word)] += 1
+
+
+def _determined(text: str, toks: list[_Tok], i: int) -> bool:
+    """Does ``toks[i]`` end a noun phrase's opening: a determiner
+    (:data:`_ATTRIBUTIVE_BEFORE`) before it, one space apart, or across at most
+    :data:`ATTRIBUTIVE_REACH` lower-case words that are no function words, numbers or
+    ordinals, each one space apart ("an American actor", "a 1957 Mexican film", "a
+    famous Mexican singer", "a 17th century Persian architect"; not "is Mexican")?"""
+    j = i - 1
+    while j >= 0 and i - j <= ATTRIBUTIVE_REACH + 1 and text[toks[j].end:toks[j + 1].start] == " ":
+        tok = toks[j]
+        if tok.kind == "lower" and tok.text in _ATTRIBUTIVE_BEFORE:
+            return True
+        if not (tok.text.isdigit() or (tok.kind == "lower" and tok.text not in STOPWORDS)):
+            return False
+        j -= 1
+    return False
 
 
 _NON_SPACE = regex.compile(r"\S+")
@@ -793,6 +837,34 @@ def _attributive(word: str, stats: Counter | None) -> bool:
         and stats[("solodet", word)] >= ATTRIBUTIVE_DETERMINED * solo
 
 
+def _class_noun(word: str, stats: Counter | None) -> bool:
+    """Is the capitalized ``word`` a common noun the text capitalizes, not a name: the
+    corpus also writes it in lower case, and more than :data:`CLASS_NOUN_SHARE` of its
+    capitalized uses follow a determiner ("the Ghost", "this Spirit", "the Future" in a
+    book that also writes "a ghost")? A name written after "the" is never written in
+    lower case ("the Thames", "the Netherlands"), and a character's name is seldom
+    written after a determiner ("Scrooge": 0 of 455). Evidence from the corpus's own
+    counts (:func:`word_counts`); without ``stats`` nothing is one."""
+    if stats is None or not stats[word.lower()]:
+        return False
+    return stats[("det", word)] > CLASS_NOUN_SHARE * stats[word]
+
+
+def _office(word: str, stats: Counter | None) -> bool:
+    """Is ``word`` the head of a title held in turn, such as "Earl" in "Earl of Cork": a
+    common noun (the corpus writes it in lower case too) that the corpus writes before
+    "of" after a name and a comma or after an ordinal ("John Boyle, 15th Earl of Cork",
+    "William I, Count of Geneva") at least :data:`OFFICE_MIN_USES` times and in at least
+    :data:`OFFICE_SHARE` of its "Head of X" uses? "Earl of Cork" alone is then an office
+    that several people held, not an entity ("University of Leeds" is never so written;
+    "Mary of Teck" after a comma is no common noun). Evidence from the corpus's own
+    counts (:func:`word_counts`); without ``stats`` nothing is one."""
+    if stats is None or not stats[word.lower()]:
+        return False
+    uses = stats[("office", word)]
+    return uses >= OFFICE_MIN_USES and uses >= OFFICE_SHARE * stats[("ofhead", word)]
+
+
 def _named_elsewhere(tok: _Tok, stats: Counter | None) -> bool:
     """Does the corpus write ``tok`` capitalized mid-sentence, as a name is written?"""
     return stats is not None and tok.kind in ("cap", "mixed") and stats[("mid", tok.text)] > 0
@@ -865,7 +937,7 @@ def _clean(text: str, span: _Span, stats: Counter | None,
             return None
         if t.kind in ("cap", "mixed") and _interjection(_POSSESSIVE.sub("", t.text), stats):
             return None
-        if t.kind == "cap" and _attributive(t.text, stats):
+        if t.kind == "cap" and (_attributive(t.text, stats) or _class_noun(t.text, stats)):
             return None
         if t.kind == "cap" and initial and _unknown_opener(
                 t.text, stats, local_lower, defined or addressed):
@@ -873,6 +945,8 @@ def _clean(text: str, span: _Span, stats: Counter | None,
     if all(t.kind == "cap" and (t.text.lower() in STOPWORDS or t.text in HONORIFICS)
            for t in toks):
         return None
+    if len(toks) > 2 and toks[1].text == "of" and _office(toks[0].text, stats):
+        return None  # "Earl of Cork": an office held in turn, named by its holders' names
     end = toks[-1].end
     if toks[-1].text in _ABBREVIATIONS and text[end:end + 1] == ".":
         end += 1  # "John Middleton Murry Jr."
@@ -890,7 +964,8 @@ def _variants(text: str, span: _Span, name: str, stats: Counter | None,
     -> "Aleksander Koniecpolski"; gendered honorifics such as "Mr." stay, they tell
     people apart) when a name follows it ("Duke of Burgundy" stays whole), and with the
     rank title that follows after a comma ("Joan II, Countess of Burgundy", the form of
-    many encyclopedia titles)."""
+    many encyclopedia titles; the title's head a rank of :data:`_TITLE_HEADS` or an
+    office by the corpus's evidence, :func:`_office`)."""
     out = []
     words = name.split()
     first = words[0] if words else ""
@@ -899,7 +974,8 @@ def _variants(text: str, span: _Span, name: str, stats: Counter | None,
             and not words[1][:1].islower():
         out.append(name[len(first):].strip())
     m = _APPOSITIVE_TITLE.match(text, span.toks[-1].end)
-    if m and len(name.split()) <= 3:
+    if m and len(name.split()) <= 3 and (m.group(1) in _TITLE_HEADS
+                                         or _office(m.group(1), stats)):
         out.append(" ".join((name + m.group(0)).split()))
     return out
 

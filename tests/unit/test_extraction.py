@@ -11,11 +11,15 @@ from kgloom import schemas
 from kgloom.config import IndexSettings, settings_from_mapping
 from kgloom.extraction.evidence import first_sentence_with
 from kgloom.extraction.extract import (
+    _co_mentions,
+    described_by,
     evidence_for,
     extract_graph,
     extraction_schema,
+    inside_title,
     is_short_form,
     named_sentences,
+    subject_forms,
 )
 from kgloom.ids import content_id
 from kgloom.llm import CachedLLM, Completion, LLMCache
@@ -395,11 +399,81 @@ def test_short_forms_of_a_name():
     assert not is_short_form("Orrel", "Tamsin Orrelby")  # whole words only
 
 
+def test_the_parts_of_a_records_title_are_no_names_there(tmp_path):
+    # "Becoming Dick is a 2000 film" gave the entity "Dick"; "Bhaji on the Beach" gave
+    # "Beach". Made-up titles: a common word before a name ("Finding Marrow"), a name
+    # after "the" ("Sails and the Eye of Ambry"), a place after "of" (kept: "Velmoor" in
+    # "Hardrek III of Velmoor"), a part also written alone (kept: "Ambry").
+    stats = word_counts(["finding a way, finding it", "Finding Marrow"])
+    text = "Finding Marrow is a 2001 film by Oswin Tarr. It was shot in Quell."
+    assert inside_title("Marrow", text, "Finding Marrow", stats)
+    assert not inside_title("Finding Marrow", text, "Finding Marrow", stats)  # the title
+    assert not inside_title("Quell", text, "Finding Marrow", stats)  # not in the title
+    eye = "Sails and the Eye of Ambry is a film. Ambry is a port."
+    assert not inside_title("Ambry", eye, "Sails and the Eye of Ambry", stats)
+    eye = "Sails and the Eye of Ambry is a film set in Quell."
+    assert inside_title("Eye of Ambry", eye, "Sails and the Eye of Ambry", stats)
+    assert inside_title("Ambry", eye, "Sails and the Eye of Ambry", stats) is False  # "of"
+    hardrek = "Hardrek III of Velmoor ( died 1410) ruled from Kesselheim."
+    assert not inside_title("Velmoor", hardrek, "Hardrek III of Velmoor", stats)
+    # a shorter form of a title of names is the subject, named (its mention is kept)
+    assert not inside_title("Hardrek III", hardrek, "Hardrek III of Velmoor", stats)
+    assert not inside_title("Tarr", "Oswin Tarr was a knight.", "Oswin Tarr", stats)
+    # the title written with other spacing and letter case still covers its parts
+    spaced = "FINDING  MARROW is a 2001 film."
+    assert inside_title("MARROW", spaced, "Finding Marrow", stats)
+
+    docs = pl.DataFrame([{"id": "carol", "raw_data": json.dumps(
+        {"title": "Finding Marrow (film)", "text": text})}])
+    units = _units(text + " Finding a way home, Oswin Tarr found Quell.")
+    result = extract_graph(units, _llm(tmp_path, ScriptedBackend(etype="PERSON")), SETTINGS,
+                           documents=docs)
+    titles = set(result.entity_mentions["title"])
+    assert {"Finding Marrow", "Oswin Tarr", "Quell"} <= titles and "Marrow" not in titles
+
+
+def test_other_forms_of_a_records_subject():
+    text = ("Andi Story (born Andrea Douglas Story; 1950 in Quell) is a politician. "
+            "Countess Andi Story met Andi Anne Story, Story's cousin, and Andi Brell.")
+    names = ["Andi Story", "Andrea Douglas Story", "Quell", "Countess Andi Story",
+             "Andi Anne Story", "Story", "Andi Brell"]
+    assert subject_forms(names, "Andi Story", text) == {
+        "Andrea Douglas Story", "Countess Andi Story", "Andi Anne Story", "Story"}
+    text = "Oswin of Brask (Zorvanian: Osvin fon Brask) was a knight. Brask lies east."
+    assert subject_forms(["Osvin fon Brask", "Brask"], "Oswin of Brask", text) == {
+        "Osvin fon Brask"}
+    # a place in the parenthesis is not the subject
+    assert subject_forms(["Quell"], "Kell Ambry", "Kell Ambry (born 1950 in Quell)") == set()
+
+
+def test_a_name_that_tells_who_another_is_is_tied_to_that_one():
+    # "married Beatrice, niece of Innocent IV": Innocent IV tells who Beatrice is; a
+    # co-mention edge from the passage's subject to him was "linked only through a third
+    # entity" in the 2Wiki pool's hand labels. Made-up names.
+    text = ("Tamsin Orrel was a knight. He married Ilse Varnow, a daughter of Odo Brannick, "
+            "and served Kell Ambry. His son Oswin, heir of the Velmoor lands, met Odo "
+            "Brannick at Quell, capital of Brask.")
+    names = ["Tamsin Orrel", "Ilse Varnow", "Odo Brannick", "Kell Ambry", "Oswin", "Quell",
+             "Brask"]
+    got = {n: described_by(n, names, text, "Tamsin Orrel") for n in names}
+    assert got == {"Tamsin Orrel": None, "Ilse Varnow": None, "Odo Brannick": "Ilse Varnow",
+                   "Kell Ambry": None, "Oswin": None, "Quell": None, "Brask": "Quell"}
+    edges = {frozenset((r["source"], r["target"]))
+             for r in _co_mentions("u", names, text, 1.0, [], "Tamsin Orrel")}
+    assert frozenset(("Ilse Varnow", "Odo Brannick")) in edges
+    assert frozenset(("Tamsin Orrel", "Odo Brannick")) not in edges
+    assert {frozenset(("Tamsin Orrel", n)) for n in ("Ilse Varnow", "Kell Ambry", "Oswin",
+                                                      "Quell")} <= edges
+    # the subject itself is never "described": its edges stay
+    assert described_by("Odo Brannick", names, "Tamsin Orrel, son of Odo Brannick.",
+                        "Tamsin Orrel") is None
+
+
 def test_a_records_relationships_have_its_subject_at_one_end(tmp_path):
     # a passage relates what it names to the article's subject ("He married Ilse
-    # Varnow, daughter of Odo Brannick"), not each name to each other: the title's entity
-    # is the hub of the co-mention edges, though others are mentioned more often
-    text = ("He married Ilse Varnow, daughter of Odo Brannick of Kesselheim. Ilse Varnow "
+    # Varnow"), not each name to each other: the title's entity is the hub of the
+    # co-mention edges, though others are mentioned more often
+    text = ("He married Ilse Varnow. Her father was Odo Brannick of Kesselheim. Ilse Varnow "
             "lived at Kesselheim; Ilse Varnow and Odo Brannick bred horses at Kesselheim. "
             "The horses were sold by Orrel in 1420.")
     units = _units(text)

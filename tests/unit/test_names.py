@@ -309,6 +309,52 @@ def test_a_word_the_corpus_uses_as_a_modifier_is_no_name_but_a_name_before_a_ver
     assert "Zorvanian" not in got
 
 
+def test_a_modifier_is_told_across_numbers_and_lower_case_words_after_its_determiner():
+    """ "a 1957 Zorvanian film", "a famous Zorvanian singer": the determiner stands two
+    or three words before the modifier, so only the wider reach tells it from a name;
+    "Quillon", a name, runs into lower-case words with no determiner before it."""
+    corpus = ["Kell Ambry is a 1957 Zorvanian drama film directed by Quillon.",
+              "Doss Ferrin was a famous Zorvanian singer. Quillon also sang.",
+              "Ambry was a 17th century Zorvanian architect. Quillon built it.",
+              "In 1990 Quillon directed films for years."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Quillon", "Kell Ambry", "Doss Ferrin"} <= got
+    assert "Zorvanian" not in got
+
+
+def test_an_office_held_in_turn_is_no_name_but_its_holders_are():
+    """ "Earl of Cork" is a title several people hold: the corpus writes its head word
+    after a name and a comma or an ordinal ("Hardrek III, Margrave of Velmoor", "Tollan
+    Vey, 4th Margrave of Velmoor") and in lower case ("the margrave"). Made-up words, so
+    no list of ranks can pass: "Vorl" is such a head here. A head never so written
+    ("University of Zell") and a first name after a comma ("his daughter, Ysolde of
+    Brask"), never written in lower case, keep their names."""
+    corpus = ["Hardrek III, Vorl of Velmoor, married Ysolde. The vorl died in 1410.",
+              "Tollan Vey, 4th Vorl of Velmoor, founded the University of Zell.",
+              "Oswin Tarr, Vorl of Brask, studied at the University of Zell.",
+              "His daughter, Ysolde of Brask, met the Vorl of Velmoor at the University of "
+              "Zell, where Ysolde of Brask taught."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Hardrek III, Vorl of Velmoor", "Tollan Vey", "University of Zell",
+            "Ysolde of Brask"} <= got, got
+    assert not {"Vorl of Velmoor", "Vorl of Brask"} & got, got
+    # one text alone holds too little evidence: the office is a name there
+    assert "Vorl of Velmoor" in names(corpus[3], corpus=[corpus[3]])
+
+
+def test_a_common_noun_mostly_written_after_a_determiner_is_no_name():
+    """ "the Ghost", "this Spirit" in a book that also writes "a ghost": a class noun,
+    capitalized. Made-up words: "Vessel" is written after determiners and in lower case
+    (no name); "Orrin", a river, is written after "the" but never in lower case (a name);
+    "Quillon" seldom follows a determiner (a name)."""
+    corpus = ["The Vessel spoke. Quillon answered the Vessel, and the Vessel was gone.",
+              "A vessel is a thing. This Vessel came back along the Orrin to Quillon.",
+              "Quillon and Vessel sat by the Orrin. The Orrin flows east."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Quillon", "Orrin"} <= got, got
+    assert "Vessel" not in got, got
+
+
 def test_a_name_said_twice_or_drawn_out_is_the_name_once():
     corpus = ["Sometimes people called him Pellow Pellow, and sometimes Trask.",
               "'It is your cousin Pe-e-e-e-ellow,' she sang. Pellow laughed at Trask."]
