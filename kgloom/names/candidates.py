@@ -165,6 +165,7 @@ ATTRIBUTIVE_DETERMINED = 0.25  # ... and that also follow a determiner
 # between a determiner and a modifier: lower-case words, numbers, ordinals ("a 1957
 # Mexican film", "a 17th century Persian architect"), at most this many
 ATTRIBUTIVE_REACH = 3
+MODIFIER_MAX_WORDS = 2  # capitalized words of a modifier ("South Korean", "West German")
 # a title held in turn ("John Boyle, 15th Earl of Cork"): "Head of X" written after a
 # name and a comma or after an ordinal; see :func:`_office`
 _OFFICE_USE = regex.compile(
@@ -526,7 +527,9 @@ def word_counts(texts: list[str]) -> Counter:
 
 def _count_lone_words(text: str, toks: list[_Tok], mid: list[int], counts: Counter) -> None:
     """Add the ``solo``, ``sololow`` and ``solodet`` counts of :func:`word_counts` for the
-    mid-sentence capitalized tokens ``mid`` (indexes into ``toks``) of ``text``."""
+    mid-sentence capitalized tokens ``mid`` (indexes into ``toks``) of ``text``, and for
+    each run of up to :data:`MODIFIER_MAX_WORDS` capitalized words one space apart that
+    one of them opens ("a South Korean actor": key "South Korean")."""
     def next_to(i: int, j: int, kinds: tuple[str, ...]) -> bool:
         """Is ``toks[j]`` of ``kinds``, one space from ``toks[i]``?"""
         if not 0 <= j < len(toks) or toks[j].kind not in kinds:
@@ -536,11 +539,16 @@ def _count_lone_words(text: str, toks: list[_Tok], mid: list[int], counts: Count
 
     named = ("cap", "mixed", "upper", "initial")
     for i in mid:
-        if toks[i].kind != "cap" or next_to(i, i - 1, named) or next_to(i, i + 1, named):
+        if toks[i].kind != "cap" or next_to(i, i - 1, named):
             continue
-        word = toks[i].text
+        j = i  # the run of capitalized words one space apart from i: "South Korean"
+        while j + 1 - i < MODIFIER_MAX_WORDS and next_to(j, j + 1, ("cap",)):
+            j += 1
+        if next_to(j, j + 1, named):
+            continue
+        word = " ".join(t.text for t in toks[i:j + 1])
         counts[("solo", word)] += 1
-        if next_to(i, i + 1, ("lower",)):
+        if next_to(j, j + 1, ("lower",)):
             counts[("sololow", word)] += 1
             if _determined(text, toks, i):
                 counts[("solodet", word)] += 1
@@ -942,6 +950,11 @@ def _clean(text: str, span: _Span, stats: Counter | None,
         if t.kind == "cap" and initial and _unknown_opener(
                 t.text, stats, local_lower, defined or addressed):
             return None
+    elif len(toks) <= MODIFIER_MAX_WORDS and all(t.kind == "cap" for t in toks) \
+            and _attributive(" ".join(t.text for t in toks), stats) \
+            and any(_attributive(t.text, stats) for t in toks):
+        return None  # "a South Korean actor", "an Indian Kannada film"; not "an Academy
+        # Award nomination", which has no modifier of its own
     if all(t.kind == "cap" and (t.text.lower() in STOPWORDS or t.text in HONORIFICS)
            for t in toks):
         return None

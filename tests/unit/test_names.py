@@ -322,6 +322,20 @@ def test_a_modifier_is_told_across_numbers_and_lower_case_words_after_its_determ
     assert "Zorvanian" not in got
 
 
+def test_a_modifier_of_two_words_is_no_name_but_a_name_used_as_one_is():
+    """ "a South Korean actor": two capitalized words used as one modifier, one of them a
+    modifier alone. Made-up words: "North Zorvanian" goes; "Quillon Prize", a named thing
+    also written before a noun ("a Quillon Prize nomination"), has no modifier of its
+    own and stays."""
+    corpus = ["Kell Ambry is a North Zorvanian actor. He won a Quillon Prize nomination.",
+              "Doss Ferrin was a famous North Zorvanian singer, and a Zorvanian painter.",
+              "Ambry was an old Zorvanian architect with a Quillon Prize medal.",
+              "Some Zorvanian ships sailed. The Quillon Prize went to Ferrin."]
+    got = {n for t in corpus for n in names(t, corpus=corpus)}
+    assert {"Kell Ambry", "Doss Ferrin", "Quillon Prize"} <= got, got
+    assert not {"North Zorvanian", "Zorvanian"} & got, got
+
+
 def test_an_office_held_in_turn_is_no_name_but_its_holders_are():
     """ "Earl of Cork" is a title several people hold: the corpus writes its head word
     after a name and a comma or an ordinal ("Hardrek III, Margrave of Velmoor", "Tollan
