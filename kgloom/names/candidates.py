@@ -160,7 +160,7 @@ _EXCLAIMED = regex.compile(r"[!?¡¿]")
 # one of them and a lower-case word is a modifier ("a Welsh wig", "his Christian name").
 _ATTRIBUTIVE_BEFORE = frozenset("""a an another any each every her his its my no our some
 their these this those your""".split())
-ATTRIBUTIVE_SHARE = 0.7  # of a word's lone mid-sentence uses that run into a lower-case word
+ATTRIBUTIVE_SHARE = 0.7  # of a word's lone mid-sentence uses that run into a lower-case content word
 ATTRIBUTIVE_DETERMINED = 0.25  # ... and that also follow a determiner
 # between a determiner and a modifier: lower-case words, numbers, ordinals ("a 1957
 # Mexican film", "a 17th century Persian architect"), at most this many
@@ -478,7 +478,8 @@ def word_counts(texts: list[str]) -> Counter:
     opening a sentence), for :func:`_interjection`. ``("solo", word)`` -> mid-sentence
     occurrences of a capitalized word with no capitalized word one space before or after
     it (a one-word name or a modifier); ``("sololow", word)`` -> those followed by one
-    space and a lower-case word; ``("solodet", word)`` -> those of them that also follow
+    space and a lower-case word that is no function word (a head noun: "Dutch merchant",
+    not "Laocoon of", "Founder was"); ``("solodet", word)`` -> those of them that also follow
     a determiner (:data:`_ATTRIBUTIVE_BEFORE`, maybe across :data:`ATTRIBUTIVE_REACH`
     lower-case words or numbers), for :func:`_attributive`. ``("ofhead", word)`` ->
     occurrences of a capitalized ``word`` before "of" and a capital ("Earl of Cork");
@@ -514,7 +515,7 @@ def word_counts(texts: list[str]) -> Counter:
                           for a in range(len(run) - n + 1))
         counts.update(("acronym", tok.text) for tok in toks
                       if tok.kind == "upper" and _expands(tok.text, t))
-        counts.update(("det", b.text) for a, b in itertools.pairwise(toks)
+        counts.update(("det", _POSSESSIVE.sub("", b.text)) for a, b in itertools.pairwise(toks)
                       if b.kind == "cap" and a.text.lower() in _DETERMINERS
                       and t[a.end:b.start].isspace())
         counts.update(("office", m.group(1)) for m in _OFFICE_USE.finditer(t))
@@ -548,7 +549,7 @@ def _count_lone_words(text: str, toks: list[_Tok], mid: list[int], counts: Count
             continue
         word = " ".join(t.text for t in toks[i:j + 1])
         counts[("solo", word)] += 1
-        if next_to(j, j + 1, ("lower",)):
+        if next_to(j, j + 1, ("lower",)) and toks[j + 1].text not in STOPWORDS:
             counts[("sololow", word)] += 1
             if _determined(text, toks, i):
                 counts[("solodet", word)] += 1
@@ -831,7 +832,7 @@ def _interjection(word: str, stats: Counter | None) -> bool:
 def _attributive(word: str, stats: Counter | None) -> bool:
     """A capitalized word the corpus uses as a modifier, not as a name: of its lone
     mid-sentence uses (no capitalized word beside it), at least
-    :data:`ATTRIBUTIVE_SHARE` run straight into a lower-case word and at least
+    :data:`ATTRIBUTIVE_SHARE` run straight into a lower-case content word and at least
     :data:`ATTRIBUTIVE_DETERMINED` also follow a determiner, as a noun phrase's adjective
     does ("some Dutch merchant", "an American actor", "his Christian name"). A name is
     written on its own ("said Scrooge.", "to Marley,") or before a verb without a
@@ -855,7 +856,8 @@ def _class_noun(word: str, stats: Counter | None) -> bool:
     counts (:func:`word_counts`); without ``stats`` nothing is one."""
     if stats is None or not stats[word.lower()]:
         return False
-    return stats[("det", word)] > CLASS_NOUN_SHARE * stats[word]
+    uses = stats[word] + stats[word + "'s"] + stats[word + "’s"]  # "the Spirit's robe"
+    return stats[("det", word)] > CLASS_NOUN_SHARE * uses
 
 
 def _office(word: str, stats: Counter | None) -> bool:
@@ -912,6 +914,9 @@ def _clean(text: str, span: _Span, stats: Counter | None,
         if toks[0].text in _TITLE_ARTICLES and initial and defined \
                 and sum(t.kind in ("cap", "mixed", "upper") for t in toks[1:]) >= 2:
             break  # "The Merry Gentleman is a film": a title keeps its article
+        if toks[0].text in _TITLE_ARTICLES and not initial:
+            break  # "directed The Swan", "joined The Beatles": an article capitalized
+            # mid-sentence opens a title
         toks, initial = toks[1:], False
     while toks and (toks[-1].text in _PARTICLES or toks[-1].text in HONORIFICS):
         toks = toks[:-1]
@@ -945,7 +950,8 @@ def _clean(text: str, span: _Span, stats: Counter | None,
             return None
         if t.kind in ("cap", "mixed") and _interjection(_POSSESSIVE.sub("", t.text), stats):
             return None
-        if t.kind == "cap" and (_attributive(t.text, stats) or _class_noun(t.text, stats)):
+        bare = _POSSESSIVE.sub("", t.text)
+        if t.kind == "cap" and (_attributive(bare, stats) or _class_noun(bare, stats)):
             return None
         if t.kind == "cap" and initial and _unknown_opener(
                 t.text, stats, local_lower, defined or addressed):
