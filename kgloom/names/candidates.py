@@ -160,7 +160,7 @@ _EXCLAIMED = regex.compile(r"[!?¡¿]")
 # one of them and a lower-case word is a modifier ("a Welsh wig", "his Christian name").
 _ATTRIBUTIVE_BEFORE = frozenset("""a an another any each every her his its my no our some
 their these this those your""".split())
-ATTRIBUTIVE_SHARE = 0.7  # of a word's lone mid-sentence uses that run into a lower-case content word
+ATTRIBUTIVE_SHARE = 0.7  # share of a word's lone uses that run into a lower-case content word
 ATTRIBUTIVE_DETERMINED = 0.25  # ... and that also follow a determiner
 # between a determiner and a modifier: lower-case words, numbers, ordinals ("a 1957
 # Mexican film", "a 17th century Persian architect"), at most this many
