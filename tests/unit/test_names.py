@@ -296,44 +296,43 @@ def test_words_only_ever_exclaimed_are_not_names_but_called_out_names_are():
     assert not {"Huzzo", "Blimey"} & got
 
 
-def test_a_word_the_corpus_uses_as_a_modifier_is_no_name_but_a_name_before_a_verb_is():
-    """Made-up words, so no list of adjectives can pass: "Zorvanian" only ever stands
-    between a determiner and a noun, as an adjective of nationality does; "Quillon" and
-    "Marrow" run into a verb too, but stand alone elsewhere and follow no determiner;
-    inside a longer name ("Zorvanian Trade Council") the modifier is no lone use."""
-    corpus = ["The harbour held some Zorvanian ships and an old Zorvanian merchant.",
-              "Quillon bought a Zorvanian carpet. Later Quillon sailed to Marrow.",
-              "The Zorvanian Trade Council met in Marrow. Marrow lies east."]
+# Made-up words, so no list of adjectives can pass: (corpus, names kept, names dropped).
+MODIFIER_CASES = {
+    # "Zorvanian" only ever stands between a determiner and a noun, as an adjective of
+    # nationality does; "Quillon" and "Marrow" run into a verb too, but stand alone
+    # elsewhere and follow no determiner; inside a longer name ("Zorvanian Trade
+    # Council") the modifier is no lone use
+    "adjacent determiner": (
+        ["The harbour held some Zorvanian ships and an old Zorvanian merchant.",
+         "Quillon bought a Zorvanian carpet. Later Quillon sailed to Marrow.",
+         "The Zorvanian Trade Council met in Marrow. Marrow lies east."],
+        {"Quillon", "Marrow", "Zorvanian Trade Council"}, {"Zorvanian"}),
+    # "a 1957 Zorvanian film", "a famous Zorvanian singer": the determiner stands two or
+    # three words before the modifier, so only the wider reach tells it from a name
+    "determiner across numbers and words": (
+        ["Kell Ambry is a 1957 Zorvanian drama film directed by Quillon.",
+         "Doss Ferrin was a famous Zorvanian singer. Quillon also sang.",
+         "Ambry was a 17th century Zorvanian architect. Quillon built it.",
+         "In 1990 Quillon directed films for years."],
+        {"Quillon", "Kell Ambry", "Doss Ferrin"}, {"Zorvanian"}),
+    # "a South Korean actor": two capitalized words used as one modifier, one of them a
+    # modifier alone; "Quillon Prize", a named thing also written before a noun ("a
+    # Quillon Prize nomination"), has no modifier of its own and stays
+    "two words": (
+        ["Kell Ambry is a North Zorvanian actor. He won a Quillon Prize nomination.",
+         "Doss Ferrin was a famous North Zorvanian singer, and a Zorvanian painter.",
+         "Ambry was an old Zorvanian architect with a Quillon Prize medal.",
+         "Some Zorvanian ships sailed. The Quillon Prize went to Ferrin."],
+        {"Kell Ambry", "Doss Ferrin", "Quillon Prize"}, {"North Zorvanian", "Zorvanian"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MODIFIER_CASES))
+def test_a_word_the_corpus_uses_as_a_modifier_is_no_name_but_a_name_before_a_verb_is(case):
+    corpus, kept, dropped = MODIFIER_CASES[case]
     got = {n for t in corpus for n in names(t, corpus=corpus)}
-    assert {"Quillon", "Marrow", "Zorvanian Trade Council"} <= got
-    assert "Zorvanian" not in got
-
-
-def test_a_modifier_is_told_across_numbers_and_lower_case_words_after_its_determiner():
-    """ "a 1957 Zorvanian film", "a famous Zorvanian singer": the determiner stands two
-    or three words before the modifier, so only the wider reach tells it from a name;
-    "Quillon", a name, runs into lower-case words with no determiner before it."""
-    corpus = ["Kell Ambry is a 1957 Zorvanian drama film directed by Quillon.",
-              "Doss Ferrin was a famous Zorvanian singer. Quillon also sang.",
-              "Ambry was a 17th century Zorvanian architect. Quillon built it.",
-              "In 1990 Quillon directed films for years."]
-    got = {n for t in corpus for n in names(t, corpus=corpus)}
-    assert {"Quillon", "Kell Ambry", "Doss Ferrin"} <= got
-    assert "Zorvanian" not in got
-
-
-def test_a_modifier_of_two_words_is_no_name_but_a_name_used_as_one_is():
-    """ "a South Korean actor": two capitalized words used as one modifier, one of them a
-    modifier alone. Made-up words: "North Zorvanian" goes; "Quillon Prize", a named thing
-    also written before a noun ("a Quillon Prize nomination"), has no modifier of its
-    own and stays."""
-    corpus = ["Kell Ambry is a North Zorvanian actor. He won a Quillon Prize nomination.",
-              "Doss Ferrin was a famous North Zorvanian singer, and a Zorvanian painter.",
-              "Ambry was an old Zorvanian architect with a Quillon Prize medal.",
-              "Some Zorvanian ships sailed. The Quillon Prize went to Ferrin."]
-    got = {n for t in corpus for n in names(t, corpus=corpus)}
-    assert {"Kell Ambry", "Doss Ferrin", "Quillon Prize"} <= got, got
-    assert not {"North Zorvanian", "Zorvanian"} & got, got
+    assert kept <= got, got
+    assert not dropped & got, got
 
 
 def test_an_office_held_in_turn_is_no_name_but_its_holders_are():
