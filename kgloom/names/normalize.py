@@ -20,11 +20,13 @@ MAX_NAME_CHARS = 60  # the longest candidate name (characters); longer spans are
 def record_title(title: str | None) -> str | None:
     """A record's title as a name: without a trailing parenthesis ("Theodred II (Bishop
     of Elmham)" -> "Theodred II", Wikipedia's disambiguator), whitespace collapsed; None
-    when empty or longer than ``MAX_NAME_CHARS``."""
+    when empty, without a letter or digit ("((((", "***": no name), or longer than
+    ``MAX_NAME_CHARS``."""
     if not title:
         return None
     name = " ".join(re.sub(r"\s*\([^()]*\)\s*$", "", title).split())
-    return name if 0 < len(name) <= MAX_NAME_CHARS else None
+    return name if 0 < len(name) <= MAX_NAME_CHARS and any(
+        ch.isalnum() for ch in name) else None
 
 
 # the passes of entity resolution (kgloom.graph.resolution; the setting resolution_methods)

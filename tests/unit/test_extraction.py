@@ -526,6 +526,11 @@ def test_record_title_is_a_candidate_of_the_records_first_unit(tmp_path):
                                                                     "raw_data": pl.String})
     plain = extract_graph(units, _llm(tmp_path, ScriptedBackend()), SETTINGS, documents=txt)
     assert "Theodred II" not in set(plain.entity_mentions["title"])
+    # a title with no letter or digit names nothing (it was an entity "((((")
+    odd = pl.DataFrame([{"id": "carol", "raw_data": json.dumps({"title": "((((",
+                                                                "text": text})}])
+    got = extract_graph(units, _llm(tmp_path, ScriptedBackend()), SETTINGS, documents=odd)
+    assert not [t for t in got.entity_mentions["title"] if not any(c.isalnum() for c in t)]
 
 
 def test_units_without_letters_or_names_are_counted_as_such(tmp_path):
