@@ -476,12 +476,14 @@ def word_counts(texts: list[str]) -> Counter:
     occurrences of a
     capitalized word directly before "!" or "?" (``("midexcl", word)``: those of them not
     opening a sentence), for :func:`_interjection`. ``("solo", word)`` -> mid-sentence
-    occurrences of a capitalized word with no capitalized word one space before or after
-    it (a one-word name or a modifier); ``("sololow", word)`` -> those followed by one
-    space and a lower-case word that is no function word (a head noun: "Dutch merchant",
-    not "Laocoon of", "Founder was"); ``("solodet", word)`` -> those of them that also follow
-    a determiner (:data:`_ATTRIBUTIVE_BEFORE`, maybe across :data:`ATTRIBUTIVE_REACH`
-    lower-case words or numbers), for :func:`_attributive`. ``("ofhead", word)`` ->
+    occurrences of a capitalized word with no capitalized word one gap
+    (:func:`_one_gap`: spaces, at most one line break) before or after it (a one-word
+    name or a modifier), or of a run of two (:func:`_count_lone_words`);
+    ``("sololow", word)`` -> those followed, one gap on, by a lower-case word that is no
+    function word (a head noun: "Dutch merchant", not "Laocoon of", "Founder was");
+    ``("solodet", word)`` -> those of them that also follow a determiner
+    (:data:`_ATTRIBUTIVE_BEFORE`, maybe across :data:`ATTRIBUTIVE_REACH` lower-case words
+    or numbers), for :func:`_attributive`. ``("ofhead", word)`` ->
     occurrences of a capitalized ``word`` before "of" and a capital ("Earl of Cork");
     ``("office", word)`` -> those of them after a name and a comma or after an ordinal
     ("John Boyle, 15th Earl of Cork"), for :func:`_office`. ``("det", word)`` ->
@@ -529,20 +531,20 @@ def word_counts(texts: list[str]) -> Counter:
 def _count_lone_words(text: str, toks: list[_Tok], mid: list[int], counts: Counter) -> None:
     """Add the ``solo``, ``sololow`` and ``solodet`` counts of :func:`word_counts` for the
     mid-sentence capitalized tokens ``mid`` (indexes into ``toks``) of ``text``, and for
-    each run of up to :data:`MODIFIER_MAX_WORDS` capitalized words one space apart that
+    each run of up to :data:`MODIFIER_MAX_WORDS` capitalized words one gap apart that
     one of them opens ("a South Korean actor": key "South Korean")."""
     def next_to(i: int, j: int, kinds: tuple[str, ...]) -> bool:
-        """Is ``toks[j]`` of ``kinds``, one space from ``toks[i]``?"""
+        """Is ``toks[j]`` of ``kinds``, one gap (:func:`_one_gap`) from ``toks[i]``?"""
         if not 0 <= j < len(toks) or toks[j].kind not in kinds:
             return False
         a, b = (toks[i], toks[j]) if i < j else (toks[j], toks[i])
-        return text[a.end:b.start] == " "
+        return _one_gap(text, a.end, b.start)
 
     named = ("cap", "mixed", "upper", "initial")
     for i in mid:
         if toks[i].kind != "cap" or next_to(i, i - 1, named):
             continue
-        j = i  # the run of capitalized words one space apart from i: "South Korean"
+        j = i  # the run of capitalized words one gap apart from i: "South Korean"
         while j + 1 - i < MODIFIER_MAX_WORDS and next_to(j, j + 1, ("cap",)):
             j += 1
         if next_to(j, j + 1, named):
@@ -555,14 +557,24 @@ def _count_lone_words(text: str, toks: list[_Tok], mid: list[int], counts: Count
                 counts[("solodet", word)] += 1
 
 
+_GAP = regex.compile(r"[ \t]*\n?[ \t]*")
+
+
+def _one_gap(text: str, a: int, b: int) -> bool:
+    """Is ``text[a:b]`` the gap between two words of one line or of a hard-wrapped line
+    (spaces, at most one line break: "a Gothic\nwindow")?"""
+    return a < b and _GAP.fullmatch(text, a, b) is not None
+
+
 def _determined(text: str, toks: list[_Tok], i: int) -> bool:
     """Does ``toks[i]`` end a noun phrase's opening: a determiner
-    (:data:`_ATTRIBUTIVE_BEFORE`) before it, one space apart, or across at most
+    (:data:`_ATTRIBUTIVE_BEFORE`) before it, or across at most
     :data:`ATTRIBUTIVE_REACH` lower-case words that are no function words, numbers or
-    ordinals, each one space apart ("an American actor", "a 1957 Mexican film", "a
+    ordinals, each one gap apart (:func:`_one_gap`) ("an American actor", "a 1957 Mexican film", "a
     famous Mexican singer", "a 17th century Persian architect"; not "is Mexican")?"""
     j = i - 1
-    while j >= 0 and i - j <= ATTRIBUTIVE_REACH + 1 and text[toks[j].end:toks[j + 1].start] == " ":
+    while j >= 0 and i - j <= ATTRIBUTIVE_REACH + 1 and _one_gap(text, toks[j].end,
+                                                                  toks[j + 1].start):
         tok = toks[j]
         if tok.kind == "lower" and tok.text in _ATTRIBUTIVE_BEFORE:
             return True

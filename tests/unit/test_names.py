@@ -324,6 +324,12 @@ MODIFIER_CASES = {
          "Ambry was an old Zorvanian architect with a Quillon Prize medal.",
          "Some Zorvanian ships sailed. The Quillon Prize went to Ferrin."],
         {"Kell Ambry", "Doss Ferrin", "Quillon Prize"}, {"North Zorvanian", "Zorvanian"}),
+    # a hard-wrapped text (the book's lines end mid-sentence): "a Zorvanian\nmerchant"
+    # is the same modifier as "a Zorvanian merchant"
+    "hard-wrapped lines": (
+        ["The harbour held some\nZorvanian ships. Then Quillon met an old Zorvanian\nmerchant",
+         "and sailed to Marrow with a\nZorvanian crew. Marrow lies east."],
+        {"Quillon", "Marrow"}, {"Zorvanian"}),
 }
 
 
