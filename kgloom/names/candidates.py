@@ -864,9 +864,14 @@ def _class_noun(word: str, stats: Counter | None) -> bool:
     capitalized uses follow a determiner ("the Ghost", "this Spirit", "the Future" in a
     book that also writes "a ghost")? A name written after "the" is never written in
     lower case ("the Thames", "the Netherlands"), and a character's name is seldom
-    written after a determiner ("Scrooge": 7 of 391 in the book). Evidence from the corpus's own
-    counts (:func:`word_counts`); without ``stats`` nothing is one."""
-    if stats is None or not stats[word.lower()]:
+    written after a determiner ("Scrooge": 7 of 391 in the book). The plural of a class
+    noun is one ("the Spirits"). Evidence from the corpus's own counts
+    (:func:`word_counts`); without ``stats`` nothing is one."""
+    if stats is None:
+        return False
+    if len(word) > 3 and word.endswith("s") and _class_noun(word[:-1], stats):
+        return True  # its plural: "the Spirits"
+    if not stats[word.lower()]:
         return False
     uses = stats[word] + stats[word + "'s"] + stats[word + "’s"]  # "the Spirit's robe"
     return stats[("det", word)] > CLASS_NOUN_SHARE * uses
