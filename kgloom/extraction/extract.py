@@ -448,8 +448,9 @@ def unit_candidates(llm: CachedLLM | None, unit_id: str, text: str, settings: In
         found = proposed + found
         failures += [failure] if failure else []
     if title:
+        spans = title_spans(title, text)  # once a unit, not once a candidate
         found = [Candidate(title, -1, 1, "title")] + [
-            c for c in found if not inside_title(c.name, text, title, vocabulary)]
+            c for c in found if not inside_title(c.name, text, title, vocabulary, spans)]
     out, seen = [], set()
     for c in found:
         key = normalize_for_match(c.name)
@@ -480,7 +481,8 @@ def title_spans(title: str, text: str) -> list[tuple[int, int]]:
 _PLACE_PARTICLES = NAME_PARTICLES - {"the", "to"}  # "Henry I of Werle", not "Eye of the Tiger"
 
 
-def inside_title(name: str, text: str, title: str, stats: Counter | None = None) -> bool:
+def inside_title(name: str, text: str, title: str, stats: Counter | None = None,
+                 spans: list[tuple[int, int]] | None = None) -> bool:
     """Is ``name`` only ever written in ``text`` as a part of the record's ``title`` (a
     work's title names one thing, not its words): "Dick" in "Becoming Dick is a 2000
     film", "Beach" in "Bhaji on the Beach", "Eye of the Tiger" in "Sinbad and the Eye of
@@ -497,6 +499,8 @@ def inside_title(name: str, text: str, title: str, stats: Counter | None = None)
         stats: corpus statistics (:func:`kgloom.names.candidates.word_counts`) that tell
             a common word (more often lower case than capitalized) from a name word;
             None: the title's words outside a short form are read as names.
+        spans: :func:`title_spans` of ``title`` in ``text`` when the caller has them
+            (None: found here).
 
     Returns:
         True when every whole-word occurrence of ``name`` lies strictly inside a place
@@ -512,7 +516,8 @@ def inside_title(name: str, text: str, title: str, stats: Counter | None = None)
                                 or stats[w] <= stats[w.title()] for w in rest):
             return False
     found = bounded_occurrences(name, text)
-    spans = title_spans(title, text) if found else []
+    if spans is None:
+        spans = title_spans(title, text) if found else []
     for a, b in found:
         span = next(((s, e) for s, e in spans if s <= a and b <= e and (s, e) != (a, b)),
                     None)

@@ -35,6 +35,7 @@ import polars as pl
 
 from kgloom import schemas
 from kgloom.ids import content_id
+from kgloom.names.candidates import DETERMINERS
 from kgloom.names.normalize import RESOLUTION_METHODS, normalize_title
 
 # Honorifics are evidence: "Mr. Fezziwig" and "Mrs. Fezziwig" are two people.
@@ -127,10 +128,6 @@ _WORD_RE = re.compile(r"[^\W\d_]+")
 _BOUND_WORD_RE = re.compile(r"[^\W\d_]+(?:['’\u2010\u2011-][^\W\d_]+)*")
 
 
-# English determiners before a noun: a capitalized word mostly written after one ("the
-# Ghost", "a Spirit", "this Spirit") is a class noun, not a name
-_DETERMINERS = frozenset("""the a an this that these those every each some no any another
-his her its their our my your""".split())
 # the share of a word's capitalized occurrences after a determiner above which it is a
 # class noun (_merge_name_extensions); on the bundled book "Ghost" 0.90, "Spirit" 0.74,
 # the characters' names at most 0.07 ("Scrooge" 7 of 455)
@@ -153,8 +150,9 @@ def common_words_of(texts: Iterable[str], words: Iterable[str],
         times): the evidence of :func:`_merge_name_extensions` that a word added to a name
         is a common word. ``determined``: the ``singles`` more than
         :data:`DETERMINED_SHARE` of whose capitalized occurrences follow a determiner
-        (:data:`_DETERMINERS`: "the Ghost", "a Spirit"): class nouns, which a longer name
-        ending in them ("Marley's Ghost", "Evil Spirit") does not take in. A word the
+        (:data:`kgloom.names.candidates.DETERMINERS`: "the Ghost", "a Spirit"): class
+        nouns, which a longer name ending in them ("Marley's Ghost", "Evil Spirit") does
+        not take in. A word the
         texts never write is neither.
     """
     wanted, classes = set(words), set(singles)
@@ -170,7 +168,7 @@ def common_words_of(texts: Iterable[str], words: Iterable[str],
                 (lower if w[0].islower() else upper)[key] += 1
             if key in classes and not w[0].islower():
                 capital[key] += 1
-                after_det[key] += prev in _DETERMINERS
+                after_det[key] += prev in DETERMINERS
             prev = key
     return (frozenset(w for w in wanted if lower[w] > upper[w]),
             frozenset(w for w in classes

@@ -173,8 +173,9 @@ _OFFICE_USE = regex.compile(
     r"(\p{Lu}[\p{L}\p{M}\-]*)[ \t]+of[ \t]+(?:the[ \t]+)?\p{Lu}")
 _OF_USE = regex.compile(r"(?<![\p{L}\p{M}])(\p{Lu}[\p{L}\p{M}\-]*)[ \t]+of[ \t]+"
                         r"(?:the[ \t]+)?\p{Lu}")
-# determiners before a noun: a word mostly written after one is a class noun (the Ghost)
-_DETERMINERS = _ATTRIBUTIVE_BEFORE | {"the", "that"}
+# English determiners before a noun: a word mostly written after one is a class noun
+# ("the Ghost"; :func:`_class_noun`, and entity resolution's ``common_words_of``)
+DETERMINERS = _ATTRIBUTIVE_BEFORE | {"the", "that"}
 CLASS_NOUN_SHARE = 0.5  # of a word's capitalized uses after a determiner (_class_noun)
 OFFICE_MIN_USES = 3  # appositive or ordinal uses of a head word before it is an office
 OFFICE_SHARE = 0.2  # ... and their share of all its "Head of X" uses
@@ -518,7 +519,7 @@ def word_counts(texts: list[str]) -> Counter:
         counts.update(("acronym", tok.text) for tok in toks
                       if tok.kind == "upper" and _expands(tok.text, t))
         counts.update(("det", _POSSESSIVE.sub("", b.text)) for a, b in itertools.pairwise(toks)
-                      if b.kind == "cap" and a.text.lower() in _DETERMINERS
+                      if b.kind == "cap" and a.text.lower() in DETERMINERS
                       and t[a.end:b.start].isspace())
         counts.update(("office", m.group(1)) for m in _OFFICE_USE.finditer(t))
         counts.update(("ofhead", m.group(1)) for m in _OF_USE.finditer(t))
