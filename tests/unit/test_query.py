@@ -778,6 +778,7 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     node_of = r.index.graph.node_of
     kg = r.index.units.kg_node_ids
     titles = [t or "" for t in r.index.units.document_titles]
+    docs = r.index.units.document_ids
     # a document's title, and without a trailing "(disambiguator)", names its subject
     doc_names = {t.casefold() for t in titles} | {
         re.sub(r"\s*\([^()]*\)$", "", t).casefold() for t in titles}
@@ -796,6 +797,10 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
         return out
 
     order = sorted(range(len(sims)), key=lambda i: (-first[i], i))
+    # how well a unit answers the question itself: its first-hop score over the best's
+    top = max(float(first.max()), 0.0)
+    match = [1.0 if cfg.bridge_match_power <= 0 or top <= 0
+             else (max(float(f), 0.0) / top) ** cfg.bridge_match_power for f in first]
     best: dict[int, float] = {}
     sources = [(h, max(first[h], 0), (kg[h] or []) + written(h))
                for h in order[:cfg.bridge_hits]]
@@ -812,7 +817,11 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
                     own = entity_titles[n].casefold() in (
                         titles[u].casefold(),
                         re.sub(r"\s*\([^()]*\)$", "", titles[u]).casefold())
-                    v = w * (1.0 if own else max(float(units[u] @ ev[n]), 0.0))
+                    # a unit of another document than the hit it is reached from is a
+                    # hop; one of the same document (or reached from the question) is
+                    # weighed by how well it answers the question too
+                    fit = 1.0 if h >= 0 and docs[u] != docs[h] else match[u]
+                    v = w * (1.0 if own else max(float(units[u] @ ev[n]), 0.0) * fit)
                     if v > best.get(u, 0.0):
                         best[u] = v
     keep = min(cfg.bridge_keep, top_k)
@@ -872,7 +881,8 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     RetrievalConfig(bridge_specificity_power=0.0),
     RetrievalConfig(bridge_specificity_power=1.0, bridge_relevance_power=2.0),
     RetrievalConfig(bridge_vector_weight=0.0), RetrievalConfig(bridge_vector_weight=5.0),
-    RetrievalConfig(lexical_weight=0.0), RetrievalConfig(lexical_weight=2.0)])
+    RetrievalConfig(lexical_weight=0.0), RetrievalConfig(lexical_weight=2.0),
+    RetrievalConfig(bridge_match_power=0.0), RetrievalConfig(bridge_match_power=3.0)])
 def test_bridge_follows_its_definition(carol_index, cfg):
     r = Retriever(carol_index, config=cfg)
     for named in ("How is Fezziwig related to Tiny Tim?", "Tell me about Fred and Bob Cratchit",
@@ -970,9 +980,11 @@ def _small_index(root: Path, unit_table: dict, entity_table: dict, embedder,
 @pytest.fixture(scope="module")
 def hub_index(tmp_path_factory, embedder) -> Path:
     """An index where a nationality is mentioned by most units (as "American" was by 76
-    of the 2Wiki slice's 357) and a director by two."""
+    of the 2Wiki slice's 357) and a director by two; each unit a document of its own,
+    titled with its subject's name, as a Wikipedia passage is."""
     return _small_index(tmp_path_factory.mktemp("hub_index"), HUB_UNITS, HUB_ENTITIES,
-                        embedder, "Films")
+                        embedder, "Films", documents={
+                            k: es[0].title() for k, (_, es) in HUB_UNITS.items()})
 
 
 def test_bridge_does_not_follow_a_hub_entity_by_default(hub_index):
@@ -1039,6 +1051,7 @@ def test_bridge_keeps_the_nearest_units_when_the_question_names_a_hub(novel_inde
                                   {"bridge_specificity_power": -1.0},
                                   {"bridge_specificity_power": float("nan")},
                                   {"bridge_vector_weight": -0.5},
+                                  {"bridge_match_power": -1.0},
                                   {"bridge_link_weight": float("nan")}])
 def test_bridge_rejects_bad_knobs(carol_index, knob):
     with pytest.raises(ValueError, match=next(iter(knob))):
@@ -1069,8 +1082,49 @@ def test_bridge_keeps_the_nearest_units_when_the_question_names_no_one(novel_ind
     nearest = r.vector(question, top_k=2).text_units["id"].to_list()
     assert set(nearest) == {uid("partner"), uid("firm")}
     assert set(nearest) <= set(r.bridge(question, top_k=3).text_units["id"])
-    off = Retriever(novel_index, config=RetrievalConfig(bridge_vector_weight=0.0))
+    # the bug comes back with neither the coverage rule nor the question fit of units
+    # bridged within one document (either alone keeps the nearest units here)
+    off = Retriever(novel_index, config=RetrievalConfig(bridge_vector_weight=0.0,
+                                                        bridge_match_power=0.0))
     assert not set(nearest) <= set(off.bridge(question, top_k=3).text_units["id"])
+
+
+SCENE_UNITS = {  # key -> (text, entities): one story; Maeve named in a sixth of it
+    "market": ("Ada walked to the harbour market with Maeve at dusk, where the lantern sellers "
+               "called out their prices and Maeve bargained hard.", ["ADA", "MAEVE"]),
+    "lantern": ("Ada watched as old Oskar, the ferryman, lent Maeve his silver lantern so she "
+                "could find her way home along the dark quay.", ["ADA", "MAEVE", "OSKAR"]),
+    **{f"garden{i}": (f"Ada thought about Maeve: Maeve and her garden, Maeve's roses, Maeve's "
+                      f"quarrels with her sister, Maeve's songs. {extra}", ["ADA", "MAEVE"])
+       for i, extra in enumerate(["Maeve laughed.", "Maeve wept.", "Maeve slept late.",
+                                  "Maeve baked bread."])},
+    **{f"day{i}": (f"Ada spent the {n} {part} in the counting-house over her ledgers.", ["ADA"])
+       for i, (n, part) in enumerate((n, part) for n in ("first", "second", "third")
+                                     for part in ("morning", "afternoon", "evening", "night"))},
+}
+SCENE_ENTITIES = {
+    "ADA": ("PERSON", "Ada, a merchant whose story this is."),
+    "MAEVE": ("PERSON", "Maeve, Ada's friend, who keeps a garden of roses and sings."),
+    "OSKAR": ("PERSON", "Oskar, an old ferryman."),
+}
+
+
+def test_bridge_within_a_story_ranks_a_characters_units_by_the_question(tmp_path, embedder):
+    """On the book, "How is the plump sister in the lace tucker related to Fred's wife?"
+    had its answer unit second by first hop, but bridge ranked it 13th: every unit naming
+    Fred (in 7 of 83 units) came in at the weight of how much it is about Fred, so the
+    units most about him came before the one whose words fit the question. A unit reached
+    within the hit's own document is weighed by its fit to the question as well."""
+    index = _small_index(tmp_path, SCENE_UNITS, SCENE_ENTITIES, embedder, "Story")
+    question = "Who lent Maeve a light for her walk back from the harbour?"
+    r = Retriever(index)
+    assert [x.title for x in r.link(question)] == ["MAEVE"]  # the fixture's premise
+    assert uid("lantern") in r.vector(question, top_k=2).text_units["id"].to_list()
+    assert uid("lantern") in r.bridge(question, top_k=2).text_units["id"].to_list()
+    off = Retriever(index, config=RetrievalConfig(bridge_match_power=0.0))
+    got = off.bridge(question, top_k=2).text_units
+    assert uid("lantern") not in got["id"].to_list()  # the bug: a garden unit instead
+    assert got["via"].to_list()[1] == "bridge"
 
 
 def test_bridge_first_hop_finds_a_unit_by_a_word_the_embedder_misses(novel_index):

@@ -40,7 +40,15 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     and from 76.5 / 91.0 to 79.0 / 92.0 on the HotpotQA sample, the book unchanged;
     specificity: 1 / the units mentioning ``e``, HippoRAG's node specificity, so a
     nationality or a country named in hundreds of units does not bridge to all of
-    them). The question's linked
+    them), and, for a unit not titled with ``e``'s title that is in the hit's own
+    document (or reached from the question), also by how well it answers the question
+    itself, ``match(u)`` (:func:`question_match`: its first-hop score over the best
+    unit's, to ``config.bridge_match_power``). A unit of another document is a hop, which
+    need not share the question's words; one of the same document is the same text going
+    on, where every unit that names a minor character was a candidate at the weight of
+    how much it is about that character ("How is the plump sister in the lace tucker
+    related to Fred's wife?" on the book: rank 2 by first hop, 13 by bridge, 3 now). The
+    question's linked
     entities (:func:`kgloom.query.retrieval.steps.link_question`) count as named by a
     hit of similarity ``config.bridge_link_weight``, so the units about the entities a
     question names come in too. A unit keeps its best score. The ranking is the
@@ -78,8 +86,8 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
 
     Raises:
         ValueError: an empty question, top_k < 1, bridge_hits < 1, bridge_keep < 0,
-            bridge_link_weight < 0, bridge_specificity_power < 0 or
-            bridge_vector_weight < 0.
+            bridge_link_weight < 0, bridge_specificity_power < 0,
+            bridge_vector_weight < 0 or bridge_match_power < 0.
         IndexFilesMissingError / IndexInconsistentError: the graph files.
     """
     call = Call.begin(index, settings, question, top_k)
@@ -89,11 +97,15 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     check_positive("bridge_link_weight", cfg.bridge_link_weight, strict=False)
     check_positive("bridge_specificity_power", cfg.bridge_specificity_power, strict=False)
     check_positive("bridge_vector_weight", cfg.bridge_vector_weight, strict=False)
+    check_positive("bridge_match_power", cfg.bridge_match_power, strict=False)
     g, u = index.graph, index.units
     aff = g.affinity_csc
     qv = call.qv
     sims = index.similarities(qv)
-    hits, hit_sims = call.first_hop_order(max(cfg.bridge_hits, top_k + cfg.bridge_keep), sims)
+    first = call.first_hop_scores(sims)
+    hits, hit_sims = call.first_hop_order(max(cfg.bridge_hits, top_k + cfg.bridge_keep), sims,
+                                          first)
+    match = question_match(first, cfg.bridge_match_power)
     relevance = np.clip(g.entity_vectors @ qv.astype(np.float32), 0.0, None)
     spec = g.specificity ** cfg.bridge_specificity_power
     kg = u.kg_node_ids
@@ -103,6 +115,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     if cfg.bridge_link_weight > 0 and links:
         sources.append((-1, cfg.bridge_link_weight, [x.entity_id for x in links]))
     titled = index.rows_titled()
+    docs = u.document_ids
     best: dict[int, tuple[float, int, int]] = {}  # unit row -> (score, node, source)
     for h, s, mentioned in sources:
         for e in mentioned:
@@ -111,7 +124,8 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
             col = slice(aff.indptr[n], aff.indptr[n + 1])
             own = titled.get(g.titles[n].casefold(), set())
             for row, a in zip(aff.indices[col].tolist(), aff.data[col].tolist()):
-                value = weight * (1.0 if row in own else a)
+                value = weight * (1.0 if row in own else a if h >= 0 and docs[row] != docs[h]
+                                  else a * float(match[row]))
                 if row != h and value > best.get(row, (0.0, -1, -1))[0]:
                     best[row] = (value, n, h)
     order = list(hits[:min(cfg.bridge_keep, top_k)])
@@ -165,6 +179,17 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
         "entity_id", keep="first", maintain_order=True) if ent_rows else None
     return call.finish("bridge", units, entities, linked=links, top_k=top_k,
                        hits=cfg.bridge_hits, keep=cfg.bridge_keep)
+
+
+def question_match(first: np.ndarray, power: float) -> np.ndarray:
+    """float64 (units,) in [0, 1]: each unit's first-hop score (``first``:
+    :meth:`Call.first_hop_scores`, cosine plus the weighted BM25 share) clipped at 0, over
+    the best unit's, to ``power`` (all 1.0 when ``power`` is 0 or no unit scores above 0).
+    """
+    top = float(first.max()) if first.size else 0.0
+    if power <= 0 or top <= 0:
+        return np.ones(first.shape[0])
+    return (np.clip(first, 0.0, None) / top) ** power
 
 
 def question_coverage(index: QueryIndex, links: list[LinkedEntity],

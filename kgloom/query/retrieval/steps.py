@@ -159,24 +159,38 @@ class Call:
         row_of = self.index.units.row_of
         return [row_of[i] for i in ids], sims
 
-    def first_hop_order(self, k: int, sims: np.ndarray) -> tuple[list[int], np.ndarray]:
-        """The ``k`` text unit rows a graph mode starts from, with their scores: the
-        nearest by cosine (:meth:`vector_order`) when ``config.lexical_weight`` is 0,
-        else by ``cosine + lexical_weight x BM25 share`` (the unit's BM25 score over the
-        best unit's, :attr:`kgloom.query.query_index.QueryIndex.lexical`; a question
-        given as a vector has no words, so only its cosine counts).
+    def first_hop_scores(self, sims: np.ndarray) -> np.ndarray:
+        """float64 (units,): every unit's first-hop score, ``cosine + lexical_weight x
+        BM25 share`` (the unit's BM25 score over the best unit's,
+        :attr:`kgloom.query.query_index.QueryIndex.lexical`), or the cosine alone when
+        ``config.lexical_weight`` is 0 or the question was given as a vector (no words).
 
         Args:
-            k: rows wanted (fewer when the index has fewer units).
             sims: float64 (units,), the question's cosine with every unit
                 (:meth:`QueryIndex.similarities`).
         """
         weight = self.config.lexical_weight
         if weight <= 0 or not self.question or not self.index.units.count:
+            return sims
+        return sims + weight * self.index.lexical.scores(self.question)
+
+    def first_hop_order(self, k: int, sims: np.ndarray,
+                        scores: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
+        """The ``k`` text unit rows a graph mode starts from, with their scores: the
+        nearest by cosine (:meth:`vector_order`) when ``config.lexical_weight`` is 0,
+        else by :meth:`first_hop_scores` (``scores`` when the caller has them already).
+
+        Args:
+            k: rows wanted (fewer when the index has fewer units).
+            sims: float64 (units,), the question's cosine with every unit
+                (:meth:`QueryIndex.similarities`).
+            scores: float64 (units,), :meth:`first_hop_scores` of ``sims``, or None.
+        """
+        if self.config.lexical_weight <= 0 or not self.question or not self.index.units.count:
             return self.vector_order(k)
         if self.nearest is None and len(sims):
             self.nearest = float(sims.max())
-        score = sims + weight * self.index.lexical.scores(self.question)
+        score = self.first_hop_scores(sims) if scores is None else scores
         k = min(k, len(score))
         top = np.argpartition(-score, k - 1)[:k] if k < len(score) else np.arange(len(score))
         rows = sorted(top.tolist(), key=lambda r: (-score[r], r))
