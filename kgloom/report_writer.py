@@ -909,7 +909,11 @@ def _write_choices_report(llm: LLMCaller, community: dict, context: str,
     if obj is None:
         return WrittenReport(None, "", failure=failure)
     report = rule_report(community, entities, relationships, places=places, picks=obj)
-    cited = "\n".join(sorted({doc for doc, _ in (places or {}).values()}))
+    # the documents of the community's own text units (what its findings cite), not
+    # every document of the corpus: on the 2Wiki pool all 6,119 titles went into each
+    # report's check
+    cited = "\n".join(sorted({places[u][0] for u in community.get("text_unit_ids") or []
+                               if places and u in places}))
     # the rule report quotes its members' own evidence, which the context may have left
     # out for its token budget: that is the community's data too
     ents, rels = _members(community, entities, relationships, None)

@@ -235,26 +235,47 @@ _EXPANSION_SKIP = frozenset("of and for the on in to de des du la le et für und
 def _expands(acronym: str, text: str) -> bool:
     """True when ``text`` holds a phrase of capitalized words whose initials spell
     ``acronym`` (2+ letters), skipping the function words of ``_EXPANSION_SKIP``:
-    "United Nations Educational, Scientific and Cultural Organization" for UNESCO."""
+    "United Nations Educational, Scientific and Cultural Organization" for UNESCO.
+
+    The words of ``text`` are split once and each acronym's answer kept
+    (:func:`_expansion_index`): a community report's grounding reads one text of
+    thousands of member titles, and splitting it again for each of its all-caps words
+    took 15 minutes of the 2Wiki pool's report stage."""
     letters = acronym.upper()
     if len(letters) < 2 or not letters.isalpha():
         return False
+    words, starts, known = _expansion_index(text)
+    if letters not in known:
+        known[letters] = any(_spells(words, i, letters) for i in starts.get(letters[0], ()))
+    return known[letters]
+
+
+@functools.lru_cache(maxsize=16)
+def _expansion_index(text: str) -> tuple[list[str], dict[str, list[int]], dict[str, bool]]:
+    """The words of ``text``; the positions of its words that are not all caps, by
+    first character (where an expansion may start); and an empty dict in which
+    :func:`_expands` keeps its answers for ``text``. Kept for the last 16 texts."""
     words = [m.group(0) for m in _WORD.finditer(text)]
+    starts: dict[str, list[int]] = {}
     for i, w in enumerate(words):
-        if w[:1] != letters[0] or w.isupper():
+        if not w.isupper():
+            starts.setdefault(w[:1], []).append(i)
+    return words, starts, {}
+
+
+def _spells(words: list[str], i: int, letters: str) -> bool:
+    """Do the capitalized words from ``words[i]`` on (function words of
+    ``_EXPANSION_SKIP`` in lower case skipped) start with ``letters``, one each?"""
+    k, j = 1, i + 1
+    while k < len(letters) and j < len(words):
+        nxt = words[j]
+        if nxt.lower() in _EXPANSION_SKIP and nxt[:1].islower():
+            j += 1
             continue
-        k, j = 1, i + 1
-        while k < len(letters) and j < len(words):
-            nxt = words[j]
-            if nxt.lower() in _EXPANSION_SKIP and nxt[:1].islower():
-                j += 1
-                continue
-            if nxt[:1] != letters[k] or not nxt[:1].isupper() or nxt.isupper():
-                break
-            k, j = k + 1, j + 1
-        if k == len(letters):
-            return True
-    return False
+        if nxt[:1] != letters[k] or not nxt[:1].isupper() or nxt.isupper():
+            break
+        k, j = k + 1, j + 1
+    return k == len(letters)
 
 
 def acronym_evidence(word: str, text: str, start: int, stats: Counter | None) -> bool:

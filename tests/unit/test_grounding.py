@@ -44,6 +44,19 @@ def test_known_names_ground_too():
     assert ungrounded_names("Scrooge loved Belle.", CONTEXT, known=["BELLE"]) == []
 
 
+def test_known_names_that_share_no_word_with_the_text_change_nothing():
+    """A community's member titles are passed whole (thousands on the 2Wiki pool); those
+    sharing no word with the report, function words aside, are left out of the check,
+    which must not change its answer: a name is still grounded by the title that holds
+    it, and still flagged when no title does."""
+    text = "Vellmar Quist led the Osterfeld Guild. Brannoc Hale kept its books."
+    known = ["Vellmar Quist", "Osterfeld Guild of the North"]
+    others = [f"Sir Tamsin of the Dunmere Way {i}" for i in range(200)] + ["Of The And"]
+    assert ungrounded_names(text, "", known) == ["Brannoc Hale"]
+    assert ungrounded_names(text, "", known + others) == ["Brannoc Hale"]
+    assert ungrounded_names(text, "", others + ["Brannoc Hale"] + known) == []
+
+
 def test_is_heading():
     assert is_heading("Scrooge, Marley and the Counting-House")
     assert not is_heading("Scrooge visits Fezziwig with Belle.")  # a sentence
