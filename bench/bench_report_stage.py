@@ -5,7 +5,7 @@ Runs :func:`kgloom.reports.community_reports.build_community_reports` over an in
 tables as the ``community_reports`` asset does (``llm_reports: eager``, the bundled
 model behind a copy of the index's LLM cache, so the replies the build got come from the
 cache and no model time is counted), once for this checkout and once for ``--baseline``
-(a git worktree of that commit, in a subprocess). Records each one's wall seconds, its
+(a git worktree of that commit, imported by this file in a subprocess). Records each one's wall seconds, its
 report counts by ``generated_by`` and whether both wrote the same reports and failures
 (frames compared), and the ratio new / baseline.
 
@@ -85,7 +85,7 @@ def main() -> None:
             cache = work / f"{label}.sqlite"
             shutil.copy(args.index / "llm_cache.sqlite", cache)
             out = subprocess.run(
-                [sys.executable, str(root / "bench" / "bench_report_stage.py"), "--index", ".",
+                [sys.executable, str(Path(__file__).resolve()), "--index", ".",
                  "--baseline", ".", "--child", str(args.index), str(cache), str(work / label)],
                 cwd=root, env={"PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1",
                                "PATH": "/usr/bin:/bin"},
