@@ -135,6 +135,11 @@ BENCHES: dict[str, Bench] = {
         (("eager report calls", "figures.eager_report_calls"),
          ("lazy report calls", "figures.lazy_report_calls_at_index"),
          ("most calls of one search", "figures.max_report_calls_of_one_first_search"))),
+    "report_stage": Bench(
+        "bench_report_stage.py", "the community reports stage on a built index (replies "
+        "from its LLM cache) against a baseline commit, in one run", False,
+        ("report_stage*.json",),
+        (("baseline s", "baseline.seconds"), ("new s", "new.seconds"), ("ratio", "ratio"))),
     "candidates": Bench(
         "bench_candidates.py", "candidate names without a model: multilingual suite, "
         "2Wiki titles, the book's gold entities", False, ("candidates*.json",),
@@ -215,9 +220,10 @@ BENCHES: dict[str, Bench] = {
          ("published naming outside", "after.published_reports_naming_outside_context"))),
     "sets": Bench(
         "eval_sets.py", "retrieval on every development set over built indexes (the book's "
-        "30 questions, the 2Wiki slice and pool, the HotpotQA sample): every mode, and a "
-        "sweep of one setting", False, ("eval_sets*.json",),
+        "30 questions and 20 later ones, the 2Wiki slice and pool, the HotpotQA sample): "
+        "every mode, and a sweep of one setting", False, ("eval_sets*.json",),
         (("book bridge R@5", "sets.book.modes.bridge.recall@5"),
+         ("book-later bridge R@5", "sets.book-later.modes.bridge.recall@5"),
          ("book vector R@5", "sets.book.modes.vector.recall@5"),
          ("hotpot bridge R@5", "sets.hotpot.modes.bridge.recall@5"),
          ("pool bridge R@5", "sets.pool.modes.bridge.recall@5"))),

@@ -5,9 +5,9 @@ Runs :func:`kgloom.reports.community_reports.build_community_reports` over an in
 tables as the ``community_reports`` asset does (``llm_reports: eager``, the bundled
 model behind a copy of the index's LLM cache, so the replies the build got come from the
 cache and no model time is counted), once for this checkout and once for ``--baseline``
-(a git worktree of that commit, imported by this file in a subprocess). Records each one's wall seconds, its
-report counts by ``generated_by`` and whether both wrote the same reports and failures
-(frames compared), and the ratio new / baseline.
+(a git worktree of that commit, imported by this file in a subprocess). Records each
+one's wall seconds, its report counts by ``generated_by`` and whether both wrote the same
+reports and failures (frames compared), and the ratio new / baseline.
 
     python bench/bench_report_stage.py --index /tmp/pool/output --baseline c5cb080 \\
         [--save bench/results/report_stage.json]

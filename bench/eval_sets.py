@@ -8,6 +8,10 @@ Sets (each given by ``--<set> INDEX``; a set without an index is left out):
   questions a reader wrote from the book alone, blind to kgloom; method in
   bench/data/README.md). A question is found at k when one of the top k text units holds
   one of its ``evidence`` spans (whitespace folded).
+- ``book-later``: the same index and 20 more questions
+  (bench/data/book-questions-later.jsonl), written by another reader from the book alone
+  after ``bridge_match_power`` and ``adjacent_unit_weight`` were chosen: a check on
+  questions no setting was tuned on (``--book-later INDEX``; by default ``--book``'s).
 - ``slice``: bench/data/2wiki-dev (354 passages, 40 questions; ``bench/eval_qa.py --work
   DIR`` builds ``DIR/output``).
 - ``hotpot``: bench/data/hotpotqa-sample (994 passages, 100 questions; ``kgloom index`` of
@@ -46,6 +50,7 @@ from bench.stamp import save_result  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 QUESTIONS = {"book": DATA / "book-questions.jsonl",
+             "book-later": DATA / "book-questions-later.jsonl",
              "slice": DATA / "2wiki-dev" / "questions.jsonl",
              "hotpot": DATA / "hotpotqa-sample" / "questions.jsonl",
              "pool": DATA / "2wiki-dev" / "questions.jsonl"}
@@ -109,7 +114,9 @@ def main() -> None:
         values = [float(v) for v in spec.split(",")]
     result: dict = {"sets": {}}
     for name, qpath in QUESTIONS.items():
-        index = getattr(args, name)
+        index = getattr(args, name.replace("-", "_"))
+        if name == "book-later" and index is None:
+            index = args.book  # the same book, its later questions
         if index is None:
             continue
         questions = load_questions(qpath)
@@ -118,13 +125,13 @@ def main() -> None:
         rows = {}
         for mode in args.modes.split(","):
             retriever.config = base
-            rows[mode] = run_mode(retriever, questions, mode, name == "book")
+            rows[mode] = run_mode(retriever, questions, mode, name.startswith("book"))
             print(f"{name:7s} {mode:28s} R@2 {rows[mode]['recall@2']:5.1f} "
                   f"R@5 {rows[mode]['recall@5']:5.1f}", flush=True)
         for v in values:
             label = f"bridge {sweep_key}={v:g}"
             retriever.config = base.model_copy(update={sweep_key: v})
-            rows[label] = run_mode(retriever, questions, "bridge", name == "book")
+            rows[label] = run_mode(retriever, questions, "bridge", name.startswith("book"))
             print(f"{name:7s} {label:28s} R@2 {rows[label]['recall@2']:5.1f} "
                   f"R@5 {rows[label]['recall@5']:5.1f}", flush=True)
         result["sets"][name] = {"index": str(index), "questions": str(qpath.relative_to(ROOT)),

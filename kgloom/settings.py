@@ -239,6 +239,16 @@ class RetrievalConfig(_Section):
             70.0 -> 66.7 / 80.0, on the HotpotQA sample 68.0 / 87.0 -> 69.5 / 89.0, on
             the 2Wiki slice 69.4 / 91.9 -> 68.1 / 91.2; the sweep with bridge's later
             rules is in bench/results/eval_sets-lexical.json (docs/query.md).
+        adjacent_unit_weight: bridge scores a unit in its first hop at least this times
+            the first-hop score of the unit just before or after it in its document (0 =
+            off; a one-unit document, a Wikipedia passage, is never raised): a long
+            document's scene runs across units, and the unit next to the best match
+            often holds the rest of the answer. 0.9 was chosen on the book's 30
+            development questions (bench/eval_sets.py, bench/results/
+            eval_sets-adjacent.json): bridge R@2 / R@5 73.3 / 83.3 -> 73.3 / 90.0 (0.8:
+            70.0 / 86.7, 0.95: 70.0 / 90.0); the Wikipedia sets do not move. Hybrid
+            went 60.0 / 76.7 -> 50.0 / 80.0 on the book with it, so hybrid does not
+            use it.
         entity_affinity: weigh an entity's contribution to a unit by how much the unit is
             about it: the cosine of the entity's vector ("title: description") and the
             unit's vector, clipped at 0 (multihop, fused, ppr, hybrid); off, every
@@ -290,6 +300,7 @@ class RetrievalConfig(_Section):
     bridge_vector_weight: float = 0.5
     bridge_match_power: float = 1.0
     lexical_weight: float = Field(default=0.5, ge=0.0)
+    adjacent_unit_weight: float = Field(default=0.9, ge=0.0, le=1.0)
     seed_diagnostics: bool = True
     fused_first_hop: bool = True
     low_relevance_similarity: float = Field(default=0.31, ge=-1.0, le=1.0)

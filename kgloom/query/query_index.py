@@ -308,6 +308,29 @@ class QueryIndex:
                         [titled(t, title) for t, title in zip(u.texts, u.document_titles)])
         return lexical
 
+    def adjacent_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(before, after): int64 arrays of shape (units,), the row of the text unit
+        just before and just after each one in its document (``chunk_index`` - 1 and
+        + 1), -1 where there is none (a document's first or last unit, a document of one
+        unit, an index without text_units.parquet). Built on first use, then kept."""
+        pair = self._lazy.get("adjacent_rows")
+        if pair is None:
+            with self._lock:
+                n = len(self.units.ids)
+                before, after = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+                if self.build.has(schemas.TEXT_UNITS):
+                    t = self.build.read(schemas.TEXT_UNITS,
+                                        columns=["id", "document_id", "chunk_index"])
+                    row_of = self.units.row_of
+                    at = {(d, c): row_of[i] for i, d, c in zip(
+                        t["id"].to_list(), t["document_id"].to_list(),
+                        t["chunk_index"].to_list()) if i in row_of}
+                    for (d, c), r in at.items():
+                        before[r] = at.get((d, c - 1), -1)
+                        after[r] = at.get((d, c + 1), -1)
+                pair = self._lazy["adjacent_rows"] = (before, after)
+        return pair
+
     def rows_titled(self) -> dict[str, set[int]]:
         """Case-folded document title -> the rows of the text units of the documents
         so titled (a Wikipedia passage's title is its subject's name: the unit most

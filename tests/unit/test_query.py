@@ -27,6 +27,7 @@ from kgloom.query import algorithms as alg
 from kgloom.query.linking import NameLinker
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.query.retrieval.result import UNIT_RESULT_SCHEMA
+from kgloom.query.retrieval.steps import adjacent_floor
 from kgloom.query.retriever import (
     EmbedderMismatchError,
     IndexFilesMissingError,
@@ -764,6 +765,23 @@ def test_vectorized_bfs_follows_the_attribution_rule_on_any_thread_count(monkeyp
         alg.bfs_levels(adj, [0], 1, threads=0)
 
 
+def _adjacent_reference(r: Retriever, first: np.ndarray, weight: float) -> np.ndarray:
+    """``first`` with each unit raised to ``weight`` x the best first-hop score of the
+    units of its document whose ``chunk_index`` is one off, read from text_units.parquet."""
+    if weight <= 0:
+        return first
+    t = pl.read_parquet(r.output_dir / "text_units.parquet",
+                        columns=["id", "document_id", "chunk_index"])
+    where = {i: (d, c) for i, d, c in t.iter_rows()}
+    out = first.copy()
+    for a, ida in enumerate(r.index.units.ids):
+        for b, idb in enumerate(r.index.units.ids):
+            (da, ca), (db, cb) = where[ida], where[idb]
+            if da == db and abs(ca - cb) == 1:
+                out[a] = max(out[a], weight * first[b])
+    return out
+
+
 def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalConfig
                       ) -> list[str]:
     """The bridge ranking recomputed from its definition with plain loops over the
@@ -774,6 +792,8 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     # the first hop: cosine plus the weighted BM25 share (kgloom.query.lexical's own
     # tests check those scores)
     first = sims + cfg.lexical_weight * r.index.lexical.scores(question)
+    # a unit scores at least adjacent_unit_weight x its neighbour's in the same document
+    first = _adjacent_reference(r, first, cfg.adjacent_unit_weight)
     ev = r.index.graph.entity_vectors.astype(np.float64)
     node_of = r.index.graph.node_of
     kg = r.index.units.kg_node_ids
@@ -882,7 +902,8 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
     RetrievalConfig(bridge_specificity_power=1.0, bridge_relevance_power=2.0),
     RetrievalConfig(bridge_vector_weight=0.0), RetrievalConfig(bridge_vector_weight=5.0),
     RetrievalConfig(lexical_weight=0.0), RetrievalConfig(lexical_weight=2.0),
-    RetrievalConfig(bridge_match_power=0.0), RetrievalConfig(bridge_match_power=3.0)])
+    RetrievalConfig(bridge_match_power=0.0), RetrievalConfig(bridge_match_power=3.0),
+    RetrievalConfig(adjacent_unit_weight=0.0), RetrievalConfig(adjacent_unit_weight=0.5)])
 def test_bridge_follows_its_definition(carol_index, cfg):
     r = Retriever(carol_index, config=cfg)
     for named in ("How is Fezziwig related to Tiny Tim?", "Tell me about Fred and Bob Cratchit",
@@ -894,8 +915,9 @@ def test_bridge_follows_its_definition(carol_index, cfg):
     res = r.bridge(question, top_k=4)
     assert res.text_units["id"].to_list() == _bridge_reference(r, question, 4, cfg)
     # the first hop: the nearest units, by cosine plus the weighted BM25 share
-    first = (r.index.similarities(r.embedder.embed([question])[0])
-             + cfg.lexical_weight * r.index.lexical.scores(question))
+    first = _adjacent_reference(r, r.index.similarities(r.embedder.embed([question])[0])
+                                + cfg.lexical_weight * r.index.lexical.scores(question),
+                                cfg.adjacent_unit_weight)
     first_hop = [r.index.units.ids[i] for i in np.argsort(-first, kind="stable")]
     keep = min(cfg.bridge_keep, 4)
     assert res.text_units["id"].to_list()[:keep] == first_hop[:keep]
@@ -1052,6 +1074,7 @@ def test_bridge_keeps_the_nearest_units_when_the_question_names_a_hub(novel_inde
                                   {"bridge_specificity_power": float("nan")},
                                   {"bridge_vector_weight": -0.5},
                                   {"bridge_match_power": -1.0},
+                                  {"adjacent_unit_weight": 1.5},
                                   {"bridge_link_weight": float("nan")}])
 def test_bridge_rejects_bad_knobs(carol_index, knob):
     with pytest.raises(ValueError, match=next(iter(knob))):
@@ -1125,6 +1148,49 @@ def test_bridge_within_a_story_ranks_a_characters_units_by_the_question(tmp_path
     got = off.bridge(question, top_k=2).text_units
     assert uid("lantern") not in got["id"].to_list()  # the bug: a garden unit instead
     assert got["via"].to_list()[1] == "bridge"
+
+
+def test_adjacent_floor_raises_a_unit_to_a_share_of_its_best_neighbour():
+    scores = np.array([0.2, 0.9, 0.1, 0.5, 0.4])
+    before = np.array([-1, 0, 1, -1, 3])  # units 0-1-2 one document, 3-4 another
+    after = np.array([1, 2, -1, 4, -1])
+    got = adjacent_floor(scores, before, after, 0.5)
+    assert got.tolist() == [0.45, 0.9, 0.45, 0.5, 0.4]
+    assert adjacent_floor(scores, before, after, 0.0).tolist() == scores.tolist()
+
+
+SCENE_RUN_UNITS = {  # one story, in order: a scene that runs across two units
+    "stall": ("At the autumn fair the tinker haggled with Wren over a copper kettle; she "
+              "would not pay his price, and the crowd laughed as the tinker sulked.",
+              ["WREN"]),
+    "stall-end": ("In the end he let her have it for a handful of walnuts and a song.",
+                  ["WREN"]),
+    "dawn": ("Wren rose at dawn and fed the geese before the frost lifted.", ["WREN"]),
+    **{f"road{i}": (f"Wren walked the {w} road home, thinking of nothing much.", ["WREN"])
+       for i, w in enumerate(["long", "muddy", "narrow", "winding", "quiet", "old"])},
+}
+
+
+def test_bridge_brings_in_the_rest_of_a_scene_from_the_next_unit(tmp_path, embedder):
+    """On the book, "What did the cleaning woman pilfer from the corpse?" matched best the
+    unit where she boasts of the shirt; the bed-curtains, the answer's first half, were in
+    the unit before it, which shares few words with the question. A unit scores at
+    least ``adjacent_unit_weight`` of its neighbour's first-hop score in its document."""
+    units = SCENE_RUN_UNITS
+    index = _small_index(tmp_path / "story", units, {"WREN": ("PERSON", "Wren, a farmer.")},
+                         embedder, "Story")
+    question = "What did the tinker finally accept for the copper kettle at the fair?"
+    r = Retriever(index)
+    assert r.vector(question, top_k=1).text_units["id"].to_list() == [uid("stall")]
+    off = Retriever(index, config=RetrievalConfig(adjacent_unit_weight=0.0))
+    assert uid("stall-end") not in off.bridge(question, top_k=2).text_units["id"].to_list()
+    assert uid("stall-end") in r.bridge(question, top_k=2).text_units["id"].to_list()
+    # a unit that is a document of its own (a Wikipedia passage) has no neighbour
+    alone = _small_index(tmp_path / "passages", units, {"WREN": ("PERSON", "Wren.")},
+                         embedder, "Passages", documents={k: k for k in units})
+    assert Retriever(alone).bridge(question, top_k=3).text_units["id"].to_list() == \
+        Retriever(alone, config=RetrievalConfig(adjacent_unit_weight=0.0)).bridge(
+            question, top_k=3).text_units["id"].to_list()
 
 
 def test_bridge_first_hop_finds_a_unit_by_a_word_the_embedder_misses(novel_index):

@@ -13,7 +13,13 @@ from kgloom.query.linking import LinkedEntity
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
 from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
-from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
+from kgloom.query.retrieval.steps import (
+    DEFAULT_SETTINGS,
+    Call,
+    RetrievalSettings,
+    adjacent_floor,
+    check_positive,
+)
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
@@ -77,7 +83,9 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     further vector hits) is ranked by :meth:`Call.first_hop_order`: the question's
     cosine with a unit plus ``config.lexical_weight`` times its BM25 share, so a unit
     that shares the question's rare words (a name, "milliner") is a hit even where the
-    embedder does not place it near.
+    embedder does not place it near; then raised to ``config.adjacent_unit_weight`` times
+    the score of the unit just before or after it in its document
+    (:func:`kgloom.query.retrieval.steps.adjacent_floor`: a scene runs across units).
 
     Returns units with ``via`` vector (hop_depth 0) or bridge (hop_depth 1, its
     entity_ids = the bridging entity); entities = the bridging entities with their
@@ -103,8 +111,10 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     qv = call.qv
     sims = index.similarities(qv)
     first = call.first_hop_scores(sims)
+    if cfg.adjacent_unit_weight > 0 and len(first):
+        first = adjacent_floor(first, *index.adjacent_rows(), cfg.adjacent_unit_weight)
     hits, hit_sims = call.first_hop_order(max(cfg.bridge_hits, top_k + cfg.bridge_keep), sims,
-                                          first)
+                                          None if first is sims else first)
     match = question_match(first, cfg.bridge_match_power)
     relevance = np.clip(g.entity_vectors @ qv.astype(np.float32), 0.0, None)
     spec = g.specificity ** cfg.bridge_specificity_power

@@ -29,6 +29,27 @@ from kgloom.query.retrieval.result import (
 from kgloom.query.retrieval.retrieval_config import RetrievalConfig
 
 
+def adjacent_floor(scores: np.ndarray, before: np.ndarray, after: np.ndarray,
+                   weight: float) -> np.ndarray:
+    """float64 (units,): each unit's score, raised to ``weight`` x the better score of the
+    units just before and after it in its document (``before`` / ``after``: their rows,
+    -1 for none; :meth:`kgloom.query.query_index.QueryIndex.adjacent_rows`).
+
+    A scene of a long document runs across text units (600 tokens, 100 overlapping), so
+    the unit next to the one that matches the question often holds the rest of the
+    answer: on the book "What did the cleaning woman pilfer from the corpse?" matched the
+    unit with the shirt best and the bed-curtains were in the unit before it. Units of
+    one-unit documents (a Wikipedia passage) keep their score. The idea is the
+    neighbouring-window expansion of sentence-window and auto-merging retrieval, kept to
+    one unit each side and as a floor rather than a merge.
+    """
+    near = np.full(scores.shape[0], -np.inf)
+    for rows in (before, after):
+        has = rows >= 0
+        near[has] = np.maximum(near[has], scores[rows[has]])
+    return np.maximum(scores, weight * near)
+
+
 @dataclass(frozen=True)
 class RetrievalSettings:
     """How a retrieval runs, besides its per-call options.
@@ -176,25 +197,30 @@ class Call:
 
     def first_hop_order(self, k: int, sims: np.ndarray,
                         scores: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
-        """The ``k`` text unit rows a graph mode starts from, with their scores: the
+        """The ``k`` text unit rows a graph mode starts from, with their scores: by
+        ``scores`` when given (float64 (units,), the caller's first-hop scores), else the
         nearest by cosine (:meth:`vector_order`) when ``config.lexical_weight`` is 0,
-        else by :meth:`first_hop_scores` (``scores`` when the caller has them already).
+        else by :meth:`first_hop_scores`.
 
         Args:
             k: rows wanted (fewer when the index has fewer units).
             sims: float64 (units,), the question's cosine with every unit
                 (:meth:`QueryIndex.similarities`).
-            scores: float64 (units,), :meth:`first_hop_scores` of ``sims``, or None.
+            scores: float64 (units,) or None.
         """
-        if self.config.lexical_weight <= 0 or not self.question or not self.index.units.count:
-            return self.vector_order(k)
+        if scores is None:
+            if self.config.lexical_weight <= 0 or not self.question \
+                    or not self.index.units.count:
+                return self.vector_order(k)
+            scores = self.first_hop_scores(sims)
         if self.nearest is None and len(sims):
             self.nearest = float(sims.max())
-        score = self.first_hop_scores(sims) if scores is None else scores
-        k = min(k, len(score))
-        top = np.argpartition(-score, k - 1)[:k] if k < len(score) else np.arange(len(score))
-        rows = sorted(top.tolist(), key=lambda r: (-score[r], r))
-        return rows, score[rows]
+        k = min(k, len(scores))
+        if k <= 0:
+            return [], scores[:0]
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        rows = sorted(top.tolist(), key=lambda r: (-scores[r], r))
+        return rows, scores[rows]
 
     def nearest_similarity(self) -> float | None:
         """The query's cosine with its nearest text unit (searched once per call: reused
