@@ -192,9 +192,9 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
 
 
 def question_match(first: np.ndarray, power: float) -> np.ndarray:
-    """float64 (units,) in [0, 1]: each unit's first-hop score (``first``:
-    :meth:`Call.first_hop_scores`, cosine plus the weighted BM25 share) clipped at 0, over
-    the best unit's, to ``power`` (all 1.0 when ``power`` is 0 or no unit scores above 0).
+    """float64 (units,) in [0, 1]: each unit's first-hop score (``first``: bridge's,
+    :meth:`Call.first_hop_scores` raised by :func:`adjacent_floor`) clipped at 0, over the
+    best unit's, to ``power`` (all 1.0 when ``power`` is 0 or no unit scores above 0).
     """
     top = float(first.max()) if first.size else 0.0
     if power <= 0 or top <= 0:
