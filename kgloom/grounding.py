@@ -37,13 +37,18 @@ from typing import Any
 
 import regex
 
-from kgloom.names.candidates import STOPWORDS, candidate_names, is_grounded, word_counts
+from kgloom.names.candidates import (
+    CASELESS_RUN,
+    STOPWORDS,
+    candidate_names,
+    is_grounded,
+    word_counts,
+)
 from kgloom.names.morphology import lemmas
 from kgloom.names.normalize import normalize_for_match
 
 # the words of a text for the word-level checks: letters, marks and digits (any script)
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{M}\p{N}]*")
-_CASELESS = regex.compile(r"\p{Lo}")  # a letter of a script without case (CJK, Thai, Arabic)
 # words a name may hold that say nothing of who it is (honorifics; "the", "of" are STOPWORDS)
 _TITLE_WORDS = frozenset("""mr mrs ms miss dr st sir lady lord master madame mme mlle mx prof
 rev fr sr jr dame old young little""".split())
@@ -104,13 +109,12 @@ def ungrounded_names(text: str, context: str, known: tuple[str, ...] | list[str]
         the ungrounded names of ``text``, as written there, each once, in order of first
         use; [] when every name is grounded.
     """
-    # a known name that shares no word with the text (function words aside: STOPWORDS
-    # are never a name's only words here) grounds none of its names and
-    # counts none of their words (a caseless script's name is kept: its names are found
-    # by character n-grams); a community's thousands of member titles made the
-    # statistics below the longest step of the 2Wiki pool's report stage
+    # a known name that shares no word with the text (function words aside) grounds
+    # none of its names and counts none of their words; one holding a caseless script's
+    # run is kept (the n-gram source counts those runs: CASELESS_RUN). A community's
+    # thousands of member titles made these statistics the pool's slowest report step
     text_words = set(words(text)) - STOPWORDS
-    known = [k for k in known if _CASELESS.search(k) or not text_words.isdisjoint(words(k))]
+    known = [k for k in known if CASELESS_RUN.search(k) or not text_words.isdisjoint(words(k))]
     pool = "\n".join([context or "", *known])
     pool_words = set(words(pool))
     capitalized = {normalize_for_match(w) for w in _WORD.findall(pool) if w[:1].isupper()}

@@ -533,7 +533,7 @@ def word_counts(texts: list[str]) -> Counter:
                       and t[a.end:b.start] == " ")
         counts.update(("to", _to_key(s)) for s in _spans(t, toks, None)
                       if any(x.text == "to" for x in s.toks))
-        for run in _CASELESS_RUN.findall(t):
+        for run in CASELESS_RUN.findall(t):
             counts.update(("ch", c) for c in run)
             counts.update(("ng", run[a:a + n]) for n in NGRAM_SIZES
                           for a in range(len(run) - n + 1))
@@ -1136,7 +1136,7 @@ def _epithet(text: str, toks: list[_Tok], index_at: dict[int, int], at: int,
 _JIEBA_PROPER = {"nr": "PERSON", "nrfg": "PERSON", "nrt": "PERSON", "ns": "LOCATION",
                  "nt": "ORGANIZATION", "nz": ""}
 _JANOME_PROPER = {"人名": "PERSON", "地域": "LOCATION", "組織": "ORGANIZATION", "一般": ""}
-_CASELESS_RUN = regex.compile(r"[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}"
+CASELESS_RUN = regex.compile(r"[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}"
                               r"ー々〆" + "".join(rf"\p{{Script={s}}}" for s in CASELESS_SCRIPTS
                                                   if s not in ("Han", "Hiragana", "Katakana"))
                               + r"\p{M}]+")
@@ -1227,7 +1227,7 @@ def _segmenter_names(text: str, group: str) -> list[tuple[str, int, str]]:
     for m in _CJK_QUOTED.finditer(text):
         out.append((m.group(1), m.start(), ""))
     seg = _segment_zh if group == "zh" else _segment_ja
-    for m in _CASELESS_RUN.finditer(text):  # runs of the script, so Latin text is left out
+    for m in CASELESS_RUN.finditer(text):  # runs of the script, so Latin text is left out
         for name, hint in seg(m.group(0)):
             out.append((name, m.start() + m.group(0).find(name), hint))
     return out
@@ -1302,7 +1302,7 @@ def _ngram_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
         # once per corpus, kept on the corpus's own Counter
         local._function_chars = function  # pyright: ignore[reportAttributeAccessIssue]
     out: list[tuple[str, int]] = []
-    for m in _CASELESS_RUN.finditer(text):
+    for m in CASELESS_RUN.finditer(text):
         run = m.group(0)
         grams = []
         for n in NGRAM_SIZES:
