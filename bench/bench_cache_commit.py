@@ -1,5 +1,5 @@
 """What one LLM-cache write costs: :meth:`kgloom.llm.cache.LLMCache.put` (one committed row
-a model call) with the caches' SQLite settings (:func:`kgloom.cache_db.open_cache_db`:
+a model call) with the caches' SQLite settings (:func:`kgloom.core.cache_db.open_cache_db`:
 WAL, ``synchronous=NORMAL``) against SQLite's WAL default (``synchronous=FULL``, a sync of
 the log at every commit, kgloom's setting before 2026-12-04), in one run, blocks
 alternating; prints and saves JSON.

@@ -95,9 +95,9 @@ def two_wiki() -> dict:
 
 
 def book() -> dict:
+    from kgloom.embedding.tokenizer import default_tokenizer
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
-    from kgloom.tokenizer import default_tokenizer
 
     docs, _ = read_documents(BOOK)
     units = split_text_units(docs, default_tokenizer())

@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.stamp import load_average, save_result  # noqa: E402
-from kgloom.config import IndexSettings  # noqa: E402
 from kgloom.extraction.extract import extract_unit  # noqa: E402
 from kgloom.llm import CachedLLM, Completion, open_llm  # noqa: E402
 from kgloom.names.normalize import record_title  # noqa: E402
+from kgloom.settings.indexing import IndexSettings  # noqa: E402
 
 VARIANTS = ("grammar", "choice")
 
@@ -48,9 +48,9 @@ def units_of(corpus: str, start: int, n: int) -> list[tuple[str, str | None]]:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
                 if line.strip()][start:start + n]
         return [(r["text"], record_title(r["title"])) for r in rows]
+    from kgloom.embedding.tokenizer import default_tokenizer
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
-    from kgloom.tokenizer import default_tokenizer
 
     docs, _ = read_documents(ROOT / "data" / "input")
     units = split_text_units(docs, default_tokenizer())

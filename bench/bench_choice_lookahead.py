@@ -37,9 +37,9 @@ from bench.bench_choice_decoding import (  # noqa: E402
 )
 from bench.bench_extraction_packs import found_in  # noqa: E402
 from bench.stamp import load_average, save_result  # noqa: E402
-from kgloom.config import IndexSettings  # noqa: E402
 from kgloom.extraction.extract import extract_unit  # noqa: E402
 from kgloom.llm import choices  # noqa: E402
+from kgloom.settings.indexing import IndexSettings  # noqa: E402
 
 
 def main() -> None:

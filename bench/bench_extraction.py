@@ -23,13 +23,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from kgloom.config import IndexSettings
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.extraction import extract
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
 from kgloom.llm import CachedLLM, LlamaCppBackend, LLMCache, default_gguf_path
 from kgloom.names.candidates import word_counts
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -37,9 +37,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.bench_choice_decoding import logged_llms, summary, units_of  # noqa: E402
 from bench.stamp import load_average, save_result  # noqa: E402
-from kgloom.config import IndexSettings  # noqa: E402
+from kgloom.embedding.tokenizer import default_tokenizer  # noqa: E402
 from kgloom.extraction.extract import extract_pack, extract_unit, pack_units  # noqa: E402
-from kgloom.tokenizer import default_tokenizer  # noqa: E402
+from kgloom.settings.indexing import IndexSettings  # noqa: E402
 
 VARIANTS = ("alone", "packed")
 

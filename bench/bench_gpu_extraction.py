@@ -57,10 +57,10 @@ def record(passages: int, path: Path) -> dict:
 
     from bench.eval_pool import POOL, QUESTIONS, passage_texts, select_passages
     from bench.eval_qa import load_questions
-    from kgloom.config import IndexSettings
     from kgloom.extraction import extract
     from kgloom.llm.client import open_llm
     from kgloom.names.normalize import record_title
+    from kgloom.settings.indexing import IndexSettings
 
     lines = [line for line in POOL.read_text(encoding="utf-8").splitlines() if line.strip()]
     chosen, info = select_passages(lines, load_questions(QUESTIONS), passages)
@@ -131,7 +131,7 @@ def replay(args: argparse.Namespace) -> dict:
     """The ``replay`` step (module doc); returns the result and saves it as it goes."""
     import llama_cpp
 
-    from kgloom.ids import file_sha256
+    from kgloom.core.ids import file_sha256
     from kgloom.llm.model_files import converted_gguf
 
     out = Path(args.out)

@@ -19,10 +19,10 @@ from pathlib import Path
 import networkx as nx
 import polars as pl
 
-from kgloom.config import COMMUNITY_BACKENDS, IndexSettings
 from kgloom.graph.communities import hierarchical_leiden
 from kgloom.names.candidates import is_grounded
 from kgloom.query.graph_bfs import bfs
+from kgloom.settings.indexing import COMMUNITY_BACKENDS, IndexSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -63,12 +63,12 @@ def injection() -> dict:
     right = [n for n in found if n in INJECTION_GOLD]
     import polars as pl
 
-    from kgloom import schemas
-    from kgloom.config import IndexSettings
+    from kgloom.core import schemas
+    from kgloom.core.ids import content_id
     from kgloom.extraction.extract import extract_graph
-    from kgloom.ids import content_id
     from kgloom.llm import CachedLLM, LLMCache
     from kgloom.llm.fake import FakeBackend
+    from kgloom.settings.indexing import IndexSettings
 
     units = pl.DataFrame([{"id": content_id("unit", INJECTION), "human_readable_id": 0,
                            "text": INJECTION, "n_tokens": len(INJECTION.split()),

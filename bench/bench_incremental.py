@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import BOOK, build_index, write_input  # noqa: E402
 from bench.stamp import commit, save_result  # noqa: E402
-from kgloom.layout import partition_dir  # noqa: E402
+from kgloom.core.layout import partition_dir  # noqa: E402
 from kgloom.llm import cache_rows, new_rows  # noqa: E402
 
 ADDED = ROOT / "bench" / "data" / "added-document.txt"

@@ -100,13 +100,13 @@ def name(cfg: dict) -> str:
 def extraction_calls(units: list[int]) -> list[tuple[str, list[dict], dict, int, int]]:
     """(unit id, messages, schema, max_tokens, seed) of the extraction call of each text
     unit index in ``units``, built by kgloom's ingest and extraction code."""
-    from kgloom.config import IndexSettings
+    from kgloom.embedding.tokenizer import default_tokenizer
     from kgloom.extraction import extract
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
     from kgloom.llm import reply_token_bound
     from kgloom.names.candidates import candidate_names, word_counts
-    from kgloom.tokenizer import default_tokenizer
+    from kgloom.settings.indexing import IndexSettings
 
     docs, _ = read_documents(BOOK_DIR)
     tu = split_text_units(docs, default_tokenizer())

@@ -39,7 +39,6 @@ from bench.bench_choice_decoding import (  # noqa: E402
 )
 from bench.bench_extraction_packs import agreement, found_in  # noqa: E402
 from bench.stamp import load_average, save_result  # noqa: E402
-from kgloom.config import IndexSettings  # noqa: E402
 from kgloom.extraction.extract import extract_unit  # noqa: E402
 from kgloom.llm.model_files import (  # noqa: E402
     SMOLLM2_SHA256,
@@ -47,6 +46,7 @@ from kgloom.llm.model_files import (  # noqa: E402
     converted_gguf,
     default_gguf_path,
 )
+from kgloom.settings.indexing import IndexSettings  # noqa: E402
 
 
 def main() -> None:

@@ -38,8 +38,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from bench.bench_choice_decoding import logged_llms, summary, units_of  # noqa: E402
 from bench.bench_extraction_packs import agreement, found_in  # noqa: E402
 from bench.stamp import load_average, save_result  # noqa: E402
-from kgloom.config import IndexSettings  # noqa: E402
 from kgloom.extraction import extract  # noqa: E402
+from kgloom.settings.indexing import IndexSettings  # noqa: E402
 
 # the user turn with the instruction after the text (kgloom's until 2026-12-03)
 TEXT_LAST = ("Entity types: {types} (OTHER: not an entity)\n"

@@ -44,8 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stamp import save_result  # noqa: E402
-from kgloom import schemas  # noqa: E402
-from kgloom.config import IndexSettings, settings_from_mapping  # noqa: E402
+from kgloom.core import schemas  # noqa: E402
+from kgloom.core.storage import write_table  # noqa: E402
+from kgloom.embedding.tokenizer import default_tokenizer  # noqa: E402
 from kgloom.extraction.cooccurrence import cooccurrence_graph  # noqa: E402
 from kgloom.extraction.extract import extract_graph  # noqa: E402
 from kgloom.graph.entities import resolution_options  # noqa: E402
@@ -53,8 +54,7 @@ from kgloom.graph.resolution import resolve_entities  # noqa: E402
 from kgloom.ingest.chunking import split_text_units  # noqa: E402
 from kgloom.ingest.documents import read_documents  # noqa: E402
 from kgloom.names.normalize import normalize_for_match  # noqa: E402
-from kgloom.storage import write_table  # noqa: E402
-from kgloom.tokenizer import default_tokenizer  # noqa: E402
+from kgloom.settings.indexing import IndexSettings, settings_from_mapping  # noqa: E402
 
 BOOK = ROOT / "data" / "input"
 WIKI = ROOT / "bench" / "data" / "2wiki-dev" / "corpus.jsonl"

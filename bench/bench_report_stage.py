@@ -32,10 +32,10 @@ def run_stage(index: Path, cache: Path, out: Path) -> dict:
     failures to ``out``.reports/failures.parquet; return seconds and counts."""
     import polars as pl
 
+    from kgloom.embedding.tokenizer import default_tokenizer
     from kgloom.llm.client import open_llm
     from kgloom.reports.community_reports import build_community_reports, unit_places
     from kgloom.settings import IndexSettings
-    from kgloom.tokenizer import default_tokenizer
 
     read = lambda name, **kw: pl.read_parquet(index / f"{name}.parquet", **kw)  # noqa: E731
     units = read("text_units", columns=["id", "n_tokens", "document_id", "chunk_index"])

@@ -62,8 +62,8 @@ def run_variant(name: str, inp: Path, out: Path, urls: list[str], concurrency: i
     """Index ``inp`` into ``out`` from an empty cache (one ``kgloom index --force``
     process with its own Dagster instance, :func:`bench.harness.build_index`); return the
     figures of the run."""
+    from kgloom.core.stats import read_stage_stats
     from kgloom.llm import LLMCache
-    from kgloom.stats import read_stage_stats
 
     run = build_index(inp, out, dagster_home=out.with_name(out.name + "-dagster_home"),
                       log=out.with_name(out.name + ".log"), check=False, force=True,
@@ -84,7 +84,7 @@ def run_variant(name: str, inp: Path, out: Path, urls: list[str], concurrency: i
 
 def part_servers(args) -> dict:
     from kgloom.llm import SMOLLM2_SHA256, default_gguf_path
-    from kgloom.testing import LlamaCppServer
+    from kgloom.llm.testing import LlamaCppServer
 
     work = Path(args.work or tempfile.mkdtemp(prefix="scale-bench-"))
     inp = work / "input"

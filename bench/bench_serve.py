@@ -71,8 +71,8 @@ def build_book_index(folder: Path) -> Path:
 def republish(folder: Path) -> str:
     """Rewrite every parquet table of ``folder`` (new files, same rows) and publish the
     build; return its id."""
-    from kgloom import storage
-    from kgloom.builds import publish_build
+    from kgloom.core import storage
+    from kgloom.core.builds import publish_build
 
     for path in sorted(folder.glob("*.parquet")):
         storage.write_table(storage.read_parquet(path), folder, path.stem)
@@ -242,7 +242,7 @@ def run_cells(urls: dict[str, str], cells_of: list[tuple[str, str]], clients: li
               seconds: float, folder: Path | None = None, every: float = 10.0) -> list[dict]:
     """Every ((surface, mode), clients) cell against ``urls`` ({"serve": base URL,
     "mcp": MCP endpoint}); with ``folder``, republished every ``every`` s."""
-    from kgloom.builds import read_marker
+    from kgloom.core.builds import read_marker
 
     cells = []
     # every build published since the server started: a request arriving just after a
@@ -340,7 +340,7 @@ def main() -> None:
         source = Path(args.output_dir) if args.output_dir else build_book_index(tmp / "built")
         folder = tmp / "index"
         shutil.copytree(source, folder)
-        from kgloom.builds import publish_build
+        from kgloom.core.builds import publish_build
 
         publish_build(folder)  # the copy's own build
         started = when()

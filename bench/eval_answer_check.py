@@ -88,9 +88,9 @@ def _norm_words(text: str) -> set[str]:
 
 def book_units() -> list[str]:
     """The book's text units, as the pipeline splits it."""
+    from kgloom.embedding.tokenizer import default_tokenizer
     from kgloom.ingest.chunking import split_text_units
     from kgloom.ingest.documents import read_documents
-    from kgloom.tokenizer import default_tokenizer
 
     docs, _ = read_documents(BOOK)
     return split_text_units(docs, default_tokenizer())["text"].to_list()

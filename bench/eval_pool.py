@@ -530,7 +530,7 @@ def main() -> None:
                          "(--floor-only: eval_pool_floor.json)")
     args = ap.parse_args()
 
-    from kgloom.config import parse_assignments
+    from kgloom.settings.indexing import parse_assignments
 
     settings = parse_assignments(args.set)
     method = settings.get("method", "standard")

@@ -213,11 +213,11 @@ def sweep(retriever, questions: list[dict], top_k: int = 5) -> dict:
 def reembed(index: Path, embedder_path: str, work: Path) -> Path:
     """Copy ``index``'s parquet tables to ``work/output-<model>`` and rebuild its LanceDB
     text_units and entities tables with another embedder."""
+    from kgloom.core.layout import LANCEDB_DIR
+    from kgloom.core.storage import read_table
     from kgloom.embedding.sentence_embedder import Embedder
     from kgloom.embedding.store import VECTOR_TABLES, write_embedder_manifest
-    from kgloom.layout import LANCEDB_DIR
     from kgloom.publish.vectors import sync_lancedb
-    from kgloom.storage import read_table
 
     emb = Embedder(embedder_path)
     dst = work / f"output-{Path(embedder_path).name}"

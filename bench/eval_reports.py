@@ -12,7 +12,7 @@ Figures (saved as JSON, stamped with commit, date and load average):
 
 - ``before``: the index's LLM reports (per community, and per distinct reply: a report
   carried down a level or reused is one reply); how many name something outside their context
-  (an ungrounded proper name, :func:`kgloom.grounding.ungrounded_names`), how many
+  (an ungrounded proper name, :func:`kgloom.names.grounding.ungrounded_names`), how many
   repeat the prompt's worked example, how many loop, and the union the check rejects;
 - ``after``: the reports this commit's reports stage publishes from the same replies:
   a rejected reply is replaced by the rule report, so every published report is checked
@@ -132,7 +132,7 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
     import dataclasses
     import time
 
-    from kgloom.config import IndexSettings
+    from kgloom.embedding.tokenizer import default_tokenizer
     from kgloom.llm import open_llm, structured_call
     from kgloom.report_writer import (
         REPORT_TEMPLATE,
@@ -143,7 +143,7 @@ def regenerate(args, rows: list[dict], comms: pl.DataFrame, ents: pl.DataFrame,
         member_claims,
         report_schema,
     )
-    from kgloom.tokenizer import default_tokenizer
+    from kgloom.settings.indexing import IndexSettings
 
     settings = IndexSettings()
     template = REPORT_TEMPLATE if args.prompt == "current" else dataclasses.replace(
@@ -201,9 +201,9 @@ def main() -> None:
     ap.add_argument("--save", type=Path, default=None)
     args = ap.parse_args()
 
-    from kgloom.config import IndexSettings
-    from kgloom.grounding import ungrounded_names
-    from kgloom.ids import content_id
+    from kgloom.core.ids import content_id
+    from kgloom.embedding.tokenizer import default_tokenizer
+    from kgloom.names.grounding import ungrounded_names
     from kgloom.report_writer import (
         build_report_context,
         check_report,
@@ -212,7 +212,7 @@ def main() -> None:
         report_text,
         rule_report,
     )
-    from kgloom.tokenizer import default_tokenizer
+    from kgloom.settings.indexing import IndexSettings
 
     idx = args.index
     budget = args.report_max_input_tokens or IndexSettings().report_max_input_tokens

@@ -91,11 +91,11 @@ def serve_route(output_dir: str | Path, chat_url: str, root: str | Path, **budge
     """Serve the index's embedder (chat passed through to ``chat_url``) on a free port,
     write ``root/settings.yaml`` pointing both models at it; yields (settings path, the
     server's app: ``app.state.chat_calls`` logs each chat call). ``budget_args`` go to
-    :func:`kgloom.graphrag_settings.fit_budgets`."""
-    from kgloom.embeddings_server import create_app
-    from kgloom.graphrag_settings import EMBEDDING_MODEL, fit_budgets, write_settings
+    :func:`kgloom.apps.graphrag_settings.fit_budgets`."""
+    from kgloom.apps.embeddings_server import create_app
+    from kgloom.apps.graphrag_settings import EMBEDDING_MODEL, fit_budgets, write_settings
+    from kgloom.llm.testing import ASGIService
     from kgloom.query.retriever import Retriever
-    from kgloom.testing import ASGIService
 
     embedder = Retriever(output_dir).embedder
     with ASGIService(create_app(embedder, EMBEDDING_MODEL, chat_upstream=chat_url)) as srv:
@@ -128,9 +128,9 @@ def main() -> None:
     python = graphrag_python(args.graphrag_python)
     if python is None:
         sys.exit("graphrag is not importable: make its virtualenv (docs/graphrag.md)")
-    from kgloom.graphrag_settings import CHAT_MODEL
+    from kgloom.apps.graphrag_settings import CHAT_MODEL
     from kgloom.llm import default_gguf_path
-    from kgloom.testing import LlamaCppServer
+    from kgloom.llm.testing import LlamaCppServer
 
     result = {**_stamp(), "output_dir": str(Path(args.output_dir).resolve()),
               "question": args.question, "n_ctx": args.n_ctx, "threads": args.threads,

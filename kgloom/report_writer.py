@@ -1,7 +1,7 @@
 """Writing one community report: the kernel the reports stage and global search share.
 
 The reports stage (:mod:`kgloom.reports.community_reports`) writes every community's
-report at index time; with ``llm_reports: lazy`` (:class:`kgloom.config.IndexSettings`)
+report at index time; with ``llm_reports: lazy`` (:class:`kgloom.settings.indexing.IndexSettings`)
 it writes rule reports only and global search writes a community's LLM report the first
 time it reaches the community (:mod:`kgloom.query.context_builder.lazy_reports`). Both
 go through this module, so an LLM report has one prompt (:data:`REPORT_TEMPLATE`), one
@@ -37,14 +37,14 @@ from dataclasses import dataclass
 import polars as pl
 import regex
 
-from kgloom import layout
-from kgloom.config import IndexSettings
-from kgloom.grounding import find_repetition, shared_phrase, ungrounded_names, words
-from kgloom.ids import content_id
+from kgloom.core import layout
+from kgloom.core.ids import content_id
+from kgloom.embedding.tokenizer import Tokenizer
 from kgloom.llm import LLMCaller, PromptTemplate, structured_call
 from kgloom.llm.structured import is_loop_failure
 from kgloom.names.candidates import STOPWORDS
-from kgloom.tokenizer import Tokenizer
+from kgloom.names.grounding import find_repetition, shared_phrase, ungrounded_names, words
+from kgloom.settings.indexing import IndexSettings
 
 STAGE = layout.COMMUNITY_REPORTS
 
@@ -105,7 +105,7 @@ MAX_SENTENCE_OPTIONS = 5
 MAX_FINDING_OPTIONS = 8
 _RATINGS = [str(k) for k in range(11)]
 # generated_by of a published report: by the model, by rules, or by rules awaiting the
-# LLM report global search writes on first use (llm_reports: lazy; kgloom.schemas)
+# LLM report global search writes on first use (llm_reports: lazy; kgloom.core.schemas)
 REPORT_METHODS = ("llm", "rules", "lazy")
 RULES_VERSION = "rules-3"  # bump when rule_report's output changes (part of report_key)
 GROUNDING_VERSION = "grounding-1"  # bump when check_report's rules change (part of report_key)
@@ -206,7 +206,7 @@ def build_report_context(community: dict, entities: pl.DataFrame, relationships:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
         entities / relationships: the full tables (with degree / combined_degree).
         child_reports: reports (dicts with title, summary, size) of its sub-communities.
-        budget: max tokens of :mod:`kgloom.tokenizer`.
+        budget: max tokens of :mod:`kgloom.embedding.tokenizer`.
         claims: the members' claims (see :func:`member_claims`), listed after the
             relationships under "Claims:"; None adds nothing (the context is then
             exactly members and relationships).
@@ -710,15 +710,15 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
 
     - it repeats the prompt's worked example (when ``example`` is not empty): a
       ``<placeholder>`` of the example, a run of
-      :data:`kgloom.grounding.EXAMPLE_MIN_WORDS` words it shares with ``example`` but
-      not with ``context`` (:func:`kgloom.grounding.shared_phrase`), or a name of the
+      :data:`kgloom.names.grounding.EXAMPLE_MIN_WORDS` words it shares with ``example`` but
+      not with ``context`` (:func:`kgloom.names.grounding.shared_phrase`), or a name of the
       example that the context lacks;
     - it writes placeholders: text in angle brackets that the context lacks
       ("<a fact about Scrooge>", a template slot, not a report);
     - it names what its context lacks: a proper name of its text
-      (:func:`kgloom.grounding.ungrounded_names`) that neither ``context`` nor
+      (:func:`kgloom.names.grounding.ungrounded_names`) that neither ``context`` nor
       ``members`` holds;
-    - it repeats itself: a loop within a field (:func:`kgloom.grounding.find_repetition`),
+    - it repeats itself: a loop within a field (:func:`kgloom.names.grounding.find_repetition`),
       the same text of ``SAME_FIELD_MIN_WORDS`` words or more in two fields (a finding's
       summary copied as its explanation), or two findings with the same summary.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from kgloom import schemas
-from kgloom.ids import content_id
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 from kgloom.names.normalize import normalize_title
 
 
@@ -104,9 +104,9 @@ CAROL_COMMUNITIES = [
 
 @pytest.fixture(scope="module")
 def stand_in():
-    """A scripted streaming chat server (:class:`kgloom.testing.StandInChatServer`) on
+    """A scripted streaming chat server (:class:`kgloom.llm.testing.StandInChatServer`) on
     loopback; its ``url`` is set."""
-    from kgloom.testing import ASGIService, StandInChatServer
+    from kgloom.llm.testing import ASGIService, StandInChatServer
 
     server = StandInChatServer()
     svc = ASGIService(server.app()).start()

@@ -100,7 +100,7 @@ def describe_graph(index: Path) -> dict:
 
 def degree_plot(stats: dict, path: Path) -> Path:
     """PNG of the degree distribution (powers-of-two bins, log count)."""
-    from kgloom.plots import bar_chart_png
+    from kgloom.core.plots import bar_chart_png
 
     png = bar_chart_png(stats["degree"]["bins_pow2"], "degree distribution (synthetic "
                         "ogbn-arxiv stand-in)", "degree", "nodes", log_y=True)

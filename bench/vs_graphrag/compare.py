@@ -20,7 +20,7 @@ its figures from its own outputs (``bench_speed.variant_figures``).
 
 GraphRAG: ``graphrag init`` writes its default settings and prompts; only what a local
 endpoint needs is changed (recorded under ``graphrag.settings_changed``): the chat model
-is llama-cpp-python's OpenAI-compatible server (``kgloom.testing.LlamaCppServer``,
+is llama-cpp-python's OpenAI-compatible server (``kgloom.llm.testing.LlamaCppServer``,
 same GGUF, ``--threads`` threads, 8,192-token context so its long prompts fit) reached
 through :class:`gateway.Gateway` on 127.0.0.1, which logs every call and answers
 ``/v1/embeddings`` with all-MiniLM-L6-v2 (384 dims; llama.cpp's server gives per-token
@@ -279,7 +279,7 @@ def run_graphrag(work: Path, args, text: str) -> dict:
     """GraphRAG's side: init, settings for the local endpoints, ``graphrag index``."""
     from kgloom.embedding.sentence_embedder import Embedder
     from kgloom.llm import default_gguf_path
-    from kgloom.testing import LlamaCppServer
+    from kgloom.llm.testing import LlamaCppServer
 
     venv = Path(args.graphrag_venv)
     py, cli = str(venv / "bin" / "python"), str(venv / "bin" / "graphrag")

@@ -18,7 +18,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from kgloom.testing import HTTPService
+from kgloom.llm.testing import HTTPService
 
 
 class Gateway(HTTPService):

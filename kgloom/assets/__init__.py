@@ -6,7 +6,7 @@ covariates; communities), ``report_assets`` (community_reports), ``publish_asset
 holds what they share (progress, previews, plots, timing, cost metadata).
 
 Each asset reads its tables from the ``index`` resource's table store
-(:class:`kgloom.layout.TableStore`), calls one domain function of its stage, writes its
+(:class:`kgloom.core.layout.TableStore`), calls one domain function of its stage, writes its
 tables back atomically and reports metadata. Every file under the output folder has one
 writing asset, and each asset declares as dependencies the assets whose files it reads.
 The LLM cache (``llm_cache.sqlite``) is a shared SQLite database every LLM stage reads and

@@ -1,6 +1,6 @@
 """Asset: corpus, the live partitions combined into the corpus-level tables.
 
-The three levels of the output folder (:mod:`kgloom.layout` maps them to folders):
+The three levels of the output folder (:mod:`kgloom.core.layout` maps them to folders):
 **partition** (``stages/partitions/<key>/``, written by
 ``documents``, ``text_units`` and ``extracted_graph`` for one input file), **corpus**
 (``stages/``: every live partition combined, written here, read by the graph-wide
@@ -13,12 +13,12 @@ import polars as pl
 
 from kgloom.assets.extraction_assets import extracted_graph
 from kgloom.assets.metadata import Timer
+from kgloom.core.layout import CORPUS, Level, stored_partitions
+from kgloom.core.stats import write_stage_stats
 from kgloom.corpus.partitions import graph_inputs_fingerprint, refresh_corpus
-from kgloom.layout import CORPUS, Level, stored_partitions
 from kgloom.pipelines.freshness import GRAPH_INPUTS
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
-from kgloom.stats import write_stage_stats
 
 
 @dg.asset(group_name="corpus", deps=[extracted_graph], kinds={"polars", "parquet"})

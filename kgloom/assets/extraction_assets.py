@@ -3,19 +3,19 @@ partition per input file."""
 
 import dagster as dg
 
-from kgloom import schemas
 from kgloom.assets.ingest_assets import documents, text_units
 from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
+from kgloom.core import schemas
+from kgloom.core.layout import CLAIMS, EXTRACTION, Level
+from kgloom.core.stats import write_stage_stats
 from kgloom.corpus.partitions import mark_stage, settings_fingerprint
 from kgloom.extraction.checks import extraction_yield
 from kgloom.extraction.claims import extract_claims
 from kgloom.extraction.cooccurrence import cooccurrence_graph
 from kgloom.extraction.extract import extract_graph
-from kgloom.layout import CLAIMS, EXTRACTION, Level
 from kgloom.pipelines.input_files import input_files_partitions
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.resources.model import NO_MODEL
-from kgloom.stats import write_stage_stats
 
 FAILED_UNITS_MAX_RATE = 0.05
 

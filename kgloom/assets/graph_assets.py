@@ -9,7 +9,6 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from kgloom import schemas
 from kgloom.assets.corpus_assets import corpus
 from kgloom.assets.metadata import (
     EmbedderTime,
@@ -21,20 +20,21 @@ from kgloom.assets.metadata import (
     preview,
     progress,
 )
+from kgloom.core import schemas
+from kgloom.core.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
+from kgloom.core.plots import bar_chart_png
+from kgloom.core.stats import write_stage_stats
 from kgloom.embedding.embedding_cache import open_embedding_cache
 from kgloom.embedding.sentence_embedder import release_memory
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.extraction.claims import build_covariates
 from kgloom.extraction.evidence import whole_evidence
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
-from kgloom.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
 from kgloom.llm import StageStats
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
-from kgloom.plots import bar_chart_png
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
-from kgloom.stats import write_stage_stats
-from kgloom.tokenizer import default_tokenizer
 
 
 @dg.multi_asset(

@@ -4,16 +4,16 @@ from typing import cast
 
 import dagster as dg
 
-from kgloom import schemas
 from kgloom.assets.metadata import Timer, preview
+from kgloom.core import schemas
+from kgloom.core.layout import DOCUMENTS, TEXT_UNITS, Level
+from kgloom.core.stats import write_stage_stats
 from kgloom.corpus.partitions import mark_stage
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_partition_documents
-from kgloom.layout import DOCUMENTS, TEXT_UNITS, Level
 from kgloom.pipelines.input_files import input_files_partitions
 from kgloom.resources import IndexConfigResource
-from kgloom.stats import write_stage_stats
-from kgloom.tokenizer import default_tokenizer
 
 
 @dg.asset(group_name="ingest", partitions_def=input_files_partitions, kinds={"polars", "parquet"})

@@ -73,7 +73,7 @@ def png_md(png: bytes, alt: str) -> dg.MetadataValue:
 
 def cost_metadata(stats: dict) -> dict:
     """Asset metadata of one stage's cost (``stats["cost"]``, see
-    :func:`kgloom.stats.stage_cost`) and LLM counters (``llm_*``): wall and model
+    :func:`kgloom.core.stats.stage_cost`) and LLM counters (``llm_*``): wall and model
     seconds, model share of the wall time, seconds outside llama.cpp's prompt and decode
     timings, calls and tokens, threads per call."""
     llm = {f"llm_{k}": (dg.MetadataValue.json(v) if isinstance(v, dict) else v)
@@ -93,7 +93,7 @@ def endpoint_metadata(cached) -> dict:
 
 
 class EmbedderTime(TypedDict, total=False):
-    """Keyword arguments of :func:`kgloom.stats.write_stage_stats`; all are set by
+    """Keyword arguments of :func:`kgloom.core.stats.write_stage_stats`; all are set by
     :func:`embedder_time`, none for a stage without an embedder."""
 
     embedder_seconds: float
@@ -102,7 +102,7 @@ class EmbedderTime(TypedDict, total=False):
 
 
 def embedder_time(emb, mark: dict[int, tuple[int, int, float]]) -> EmbedderTime:
-    """A stage's embedder time for :func:`kgloom.stats.write_stage_stats`:
+    """A stage's embedder time for :func:`kgloom.core.stats.write_stage_stats`:
     ``embedder_seconds`` = forward passes since ``mark`` (the shared embedder's
     :meth:`~kgloom.embedding.windows.WindowedEmbedder.passes` when the stage began) plus
     the embedder's load when this stage is the first to claim it;

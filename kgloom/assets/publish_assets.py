@@ -4,10 +4,19 @@ CSV), the LanceDB vector index, and index_summary (failures.parquet, index-summa
 import dagster as dg
 import polars as pl
 
-from kgloom import schemas
 from kgloom.assets.metadata import Timer, cost_metadata, embedder_time, preview, progress
-from kgloom.builds import publish_build
-from kgloom.layout import GRAPH_FILES, GRAPHML_FILE, NEO4J_DIR, SUMMARY_FILE, VECTOR_INDEX, Level
+from kgloom.core import schemas
+from kgloom.core.builds import publish_build
+from kgloom.core.layout import (
+    GRAPH_FILES,
+    GRAPHML_FILE,
+    NEO4J_DIR,
+    SUMMARY_FILE,
+    VECTOR_INDEX,
+    Level,
+)
+from kgloom.core.stats import build_index_summary, cost_markdown, write_stage_stats
+from kgloom.core.storage import disk_full_error, is_disk_full, read_parquet, write_json
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.publish.tables import (
     build_graph_tables,
@@ -20,8 +29,6 @@ from kgloom.publish.tables import (
     write_neo4j_import,
 )
 from kgloom.resources import EmbedderResource, IndexConfigResource
-from kgloom.stats import build_index_summary, cost_markdown, write_stage_stats
-from kgloom.storage import disk_full_error, is_disk_full, read_parquet, write_json
 
 
 @dg.asset(group_name="emit",
@@ -79,7 +86,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.layout import LANCEDB_DIR
+    from kgloom.core.layout import LANCEDB_DIR
     from kgloom.publish.vectors import sync_index
 
     clock = Timer.started()
@@ -127,7 +134,7 @@ def index_summary(context: dg.AssetExecutionContext,
                   index: IndexConfigResource) -> dg.MaterializeResult:
     """failures.parquet (every stage's failures) and index-summary.json (reads every
     published table and stage's stats), then, last of every publish, the build marker
-    build.json (:func:`kgloom.builds.publish_build`): from then on readers open this
+    build.json (:func:`kgloom.core.builds.publish_build`): from then on readers open this
     build."""
     store = index.store
     parts = store.failure_files()

@@ -2,16 +2,16 @@
 
 import dagster as dg
 
-from kgloom import schemas
 from kgloom.assets.graph_assets import communities
 from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
-from kgloom.layout import COMMUNITY_REPORTS, Level
+from kgloom.core import schemas
+from kgloom.core.layout import COMMUNITY_REPORTS, Level
+from kgloom.core.stats import write_stage_stats
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.report_writer import REJECTED, report_settings
 from kgloom.reports.community_reports import build_community_reports, unit_places
 from kgloom.resources import IndexConfigResource, LLMResource
-from kgloom.stats import write_stage_stats
-from kgloom.tokenizer import default_tokenizer
 
 
 @dg.asset(group_name="reports",

@@ -119,7 +119,7 @@ def _instance(output_dir: str, resources: dict | None = None, recover: bool = Fa
     (``LLMResource.pool_limit``)."""
     import dagster as dg
 
-    from kgloom.lock import instance_setup_lock
+    from kgloom.core.lock import instance_setup_lock
 
     home = _dagster_home(output_dir)
     with instance_setup_lock(home):  # two processes creating one fresh instance race
@@ -140,7 +140,7 @@ def _instance(output_dir: str, resources: dict | None = None, recover: bool = Fa
 def _writer(output_dir: str, command: str):
     """Hold the output folder's writer lock (waiting, with the holder named, while another
     writer has it); Ctrl-C / SIGTERM while waiting or running exits 130."""
-    from kgloom.lock import writer_lock
+    from kgloom.core.lock import writer_lock
 
     try:
         with writer_lock(output_dir, command,
@@ -178,7 +178,7 @@ def _loud(lines: list[str]) -> None:
 def _stages_since(output_dir: str, started: float | None) -> dict:
     """The stage stats of the stages that finished during this command (``started``:
     its start, ``time.time()``; a partition stage: its latest file); {} when None."""
-    from kgloom.stats import read_stage_stats
+    from kgloom.core.stats import read_stage_stats
 
     if started is None:
         return {}
@@ -193,8 +193,8 @@ def _command_summary(output_dir: str, before: dict[str, int], report,
     and model seconds, model shares)."""
     import time
 
+    from kgloom.core.stats import cost_table
     from kgloom.llm import cache_rows, new_rows
-    from kgloom.stats import cost_table
 
     summary_path = Path(output_dir) / "index-summary.json"
     rows = json.loads(summary_path.read_text())["rows"] if summary_path.exists() else {}
@@ -262,7 +262,7 @@ def _exit_status(output_dir: str, rows: dict, report, input_dir: str) -> None:
         raise typer.Exit(1)
     if not rows.get("documents"):
         failures_path = Path(output_dir) / "failures.parquet"
-        from kgloom.storage import read_parquet
+        from kgloom.core.storage import read_parquet
 
         failed = (read_parquet(failures_path).filter(pl.col("stage") == "documents")
                   if failures_path.exists() else None)
@@ -279,7 +279,7 @@ def _finish(output_dir: str, before: dict[str, int], report, input_dir: str,
     """End an index or backfill command: the JSON summary on stdout
     (:func:`_command_summary`), the cost table of the stages that ran and the summary
     table on stderr, then :func:`_exit_status`."""
-    from kgloom.stats import cost_markdown
+    from kgloom.core.stats import cost_markdown
 
     out = _command_summary(output_dir, before, report, started)
     cost = out.get("cost", {}).pop("stages", None)
@@ -398,7 +398,7 @@ def index(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT,
                                     verbose=verbose)
     _echo_inputs(diff)
     if not (diff.added or diff.changed or diff.unchanged):
-        from kgloom.inputs import SUPPORTED_SUFFIXES
+        from kgloom.core.inputs import SUPPORTED_SUFFIXES
 
         typer.echo(f"warning: {input_dir} has no supported input file "
                    f"({', '.join(SUPPORTED_SUFFIXES)}): the index is empty", err=True)
@@ -467,8 +467,8 @@ def partitions(input_dir: str | None = INPUT, output_dir: str | None = OUTPUT) -
 @app.command()
 def cache(output_dir: str | None = OUTPUT) -> None:
     """Show the LLM cache: rows, tokens and model seconds per stage, and last run's hit rate."""
+    from kgloom.core.stats import read_stage_stats
     from kgloom.llm import CACHE_FILE, LLMCache
-    from kgloom.stats import read_stage_stats
 
     output_dir = _load(None, **_folder_flags(output_dir=output_dir)).paths.output_dir
 
@@ -622,12 +622,12 @@ def query(ctx: typer.Context,
         typer.echo(f"error: {exc} (settings: retrieval section)", err=True)
         raise typer.Exit(2) from exc
 
+    from kgloom.core.storage import UnreadableTableError
     from kgloom.query.retriever import (
         EmbedderMismatchError,
         IndexFilesMissingError,
         IndexInconsistentError,
     )
-    from kgloom.storage import UnreadableTableError
 
     errors = (ValueError, IndexFilesMissingError, IndexInconsistentError, EmbedderMismatchError,
               UnreadableTableError)
@@ -744,12 +744,12 @@ def import_graph(
     Writes the files `kgloom index` writes for the graph (entities, relationships,
     graph-nodes/graph-edges parquet, LanceDB entities table) with no text units; query
     it by vector (Retriever.fused_by_vector / two_step_by_vector). See
-    kgloom/graph_import.py for the table formats.
+    kgloom/apps/graph_import.py for the table formats.
     """
     import time
 
-    from kgloom.graph_import import GraphImportError, read_graph_tables
-    from kgloom.graph_import import import_graph as run_import
+    from kgloom.apps.graph_import import GraphImportError, read_graph_tables
+    from kgloom.apps.graph_import import import_graph as run_import
 
     start = time.perf_counter()
 
@@ -767,7 +767,7 @@ def import_graph(
     typer.echo(json.dumps(summary, indent=2))
 
 
-from kgloom import graphrag_settings as _grs  # noqa: E402 (stdlib-only: keeps start-up fast)
+from kgloom.apps import graphrag_settings as _grs  # noqa: E402 (stdlib-only: keeps start-up fast)
 
 
 @app.command("graphrag-settings")
@@ -826,8 +826,8 @@ def serve_embeddings(
     checked against its lancedb/embedder.json. Read-only."""
     import uvicorn
 
+    from kgloom.apps.embeddings_server import create_app
     from kgloom.embedding.store import ExternalVectors
-    from kgloom.embeddings_server import create_app
     from kgloom.query.retriever import (
         EmbedderMismatchError,
         IndexFilesMissingError,

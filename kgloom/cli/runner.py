@@ -2,7 +2,7 @@
 and ``kgloom backfill`` do; tests use it too). Runs are recorded in the instance, so
 they show in the UI when it is persistent (``$DAGSTER_HOME``).
 
-Every run is tagged with this process (:func:`kgloom.processes.process_tags`),
+Every run is tagged with this process (:func:`kgloom.core.processes.process_tags`),
 so a run left behind by a killed process is found and failed by crash recovery. The
 graph refresh runs only the graph-wide assets that are not up to date
 (:mod:`kgloom.pipelines.freshness`): none when nothing changed, the failed stages and
@@ -20,8 +20,10 @@ from sqlalchemy.exc import IntegrityError
 from tqdm import tqdm
 
 from kgloom.assets import ALL_ASSETS
-from kgloom.builds import publish_build, read_marker
 from kgloom.cli.logs import run_config_for_logs
+from kgloom.core.builds import publish_build, read_marker
+from kgloom.core.inputs import scan_inputs
+from kgloom.core.processes import process_tags
 from kgloom.corpus.partitions import (
     InputDiff,
     diff_inputs,
@@ -29,7 +31,6 @@ from kgloom.corpus.partitions import (
     remove_refused_partitions,
     settings_fingerprint,
 )
-from kgloom.inputs import scan_inputs
 from kgloom.pipelines.freshness import (
     GRAPH_KEYS,
     current_graph_inputs,
@@ -38,7 +39,6 @@ from kgloom.pipelines.freshness import (
 )
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.pipelines.jobs import graph_job, ingest_job
-from kgloom.processes import process_tags
 
 REPORTS_KEY = dg.AssetKey("community_reports")
 

@@ -7,8 +7,8 @@ import datetime as dt
 
 import dagster as dg
 
+from kgloom.core.inputs import scan_inputs
 from kgloom.corpus.partitions import diff_inputs, manifest_hashes
-from kgloom.inputs import scan_inputs
 from kgloom.pipelines.input_files import live_partition_keys
 from kgloom.pipelines.recovery import in_flight_runs
 
@@ -25,7 +25,7 @@ def index_status(instance: dg.DagsterInstance, input_dir: str, output_dir: str,
 
     ``skipped`` are the input folder's entries left out for safety (symlinks leading
     outside it), as the failures rows indexing records for them
-    (:func:`kgloom.inputs.scan_inputs`).
+    (:func:`kgloom.core.inputs.scan_inputs`).
 
     ``in_flight_runs`` are the queued and unfinished runs with their age and whether
     their process still lives (:func:`kgloom.pipelines.recovery.in_flight_runs`).

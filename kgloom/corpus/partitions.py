@@ -26,11 +26,10 @@ from urllib.parse import quote
 
 import polars as pl
 
-from kgloom import schemas
-from kgloom.config import IndexSettings
-from kgloom.ids import content_id, file_sha256
-from kgloom.inputs import input_path, refused_inputs, valid_key
-from kgloom.layout import (
+from kgloom.core import schemas
+from kgloom.core.ids import content_id, file_sha256
+from kgloom.core.inputs import input_path, refused_inputs, valid_key
+from kgloom.core.layout import (
     CLAIMS,
     DOCUMENTS,
     EXTRACTION,
@@ -42,8 +41,9 @@ from kgloom.layout import (
     stages_dir,
     stored_partitions,
 )
-from kgloom.schemas import UNIT_STATUS, UNIT_STATUS_SCHEMA
-from kgloom.storage import failures_frame, read_parquet, write_json, write_table
+from kgloom.core.schemas import UNIT_STATUS, UNIT_STATUS_SCHEMA
+from kgloom.core.storage import failures_frame, read_parquet, write_json, write_table
+from kgloom.settings.indexing import IndexSettings
 
 MANIFEST = "manifest.json"
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kgloom.cache_db import open_cache_db
+from kgloom.core.cache_db import open_cache_db
+from kgloom.core.ids import content_id
 from kgloom.embedding.windows import WindowedEmbedder
-from kgloom.ids import content_id
 
 EMBEDDING_CACHE_FILE = "embedding_cache.sqlite"  # in an index's output folder
 # keys per SELECT: under SQLite's default limit of host parameters (32,766 since 3.32)

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from kgloom import schemas
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 from kgloom.embedding.windows import WindowedEmbedder
-from kgloom.ids import content_id
 
 # LanceDB table -> (parquet table it mirrors, the text embedded for each row)
 VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
@@ -92,7 +92,7 @@ def embedder_manifest(embedder: WindowedEmbedder) -> dict:
 def write_embedder_manifest(db_path: str | Path, embedder: WindowedEmbedder) -> Path:
     """Record :func:`embedder_manifest` in ``<db_path>/embedder.json`` (atomically), so
     a reader can check that it embeds queries with the same model."""
-    from kgloom.storage import write_json
+    from kgloom.core.storage import write_json
 
     return write_json(embedder_manifest(embedder), Path(db_path) / EMBEDDER_MANIFEST)
 
@@ -133,7 +133,7 @@ class ExternalVectors:
 def write_external_manifest(db_path: str | Path, dim: int) -> Path:
     """Record in the embedder manifest that the vectors (``dim`` wide) were imported,
     not embedded by kgloom: model and key are ``EXTERNAL_VECTORS_KEY``."""
-    from kgloom.storage import write_json
+    from kgloom.core.storage import write_json
 
     return write_json({"model": EXTERNAL_VECTORS_KEY, "model_path": "",
                        "key": EXTERNAL_VECTORS_KEY, "dim": int(dim)},

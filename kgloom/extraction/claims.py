@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import polars as pl
 
-from kgloom import layout, schemas
-from kgloom.config import IndexSettings
-from kgloom.ids import content_id
+from kgloom.core import layout, schemas
+from kgloom.core.ids import content_id
+from kgloom.core.storage import failures_frame
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
-from kgloom.storage import failures_frame
+from kgloom.settings.indexing import IndexSettings
 
 STAGE = layout.CLAIMS
 MAX_CLAIMS_PER_UNIT = 3

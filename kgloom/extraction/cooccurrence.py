@@ -43,8 +43,8 @@ from collections.abc import Callable
 import polars as pl
 import regex
 
-from kgloom import schemas
-from kgloom.config import IndexSettings
+from kgloom.core import schemas
+from kgloom.core.storage import failures_frame
 from kgloom.extraction.evidence import (
     NOT_AN_ENTITY,
     first_sentence_with,
@@ -60,7 +60,7 @@ from kgloom.extraction.extract import (
 )
 from kgloom.extraction.records import record_edge_mentions
 from kgloom.names.candidates import word_counts
-from kgloom.storage import failures_frame
+from kgloom.settings.indexing import IndexSettings
 
 UNIT_HUBS = 3  # names of a unit joined to its other names at unit level
 UNIT_STRENGTH = 0.5  # one unit-level co-occurrence; one sentence adds 1 + 1/d > 1

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 import polars as pl
 import regex
 
-from kgloom import layout, schemas
-from kgloom.config import IndexSettings
+from kgloom.core import layout, schemas
+from kgloom.core.storage import failures_frame
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.extraction.evidence import (
     EXTRACTED_STRENGTH,
     NOT_AN_ENTITY,
@@ -60,8 +61,7 @@ from kgloom.names.candidates import (
     word_counts,
 )
 from kgloom.names.normalize import normalize_for_match, normalize_title, record_title
-from kgloom.storage import failures_frame
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 STAGE = layout.EXTRACTION
 DESCRIPTION_MAX_CHARS = 80  # of a relationship description

@@ -21,7 +21,6 @@ from collections import Counter
 
 import polars as pl
 
-from kgloom.config import IndexSettings, parse_record_edges
 from kgloom.extraction.evidence import (
     EXTRACTED_STRENGTH,
     NOT_AN_ENTITY,
@@ -30,6 +29,7 @@ from kgloom.extraction.evidence import (
 from kgloom.extraction.type_cues import type_cue
 from kgloom.names.candidates import MAX_NAME_CHARS
 from kgloom.names.normalize import record_title
+from kgloom.settings.indexing import IndexSettings, parse_record_edges
 
 
 def _values(raw) -> list[str]:

@@ -15,8 +15,8 @@ import igraph as ig
 import numpy as np
 import polars as pl
 
-from kgloom import schemas
-from kgloom.ids import content_id
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 
 MAX_LEVELS = 6
 
@@ -132,7 +132,8 @@ def _leiden(g: ig.Graph, seed: int, resolution: float = 1.0, backend: str = "igr
     igraph's.
 
     Raises:
-        ValueError: an unknown ``backend`` (see :data:`kgloom.config.COMMUNITY_BACKENDS`).
+        ValueError: an unknown ``backend``
+            (see :data:`kgloom.settings.indexing.COMMUNITY_BACKENDS`).
     """
     weights = "weight" if g.ecount() else None
     if backend == "leidenalg":

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import polars as pl
 
-from kgloom.config import IndexSettings
+from kgloom.embedding.tokenizer import Tokenizer
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.graph.resolution import resolve_entities
 from kgloom.graph.summaries import llm_verifier, summarize_descriptions
 from kgloom.llm import CachedLLM
-from kgloom.tokenizer import Tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 
 def resolution_options(settings: IndexSettings, llm: CachedLLM | None,

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from kgloom import schemas
-from kgloom.ids import content_id
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 from kgloom.names.candidates import DETERMINERS
 from kgloom.names.normalize import RESOLUTION_METHODS, normalize_title
 

@@ -26,11 +26,11 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from kgloom import layout
-from kgloom.config import IndexSettings
+from kgloom.core import layout
+from kgloom.core.storage import failures_frame
+from kgloom.embedding.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
-from kgloom.storage import failures_frame
-from kgloom.tokenizer import Tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 STAGE = layout.SUMMARIES
 

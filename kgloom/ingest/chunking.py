@@ -2,7 +2,7 @@
 
 A text unit is at most ``chunk_size`` tokens; consecutive units share about
 ``chunk_overlap`` tokens (GraphRAG's token chunker, ``chunking.type: tokens``; kgloom
-defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.tokenizer` and keep
+defaults 600/100). Units are cut at token boundaries of :mod:`kgloom.embedding.tokenizer` and keep
 the document's own characters (``text == doc_text[start_char:end_char]``). Unlike a plain
 token window, a unit never ends or starts inside a word (a name cut at a unit's edge,
 ``Sc`` of ``Scrooge``, would become an entity of its own): each end moves back to the
@@ -21,9 +21,9 @@ import polars as pl
 if TYPE_CHECKING:
     import numpy as np
 
-from kgloom import schemas
-from kgloom.ids import content_id
-from kgloom.tokenizer import Tokenizer
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
+from kgloom.embedding.tokenizer import Tokenizer
 
 _SENTENCE_END = set(".!?…。！？")
 _CLAUSE_END = set(",;:、，；：)]）」』”’\"'»")

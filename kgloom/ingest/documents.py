@@ -23,11 +23,11 @@ from pathlib import Path
 
 import polars as pl
 
-from kgloom import layout, schemas
-from kgloom.ids import content_id, file_sha256
+from kgloom.core import layout, schemas
+from kgloom.core.ids import content_id, file_sha256
+from kgloom.core.inputs import input_path, scan_input_files
+from kgloom.core.storage import failures_frame
 from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
-from kgloom.inputs import input_path, scan_input_files
-from kgloom.storage import failures_frame
 
 STAGE = layout.DOCUMENTS
 

@@ -39,6 +39,6 @@ class LLMBackend(Protocol):
                  max_tokens: int, seed: int, stop_on_loop: bool = False) -> Completion:
         """Return the reply to ``messages`` constrained to ``schema``. With
         ``stop_on_loop`` a backend that decodes token by token may stop once a string
-        value of the reply repeats itself (:func:`kgloom.grounding.find_reply_loop`) and
+        value of the reply repeats itself (:func:`kgloom.names.grounding.find_reply_loop`) and
         return the JSON written so far; one that cannot (a model server) ignores it."""
         ...

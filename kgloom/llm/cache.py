@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kgloom.cache_db import open_cache_db
-from kgloom.ids import content_id
+from kgloom.core.cache_db import open_cache_db
+from kgloom.core.ids import content_id
 from kgloom.llm.backend import Completion
 
 _CACHE_DDL = """
@@ -44,7 +44,7 @@ class LLMCache:
     decoding params), with the reply, tokens and seconds, so it can be queried with any
     SQLite client (``kgloom cache`` summarizes it). Writes commit per call, so a crash
     of the process loses at most the call in flight (a power loss may also take back the
-    last commits: :func:`kgloom.cache_db.open_cache_db`).
+    last commits: :func:`kgloom.core.cache_db.open_cache_db`).
     """
 
     def __init__(self, path: str | Path) -> None:

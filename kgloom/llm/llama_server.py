@@ -2,7 +2,7 @@
 (``python -m llama_cpp.server ARGS``, the same arguments) with the model loaded as
 kgloom loads it in-process: without llama.cpp's extra CPU buffer types where the AMX
 kernels crashed (:func:`kgloom.llm.llamacpp.plain_cpu_buffers`). Used by
-:class:`kgloom.testing.LlamaCppServer`. No Dagster here.
+:class:`kgloom.llm.testing.LlamaCppServer`. No Dagster here.
 """
 
 from __future__ import annotations

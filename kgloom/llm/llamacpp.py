@@ -144,7 +144,7 @@ class _GrammarFirstSampler:
 
 class _LoopStop:
     """A llama-cpp-python stopping criterion: True once the reply being decoded has a loop
-    in a string value (:func:`kgloom.grounding.find_reply_loop`). A 135M model that
+    in a string value (:func:`kgloom.names.grounding.find_reply_loop`). A 135M model that
     cannot end a report repeats a phrase until the field's length limit: measured on the
     2Wiki pool's 600 passages, its three report replies looped from 8-11 % of their
     1,390 / 703 / 1,395 characters on, and were rejected after 5-14 s of decoding each.
@@ -164,7 +164,7 @@ class _LoopStop:
         self.found = False
 
     def __call__(self, input_ids: Any, logits: Any) -> bool:
-        from kgloom.grounding import find_reply_loop
+        from kgloom.names.grounding import find_reply_loop
 
         if self.found:
             return True

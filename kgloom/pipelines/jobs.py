@@ -17,8 +17,8 @@ import json
 
 import dagster as dg
 
+from kgloom.core.inputs import scan_inputs
 from kgloom.corpus.partitions import diff_inputs, manifest_hashes
-from kgloom.inputs import scan_inputs
 from kgloom.pipelines.freshness import (
     GRAPH_ASSETS,
     INGEST_ASSETS,

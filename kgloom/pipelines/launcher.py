@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
 
-from kgloom.processes import PID_TAG, process_alive
+from kgloom.core.processes import PID_TAG, process_alive
 
 
 class PidCheckingRunLauncher(DefaultRunLauncher):

@@ -1,15 +1,16 @@
 """Runs whose process is gone: find them, mark them failed, free their pool slots.
 
-Every run records the process that executes it in its tags (:func:`kgloom.processes.process_tags`:
-``kgloom/pid``, ``kgloom/pid_started``, ``kgloom/host``): the CLI passes them for its
-in-process runs, and the ``index`` resource adds them in any other run worker (runs
-launched by the UI, the sensor or the schedule). A run still NOT_STARTED, STARTING,
-STARTED or CANCELING whose process no longer exists on this host (or whose pid now
-belongs to a process started later: pid reuse) cannot finish: ``kill -9``, a crash or a
-reboot took it. :func:`recover_dead_runs` reports such runs failed and frees the
-concurrency slots they claimed (pool ``llm``), so the next run is not blocked forever.
-``kgloom index`` / ``backfill`` / ``ui`` call it on start; under ``kgloom ui`` the run
-monitoring daemon does the same through :class:`kgloom.pipelines.launcher.PidCheckingRunLauncher`.
+Every run records the process that executes it in its tags
+(:func:`kgloom.core.processes.process_tags`: ``kgloom/pid``, ``kgloom/pid_started``,
+``kgloom/host``): the CLI passes them for its in-process runs, and the ``index`` resource
+adds them in any other run worker (runs launched by the UI, the sensor or the schedule). A
+run still NOT_STARTED, STARTING, STARTED or CANCELING whose process no longer exists on
+this host (or whose pid now belongs to a process started later: pid reuse) cannot finish:
+``kill -9``, a crash or a reboot took it. :func:`recover_dead_runs` reports such runs
+failed and frees the concurrency slots they claimed (pool ``llm``), so the next run is not
+blocked forever. ``kgloom index`` / ``backfill`` / ``ui`` call it on start; under ``kgloom
+ui`` the run monitoring daemon does the same through
+:class:`kgloom.pipelines.launcher.PidCheckingRunLauncher`.
 
 Runs of another host, and runs without the tags, are never touched (their process
 cannot be checked from here).
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from kgloom.processes import COMMAND_TAG, HOST_TAG, PID_TAG, process_alive
+from kgloom.core.processes import COMMAND_TAG, HOST_TAG, PID_TAG, process_alive
 
 # runs that are not finished; QUEUED ones wait for the daemon and have no process yet
 UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,

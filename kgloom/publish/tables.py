@@ -21,8 +21,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from kgloom import schemas
-from kgloom.storage import write_text
+from kgloom.core import schemas
+from kgloom.core.storage import write_text
 
 # neighbor_triples per text unit are capped so one hub entity cannot bloat every row it
 # touches; over the cap, relationships between two of the unit's own entities come first,

@@ -15,7 +15,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from kgloom import schemas
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
+from kgloom.core.layout import LANCEDB_DIR
 from kgloom.embedding.embedding_cache import EmbeddingCache, open_embedding_cache
 from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.embedding.store import (
@@ -28,8 +30,6 @@ from kgloom.embedding.store import (
     write_embedder_manifest,
 )
 from kgloom.embedding.windows import WindowedEmbedder
-from kgloom.ids import content_id
-from kgloom.layout import LANCEDB_DIR
 
 # IVF_PQ trains k-means on the vectors (256 centroids per PQ sub-vector, ~sqrt(n)
 # partitions). It needs >= 256 rows to train at all, and on the 2-core machine its build
@@ -91,7 +91,7 @@ def _slices(source: Source, rows: int) -> Callable[[], Iterator[pl.DataFrame]]:
     def read() -> Iterator[pl.DataFrame]:
         import pyarrow.parquet as pq
 
-        from kgloom.storage import named_parquet
+        from kgloom.core.storage import named_parquet
 
         with named_parquet(source):
             for batch in pq.ParquetFile(str(source)).iter_batches(batch_size=rows):
@@ -104,7 +104,7 @@ def _empty_frame(source: Source) -> pl.DataFrame:
         return source.head(0)
     import pyarrow.parquet as pq
 
-    from kgloom.storage import named_parquet
+    from kgloom.core.storage import named_parquet
 
     with named_parquet(source):
         return _frame(pq.read_schema(str(source)).empty_table())
@@ -359,7 +359,7 @@ def write_flat_snapshot(db_path: str | Path, table_name: str) -> Path | None:
     """
     import lancedb
 
-    from kgloom.storage import _atomic
+    from kgloom.core.storage import _atomic
 
     path = flat_snapshot_path(db_path, table_name)
     table = lancedb.connect(str(db_path)).open_table(table_name)
@@ -401,7 +401,7 @@ def sync_index(output_dir: str | Path, embedder: WindowedEmbedder,
         FileNotFoundError: when ``text_units.parquet`` or ``entities.parquet`` is missing.
         sqlite3.DatabaseError: ``embedding_cache.sqlite`` is not a SQLite database.
     """
-    from kgloom.storage import parquet_rows, table_path
+    from kgloom.core.storage import parquet_rows, table_path
 
     out = Path(output_dir)
     db_path = out / LANCEDB_DIR

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from kgloom import schemas
-from kgloom.storage import table_path
+from kgloom.core import schemas
+from kgloom.core.storage import table_path
 
 # DuckDB's USING KEY recursive CTEs ("WITH RECURSIVE t(...) USING KEY (k) AS ...", with
 # ``recurring.t`` naming the whole result so far) arrived in 1.3.0.

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from kgloom.core.schemas import TableSchema
 from kgloom.names.candidates import candidate_names, unspaced, word_spans
 from kgloom.names.normalize import normalize_title
-from kgloom.schemas import TableSchema
 
 MAX_SPAN_TOKENS = 8
 MAX_UNSPACED_SPAN = 40  # words (characters, in Thai) of a span in a script without spaces

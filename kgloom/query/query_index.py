@@ -10,7 +10,7 @@ unit x entity incidence and affinity, the name linker) is loaded on first use by
 mode, and the tables search reads besides them (:class:`SearchTables`) on first use by
 search, so ``vector`` and ``one_hop`` work on a folder holding only the vector store.
 It reads only the published files (LanceDB tables and parquet) of one published build
-(:mod:`kgloom.builds`: the build ``build.json`` names when it opens, whatever is
+(:mod:`kgloom.core.builds`: the build ``build.json`` names when it opens, whatever is
 republished meanwhile), never the stage folders, writes nothing, and imports no Dagster.
 
 The handle holds no per-call state: any number of threads may query it at once (the
@@ -31,14 +31,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kgloom import schemas
-from kgloom.builds import (
+from kgloom.core import schemas
+from kgloom.core.builds import (
     OPEN_RETRIES,
     Build,
     IndexChangedError,
     IndexFilesMissingError,
     IndexInconsistentError,
 )
+from kgloom.core.layout import LANCEDB_DIR
 from kgloom.embedding import query_embedder
 from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.embedding.store import (
@@ -53,7 +54,6 @@ from kgloom.embedding.store import (
     vector_index_type,
 )
 from kgloom.embedding.windows import WindowedEmbedder
-from kgloom.layout import LANCEDB_DIR
 from kgloom.names.normalize import record_title
 from kgloom.query import algorithms as alg
 from kgloom.query.lexical import LexicalIndex, titled
@@ -171,7 +171,7 @@ class QueryIndex:
     """A read-only handle on one published build of a kgloom output folder (module doc).
 
     Open it with :meth:`open`. Attributes: ``output_dir``, ``db_path`` (its
-    ``lancedb/``), ``build`` (:class:`kgloom.builds.Build`), ``embedder`` (the query
+    ``lancedb/``), ``build`` (:class:`kgloom.core.builds.Build`), ``embedder`` (the query
     embedder, or :class:`kgloom.publish.vectors.ExternalVectors` for an imported graph),
     ``units`` (:class:`TextUnits`). :attr:`graph` and :attr:`tables` load on first use.
     """
@@ -202,7 +202,7 @@ class QueryIndex:
         Parquet tables are read from the build's folder and LanceDB tables checked out at
         the build's versions, so a republish while it is open changes nothing it reads.
         When the build changes while it is being opened, the new one is opened
-        (:data:`kgloom.builds.OPEN_RETRIES` tries).
+        (:data:`kgloom.core.builds.OPEN_RETRIES` tries).
 
         Raises:
             IndexFilesMissingError: no LanceDB ``text_units`` table (names the path and
@@ -494,7 +494,7 @@ def _open_embedder(build: Build, db_path: Path, tables: _Tables,
 
 def _check_embedding_keys(unit_table: Any, emb: Any) -> None:
     """Without a manifest: recompute one row's embedding key with ``emb``."""
-    from kgloom.ids import content_id
+    from kgloom.core.ids import content_id
 
     row = unit_table.search().select(["text", EMBEDDING_KEY]).limit(1).to_arrow()
     if row.num_rows and content_id("embedding", emb.key, row["text"][0].as_py()) != \

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 # the errors a Retriever raises, for its callers (__all__)
-from kgloom.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
+from kgloom.core.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
 from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query.linking import LinkedEntity
 from kgloom.query.modes import RETRIEVAL_MODES
@@ -94,7 +94,7 @@ class Retriever:
 
     @property
     def build(self) -> Any:
-        """The published build read (:class:`kgloom.builds.Build`)."""
+        """The published build read (:class:`kgloom.core.builds.Build`)."""
         return self.index.build
 
     @property

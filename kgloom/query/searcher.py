@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kgloom.builds import OPEN_RETRIES, IndexChangedError, IndexFilesMissingError
+from kgloom.core.builds import OPEN_RETRIES, IndexChangedError, IndexFilesMissingError
 from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.llm import CachedLLM
 from kgloom.query.context_builder.community_context import Progress

@@ -25,9 +25,10 @@ from collections.abc import Callable
 
 import polars as pl
 
-from kgloom import schemas
-from kgloom.config import IndexSettings
-from kgloom.ids import content_id
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
+from kgloom.core.storage import failures_frame
+from kgloom.embedding.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM
 from kgloom.report_writer import (
     MemberRows,
@@ -39,8 +40,7 @@ from kgloom.report_writer import (
     rule_report,
     write_llm_report,
 )
-from kgloom.storage import failures_frame
-from kgloom.tokenizer import Tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 
 def source_tokens(community: dict, relationship_units: dict[str, list[str] | None],

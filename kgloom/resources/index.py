@@ -10,16 +10,16 @@ import dagster as dg
 from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
-from kgloom.config import IndexSettings
-from kgloom.inputs import input_path
-from kgloom.layout import Level, PartitionKeyError, TableStore
-from kgloom.lock import LockWaitCancelled, writer_lock
-from kgloom.processes import COMMAND_TAG, PID_TAG, process_tags
+from kgloom.core.inputs import input_path
+from kgloom.core.layout import Level, PartitionKeyError, TableStore
+from kgloom.core.lock import LockWaitCancelled, writer_lock
+from kgloom.core.processes import COMMAND_TAG, PID_TAG, process_tags
+from kgloom.settings.indexing import IndexSettings
 
 
 class IndexSettingsConfig(dg.Config, IndexSettings):
-    """:class:`kgloom.config.IndexSettings` as Dagster config (the UI's launchpad shows and
-    edits every field): the same fields, defaults and checks, with the tuple fields held
+    """:class:`kgloom.settings.indexing.IndexSettings` as Dagster config (the UI's launchpad
+    shows and edits every field): the same fields, defaults and checks, with the tuple fields held
     as lists, the form Dagster config takes."""
 
     # pydantic copies field defaults (RUF012); lists on purpose, in place of the tuples
@@ -33,9 +33,9 @@ class IndexConfigResource(dg.ConfigurableResource):
     and the ``index`` section as one typed field, ``index_settings``.
 
     For the whole run that uses it, the resource holds the writer lock of the output
-    folder (:func:`kgloom.lock.writer_lock`; a run launched while another writer works
+    folder (:func:`kgloom.core.lock.writer_lock`; a run launched while another writer works
     waits, and its log names the holder) and records the run's process in the run's tags
-    (:func:`kgloom.processes.process_tags`), so a run whose process dies is
+    (:func:`kgloom.core.processes.process_tags`), so a run whose process dies is
     found and failed by crash recovery.
     """
 
@@ -83,7 +83,7 @@ class IndexConfigResource(dg.ConfigurableResource):
     @property
     def store(self) -> TableStore:
         """The output folder's tables by (table, level, partition)
-        (:class:`kgloom.layout.TableStore`)."""
+        (:class:`kgloom.core.layout.TableStore`)."""
         return TableStore(self.out)
 
     def partition(self, key: str) -> str:
@@ -92,7 +92,7 @@ class IndexConfigResource(dg.ConfigurableResource):
 
         Raises:
             dagster.Failure: when ``key`` does not name a file inside the input folder
-                (:func:`kgloom.inputs.input_path`: ``../secret.txt``, a
+                (:func:`kgloom.core.inputs.input_path`: ``../secret.txt``, a
                 symlink leading out, ...), before any folder is made: a crafted key from
                 the Dagster API, the launchpad or a backfill fails the run with this
                 message.

@@ -38,7 +38,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgloom.ids import content_id
+from kgloom.core.ids import content_id
 from kgloom.llm import Completion, PromptTemplate
 from kgloom.query.context_builder.context import refs_in
 from kgloom.query.structured_search.search_base import model_notice

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kgloom import schemas
+from kgloom.core import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.query_index import QueryIndex
 

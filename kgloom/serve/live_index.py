@@ -10,12 +10,12 @@ read-only once loaded; a Retriever or Searcher serves one call at a time (its se
 may be swapped for one call), so each has a lock; the graph view needs none.
 
 :class:`LiveIndex` is what requests ask: before each request it compares the output
-folder's ``build.json`` (the marker :func:`kgloom.builds.publish_build` writes last,
+folder's ``build.json`` (the marker :func:`kgloom.core.builds.publish_build` writes last,
 atomically) with the handle's; when another build was published, the first request to
 notice opens a handle on it while the others go on with the old one, then every later
 request gets the new one. A request keeps the handle it started with to the end, so it
 sees one whole build, and every response names that build. A handle whose build was
-pruned while a request used it raises :class:`kgloom.builds.IndexChangedError`:
+pruned while a request used it raises :class:`kgloom.core.builds.IndexChangedError`:
 :meth:`LiveIndex.call` then opens the current build and runs the request once more.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgloom.builds import MARKER_FILE, OPEN_RETRIES, IndexChangedError, IndexInconsistentError
+from kgloom.core.builds import MARKER_FILE, OPEN_RETRIES, IndexChangedError, IndexInconsistentError
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retriever import IndexFilesMissingError, RetrievalConfig, Retriever
 from kgloom.query.searcher import SearchConfig, Searcher

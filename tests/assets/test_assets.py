@@ -3,7 +3,7 @@
 A tiny fixture (``tests/data/assets/input``: two short excerpts of the bundled book and
 one empty file, so three ``input_files`` partitions and one failures row) is indexed
 once per module with the fake LLM (:func:`kgloom.cli.runner.index_folder`,
-ephemeral instance, claims on). Every file written through :mod:`kgloom.storage` during
+ephemeral instance, claims on). Every file written through :mod:`kgloom.core.storage` during
 that run is recorded with the asset that wrote it and a copy of its content.
 
 Each asset test then rebuilds, in a fresh output folder, the files as they stood just
@@ -44,7 +44,6 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom import storage
 from kgloom.assets import ALL_ASSETS
 from kgloom.assets.corpus_assets import corpus
 from kgloom.assets.extraction_assets import extracted_graph
@@ -52,10 +51,11 @@ from kgloom.assets.graph_assets import communities, entity_graph
 from kgloom.assets.ingest_assets import documents, text_units
 from kgloom.assets.publish_assets import graph_files, index_summary, vector_index
 from kgloom.assets.report_assets import community_reports
-from kgloom.builds import BUILDS_DIR
 from kgloom.cli.runner import index_folder, register_partitions
+from kgloom.core import storage
+from kgloom.core.builds import BUILDS_DIR
+from kgloom.core.lock import HOLDER_FILE
 from kgloom.definitions import build_resources
-from kgloom.lock import HOLDER_FILE
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "assets"
 INPUT = DATA / "input"
@@ -70,7 +70,7 @@ KEYS = ["empty.txt", "fezziwig.md", "marley.txt"]  # the partitions (input files
 
 P = "stages/partitions/{partition}"  # a partition's folder, key percent-quoted
 # asset (op) -> {logical name: path under the output folder}. A path without a suffix
-# under lancedb/ is a LanceDB table (not written through kgloom.storage).
+# under lancedb/ is a LanceDB table (not written through kgloom.core.storage).
 OUTPUTS: dict[str, dict[str, str]] = {
     "documents": {
         "documents": f"{P}/documents.parquet",
@@ -159,7 +159,7 @@ LLM_CACHE = "llm_cache.sqlite"
 EMBEDDING_CACHE = "embedding_cache.sqlite"
 
 # --------------------------------------------------------------------------------------
-# recording the writes of kgloom.storage
+# recording the writes of kgloom.core.storage
 # --------------------------------------------------------------------------------------
 
 @dataclass
@@ -211,7 +211,7 @@ def _writer() -> tuple[str, str]:
 
 @contextmanager
 def record_writes(out: Path, keep: Path | None = None) -> Iterator[WriteLog]:
-    """Record every write of :mod:`kgloom.storage` (its one atomic-write function) under
+    """Record every write of :mod:`kgloom.core.storage` (its one atomic-write function) under
     ``out`` while the block runs; with ``keep``, a copy of each written file too."""
     log = WriteLog(out.resolve(), keep)
     original = storage._atomic
@@ -593,10 +593,10 @@ def test_each_file_is_written_once_per_index_run(built):
 
 
 def test_the_stage_registry_names_what_each_asset_writes():
-    """kgloom.layout.STAGES (each stage's asset, level and tables) agrees with OUTPUTS, which
+    """kgloom.core.layout.STAGES (each stage's asset, level and tables) agrees with OUTPUTS, which
     the test below checks against the files a run writes: every registered table and
     every stage's stats file is among its asset's outputs, in its level's folder."""
-    from kgloom.layout import STAGES, Level
+    from kgloom.core.layout import STAGES, Level
 
     folder = {Level.PARTITION: f"{P}/", Level.CORPUS: "stages/", Level.PUBLISHED: ""}
     op = {"entities": "entity_graph"}  # the multi-asset's op writes for all its assets
@@ -609,14 +609,14 @@ def test_the_stage_registry_names_what_each_asset_writes():
 
 def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):
     """Every file of the output folder but the LanceDB tables and the LLM and embedding
-    caches went through kgloom.storage's atomic write during the run, from inside an
+    caches went through kgloom.core.storage's atomic write during the run, from inside an
     asset step (the writer lock's note aside), and OUTPUTS declares it for that asset."""
     by_path = built.log.by_path()
     files = {p.relative_to(built.out).as_posix() for p in built.out.rglob("*") if p.is_file()}
     other = {f for f in files if (f.startswith(f"{LANCEDB}/") and ".lance/" in f)
              or f.startswith((LLM_CACHE, EMBEDDING_CACHE))
              or Path(f).name in (HOLDER_FILE, ".kgloom.lock")
-             or f.startswith(f"{BUILDS_DIR}/")}  # links to published files (kgloom.builds)
+             or f.startswith(f"{BUILDS_DIR}/")}  # links to published files (kgloom.core.builds)
     assert files - other == set(by_path)
     declared = {(a, p) for a, names in OUTPUTS.items() for p in names.values()}
     for p, writers in by_path.items():

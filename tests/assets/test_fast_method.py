@@ -16,7 +16,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom.config import IndexSettings, load_settings_file, settings_from_mapping
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.extraction.cooccurrence import (
     UNIT_STRENGTH,
     cooccurrence_graph,
@@ -26,7 +26,7 @@ from kgloom.extraction.cooccurrence import (
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_documents
 from kgloom.resources.model import LLMResource
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings, load_settings_file, settings_from_mapping
 from tests.assets import test_assets as ta
 
 FAST = {"method": "fast"}
@@ -117,8 +117,8 @@ def test_a_unit_with_thousands_of_names_caps_its_pairs_and_counts_the_drop():
 # --------------------------------------------------------------------------------------
 
 def test_method_is_a_setting_reachable_like_every_other(tmp_path):
-    from kgloom.config import parse_assignments
     from kgloom.definitions import build_resources
+    from kgloom.settings.indexing import parse_assignments
 
     assert IndexSettings().method == "standard"
     assert settings_from_mapping(parse_assignments(["method=fast"])).method == "fast"

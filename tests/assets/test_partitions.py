@@ -13,12 +13,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from kgloom import schemas
 from kgloom.cli.runner import index_folder, materialize_partitions
+from kgloom.core import schemas
+from kgloom.core.inputs import input_hashes
+from kgloom.core.layout import partition_dir, partitions_root, stored_partitions
 from kgloom.corpus.partitions import combine_partitions, diff_inputs, manifest_hashes
 from kgloom.definitions import build_resources
-from kgloom.inputs import input_hashes
-from kgloom.layout import partition_dir, partitions_root, stored_partitions
 from kgloom.llm import cache_rows, new_rows
 from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.jobs import input_folder_sensor

@@ -21,13 +21,13 @@ import pytest
 from typer.testing import CliRunner
 
 from kgloom.cli.runner import index_folder, register_partitions
+from kgloom.core.stats import read_stage_stats
 from kgloom.definitions import build_resources
 from kgloom.pipelines.input_files import INPUT_FILES
 from kgloom.pipelines.instance import INSTANCE_TEMPLATE
 from kgloom.pipelines.recovery import recover_dead_runs
 from kgloom.reports import community_reports
 from kgloom.resources import IndexConfigResource
-from kgloom.stats import read_stage_stats
 
 # real kgloom processes killed, locked and raced
 pytestmark = pytest.mark.integration
@@ -260,8 +260,8 @@ def test_runs_of_dead_processes_are_failed_and_freed_and_live_ones_kept():
     from dagster._core.launcher import WorkerStatus
     from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
+    from kgloom.core.processes import process_tags
     from kgloom.pipelines.launcher import PidCheckingRunLauncher
-    from kgloom.processes import process_tags
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     dead_tags = process_tags(sleeper.pid)
@@ -498,7 +498,7 @@ def test_no_loadable_document_exits_nonzero_and_an_empty_graph_is_loud(tmp_path,
 
 HOLD = """
 import select, sys
-from kgloom.lock import writer_lock
+from kgloom.core.lock import writer_lock
 with writer_lock(sys.argv[1], "kgloom index"):
     print("held", flush=True)
     # until told to let go (a bound only against a test that died)

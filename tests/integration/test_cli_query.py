@@ -142,8 +142,8 @@ def test_ignored_options_follow_the_registry():
 # --- the retrieval table and a cold query with no torch ------------------------------------
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory):
+    from kgloom.core.layout import LANCEDB_DIR
     from kgloom.embedding.sentence_embedder import Embedder
-    from kgloom.layout import LANCEDB_DIR
     from kgloom.publish.vectors import write_flat_snapshot
     from tests.unit.test_query import write_carol_index
 
@@ -241,8 +241,8 @@ def test_a_cold_retrieval_query_loads_neither_torch_nor_lancedb_and_ranks_the_sa
 def test_a_stale_or_foreign_snapshot_is_not_used(small_index, tmp_path):
     import polars as pl
 
+    from kgloom.core.layout import LANCEDB_DIR
     from kgloom.embedding.store import VECTOR_TABLES, flat_snapshot_path, read_flat_snapshot
-    from kgloom.layout import LANCEDB_DIR
     from kgloom.query.retriever import Retriever
 
     out, embedder = small_index
@@ -326,7 +326,7 @@ def test_search_opens_the_model_the_settings_name(small_index, tmp_path):
     section's model, as `kgloom index` does: the GGUF of KGLOOM_MODEL_PATH (here
     missing: refused, named), or the model servers."""
     from kgloom.cli import app
-    from kgloom.testing import FakeChatServer
+    from kgloom.llm.testing import FakeChatServer
 
     out, _ = small_index
     args = ["query", "Who is Tiny Tim's father?", "--output-dir", str(out), "--mode", "direct",

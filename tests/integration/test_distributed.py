@@ -24,7 +24,7 @@ import pytest
 
 from kgloom.cli.runner import materialize_partitions, set_llm_pool_limit, sync_partitions
 from kgloom.definitions import build_resources
-from kgloom.testing import free_port
+from kgloom.llm.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "data" / "input" / "a-christmas-carol.txt"

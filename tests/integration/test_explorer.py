@@ -15,8 +15,8 @@ from urllib.parse import quote
 import pytest
 
 from kgloom.llm import open_llm
+from kgloom.llm.testing import ASGIService
 from kgloom.serve.app import open_app
-from kgloom.testing import ASGIService
 from tests.conftest import index_fake_book
 from tests.integration.test_serve import CHROMIUM, _drawn_nodes, _explorer, ok
 

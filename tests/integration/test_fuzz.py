@@ -33,11 +33,11 @@ from typer.testing import CliRunner
 
 from kgloom.cli import app as cli
 from kgloom.llm import open_llm
+from kgloom.llm.testing import ASGIService
 from kgloom.query.modes import MODES
 from kgloom.serve.app import Limits, open_app
 from kgloom.serve.openai_chat import CHAT_MODELS
 from kgloom.serve.request_json import MAX_JSON_DEPTH
-from kgloom.testing import ASGIService
 from tests.conftest import index_fake_book
 
 pytestmark = pytest.mark.integration  # the book indexed with the fake LLM (~1 minute)

@@ -1,4 +1,4 @@
-"""kgloom.graph_import: an outside graph (nodes with vectors, edges) imported as an index
+"""kgloom.apps.graph_import: an outside graph (nodes with vectors, edges) imported as an index
 the Retriever opens, queried by vector; and every bad input refused before anything is
 written."""
 
@@ -11,9 +11,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom import schemas, storage
+from kgloom.apps.graph_import import (
+    IMPORT_SUMMARY,
+    GraphImportError,
+    import_graph,
+    read_graph_tables,
+)
+from kgloom.core import schemas, storage
 from kgloom.embedding.store import ExternalVectorsError
-from kgloom.graph_import import IMPORT_SUMMARY, GraphImportError, import_graph, read_graph_tables
 from kgloom.query.retriever import Retriever
 
 
@@ -158,7 +163,7 @@ def test_an_occupied_folder_is_not_overwritten_and_cli_reports_errors(tmp_path):
 
 
 def test_imported_edges_keep_their_direction():
-    from kgloom.graph_import import _relationships
+    from kgloom.apps.graph_import import _relationships
 
     entities = pl.DataFrame({"id": ["a", "b", "c"], "title": ["A", "B", "C"]})
     edges = pl.DataFrame({"source": ["c", "b", "a", "b"], "target": ["a", "a", "b", "c"],

@@ -2,7 +2,7 @@
 settings file whose budgets fit the chat model's window, `kgloom serve-embeddings` answers
 like the index's embedder and passes chat through with DRIFT's json_schema rewritten for
 llama-cpp-python, and Microsoft GraphRAG's own `graphrag query` runs all five methods on a
-fake-LLM index against the stand-in chat server (kgloom.testing.FakeChatServer).
+fake-LLM index against the stand-in chat server (kgloom.llm.testing.FakeChatServer).
 
 graphrag lives in its own virtualenv (its dependencies clash with kgloom's): the tests
 that need it find it through $KGLOOM_GRAPHRAG_PYTHON or the virtualenv that
@@ -27,12 +27,12 @@ import yaml
 from typer.testing import CliRunner
 
 from bench import graphrag_route as route
-from kgloom import graphrag_settings as grs
+from kgloom.apps import graphrag_settings as grs
+from kgloom.apps.embeddings_server import create_app, llama_cpp_response_format
 from kgloom.cli import app
+from kgloom.core.layout import LANCEDB_DIR
 from kgloom.embedding.store import read_embedder_manifest
-from kgloom.embeddings_server import create_app, llama_cpp_response_format
-from kgloom.layout import LANCEDB_DIR
-from kgloom.testing import ASGIService, FakeChatServer, post_json
+from kgloom.llm.testing import ASGIService, FakeChatServer, post_json
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_pipeline import book_excerpt, run_index

@@ -1,6 +1,6 @@
 """``kgloom mcp`` (kgloom/serve/mcp_server.py, kgloom/cli/mcp_command.py) through the
 official MCP SDK's own client, over both transports: streamable HTTP (the server in
-uvicorn on a free loopback port, :class:`kgloom.testing.ASGIService`) and stdio
+uvicorn on a free loopback port, :class:`kgloom.llm.testing.ASGIService`) and stdio
 (``python -m kgloom.cli mcp`` spawned by the SDK). The bundled book indexed with the fake
 LLM (reports included): every tool's result, its citations and build id, a tool error for
 each bad argument, the API key, and a build published during a client's session.
@@ -22,13 +22,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from typer.testing import CliRunner
 
-from kgloom.builds import publish_build, read_marker
 from kgloom.cli import app as cli
+from kgloom.core.builds import publish_build, read_marker
 from kgloom.llm import open_llm
+from kgloom.llm.testing import ASGIService
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.serve.app import Limits, open_live_index, parse_query, run_query
 from kgloom.serve.mcp_server import MCP_PATH, create_mcp_server, http_app
-from kgloom.testing import ASGIService
 from tests.conftest import index_fake_book, stand_in_llm
 
 pytestmark = pytest.mark.integration  # the whole book indexed (~40 s), then servers

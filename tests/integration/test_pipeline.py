@@ -14,8 +14,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from kgloom import report_writer, schemas
+from kgloom import report_writer
 from kgloom.cli.runner import index_folder
+from kgloom.core import schemas
 from kgloom.definitions import build_resources, defs
 from kgloom.pipelines.jobs import nightly_index_schedule
 
@@ -387,7 +388,7 @@ def test_every_output_file_is_readable_as_the_umask_allows(indexed):
 def test_cli_summary_prints_the_cost_of_the_stages_it_ran(indexed, capsys):
     from kgloom.cli.main import _finish
     from kgloom.cli.runner import RunReport
-    from kgloom.stats import build_index_summary
+    from kgloom.core.stats import build_index_summary
 
     out, _ = indexed
     # the stats on disk now (other tests of this module may have run stages again)

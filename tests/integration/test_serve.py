@@ -3,7 +3,7 @@ fake LLM (reports included), the OpenAI client against the chat endpoint, a 4xx 
 bad input, the API key and CORS, switching builds while serving (also under concurrent
 requests), the explorer page in headless Chromium, and nothing written into the index.
 
-The server runs in uvicorn on a free loopback port (:class:`kgloom.testing.ASGIService`).
+The server runs in uvicorn on a free loopback port (:class:`kgloom.llm.testing.ASGIService`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kgloom.builds import IndexChangedError, publish_build, read_marker
 from kgloom.cli import app as cli
+from kgloom.core.builds import IndexChangedError, publish_build, read_marker
 from kgloom.llm import open_llm
+from kgloom.llm.testing import ASGIService
 from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.serve.app import Limits, open_app
 from kgloom.serve.live_index import LiveIndex
-from kgloom.testing import ASGIService
 from tests.conftest import index_fake_book
 
 pytestmark = pytest.mark.integration  # a server over the whole book indexed (~40 s)
@@ -464,8 +464,8 @@ def test_a_server_fault_is_a_json_error(server, monkeypatch):
 def test_a_chat_answer_says_when_the_model_server_failed(book_index, tmp_path):
     """With the model server down or answering HTTP 500, the reply said "the model's
     reply failed its checks": there was no reply to check."""
+    from kgloom.llm.testing import FakeChatServer
     from kgloom.resources import build_resources
-    from kgloom.testing import FakeChatServer
 
     with FakeChatServer(fault="http_500") as model:
         llm = build_resources(output_dir=str(book_index), llm_urls=[model.url])["llm"].open(

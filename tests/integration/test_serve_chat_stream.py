@@ -2,8 +2,8 @@
 (kgloom/serve/answer_stream.py, chat_routes.py, ollama_api.py).
 
 A scripted stand-in for the user's OpenAI-compatible chat server
-(:class:`kgloom.testing.StandInChatServer`, a small Starlette app run by
-:class:`kgloom.testing.ASGIService`) streams its answer token
+(:class:`kgloom.llm.testing.StandInChatServer`, a small Starlette app run by
+:class:`kgloom.llm.testing.ASGIService`) streams its answer token
 by token and can hold after the first token until the test lets it go, be slow, or fail
 in the middle. Clients: the ``openai`` and ``ollama`` Python clients, and plain HTTP
 where the shape itself is checked. The index is the bundled book, indexed with the fake
@@ -19,11 +19,11 @@ import urllib.request
 
 import pytest
 
-from kgloom.builds import read_marker
+from kgloom.core.builds import read_marker
 from kgloom.llm import CachedLLM, open_llm
+from kgloom.llm.testing import ASGIService
 from kgloom.serve.app import Limits, open_app
 from kgloom.serve.ollama_api import PATHS as OLLAMA_PATHS
-from kgloom.testing import ASGIService
 from tests.conftest import index_fake_book, stand_in_llm
 
 pytestmark = pytest.mark.integration  # a server over the whole book indexed (~40 s)

@@ -11,15 +11,15 @@ import pytest
 from typer.testing import CliRunner
 
 from kgloom.cli import app
-from kgloom.config import (
+from kgloom.definitions import build_resources, defs
+from kgloom.resources import IndexConfigResource, IndexSettingsConfig
+from kgloom.settings.indexing import (
     IndexSettings,
     load_settings_file,
     parse_assignments,
     settings_fields,
     settings_from_mapping,
 )
-from kgloom.definitions import build_resources, defs
-from kgloom.resources import IndexConfigResource, IndexSettingsConfig
 
 BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 
@@ -212,8 +212,8 @@ def test_the_communities_asset_runs_the_configured_backend(tmp_path, monkeypatch
     """index.community_backend reaches hierarchical_leiden through the resource."""
     from conftest import build_carol_tables
 
-    from kgloom import schemas, storage
     from kgloom.assets import graph_assets
+    from kgloom.core import schemas, storage
 
     seen = []
     real = graph_assets.hierarchical_leiden

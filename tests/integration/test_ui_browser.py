@@ -99,7 +99,7 @@ def dagster_ui(tmp_path):
     """Start ``kgloom ui`` on a two-file corpus; yield a dict with url, home (the index's
     instance), input, output, partition keys, the environment and log path; end the
     process group on teardown."""
-    from kgloom.inputs import list_input_files
+    from kgloom.core.inputs import list_input_files
 
     input_dir, output_dir, elsewhere = (tmp_path / "input", tmp_path / "output",
                                         tmp_path / "elsewhere")

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from kgloom.config import IndexSettings
 from kgloom.extraction.extract import extract_unit
 from kgloom.llm import open_llm
+from kgloom.settings.indexing import IndexSettings
 
 UNITS = [
     "Teutberga( died 11 November 875) was a queen of Lotharingia by marriage to Lothair II. "

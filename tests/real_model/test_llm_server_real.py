@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kgloom.config import IndexSettings
 from kgloom.extraction.extract import extraction_schema, extraction_template
 from kgloom.llm import SMOLLM2_SHA256, LlamaCppBackend, default_gguf_path, reply_token_bound
 from kgloom.llm.http import OpenAIChatBackend
+from kgloom.llm.testing import LlamaCppServer
 from kgloom.names.candidates import candidate_names
-from kgloom.testing import LlamaCppServer
+from kgloom.settings.indexing import IndexSettings
 
 BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 MISSING = [m for m in ("fastapi", "uvicorn", "sse_starlette", "starlette_context",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kgloom.grounding import find_reply_loop
 from kgloom.llm import open_llm, reply_token_bound
+from kgloom.names.grounding import find_reply_loop
 from kgloom.report_writer import REPORT_TEMPLATE, check_report
 
 CONTEXT = (Path(__file__).parents[1] / "data" / "report-loop" / "context.txt").read_text()

@@ -12,7 +12,7 @@ import pytest
 
 from bench.vs_graphrag import compare
 from bench.vs_graphrag.gateway import Gateway, read_log
-from kgloom.testing import FakeChatServer, post_json
+from kgloom.llm.testing import FakeChatServer, post_json
 
 GOLD = {"entities": [{"name": "Scrooge", "aliases": ["Scrooge", "Ebenezer"]},
                      {"name": "Marley", "aliases": ["Jacob Marley", "Marley"]},

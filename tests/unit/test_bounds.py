@@ -12,7 +12,6 @@ import random
 import jsonschema
 import pytest
 
-from kgloom.config import IndexSettings
 from kgloom.extraction.claims import CLAIMS_TEMPLATE, claims_schema
 from kgloom.extraction.extract import extraction_schema, extraction_template
 from kgloom.graph.summaries import SAME_ENTITY_TEMPLATE, SUMMARY_TEMPLATE
@@ -26,6 +25,7 @@ from kgloom.llm import (
 from kgloom.llm.fake import FakeBackend, grammar_sample
 from kgloom.llm.grammar import char_grammar, json_grammar, max_reply_bytes
 from kgloom.report_writer import REPORT_TEMPLATE
+from kgloom.settings.indexing import IndexSettings
 
 NAMES = ["Alice Moreau", "Bruno Keller", "Zoë", "李白"]
 SCHEMAS = {
@@ -108,7 +108,7 @@ def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(
     # a server builds the grammar from the schema itself, maxLength in characters: each
     # may be a 4-byte emoji or a 6-byte escape, so the in-process (byte) bound is too small
     from kgloom.llm.http import OpenAIChatBackend
-    from kgloom.testing import FakeChatServer
+    from kgloom.llm.testing import FakeChatServer
 
     schema = SCHEMAS[name]
     with FakeChatServer() as server:
@@ -123,7 +123,7 @@ def test_a_server_is_sent_room_for_every_reply_of_its_character_bounded_grammar(
 
 def test_a_server_without_room_for_the_character_bound_is_asked_with_the_byte_bound():
     from kgloom.llm.http import OpenAIChatBackend
-    from kgloom.testing import FakeChatServer
+    from kgloom.llm.testing import FakeChatServer
 
     schema = SCHEMAS["summary"]
     with FakeChatServer() as server:

@@ -1,4 +1,4 @@
-"""Published builds (kgloom.builds): the marker every publish writes last, readers that
+"""Published builds (kgloom.core.builds): the marker every publish writes last, readers that
 see one whole build (or refuse clearly) while an index is republished, half-written and
 damaged indexes refused naming the file, and the partial failures of issue 29 (a full
 disk, a truncated table, an edgeless graph, a question too long for the model).
@@ -26,16 +26,16 @@ from conftest import carol_entity_id as eid
 from conftest import carol_unit_id as uid
 from typer.testing import CliRunner
 
-from kgloom import builds, schemas, storage
-from kgloom.builds import (
+from kgloom.core import builds, schemas, storage
+from kgloom.core.builds import (
     IndexChangedError,
     IndexFilesMissingError,
     IndexInconsistentError,
     publish_build,
     read_marker,
 )
-from kgloom.ids import content_id
-from kgloom.layout import LANCEDB_DIR
+from kgloom.core.ids import content_id
+from kgloom.core.layout import LANCEDB_DIR
 from kgloom.publish import tables
 from kgloom.publish.vectors import sync_index
 from kgloom.query.retriever import Retriever

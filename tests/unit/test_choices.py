@@ -9,9 +9,9 @@ import json
 import jsonschema
 import pytest
 
-from kgloom.config import IndexSettings
 from kgloom.extraction.extract import extraction_schema, gleaning_schema
 from kgloom.llm.choices import decode_choices, is_choice_schema, opening
+from kgloom.settings.indexing import IndexSettings
 
 # a longest-match tokenizer: single bytes plus pieces that merge across choice points
 PIECES = ['"},', '"}', ']}', ', {"', '": "', '", "', "PER", "SON", "LOC", "ATION", '{"',

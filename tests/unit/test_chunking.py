@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kgloom import schemas
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 from kgloom.corpus.partitions import with_text_unit_ids
-from kgloom.ids import content_id
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.ingest.chunking import split_text_units, unit_windows
-from kgloom.tokenizer import default_tokenizer
 
 # A Christmas Carol, Stave One (Project Gutenberg text, lightly trimmed).
 STAVE_ONE = """Marley was dead, to begin with. There is no doubt whatever about that. The
@@ -154,7 +154,7 @@ def test_tokenizer_truncate_keeps_a_prefix_within_budget():
 
 
 def test_a_long_text_is_tokenized_in_pieces_with_the_same_tokens(monkeypatch):
-    from kgloom import tokenizer as tokenizer_module
+    from kgloom.embedding import tokenizer as tokenizer_module
 
     tok = default_tokenizer()
     book = (Path(__file__).resolve().parents[2] / "data" / "input" /

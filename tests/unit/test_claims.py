@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from kgloom import schemas
-from kgloom.config import IndexSettings
+from kgloom.core import schemas
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.extraction.claims import NO_OBJECT, build_covariates, claims_schema, extract_claims
 from kgloom.llm import CachedLLM, LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.report_writer import build_report_context, member_claims
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 TEXT = ("Scrooge refused to give anything to the charity collectors. Bob Cratchit was paid "
         "fifteen shillings a week by Scrooge.")

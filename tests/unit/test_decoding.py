@@ -10,7 +10,7 @@ import random
 import polars as pl
 import pytest
 
-from kgloom import schemas
+from kgloom.core import schemas
 from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
 from kgloom.ingest.documents import read_documents
 
@@ -94,8 +94,8 @@ def test_documents_record_the_encoding_and_failures_name_the_guess(tmp_path):
 
 
 def test_a_partition_written_before_the_encoding_columns_still_combines(tmp_path):
+    from kgloom.core.layout import partition_dir
     from kgloom.corpus.partitions import combine_partitions
-    from kgloom.layout import partition_dir
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_text(ENGLISH, encoding="utf-8")

@@ -9,10 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kgloom import schemas
-from kgloom.ids import content_id
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
+from kgloom.core.inputs import list_input_files
 from kgloom.ingest.documents import normalize_text, read_documents, strip_boilerplate
-from kgloom.inputs import list_input_files
 
 MARLEY = ("Marley was dead, to begin with. There is no doubt whatever about that. The "
           "register of his burial was signed by the clergyman, the clerk, the undertaker, "

@@ -8,12 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom import schemas
-from kgloom.config import IndexSettings
+from kgloom.core import schemas
 from kgloom.embedding.embedding_cache import EmbeddingCache, cache_key, open_embedding_cache
 from kgloom.embedding.store import VECTOR_TABLES
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.graph.entities import build_entity_tables
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 
 class CountingEmbedder:

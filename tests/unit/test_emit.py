@@ -11,7 +11,7 @@ import pytest
 from conftest import carol_entity_id as eid
 from conftest import carol_unit_id as uid
 
-from kgloom import schemas, storage
+from kgloom.core import schemas, storage
 from kgloom.publish import tables
 
 

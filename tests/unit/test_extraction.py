@@ -7,8 +7,8 @@ import json
 import polars as pl
 import pytest
 
-from kgloom import schemas
-from kgloom.config import IndexSettings, settings_from_mapping
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 from kgloom.extraction.evidence import first_sentence_with
 from kgloom.extraction.extract import (
     _co_mentions,
@@ -21,10 +21,10 @@ from kgloom.extraction.extract import (
     named_sentences,
     subject_forms,
 )
-from kgloom.ids import content_id
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.names.candidates import candidate_names, is_grounded, word_counts
+from kgloom.settings.indexing import IndexSettings, settings_from_mapping
 
 CHARACTERS = """Bob Cratchit, clerk to Ebenezer Scrooge.
 Mr. Fezziwig, a kind-hearted, jovial old merchant.

@@ -8,10 +8,10 @@ import json
 
 import polars as pl
 
-from kgloom.config import IndexSettings
 from kgloom.extraction.extract import extract_graph, pack_units
 from kgloom.llm import Completion
 from kgloom.llm.fake import FakeBackend
+from kgloom.settings.indexing import IndexSettings
 from tests.unit.test_extraction import (
     BALL,
     FOG,

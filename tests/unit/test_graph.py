@@ -8,9 +8,9 @@ import random
 import polars as pl
 import pytest
 
-from kgloom import schemas
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 from kgloom.graph.communities import compute_graph_metrics, hierarchical_leiden
-from kgloom.ids import content_id
 
 
 def _eid(title: str) -> str:

@@ -1,4 +1,4 @@
-"""kgloom.grounding: names a text holds that its context lacks, loops, copied examples."""
+"""kgloom.names.grounding: names a text holds that its context lacks, loops, copied examples."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from kgloom.grounding import (
+from kgloom.names.grounding import (
     cut_repetition,
     find_repetition,
     find_reply_loop,

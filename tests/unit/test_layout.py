@@ -47,7 +47,7 @@ def test_fake_llm_by_configuration_does_not_import_test_servers(tmp_path):
             "from kgloom.llm import open_llm\n"
             f"llm = open_llm({str(tmp_path / 'cache.sqlite')!r}, fake=True)\n"
             "assert type(llm.backend).__module__ == 'kgloom.llm.fake', type(llm.backend)\n"
-            "print(sorted(m for m in sys.modules if m == 'kgloom.testing'))\n")
+            "print(sorted(m for m in sys.modules if m == 'kgloom.llm.testing'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
                                         "HF_HUB_OFFLINE": "1"}, timeout=120)
@@ -56,20 +56,29 @@ def test_fake_llm_by_configuration_does_not_import_test_servers(tmp_path):
 
 
 # --- the layers (docs/architecture.md "Layers"): imports point one way -----------------------
-# Kernels any stage may use <- the stages' domain logic <- the Dagster packages (resources <-
-# pipelines <- assets <- definitions) <- the applications over an index <- the command line.
-# The query side reads published files and kernels only. A folder (or top-level module) may
-# import its own files and anything in a lower layer; stages and the query side import
-# kernels only, never each other.
-KERNELS = {"kgloom", "schemas", "ids", "storage", "layout", "inputs", "processes", "config",
-           "report_writer",
-           "stats", "builds", "lock", "plots", "grounding", "llm", "embedding", "names",
-           "tokenizer", "testing", "settings", "cache_db"}
+# The shared modules, in tiers (each imports only the tiers before it) <- the stages' domain
+# logic <- the Dagster packages (resources <- pipelines <- assets <- definitions) <- the
+# applications over an index <- the command line. The query side reads published files and
+# shared modules only. A folder may import its own files and anything in a lower layer;
+# stages and the query side import shared modules only, never each other.
+SHARED_TIERS: list[set[str]] = [
+    {"kgloom", "core"},  # the package's __init__; core/: no kgloom import outside core/
+    {"names"},  # candidate names, name keys, grounding checks
+    {"llm"},  # the LLM layer (and the test servers of model servers)
+    {"embedding"},  # the embedder, the vector store's read side, the tokenizer
+    {"settings"},  # every settings section
+    {"report_writer"},  # one community report, shared by the reports stage and global search
+]
+KERNELS = set().union(*SHARED_TIERS)
 STAGES = {"ingest", "extraction", "corpus", "graph", "reports", "publish"}
 LAYERS: list[set[str]] = [
-    KERNELS, STAGES | {"query"}, {"resources"}, {"pipelines"}, {"assets"}, {"definitions"},
-    {"serve", "graph_import", "graphrag_settings", "embeddings_server"}, {"cli"}]
+    *SHARED_TIERS, STAGES | {"query"}, {"resources"}, {"pipelines"}, {"assets"},
+    {"definitions"}, {"serve", "apps"}, {"cli"}]
 KERNELS_ONLY = STAGES | {"query"}
+# inside core/, tiers of modules (core/__init__.py)
+CORE_TIERS: list[set[str]] = [
+    {"ids", "schemas", "cache_db", "plots", "processes"}, {"storage"}, {"layout", "lock"},
+    {"stats", "inputs", "builds"}]
 
 
 def _folder(module: str) -> str:
@@ -140,6 +149,19 @@ def test_no_import_points_upward_or_between_stages():
                     (src in KERNELS and dst not in KERNELS):
                 upward.append(f"{module} -> {target}")
     assert upward == [], "imports against the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_core_modules_import_only_earlier_core_tiers():
+    def tier(module: str) -> int:
+        name = module.split(".")[2]
+        return next(i for i, names in enumerate(CORE_TIERS) if name in names)
+
+    core = [m for m in _imports() if m.startswith("kgloom.core.")]
+    assert {m.split(".")[2] for m in core} == set().union(*CORE_TIERS), \
+        "give every core module a tier in CORE_TIERS"
+    upward = [f"{m} -> {t}" for m in core for t in _imports()[m]
+              if t.startswith("kgloom.core.") and tier(t) >= tier(m) and t != m]
+    assert upward == [], "core imports against its tiers:\n" + "\n".join(sorted(upward))
 
 
 def test_no_import_cycle_between_files():

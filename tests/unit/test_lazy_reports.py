@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from test_query import write_carol_index
 
-from kgloom import layout, schemas, storage
-from kgloom.config import IndexSettings
+from kgloom.core import layout, schemas, storage
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE, LazyReportStore
@@ -27,7 +27,7 @@ from kgloom.report_writer import (
     rule_report,
 )
 from kgloom.reports.community_reports import build_community_reports, needs_llm_report
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 from tests.conftest import build_carol_tables
 
 ALL_LLM = {"report_llm_min_members": 0, "report_llm_min_relationships": 0,

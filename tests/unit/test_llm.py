@@ -9,7 +9,7 @@ import json
 import jsonschema
 import pytest
 
-from kgloom import schemas
+from kgloom.core import schemas
 from kgloom.llm import (
     CachedLLM,
     Completion,
@@ -205,7 +205,7 @@ def test_cache_persists_across_reopen(tmp_path):
 
 
 def test_cache_rows_survive_the_writer_being_killed(tmp_path):
-    """The caches sync their log lazily (synchronous=NORMAL, kgloom.cache_db): a row
+    """The caches sync their log lazily (synchronous=NORMAL, kgloom.core.cache_db): a row
     committed by a process that is then killed with SIGKILL, before it closes the file or
     checkpoints, is read back by the next one, and the file passes SQLite's check."""
     import sqlite3
@@ -426,9 +426,9 @@ def test_reply_token_bound_covers_every_reply_of_a_bounded_schema():
 def test_reply_validation_reports_what_jsonschema_validate_reports():
     """Validation without the per-call meta-schema check (kgloom.llm.structured._validate)
     accepts and rejects as ``jsonschema.validate`` does, with the same best-match message."""
-    from kgloom.config import IndexSettings
     from kgloom.extraction.extract import extraction_schema
     from kgloom.llm.structured import _validate
+    from kgloom.settings.indexing import IndexSettings
 
     schema = extraction_schema(["Marley", "Scrooge"], IndexSettings())
     good = {"entities": {"Marley": "PERSON", "Scrooge": "PERSON"},

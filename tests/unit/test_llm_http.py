@@ -25,8 +25,8 @@ from kgloom.llm import (
 )
 from kgloom.llm.fake import FakeBackend
 from kgloom.llm.http import LLMServerError, OpenAIChatBackend, parse_urls
+from kgloom.llm.testing import FakeChatServer
 from kgloom.resources import LLMResource
-from kgloom.testing import FakeChatServer
 
 BOOK = Path(__file__).resolve().parents[2] / "data" / "input" / "a-christmas-carol.txt"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}},

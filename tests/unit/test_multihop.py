@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 from conftest import carol_entity_id as eid
 
-from kgloom import schemas, storage
-from kgloom.ids import content_id
+from kgloom.core import schemas, storage
+from kgloom.core.ids import content_id
 from kgloom.publish import tables
 from kgloom.query import graph_bfs as multihop
 

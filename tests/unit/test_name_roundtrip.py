@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom import schemas, storage
+from kgloom.core import schemas, storage
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.graph.resolution import resolve_entities
 from kgloom.publish import tables

@@ -236,12 +236,12 @@ def test_an_all_caps_word_is_a_name_with_evidence():
 def test_hostile_text_yields_no_entity_with_the_fake_model(tmp_path):
     import polars as pl
 
-    from kgloom import schemas
-    from kgloom.config import IndexSettings
+    from kgloom.core import schemas
+    from kgloom.core.ids import content_id
     from kgloom.extraction.extract import extract_graph
-    from kgloom.ids import content_id
     from kgloom.llm import CachedLLM, LLMCache
     from kgloom.llm.fake import FakeBackend
+    from kgloom.settings.indexing import IndexSettings
 
     units = pl.DataFrame([{
         "id": content_id("unit", INJECTION), "human_readable_id": 0, "text": INJECTION,

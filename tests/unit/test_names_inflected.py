@@ -76,7 +76,7 @@ def test_english_cues_are_not_read_as_slavic_prepositions():
 def test_inflected_forms_of_one_name_are_one_entity_titled_as_written():
     import polars as pl
 
-    from kgloom import schemas
+    from kgloom.core import schemas
     from kgloom.graph.resolution import resolve_entities
 
     L, P = "LOCATION", "PERSON"

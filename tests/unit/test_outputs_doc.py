@@ -14,7 +14,7 @@ import networkx as nx
 import polars as pl
 import pytest
 
-from kgloom import schemas
+from kgloom.core import schemas
 from kgloom.publish import tables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,8 +115,8 @@ def test_published_parquet_files_have_the_documented_columns(index):
 def test_lancedb_tables_mirror_their_parquet_plus_the_documented_columns(index):
     import lancedb
 
+    from kgloom.core.layout import LANCEDB_DIR
     from kgloom.embedding.store import VECTOR_TABLES
-    from kgloom.layout import LANCEDB_DIR
 
     db = lancedb.connect(str(index / LANCEDB_DIR))
     for table, (parquet, _) in VECTOR_TABLES.items():

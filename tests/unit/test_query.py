@@ -17,10 +17,10 @@ from conftest import carol_entity_id as eid
 from conftest import carol_unit_id as uid
 from polars.testing import assert_frame_equal
 
-from kgloom import schemas, storage
+from kgloom.core import schemas, storage
+from kgloom.core.ids import content_id
+from kgloom.core.layout import LANCEDB_DIR
 from kgloom.embedding.store import VECTOR_TABLES, write_embedder_manifest
-from kgloom.ids import content_id
-from kgloom.layout import LANCEDB_DIR
 from kgloom.publish import tables
 from kgloom.publish.vectors import sync_lancedb, write_lancedb
 from kgloom.query import algorithms as alg

@@ -7,13 +7,13 @@ import json
 import polars as pl
 import pytest
 
-from kgloom import schemas
-from kgloom.config import IndexSettings
+from kgloom.core import schemas
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.report_writer import REPORT_TEMPLATE, build_report_context
 from kgloom.reports.community_reports import build_community_reports
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 from tests.conftest import build_carol_tables
 
 

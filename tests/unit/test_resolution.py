@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom import schemas
+from kgloom.core import schemas
+from kgloom.core.ids import content_id
 from kgloom.graph.resolution import resolve_entities
-from kgloom.ids import content_id
 from kgloom.names.normalize import normalize_title
 
 P = "PERSON"

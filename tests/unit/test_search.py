@@ -18,7 +18,7 @@ import pytest
 from conftest import build_carol_tables
 from test_query import write_carol_index
 
-from kgloom import schemas, storage
+from kgloom.core import schemas, storage
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.query.context_builder import community_context as cc
 from kgloom.query.context_builder.context import (

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from kgloom.config import IndexSettings
 from kgloom.settings import (
     ENV_VARS,
     QUERY_OPTIONS,
@@ -15,6 +14,7 @@ from kgloom.settings import (
     load_settings,
     parse_set,
 )
+from kgloom.settings.indexing import IndexSettings
 
 
 def test_defaults_are_the_libraries_defaults():
@@ -134,9 +134,9 @@ def test_the_settings_module_imports_neither_dagster_nor_numpy():
 def test_the_defaults_the_index_checks_skip_are_valid():
     """IndexSettings checks record_edges, candidate_source and resolution_methods against
     the stages only when they differ from their defaults; the defaults must be valid."""
-    from kgloom.config import DEFAULT_RESOLUTION_METHODS
     from kgloom.names.candidates import SOURCES
     from kgloom.names.normalize import RESOLUTION_METHODS as ALL_METHODS
+    from kgloom.settings.indexing import DEFAULT_RESOLUTION_METHODS
 
     assert set(DEFAULT_RESOLUTION_METHODS) <= ALL_METHODS
     assert IndexSettings().candidate_source in SOURCES and IndexSettings().record_edges == ()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kgloom.llm import Completion, StageStats
-from kgloom.stats import (
+from kgloom.core.stats import (
     COST_FIELDS,
     cost_markdown,
     cost_table,
@@ -13,6 +12,7 @@ from kgloom.stats import (
     stage_cost,
     write_stage_stats,
 )
+from kgloom.llm import Completion, StageStats
 
 
 def _llm(seconds: float, prompt: float, decode: float, calls: int = 2) -> dict:

@@ -1,5 +1,5 @@
-"""Outputs are written atomically with the mode the umask gives (kgloom.storage); one
-writer at a time per output folder (kgloom.lock)."""
+"""Outputs are written atomically with the mode the umask gives (kgloom.core.storage); one
+writer at a time per output folder (kgloom.core.lock)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kgloom import schemas, storage
+from kgloom.core import schemas, storage
 from kgloom.publish import tables
 
 
@@ -55,7 +55,7 @@ def test_the_writer_lock_is_reentrant_and_names_its_holder(tmp_path):
     import subprocess
     import sys
 
-    from kgloom.lock import holder, writer_lock
+    from kgloom.core.lock import holder, writer_lock
 
     with writer_lock(tmp_path, "kgloom test"):
         with writer_lock(tmp_path, "kgloom test, again"):  # this process: no wait
@@ -64,7 +64,7 @@ def test_the_writer_lock_is_reentrant_and_names_its_holder(tmp_path):
         # another process waits, is told who holds the lock, and can give up
         child = subprocess.run(
             [sys.executable, "-c",
-             "import sys\nfrom kgloom.lock import writer_lock, LockWaitCancelled\n"
+             "import sys\nfrom kgloom.core.lock import writer_lock, LockWaitCancelled\n"
              "try:\n"
              "    with writer_lock(sys.argv[1], 'child', on_wait=print,\n"
              "                     should_stop=lambda: True, poll_s=0.1):\n"
@@ -83,7 +83,7 @@ def test_the_writer_lock_is_reentrant_and_names_its_holder(tmp_path):
 def test_read_table_reads_only_the_columns_asked_for(tmp_path):
     """The reports stage reads text units' ids and token counts, not their texts; a
     missing table with a schema gives an empty frame of those columns."""
-    from kgloom.storage import read_table, write_table
+    from kgloom.core.storage import read_table, write_table
 
     assert read_table(tmp_path, schemas.TEXT_UNITS, schemas.TEXT_UNITS_SCHEMA,
                       columns=["id", "n_tokens"]).columns == ["id", "n_tokens"]

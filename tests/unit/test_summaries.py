@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kgloom.config import IndexSettings
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.graph.summaries import summarize_descriptions
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 SCROOGE = ("Scrooge signed the register of Marley's burial.\n"
            "Scrooge was Marley's sole executor and sole mourner.\n"

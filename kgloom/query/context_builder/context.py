@@ -61,11 +61,11 @@ class TokenCounter:
 def token_counter(backend: Any = None) -> TokenCounter:
     """The counter for ``backend``: its ``count_tokens`` (a loaded GGUF:
     :class:`kgloom.llm.LlamaCppBackend`) or, for backends that cannot count (the fake
-    model, none), the bundled tokenizer (:func:`kgloom.tokenizer.default_tokenizer`)."""
+    model, none), the bundled tokenizer (:func:`kgloom.embedding.tokenizer.default_tokenizer`)."""
     count = getattr(backend, "count_tokens", None)
     if count is not None:
         return TokenCounter(count, f"model ({getattr(backend, 'model_path', 'gguf')})")
-    from kgloom.tokenizer import TOKENIZER_NAME, default_tokenizer
+    from kgloom.embedding.tokenizer import TOKENIZER_NAME, default_tokenizer
 
     return TokenCounter(default_tokenizer().count, TOKENIZER_NAME)
 

@@ -47,9 +47,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgloom import layout, schemas
-from kgloom.cache_db import open_cache_db
-from kgloom.config import IndexSettings
+from kgloom.core import layout, schemas
+from kgloom.core.cache_db import open_cache_db
+from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.llm import LLMCaller
 from kgloom.report_writer import (
     build_report_context,
@@ -59,7 +59,7 @@ from kgloom.report_writer import (
     rule_report,
     write_llm_report,
 )
-from kgloom.tokenizer import default_tokenizer
+from kgloom.settings.indexing import IndexSettings
 
 if TYPE_CHECKING:
     from kgloom.query.context_builder.community_context import CommunityTree
@@ -220,7 +220,7 @@ class LazyReports:
             ``capped`` (left as rule reports by ``limit``).
 
         Raises:
-            IndexChangedError / IndexFilesMissingError: as :meth:`kgloom.builds.Build.read`.
+            IndexChangedError / IndexFilesMissingError: as :meth:`kgloom.core.builds.Build.read`.
         """
         counts = {"written": 0, "rejected": 0, "failed": 0, "reused": 0, "unsaved": 0,
                   "capped": 0}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kgloom.builds import IndexFilesMissingError
+from kgloom.core.builds import IndexFilesMissingError
 from kgloom.query.context_builder.context import (
     Context,
     ContextItem,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kgloom import schemas
-from kgloom.builds import Build
+from kgloom.core import schemas
+from kgloom.core.builds import Build
 from kgloom.query.context_builder.community_context import CommunityTree
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from kgloom.schemas import TableSchema
+from kgloom.core.schemas import TableSchema
 
 _STR_LIST = pl.List(pl.String)
 UNIT_RESULT_SCHEMA: TableSchema = {

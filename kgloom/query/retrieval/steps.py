@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kgloom import schemas
+from kgloom.core import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.linking import LinkedEntity, linked_frame
 from kgloom.query.modes import GRAPH_BACKENDS, check_question, one_of

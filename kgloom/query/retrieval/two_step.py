@@ -10,7 +10,7 @@ import time
 import numpy as np
 import polars as pl
 
-from kgloom import schemas
+from kgloom.core import schemas
 from kgloom.query import algorithms as alg
 from kgloom.query.modes import check_question
 from kgloom.query.query_index import QueryIndex

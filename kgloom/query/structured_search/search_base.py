@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgloom.grounding import cut_repetition, ungrounded_answer_names
 from kgloom.llm import (
     SMOLLM2_SHA256,
     CachedLLM,
@@ -30,6 +29,7 @@ from kgloom.llm import (
     structured_call,
 )
 from kgloom.names.candidates import is_grounded
+from kgloom.names.grounding import cut_repetition, ungrounded_answer_names
 from kgloom.query.context_builder.community_context import ReportBatch
 from kgloom.query.context_builder.context import (
     Context,
@@ -100,7 +100,7 @@ class AnswerCheck:
         repetition: the phrase the answer looped on (it is cut after its first time),
             or None.
         ungrounded_names: names of the answer its context does not hold
-            (:func:`kgloom.grounding.ungrounded_answer_names`: every capitalized word
+            (:func:`kgloom.names.grounding.ungrounded_answer_names`: every capitalized word
             the context holds in no case or form and the corpus does not write mostly
             in lower case, one-word answers and sentence starts included), flagged, not
             removed.
@@ -131,10 +131,10 @@ def check_answer(answer: str, citations: list[str], refs: list[str],
       bracketed ``[...]`` whose parts are not context ids (a bracket naming some ids
       keeps just those), a parenthesized id list, and a report cited by a quoted title
       that ``context_text`` does not hold (case-insensitive);
-    - a degenerate answer (:func:`kgloom.grounding.find_repetition`) is cut where it
-      starts repeating (:func:`kgloom.grounding.cut_repetition`);
+    - a degenerate answer (:func:`kgloom.names.grounding.find_repetition`) is cut where it
+      starts repeating (:func:`kgloom.names.grounding.cut_repetition`);
     - the names it uses that ``context_text`` lacks are listed
-      (:func:`kgloom.grounding.ungrounded_answer_names`: a capitalized word, a
+      (:func:`kgloom.names.grounding.ungrounded_answer_names`: a capitalized word, a
       hyphenated name, that the context holds in no case or form, wherever it stands,
       a one-word answer included, unless ``corpus`` writes the word mostly in lower
       case: "See", "Nobody"); flagged only: a name may be the question's own.

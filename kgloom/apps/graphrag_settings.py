@@ -145,8 +145,8 @@ def index_vector_size(output_dir: str | Path) -> tuple[int, str]:
             the command that writes it), or vectors no kgloom embedder made (an imported
             graph cannot embed GraphRAG's queries).
     """
+    from kgloom.core.layout import LANCEDB_DIR
     from kgloom.embedding.store import EXTERNAL_VECTORS_KEY, read_embedder_manifest
-    from kgloom.layout import LANCEDB_DIR
 
     out = Path(output_dir)
     missing = [f"{t}.parquet" for t in QUERY_TABLES if not (out / f"{t}.parquet").exists()]
@@ -190,7 +190,7 @@ def graphrag_settings(output_dir: str | Path, root_dir: str | Path,
     Raises:
         GraphRAGSettingsError: see :func:`index_vector_size`.
     """
-    from kgloom.layout import LANCEDB_DIR
+    from kgloom.core.layout import LANCEDB_DIR
 
     out, root = Path(output_dir), Path(root_dir)
     dim, _ = index_vector_size(out)
@@ -251,7 +251,7 @@ def write_settings(output_dir: str | Path, root_dir: str | Path | None = None,
     """Write ``ROOT/settings.yaml`` (atomically) for the index in ``output_dir``; ROOT
     defaults to ``output_dir/graphrag``. ``kwargs`` go to :func:`graphrag_settings`.
     Returns the file's path. Raises :class:`GraphRAGSettingsError` (nothing written)."""
-    from kgloom.storage import write_text
+    from kgloom.core.storage import write_text
 
     root = Path(root_dir) if root_dir else Path(output_dir) / "graphrag"
     budgets = kwargs.pop("budgets", None) or fit_budgets()

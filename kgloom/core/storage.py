@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from kgloom import schemas
+from kgloom.core import schemas
 
 
 def table_path(output_dir: str | Path, name: str) -> Path:

@@ -14,9 +14,9 @@ import contextlib
 import os
 from pathlib import Path
 
-from kgloom import layout
-from kgloom.ids import file_sha256
-from kgloom.layout import DOCUMENTS, PartitionKeyError
+from kgloom.core import layout
+from kgloom.core.ids import file_sha256
+from kgloom.core.layout import DOCUMENTS, PartitionKeyError
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".jsonl", ".csv")
 
@@ -100,8 +100,8 @@ def partition_key(input_dir: str | Path, path: str | Path) -> str:
 
 def check_key_shape(key: str) -> None:
     """Check the form of partition key ``key`` alone (no file system): a relative POSIX
-    path (:func:`kgloom.layout.check_key_shape`) of a supported file
-    (:data:`kgloom.inputs.SUPPORTED_SUFFIXES`).
+    path (:func:`kgloom.core.layout.check_key_shape`) of a supported file
+    (:data:`kgloom.core.inputs.SUPPORTED_SUFFIXES`).
 
     Raises:
         PartitionKeyError: naming the key and what is wrong with it.
@@ -148,7 +148,7 @@ def valid_key(input_dir: str | Path, key: str) -> bool:
 def scan_inputs(input_dir: str | Path) -> tuple[dict[str, str], list[dict]]:
     """Return ({partition key: hex SHA-256 of the file's bytes} for every supported file,
     the entries skipped for safety as failures rows: symlinks leading outside the folder;
-    see :func:`kgloom.inputs.scan_input_files`).
+    see :func:`kgloom.core.inputs.scan_input_files`).
 
     Raises:
         FileNotFoundError: when ``input_dir`` does not exist.

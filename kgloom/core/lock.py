@@ -24,7 +24,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from kgloom.storage import write_json
+from kgloom.core.storage import write_json
 
 LOCK_FILE = ".kgloom.lock"
 INSTANCE_LOCK_FILE = ".kgloom-instance.lock"  # in $DAGSTER_HOME

@@ -241,7 +241,7 @@ class FakeChatServer(HTTPService):
 
 
 class ASGIService(_Service):
-    """An ASGI application (e.g. :func:`kgloom.embeddings_server.create_app`) served by
+    """An ASGI application (e.g. :func:`kgloom.apps.embeddings_server.create_app`) served by
     uvicorn on a free port of 127.0.0.1 from a daemon thread, for tests and benchmarks.
 
     Attributes (after :meth:`start`): ``url`` (``http://127.0.0.1:PORT``), ``app``.

@@ -10,7 +10,7 @@ tables are written:
   and of an import): every published parquet table ``<out>/<name>.parquet``, the
   ``index-summary.json`` and the embedder manifest ``lancedb/embedder.json`` get a hard
   link (a copy where the file system has none) in ``<out>/builds/<build id>/``. Every
-  table is written by ``kgloom.storage`` to a temporary file renamed over the old one,
+  table is written by ``kgloom.core.storage`` to a temporary file renamed over the old one,
   so a later write makes a new file and the link keeps this build's bytes. Then the
   marker ``<out>/build.json`` is written atomically, last: the build id, each table's
   size and SHA-256 digest, and each LanceDB table's version with that version's commit time
@@ -55,8 +55,8 @@ from typing import Any
 
 import polars as pl
 
-from kgloom import storage
-from kgloom.layout import LANCEDB_DIR, SUMMARY_FILE
+from kgloom.core import storage
+from kgloom.core.layout import LANCEDB_DIR, SUMMARY_FILE
 
 MARKER_FILE = "build.json"  # in the output folder
 BUILDS_DIR = "builds"  # <out>/builds/<build id>/: the links of each kept build

@@ -14,9 +14,9 @@ import json
 import time
 from pathlib import Path
 
-from kgloom import schemas
-from kgloom.layout import PARTITIONS_DIR, STATS_SUFFIX, partition_dir, stages_dir
-from kgloom.storage import parquet_rows, table_path, write_json
+from kgloom.core import schemas
+from kgloom.core.layout import PARTITIONS_DIR, STATS_SUFFIX, partition_dir, stages_dir
+from kgloom.core.storage import parquet_rows, table_path, write_json
 
 SUMMARY_TABLES = [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES, schemas.RELATIONSHIPS,
                   schemas.ENTITY_ALIASES, schemas.COVARIATES, schemas.COMMUNITIES,
@@ -29,7 +29,7 @@ def write_stage_stats(output_dir: str | Path, stage: str, seconds: float,
                       embedder_seconds: float = 0.0, part_of: str | None = None,
                       **counts) -> dict:
     """Write ``<folder>/<stage>.stats.json``, the folder being partition ``partition``'s
-    (:func:`kgloom.layout.partition_dir`) for a partitioned stage, else the corpus level
+    (:func:`kgloom.core.layout.partition_dir`) for a partitioned stage, else the corpus level
     ``<output_dir>/stages``:
     ``seconds`` (wall-clock), ``llm`` (a ``StageStats.as_dict()``), ``embedder_seconds``
     (inside the embedder's forward passes), ``part_of`` (the stage whose wall time
@@ -37,7 +37,7 @@ def write_stage_stats(output_dir: str | Path, stage: str, seconds: float,
     ``finished_at`` (Unix time) and any counts; return the dict.
 
     Raises:
-        kgloom.layout.PartitionKeyError: a malformed partition key.
+        kgloom.core.layout.PartitionKeyError: a malformed partition key.
     """
     stats = {"stage": stage, "seconds": round(seconds, 2), "llm": llm or {},
              "embedder_seconds": round(embedder_seconds, 3), "finished_at": round(time.time(), 3),
@@ -175,7 +175,7 @@ def read_stage_stats(output_dir: str | Path) -> dict[str, dict]:
 
 def build_index_summary(output_dir: str | Path, method: str = "standard") -> dict:
     """Return the index summary: the index ``method`` that built it (``standard`` or
-    ``fast``, :class:`kgloom.config.IndexSettings`), rows per emitted table, seconds per
+    ``fast``, :class:`kgloom.settings.indexing.IndexSettings`), rows per emitted table, seconds per
     stage, the cost table (:func:`cost_table`: wall and model seconds, model share, LLM
     calls and tokens per stage and in total), the LLM backend's settings (``llm_backend``:
     threads, batch sizes, flash attention, context size, sampler; from the stages that

@@ -33,8 +33,8 @@ from urllib.parse import quote, unquote
 
 import polars as pl
 
-from kgloom import schemas
-from kgloom.storage import read_table, write_table
+from kgloom.core import schemas
+from kgloom.core.storage import read_table, write_table
 
 STAGES_DIR = "stages"  # the corpus level, under the output folder
 PARTITIONS_DIR = "partitions"  # the partition level, under the corpus level
@@ -134,7 +134,7 @@ class PartitionKeyError(ValueError):
 def check_key_shape(key: str) -> None:
     """Check that partition key ``key`` can name one folder inside the partition level (no
     file system): a relative POSIX path with no empty, ``.``, ``..`` or hidden (``.``-led)
-    part and no NUL. (:func:`kgloom.inputs.check_key_shape`
+    part and no NUL. (:func:`kgloom.core.inputs.check_key_shape`
     adds that it names a supported input file.)
 
     Raises:
@@ -206,7 +206,7 @@ def failures_table(stage: str) -> str:
 
 class TableStore:
     """Maps (table, level, partition) to a file under one output folder, and reads and
-    writes tables there atomically (:mod:`kgloom.storage`).
+    writes tables there atomically (:mod:`kgloom.core.storage`).
 
     Args:
         output_dir: the output folder (the published level).
@@ -238,12 +238,12 @@ class TableStore:
 
     def read(self, table: str, level: Level = Level.PUBLISHED, partition: str | None = None,
              schema: dict | None = None, columns: list[str] | None = None) -> pl.DataFrame:
-        """Read a table (:func:`kgloom.storage.read_table`: an empty frame of ``schema``
+        """Read a table (:func:`kgloom.core.storage.read_table`: an empty frame of ``schema``
         when the file is missing and a schema is given).
 
         Raises:
             FileNotFoundError: the table is missing and no schema was given.
-            kgloom.storage.UnreadableTableError: the file exists but cannot be read.
+            kgloom.core.storage.UnreadableTableError: the file exists but cannot be read.
         """
         return read_table(self.folder(level, partition), table, schema, columns=columns)
 
@@ -252,7 +252,7 @@ class TableStore:
         """Write a table atomically; return its path.
 
         Raises:
-            kgloom.storage.DiskFullError: the disk filled up; the old file is kept.
+            kgloom.core.storage.DiskFullError: the disk filled up; the old file is kept.
         """
         return write_table(df, self.folder(level, partition), table)
 

@@ -3,7 +3,7 @@
 Sections (``docs/configuration.md`` lists every key):
 
 - ``paths``: the input and output folders;
-- ``index``: :class:`kgloom.config.IndexSettings`, the knobs of an index build;
+- ``index``: :class:`kgloom.settings.indexing.IndexSettings`, the knobs of an index build;
 - ``llm``: :class:`LLMSettings`, the model (a GGUF file run in-process, OpenAI-compatible
   model servers, or the fake model) that indexing *and* search use;
 - ``embedder``: :class:`EmbedderSettings`, the sentence-transformers folder;
@@ -33,7 +33,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgloom.config import (
+from kgloom.settings.indexing import (
     IndexSettings,
     load_settings_file,
     split_list,
@@ -625,7 +625,7 @@ def parse_set(pairs: list[str]) -> dict[str, str]:
     Raises:
         SettingsError: an item without ``=`` or with an empty key.
     """
-    from kgloom.config import parse_assignments
+    from kgloom.settings.indexing import parse_assignments
 
     try:
         return parse_assignments(pairs)

@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kgloom import schemas, storage
-from kgloom.builds import publish_build
+from kgloom.core import schemas, storage
+from kgloom.core.builds import publish_build
+from kgloom.core.ids import content_id
+from kgloom.core.layout import LANCEDB_DIR
 from kgloom.embedding.store import EXTERNAL_VECTORS_KEY, write_external_manifest
 from kgloom.graph.communities import compute_graph_metrics
-from kgloom.ids import content_id
-from kgloom.layout import LANCEDB_DIR
 from kgloom.publish import tables
 from kgloom.publish.vectors import write_lancedb
 
