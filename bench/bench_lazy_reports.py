@@ -12,8 +12,8 @@ search handle with a fresh LLM cache), and records:
   search (0 when the side table serves them).
 
 The fake model answers instantly, so the seconds here are not the model's; the counts
-are what a real model would be asked (each LLM report call took ~5 s with the bundled
-SmolLM2-135M on 2 cores, bench/results/speed-2wiki.json).
+are what a real model would be asked (on the 2Wiki slice the bundled SmolLM2-135M on 2
+cores took 56.2 s of model time for 5 report calls, bench/results/speed-2wiki-session10.json).
 
     python -m bench lazy_reports [--corpus book|slice|2wiki] [--limit N] [--workdir DIR]
 """
