@@ -24,7 +24,6 @@ import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +54,8 @@ from kgloom.embedding.store import (
 )
 from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.names.normalize import record_title
-from kgloom.query import algorithms as alg
+from kgloom.query.entity_graph import EntityGraph, load_entity_graph
 from kgloom.query.lexical import LexicalIndex, titled
-from kgloom.query.linking import NameLinker
 
 TITLE_MAX_WORDS = 8  # the longest document title looked for in a unit's text (words)
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -113,57 +111,6 @@ class TextUnits:
     def count(self) -> int:
         """Number of text units."""
         return self.frame.height
-
-
-@dataclass(frozen=True)
-class EntityGraph:
-    """The entity graph of an index (node key = row of graph-nodes.parquet).
-
-    Attributes:
-        nodes: graph-nodes frame (``node_key``, ``entity_id``, ``title``).
-        edges: graph-edges frame (``src_key``, ``dst_key``, ``relationship_id``,
-            ``relation``, ``weight``, ...); row = edge row of :attr:`adj`.
-        node_of: entity id -> node key.
-        entity_ids / titles: per node key.
-        relationship_ids: per edge row.
-        adj: the undirected weighted CSR adjacency (:class:`kgloom.query.algorithms.Adjacency`).
-        incidence: scipy CSR float64 (units x nodes), 1 where a unit's ``kg_node_ids``
-            names the node.
-        affinity: the same entries as cosine(entity vector, unit vector) clipped at 0.
-        specificity: float64 (nodes,), 1 / number of units mentioning the node (1 when none).
-        entity_vectors: float32 (nodes, dim), row = node key, unit length.
-        entity_table: the LanceDB ``entities`` table, or None when its flat snapshot
-            holds the vectors (searches are then an exact scan of :attr:`entity_vectors`'
-            source rows, :attr:`snapshot_ids` order).
-        snapshot_ids / snapshot_vectors: the snapshot's entity ids and raw vectors (None
-            without a snapshot).
-        entity_ann: the search kind of the entities table (``flat`` / ``ivf_pq``).
-        max_weight: the largest edge weight (1.0 without edges).
-        linker: the :class:`kgloom.query.linking.NameLinker` over titles and aliases.
-    """
-
-    nodes: pl.DataFrame
-    edges: pl.DataFrame
-    node_of: dict[str, int]
-    entity_ids: list[str]
-    titles: list[str]
-    relationship_ids: list[str]
-    adj: alg.Adjacency
-    incidence: Any
-    affinity: Any
-    specificity: np.ndarray
-    entity_vectors: np.ndarray
-    entity_table: Any
-    snapshot_ids: list[str] | None
-    snapshot_vectors: np.ndarray | None
-    entity_ann: str
-    max_weight: float
-    linker: NameLinker
-
-    @cached_property
-    def affinity_csc(self) -> Any:
-        """:attr:`affinity` as scipy CSC (column = node), converted on first use."""
-        return self.affinity.tocsc()
 
 
 @dataclass(frozen=True)
@@ -253,7 +200,7 @@ class QueryIndex:
             with self._lock:
                 graph = self._lazy.get("graph")
                 if graph is None:
-                    graph = self._lazy["graph"] = _load_graph(self)
+                    graph = self._lazy["graph"] = load_entity_graph(self)
         return graph
 
     @property
@@ -560,98 +507,3 @@ def _load_units(build: Build, db_path: Path, tables: _Tables, embedder: Any) -> 
         neighbor_triples=frame["neighbor_triples"].to_list(),
         row_of={uid: i for i, uid in enumerate(ids_)}, mentions=mentions, vectors=vectors,
         ann=ann, from_snapshot=flat is not None)
-
-
-def _require(index: QueryIndex, names: list[str]) -> None:
-    build = index.build
-    missing = [str(build.live_path(n)) for n in names if not build.has(n)]
-    if not (index.db_path / "entities.lance").exists():
-        missing.append(str(index.db_path / "entities.lance"))
-    if missing:
-        raise IndexFilesMissingError(
-            "graph modes need files this index lacks: " + ", ".join(missing)
-            + " (the entities, relationships, graph_files and vector_index assets write "
-              "them; run `kgloom index`); vector and one_hop work without them")
-
-
-def _load_graph(index: QueryIndex) -> EntityGraph:
-    from scipy.sparse import csr_matrix
-
-    _require(index, [schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.GRAPH_NODES,
-                     schemas.GRAPH_EDGES])
-    b, units = index.build, index.units
-    nodes = b.read(schemas.GRAPH_NODES, columns=["node_key", "entity_id", "title"])
-    entities = b.read(schemas.ENTITIES, columns=["id", "title", "type", "description"])
-    edges = b.read(schemas.GRAPH_EDGES)
-    if nodes.height != entities.height or not nodes["node_key"].equals(
-            pl.Series("node_key", range(nodes.height), dtype=pl.Int64)):
-        raise IndexInconsistentError(
-            f"half-written index: graph-nodes.parquet has {nodes.height} nodes but "
-            f"entities.parquet has {entities.height} entities; re-run `kgloom index`")
-    node_of = dict(zip(nodes["entity_id"].to_list(), nodes["node_key"].to_list()))
-    unknown = [e for e in units.mentions if e not in node_of]
-    if unknown:
-        raise IndexInconsistentError(
-            f"half-written index: text units mention {len(unknown)} entities missing from "
-            f"graph-nodes.parquet (e.g. {unknown[0]}); re-run `kgloom index`")
-    if not nodes["entity_id"].sort().equals(entities["id"].sort(), check_names=False):
-        raise IndexInconsistentError(
-            "half-written index: graph-nodes.parquet and entities.parquet hold "
-            "different entity ids (tables of two builds); re-run `kgloom index`")
-    flat = read_flat_snapshot(index.db_path, "entities", entities,
-                              VECTOR_TABLES["entities"][1], index.embedder.key)
-    entity_table = None if flat is not None else index.table("entities")
-    if entity_table is not None and entity_table.count_rows() != nodes.height:
-        raise IndexInconsistentError(
-            f"half-written index: the LanceDB entities table has "
-            f"{entity_table.count_rows()} rows but entities.parquet has {nodes.height}")
-    entity_ann = "flat" if flat is not None else vector_index_type(entity_table)
-    adj = alg.Adjacency.from_edges(nodes.height, edges["src_key"].to_numpy(),
-                                   edges["dst_key"].to_numpy(),
-                                   edges["weight"].fill_null(1.0).to_numpy())
-    rows, cols = [], []
-    for e, us in units.mentions.items():
-        rows += us
-        cols += [node_of[e]] * len(us)
-    incidence = csr_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)),
-                           shape=(units.count, nodes.height))
-    snapshot_ids = None
-    if flat is not None:
-        ids, mat = entities["id"].to_list(), flat
-        snapshot_ids = ids
-    else:
-        assert entity_table is not None
-        ev = entity_table.to_arrow().select(["id", "vector"])
-        ids = ev.column("id").to_pylist()
-        strangers = [i for i in ids if i not in node_of]
-        if strangers:  # a LanceDB entities table of another build
-            raise IndexInconsistentError(
-                f"half-written index: the LanceDB entities table holds {len(strangers)} "
-                f"entities missing from entities.parquet (e.g. {strangers[0]}); its rows "
-                "come from another build; re-run `kgloom index`")
-        col = ev.column("vector").combine_chunks()
-        mat = col.flatten().to_numpy(zero_copy_only=False).reshape(
-            len(col), col.type.list_size).astype(np.float32) if len(col) else \
-            np.zeros((0, col.type.list_size), dtype=np.float32)
-    dim = mat.shape[1]
-    entity_vectors = np.zeros((nodes.height, dim), dtype=np.float32)  # row = node key
-    entity_vectors[[node_of[i] for i in ids]] = \
-        mat / np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-    r_idx, c_idx = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-    aff = np.einsum("ij,ij->i", units.vectors[r_idx].astype(np.float64),
-                    entity_vectors[c_idx].astype(np.float64)) if len(rows) else np.zeros(0)
-    affinity = csr_matrix((np.clip(aff, 0.0, None), (r_idx, c_idx)),
-                          shape=(units.count, nodes.height))
-    df = np.asarray(incidence.sum(axis=0)).ravel()
-    aliases = None
-    if b.has(schemas.ENTITY_ALIASES):
-        aliases = b.read(schemas.ENTITY_ALIASES, columns=["alias", "entity_id"])
-    return EntityGraph(
-        nodes=nodes, edges=edges, node_of=node_of, entity_ids=nodes["entity_id"].to_list(),
-        titles=nodes["title"].to_list(), relationship_ids=edges["relationship_id"].to_list(),
-        adj=adj, incidence=incidence, affinity=affinity,
-        specificity=1.0 / np.maximum(df, 1.0), entity_vectors=entity_vectors,
-        entity_table=entity_table, snapshot_ids=snapshot_ids, snapshot_vectors=flat,
-        entity_ann=entity_ann,
-        max_weight=float(edges["weight"].max() or 1.0) if edges.height else 1.0,  # type: ignore[arg-type]
-        linker=NameLinker(entities.select("id", "title"), aliases))
