@@ -17,7 +17,7 @@ enough to check by hand in a test:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -389,17 +389,8 @@ def diversity_rerank(candidates: Sequence[tuple[int, float]],
     candidates run out. N(x) is the open 1-hop neighbourhood (x itself excluded). Ties
     go to the candidate listed first (candidates usually come sorted by ANN score), so
     with ``lam = 0`` the result is the first ``top_k`` candidates by ANN score: the
-    plain two-step baseline.
-
-    The greedy pass is evaluated lazily, as CELF does for submodular greedy selection
-    (Leskovec et al., KDD 2007, "Cost-effective outbreak detection in networks"): a
-    candidate's penalty only grows as seeds are added, so its score against the seeds
-    it was last compared with is an upper bound. Candidates wait in a heap on that
-    bound; the top one is compared with the seeds added since, and is picked when its
-    bound is still the best (its score is then exact). The picks, scores and ties are
-    those of the eager pass over every candidate; only the neighbourhoods and Jaccards
-    nobody needed are never computed (about top_k + the penalized ones instead of
-    oversample x top_k neighbourhoods and top_k x oversample x top_k Jaccards).
+    plain two-step baseline. The greedy pass is evaluated lazily, CELF-style
+    (:func:`_lazy_greedy_seeds`), with the picks, scores and ties of the eager pass.
 
     Source: the fused graph-RAG retrieve procedure (ANN with oversampling, greedy
     overlap-penalized rerank, BFS from the chosen seeds) described in the NeoFuse
@@ -424,14 +415,29 @@ def diversity_rerank(candidates: Sequence[tuple[int, float]],
         raise ValueError(f"top_k must be > 0, got {top_k}")
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")
+    pool = _first_occurrences(candidates)
+    if lam == 0:  # no penalty: the first top_k by position, no neighbourhood needed
+        return [RerankedSeed(node, ann, 0.0, ann) for node, ann in pool[:top_k]]
+    return _lazy_greedy_seeds(pool, _neighborhood_lookup(neighborhoods, adj), top_k, lam)
+
+
+def _first_occurrences(candidates: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``candidates`` as (int node key, float ANN score), each node once, at its first
+    position."""
     pool: list[tuple[int, float]] = []
     seen: set[int] = set()
     for node, score in candidates:
         if node not in seen:
             seen.add(node)
             pool.append((int(node), float(score)))
-    if lam == 0:  # no penalty: the first top_k by position, no neighbourhood needed
-        return [RerankedSeed(node, ann, 0.0, ann) for node, ann in pool[:top_k]]
+    return pool
+
+
+def _neighborhood_lookup(neighborhoods: dict[int, frozenset[int]] | None,
+                         adj: Adjacency | None) -> Callable[[int], frozenset[int]]:
+    """node -> its open neighbourhood N(node): from ``neighborhoods`` when given there,
+    else from ``adj`` (an empty set without it); each node looked up once, on first
+    need."""
     given = neighborhoods or {}
     hood: dict[int, frozenset[int]] = {}
 
@@ -441,6 +447,26 @@ def diversity_rerank(candidates: Sequence[tuple[int, float]],
                 adj.neighbor_set(node) if adj is not None else frozenset())
         return hood[node]
 
+    return n_of
+
+
+def _lazy_greedy_seeds(pool: Sequence[tuple[int, float]],
+                       n_of: Callable[[int], frozenset[int]], top_k: int,
+                       lam: float) -> list[RerankedSeed]:
+    """The overlap-penalized greedy pass of :func:`diversity_rerank` over ``pool``
+    ((node key, ANN score), each node once, in tie order), at most ``top_k`` seeds in
+    pick order.
+
+    The greedy pass is evaluated lazily, as CELF does for submodular greedy selection
+    (Leskovec et al., KDD 2007, "Cost-effective outbreak detection in networks"): a
+    candidate's penalty only grows as seeds are added, so its score against the seeds
+    it was last compared with is an upper bound. Candidates wait in a heap on that
+    bound; the top one is compared with the seeds added since, and is picked when its
+    bound is still the best (its score is then exact). The picks, scores and ties are
+    those of the eager pass over every candidate; only the neighbourhoods and Jaccards
+    nobody needed are never computed (about top_k + the penalized ones instead of
+    oversample x top_k neighbourhoods and top_k x oversample x top_k Jaccards).
+    """
     overlap = [0.0] * len(pool)  # max Jaccard against chosen[:compared[i]]
     compared = [0] * len(pool)
     # (-upper bound, position): the heap's order is the eager pass's (score, then first)
