@@ -223,6 +223,32 @@ def pack_context(sections: Sequence[Section], budget: int, counter: TokenCounter
             smallest item's size).
     """
     check_budget(budget, budget_name)
+    kept, stats, offered, smallest = _fill_sections(sections, budget, counter)
+    if offered and not kept:
+        raise ValueError(f"{budget_name} of {budget} tokens cannot hold one context item "
+                         f"(the smallest needs {smallest} tokens with its heading)")
+    ordered = sorted(kept, key=lambda x: RENDER_ORDER.index(x.kind)
+                     if x.kind in RENDER_ORDER else len(RENDER_ORDER))
+    tokens = _trim_to_budget(ordered, [s.kind for s in sections], stats, budget, counter)
+    for kind, s in stats.items():
+        s["used"] = counter(render_items([x for x in ordered if x.kind == kind])) \
+            if s["kept"] else 0
+    return Context(ordered, budget, tokens, counter.name, stats)
+
+
+def _fill_sections(sections: Sequence[Section], budget: int, counter: TokenCounter
+                   ) -> tuple[list[ContextItem], dict[str, dict[str, int]], int, int | None]:
+    """The greedy pass of :func:`pack_context`: each section, in packing order, filled
+    up to its allowance (``share x budget`` plus what earlier sections left; the last
+    section: all that is left), its heading paid once it holds an item, an item that
+    does not fit skipped, a ``(kind, source_id)`` already packed dropped.
+
+    Returns:
+        (the items kept, in packing order; per section kind {"share", "used", "kept",
+        "candidates", "skipped"} in tokens and items; how many distinct items were
+        offered; the tokens of the smallest item with its heading, None when none was
+        offered).
+    """
     kept: list[ContextItem] = []
     stats: dict[str, dict[str, int]] = {}
     carry, offered = 0, 0
@@ -252,28 +278,32 @@ def pack_context(sections: Sequence[Section], budget: int, counter: TokenCounter
         stats[sec.kind] = {"share": int(sec.share * budget), "used": used, "kept": n_kept,
                            "candidates": n_kept + skipped, "skipped": skipped}
         carry = max(0, allowance - used)
-    if offered and not kept:
-        raise ValueError(f"{budget_name} of {budget} tokens cannot hold one context item "
-                         f"(the smallest needs {smallest} tokens with its heading)")
-    ordered = sorted(kept, key=lambda x: RENDER_ORDER.index(x.kind)
-                     if x.kind in RENDER_ORDER else len(RENDER_ORDER))
+    return kept, stats, offered, smallest
+
+
+def _trim_to_budget(ordered: list[ContextItem], packing: list[str],
+                    stats: dict[str, dict[str, int]], budget: int,
+                    counter: TokenCounter) -> int:
+    """Count the rendered ``ordered`` items whole and, while they exceed ``budget``
+    (per-line counts can undercount the rendered text), drop the last item of the
+    section packed last (``packing``: the section kinds in packing order), in place,
+    moving it from ``kept`` to ``skipped`` in ``stats``.
+
+    Returns:
+        the tokens of the rendered items left (0 when none is left).
+    """
     tokens = counter(render_items(ordered)) if ordered else 0
-    packing = [s.kind for s in sections]
     while tokens > budget and ordered:
         # drop from the section packed last (lowest priority), its last item first
         for kind in reversed(packing):
             mine = [j for j, x in enumerate(ordered) if x.kind == kind]
             if mine:
-                dropped = ordered.pop(mine[-1])
+                ordered.pop(mine[-1])
                 stats[kind]["kept"] -= 1
                 stats[kind]["skipped"] += 1
-                seen.discard((dropped.kind, dropped.source_id))
                 break
         tokens = counter(render_items(ordered)) if ordered else 0
-    for kind, s in stats.items():
-        s["used"] = counter(render_items([x for x in ordered if x.kind == kind])) \
-            if s["kept"] else 0
-    return Context(ordered, budget, tokens, counter.name, stats)
+    return tokens
 
 
 _REF = re.compile(r"\[([ERTCP]\d+)\]")
