@@ -389,27 +389,57 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
     Raises:
         ValueError: from ``rate.batches`` (a rate budget too small for one report line).
     """
-    sel = Selection([], "dynamic")
-    relevant: dict[int, int] = {}
-    replaced: dict[int, int] = {}
-    parent_of: dict[int, int] = {}
-    rated_keys: dict[str, int | None] = {}
-    children: list[int] = []  # the next step's queue
+    walk = _DynamicWalk(tree, threshold, max_level, keep_parent)
+    queue = tree.roots()
+    while queue:
+        if shortlist is not None:
+            kept = shortlist(queue)
+            walk.sel.shortlisted_out += len(queue) - len(kept)
+            queue = kept
+        if reach is not None:
+            reach(queue)
+        walk.rate_step(queue, rate, progress)
+        queue = list(dict.fromkeys(walk.children))
+        if not queue and not walk.relevant:
+            queue = walk.fallback_level()
+    return walk.finish()
 
-    def settle(c: int) -> bool:
-        """Keep or prune ``c`` by its report's rating; False while it is not rated."""
+
+class _DynamicWalk:
+    """The state of one :func:`select_dynamic` walk down ``tree``: the selection being
+    built, the relevant communities (community -> rating), those their relevant
+    children replaced, each queued child's parent, the rating of each report key rated
+    so far (None: its batch failed), and the next step's queue (``children``)."""
+
+    def __init__(self, tree: CommunityTree, threshold: int, max_level: int | None,
+                 keep_parent: bool) -> None:
+        self.tree, self.threshold = tree, threshold
+        self.max_level, self.keep_parent = max_level, keep_parent
+        self.sel = Selection([], "dynamic")
+        self.relevant: dict[int, int] = {}
+        self.replaced: dict[int, int] = {}
+        self.parent_of: dict[int, int] = {}
+        self.rated_keys: dict[str, int | None] = {}
+        self.children: list[int] = []  # the next step's queue
+        self.next_level = 1
+
+    def settle(self, c: int) -> bool:
+        """Keep or prune community ``c`` by its report's rating (a relevant one queues
+        its effective children; an irrelevant one's subtree is counted as pruned);
+        False while its report is not rated."""
+        tree, sel = self.tree, self.sel
         key = tree.reports[c].report_key
-        if key not in rated_keys:
+        if key not in self.rated_keys:
             return False
-        rating = sel.ratings[c] = rated_keys[key]
-        if rating is not None and rating >= threshold:
-            relevant[c] = rating
-            parent = parent_of.get(c)
-            if parent is not None and not keep_parent and parent in relevant:
-                replaced[parent] = relevant.pop(parent)  # a relevant child replaces it
-            for k in tree.effective_children(c, max_level):
-                parent_of[k] = c
-                children.append(k)
+        rating = sel.ratings[c] = self.rated_keys[key]
+        if rating is not None and rating >= self.threshold:
+            self.relevant[c] = rating
+            parent = self.parent_of.get(c)
+            if parent is not None and not self.keep_parent and parent in self.relevant:
+                self.replaced[parent] = self.relevant.pop(parent)  # a relevant child replaces it
+            for k in tree.effective_children(c, self.max_level):
+                self.parent_of[k] = c
+                self.children.append(k)
         else:
             below = tree.subtree_size(c)
             if below:
@@ -417,60 +447,77 @@ def select_dynamic(tree: CommunityTree, rate: BatchRater, threshold: int = DEFAU
                 sel.pruned_reports += below
         return True
 
-    queue = tree.roots()
-    next_level = 1
-    while queue:
-        if shortlist is not None:
-            kept = shortlist(queue)
-            sel.shortlisted_out += len(queue) - len(kept)
-            queue = kept
-        if reach is not None:
-            reach(queue)
-        todo: dict[str, Report] = {}  # each report not rated yet once, in queue order
+    def unrated_reports(self, queue: list[int]) -> dict[str, Report]:
+        """report key -> report of each community of ``queue`` whose report is not
+        rated yet, each report once, in queue order."""
+        todo: dict[str, Report] = {}
         for c in queue:
-            if tree.reports[c].report_key not in rated_keys:
-                todo.setdefault(tree.reports[c].report_key, tree.reports[c])
+            if self.tree.reports[c].report_key not in self.rated_keys:
+                todo.setdefault(self.tree.reports[c].report_key, self.tree.reports[c])
+        return todo
+
+    def rate_step(self, queue: list[int], rate: BatchRater, progress: Progress | None) -> None:
+        """Rate the unrated reports of ``queue`` batch by batch, settling each community
+        of ``queue`` as soon as its report is rated (those an earlier step rated at
+        the end), and report progress after each batch; fills ``children``.
+
+        Raises:
+            ValueError: from ``rate.batches``.
+        """
+        tree, sel = self.tree, self.sel
+        todo = self.unrated_reports(queue)
         by_ref = {rep.ref: rep for rep in todo.values()}
-        children.clear()
+        self.children.clear()
         pending = list(queue)
         for batch in rate.batches(list(todo.values())):
             ratings, failure = rate(batch)
             sel.rated += len(batch.refs)
             sel.rating_calls += 1
             for ref in batch.refs:
-                rated_keys[by_ref[ref].report_key] = ratings.get(ref)
+                self.rated_keys[by_ref[ref].report_key] = ratings.get(ref)
             if failure is not None:
                 sel.failures.append(failure)
-            pending = [c for c in pending if not settle(c)]
+            pending = [c for c in pending if not self.settle(c)]
             if progress:
                 progress({"phase": "rate", "level": by_ref[batch.refs[0]].level,
                           "rated": sel.rated, "rating_calls": sel.rating_calls,
-                          "relevant": len(relevant), "pruned_subtrees": sel.pruned_subtrees,
+                          "relevant": len(self.relevant),
+                          "pruned_subtrees": sel.pruned_subtrees,
                           "pruned_reports": sel.pruned_reports,
                           "queued": len({tree.reports[c].report_key for c in pending})
-                          + len(children)})
+                          + len(self.children)})
         for c in pending:  # those whose report an earlier step rated
-            settle(c)
-        queue = list(dict.fromkeys(children))
-        if not queue and not relevant:
-            # nothing relevant so far: rate the next level whole (GraphRAG does the same)
-            while next_level in tree.levels and (max_level is None or next_level <= max_level):
-                level_nodes = [c for c in tree.at_level(next_level) if c not in sel.ratings]
-                next_level += 1
-                if level_nodes:
-                    sel.level_fallbacks.append(next_level - 1)
-                    queue = level_nodes
-                    break
-    def best_first(ratings: dict[int, int]) -> list[int]:
-        return sorted(ratings, key=lambda c: (-ratings[c], -tree.reports[c].rank, c))
+            self.settle(c)
 
-    sel.selected, sel.replaced = best_first(relevant), best_first(replaced)
-    # the running count above also holds subtrees that a level fallback rated after all:
-    # the final figure is the distinct reports within max_level that were never rated
-    in_scope = {r.report_key for c, r in tree.reports.items()
-                if max_level is None or tree.level_of[c] <= max_level}
-    sel.pruned_reports = len(in_scope - set(rated_keys))
-    return sel
+    def fallback_level(self) -> list[int]:
+        """With nothing relevant so far, the next level with communities not rated yet,
+        rated whole (GraphRAG does the same; recorded in ``level_fallbacks``), within
+        ``max_level``; [] when no level is left."""
+        tree, sel = self.tree, self.sel
+        while self.next_level in tree.levels and (self.max_level is None
+                                                  or self.next_level <= self.max_level):
+            level_nodes = [c for c in tree.at_level(self.next_level) if c not in sel.ratings]
+            self.next_level += 1
+            if level_nodes:
+                sel.level_fallbacks.append(self.next_level - 1)
+                return level_nodes
+        return []
+
+    def finish(self) -> Selection:
+        """The selection: the relevant communities and those they replaced, best rating
+        first (then report rank, then community number), and the distinct reports within
+        ``max_level`` never rated as ``pruned_reports`` (the running count also held
+        subtrees that a level fallback rated after all)."""
+        tree, sel = self.tree, self.sel
+
+        def best_first(ratings: dict[int, int]) -> list[int]:
+            return sorted(ratings, key=lambda c: (-ratings[c], -tree.reports[c].rank, c))
+
+        sel.selected, sel.replaced = best_first(self.relevant), best_first(self.replaced)
+        in_scope = {r.report_key for c, r in tree.reports.items()
+                    if self.max_level is None or tree.level_of[c] <= self.max_level}
+        sel.pruned_reports = len(in_scope - set(self.rated_keys))
+        return sel
 
 
 def map_batches(reports: Sequence[Report], budget: int, counter: TokenCounter,
