@@ -155,6 +155,26 @@ def index_report_settings(summary: dict[str, Any] | None) -> IndexSettings | Non
     return IndexSettings(**recorded) if recorded else None
 
 
+def _awaiting_keys(tree: CommunityTree, communities: Iterable[int]) -> list[str]:
+    """The report keys of ``communities`` whose community report awaits its LLM report
+    (``generated_by`` ``lazy`` in ``tree``), each once, in the order of
+    ``communities``; communities without a report are skipped."""
+    return list(dict.fromkeys(
+        tree.reports[c].report_key for c in communities
+        if c in tree.reports and tree.reports[c].generated_by == LAZY))
+
+
+def _copies(tree: CommunityTree, keys: list[str]) -> dict[str, list[int]]:
+    """report key -> every community of ``tree`` holding that report (a community
+    repeated unchanged one level deeper shares its parent's), for each of ``keys``."""
+    wanted = set(keys)
+    sharing: dict[str, list[int]] = {}
+    for c, rep in tree.reports.items():
+        if rep.report_key in wanted:
+            sharing.setdefault(rep.report_key, []).append(c)
+    return sharing
+
+
 class LazyReports:
     """Writes and keeps the LLM reports a lazy index's global search reaches (module doc).
 
@@ -225,28 +245,16 @@ class LazyReports:
         counts = {"written": 0, "rejected": 0, "failed": 0, "reused": 0, "unsaved": 0,
                   "capped": 0}
         with self._lock:
-            wanted = list(dict.fromkeys(
-                tree.reports[c].report_key for c in communities
-                if c in tree.reports and tree.reports[c].generated_by == LAZY))
+            wanted = _awaiting_keys(tree, communities)
             if not wanted:
                 return counts
             t = self._load()
-            sharing: dict[str, list[int]] = {}
-            for c, rep in tree.reports.items():
-                if rep.report_key in wanted:
-                    sharing.setdefault(rep.report_key, []).append(c)
+            sharing = _copies(tree, wanted)
             # each lazy report is written from its deepest copy, as the reports stage does
             deepest = {k: max(cs, key=lambda c: (tree.reports[c].level, -c))
                        for k, cs in sharing.items()}
-            to_write: list[tuple[str, str]] = []  # (lazy key, LLM report key)
-            for lazy_key in wanted:
-                key = self._key(t, t["communities"][deepest[lazy_key]], model_id)
-                stored = self.store.get(key)
-                if stored is None:
-                    to_write.append((lazy_key, key))
-                    continue
-                counts["reused"] += 1
-                self._apply(tree, sharing[lazy_key], _tree_fields(stored, key))
+            to_write = self._reuse_stored(tree, t, wanted, sharing, deepest, model_id,
+                                          counts)
             if limit is not None:
                 counts["capped"] = max(0, len(to_write) - limit)
                 to_write = to_write[:max(0, limit)]
@@ -257,6 +265,28 @@ class LazyReports:
                 counts[how] += 1
                 self._apply(tree, sharing[lazy_key], fields)
         return counts
+
+    def _reuse_stored(self, tree: CommunityTree, t: dict[str, Any], wanted: list[str],
+                      sharing: dict[str, list[int]], deepest: dict[str, int], model_id: str,
+                      counts: dict[str, int]) -> list[tuple[str, str]]:
+        """Give every copy of each ``wanted`` lazy report (``sharing``) its LLM report from
+        the side table when a query wrote it before (counted as ``reused``); the LLM
+        report key is that of the report's deepest copy (``deepest``).
+
+        Returns:
+            (lazy report key, LLM report key) of each report not in the side table, in
+            the order of ``wanted``.
+        """
+        to_write: list[tuple[str, str]] = []
+        for lazy_key in wanted:
+            key = self._key(t, t["communities"][deepest[lazy_key]], model_id)
+            stored = self.store.get(key)
+            if stored is None:
+                to_write.append((lazy_key, key))
+                continue
+            counts["reused"] += 1
+            self._apply(tree, sharing[lazy_key], _tree_fields(stored, key))
+        return to_write
 
     @staticmethod
     def _apply(tree: CommunityTree, communities: list[int], fields: dict[str, Any]) -> None:
