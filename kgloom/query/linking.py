@@ -153,6 +153,19 @@ class NameLinker:
             capitalized spans of the extraction's candidate finder that matched no
             entity, for the caller to try by embedding).
         """
+        found = self._name_links(question)
+        partial, unlinked = self._partial_links(question, {_key(x.span) for _, x in found})
+        return _first_per_entity(found + partial), unlinked
+
+    def _name_links(self, question: str) -> list[tuple[int, LinkedEntity]]:
+        """The ``name`` and ``alias`` links of ``question``: its word spans, longest
+        first and non-overlapping (a linked span's words are used up), matched exactly
+        by key (:meth:`_may_name` says which spans may name an entity).
+
+        Returns:
+            (character position of the span's first word, link) pairs; a span naming
+            several entities gives one per entity, by entity id.
+        """
         text = _POSSESSIVE.sub("", question)
         bounds = word_spans(text)
         words = [(text[a:b], a) for a, b in bounds]
@@ -166,28 +179,49 @@ class NameLinker:
             for i in range(len(words) - n + 1):
                 if any(used[i:i + n]) or n - sum(free[i:i + n]) > MAX_SPAN_TOKENS:
                     continue
-                toks = keys[i:i + n]
-                if all(t in _COMMON for t in toks):
-                    continue
                 span = text[bounds[i][0]:bounds[i + n - 1][1]]  # as written: no added spaces
-                if all(free[i:i + n]):
-                    if len(span) < 2:  # one character of Chinese or Thai names nothing alone
-                        continue
-                elif n == 1 and not (words[i][0][:1].isupper()
-                                     or any(c.isdigit() for c in words[i][0])):
+                if not self._may_name(span, keys[i:i + n], free[i:i + n], words[i][0], cased):
                     continue
-                key = _key(span)
-                if (cased and key not in self.uncased and not _has_capital(span)
-                        and not any(c.isdigit() for c in span)):
-                    continue  # a capitalized title written in lower case: a common phrase
-                hits = self.by_key.get(key)
+                hits = self.by_key.get(_key(span))
                 if not hits:
                     continue
                 for eid, method in sorted(hits.items()):
                     found.append((words[i][1], LinkedEntity(eid, self.title[eid], method, span,
                                                             1.0)))
                 used[i:i + n] = [True] * n
-        covered = {_key(x.span) for _, x in found}
+        return found
+
+    def _may_name(self, span: str, toks: list[str], free: list[bool], first_word: str,
+                  cased: bool) -> bool:
+        """May ``span`` (its words' keys ``toks``, which of them are in a script written
+        without spaces ``free``, its first word as written) name an entity? Not when it
+        is only common words, one character of an unspaced script, a single word with
+        no capital or digit, or, in a question that writes case (``cased``), a span
+        written in lower case whose key the index never writes so."""
+        if all(t in _COMMON for t in toks):
+            return False
+        if all(free):
+            if len(span) < 2:  # one character of Chinese or Thai names nothing alone
+                return False
+        elif len(toks) == 1 and not (first_word[:1].isupper()
+                                     or any(c.isdigit() for c in first_word)):
+            return False
+        # a capitalized title written in lower case: a common phrase
+        return not (cased and _key(span) not in self.uncased and not _has_capital(span)
+                    and not any(c.isdigit() for c in span))
+
+    def _partial_links(self, question: str, covered: set[str]
+                       ) -> tuple[list[tuple[int, LinkedEntity]], list[str]]:
+        """The ``partial_name`` links of ``question``: each span of the extraction's
+        candidate finder (leading common words dropped) whose key no span in
+        ``covered`` (the keys already linked; grown here) contains, linked to the
+        entities whose titles hold it (:meth:`_partial`).
+
+        Returns:
+            ((character position of the span in ``question``, or -1; link) pairs,
+            the candidate spans that linked nothing, in question order).
+        """
+        found: list[tuple[int, LinkedEntity]] = []
         unlinked: list[str] = []
         for span in candidate_names(question):
             words_ = span.split()
@@ -206,14 +240,7 @@ class NameLinker:
                 covered.add(key)
             else:
                 unlinked.append(span)
-        found.sort(key=lambda p: (p[0], p[1].entity_id))
-        seen: set[str] = set()
-        links = []
-        for _, link in found:
-            if link.entity_id not in seen:
-                seen.add(link.entity_id)
-                links.append(link)
-        return links, unlinked
+        return found, unlinked
 
     def _partial(self, key: str) -> list[tuple[str, float]]:
         """Entities whose title key holds ``key``'s tokens contiguously (at most
@@ -233,3 +260,17 @@ class NameLinker:
         if len(hits) > MAX_PARTIAL_MATCHES:
             return []
         return sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _first_per_entity(found: list[tuple[int, LinkedEntity]]) -> list[LinkedEntity]:
+    """The links of ``found`` ((position, link) pairs) sorted by position, then entity
+    id (a stable sort: name links before partial ones at a tie), each entity's first
+    link only."""
+    found = sorted(found, key=lambda p: (p[0], p[1].entity_id))
+    seen: set[str] = set()
+    links = []
+    for _, link in found:
+        if link.entity_id not in seen:
+            seen.add(link.entity_id)
+            links.append(link)
+    return links
