@@ -7,7 +7,9 @@ from typing import Any
 
 from kgloom.query.context_builder.local_context import build_basic_context
 from kgloom.query.retrieval import RetrievalSettings
-from kgloom.query.structured_search.search_base import BaseSearch, CallLog, SearchResult
+from kgloom.query.structured_search.search_base import BaseSearch
+from kgloom.query.structured_search.search_model import CallLog
+from kgloom.query.structured_search.search_result import SearchResult
 
 
 class BasicSearch(BaseSearch):
