@@ -40,6 +40,7 @@ from kgloom.query.context_builder.community_context import (
     Progress,
     Report,
     ReportBatch,
+    Selection,
     map_batches,
     select_dynamic,
     select_static,
@@ -182,20 +183,7 @@ class GlobalSearch(BaseSearch):
         info["hierarchy"] = {"levels": tree.levels, "reports": len(tree),
                              "missing_reports": tree.missing, "stale_reports": tree.stale}
         reach = self._reach(tree, answer, log, info, failures)
-        if dynamic:
-            assert log is not None
-
-            rate = BatchRater(log, question, self.counter, cfg.seed, cfg.rate_budget,
-                              cfg.rate_batch, cfg.rate_max_tokens)
-            selection = select_dynamic(
-                tree, rate, cfg.threshold, level, progress,
-                shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None,
-                keep_parent=cfg.keep_parent, reach=reach)
-        else:
-            chosen = level if level is not None else (
-                cfg.default_level if cfg.default_level in tree.levels else tree.levels[-1])
-            selection = select_static(tree, chosen)
-            info["level"] = chosen
+        selection = self._select(question, tree, dynamic, level, log, info, progress, reach)
         failures += selection.failures
         info["selection"] = selection.summary()
         if not selection.selected:
@@ -212,31 +200,106 @@ class GlobalSearch(BaseSearch):
         info["map"] = map_info
         report_sources = _report_sources(reports)
         if not answer:
-            items = [ContextItem(rep.ref, "reports", str(rep.community),
-                                 verbalize_report(rep.ref, rep.title, rep.full_content),
-                                 rep.rank) for rep in reports]
-            context = Context(items, cfg.map_budget, max(b.tokens for b in batches),
-                              self.counter.name, {"reports": {"kept": len(items)}})
-            return SearchResult(question, mode, "global", reason, None, [], context,
-                                report_sources, batches, info, failures)
+            return SearchResult(question, mode, "global", reason, None, [],
+                                self._reports_context(reports, batches), report_sources,
+                                batches, info, failures)
         assert log is not None
         points, map_failures = run_map(question, batches, log, cfg.seed, progress)
         failures += map_failures
         if dynamic and cfg.map_fallback and selection.replaced and not rank_points(points):
-            if reach is not None:
-                reach(selection.replaced)
-            broader = [tree.reports[c] for c in selection.replaced]
-            more = map_batches(broader, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
-            extra, map_failures = run_map(question, more, log, cfg.seed, progress,
-                                          first_batch=len(batches))
-            failures += map_failures
+            extra, more, broader = self._map_broader(question, tree, selection.replaced,
+                                                     len(batches), log, progress, reach,
+                                                     failures, map_info)
             points += extra
             batches = batches + more
             report_sources.update(_report_sources(broader))
-            map_info["fallback"] = {"reports": len(broader), "batches": len(more),
-                                    "points": len(extra),
-                                    "above_zero": len(rank_points(extra))}
-        context = reduce_context(points, cfg.reduce_budget, self.counter)
+        return self._reduce_and_answer(question, mode, reason, points, batches,
+                                       report_sources, log, info, failures, progress)
+
+    def _select(self, question: str, tree: CommunityTree, dynamic: bool, level: int | None,
+                log: CallLog | None, info: dict[str, Any], progress: Progress | None,
+                reach: Callable[[list[int]], None] | None) -> Selection:
+        """The communities to map: dynamic community selection
+        (:func:`~kgloom.query.context_builder.community_context.select_dynamic`, rating
+        with ``log``, which must then be given; shortlisted when
+        ``config.rate_shortlist``), or every report of one level (``level``, else
+        ``config.default_level`` when the hierarchy has it, else its deepest level;
+        recorded as ``info["level"]``).
+
+        Raises:
+            ValueError: a level the hierarchy lacks, or a rate budget too small for one
+                report line.
+        """
+        cfg = self.config
+        if dynamic:
+            assert log is not None
+
+            rate = BatchRater(log, question, self.counter, cfg.seed, cfg.rate_budget,
+                              cfg.rate_batch, cfg.rate_max_tokens)
+            return select_dynamic(
+                tree, rate, cfg.threshold, level, progress,
+                shortlist=self._shortlist(question, tree) if cfg.rate_shortlist else None,
+                keep_parent=cfg.keep_parent, reach=reach)
+        chosen = level if level is not None else (
+            cfg.default_level if cfg.default_level in tree.levels else tree.levels[-1])
+        selection = select_static(tree, chosen)
+        info["level"] = chosen
+        return selection
+
+    def _reports_context(self, reports: list[Report], batches: list[ReportBatch]) -> Context:
+        """The context of a search without an answer (``answer=False``): the selected
+        community reports, full content, in selection order (no map, no reduce); its
+        budget the map budget, its tokens those of the largest map batch."""
+        items = [ContextItem(rep.ref, "reports", str(rep.community),
+                             verbalize_report(rep.ref, rep.title, rep.full_content),
+                             rep.rank) for rep in reports]
+        return Context(items, self.config.map_budget, max(b.tokens for b in batches),
+                       self.counter.name, {"reports": {"kept": len(items)}})
+
+    def _map_broader(self, question: str, tree: CommunityTree, replaced: list[int],
+                     first_batch: int, log: CallLog, progress: Progress | None,
+                     reach: Callable[[list[int]], None] | None, failures: list[dict],
+                     map_info: dict[str, Any]
+                     ) -> tuple[list[KeyPoint], list[ReportBatch], list[Report]]:
+        """The map fallback (module doc): the reports of ``replaced`` (the relevant
+        communities their children replaced, best rating first; given their LLM reports
+        first on a lazy index through ``reach``) mapped, their batches numbered from
+        ``first_batch``; failure rows go to ``failures``, the counts to
+        ``map_info["fallback"]``.
+
+        Returns:
+            (the key points, the map batches, the broader reports mapped).
+
+        Raises:
+            ValueError: a map budget too small for one report line.
+        """
+        cfg = self.config
+        if reach is not None:
+            reach(replaced)
+        broader = [tree.reports[c] for c in replaced]
+        more = map_batches(broader, cfg.map_budget, self.counter, cfg.map_report_max_tokens)
+        extra, map_failures = run_map(question, more, log, cfg.seed, progress,
+                                      first_batch=first_batch)
+        failures += map_failures
+        map_info["fallback"] = {"reports": len(broader), "batches": len(more),
+                                "points": len(extra), "above_zero": len(rank_points(extra))}
+        return extra, more, broader
+
+    def _reduce_and_answer(self, question: str, mode: str, reason: str,
+                           points: list[KeyPoint], batches: list[ReportBatch],
+                           report_sources: dict[str, dict[str, str]], log: CallLog,
+                           info: dict[str, Any], failures: list[dict],
+                           progress: Progress | None) -> SearchResult:
+        """The reduce step (``points`` ranked into the reduce budget,
+        :func:`reduce_context`) and the answer from it, citing the community reports
+        the kept points name; no answer call when no point scored above 0
+        (``info["note"]`` says so).
+
+        Raises:
+            ValueError: the reduced context does not fit the model's window with its
+                prompt.
+        """
+        context = reduce_context(points, self.config.reduce_budget, self.counter)
         info["reduce"] = {"points": len(points), "kept": len(context.items),
                           "tokens": context.tokens}
         if progress:
