@@ -120,78 +120,119 @@ def create_app(embedder: Any, model_id: str, chat_upstream: str | None = None,
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     lock = threading.Lock()  # one forward pass at a time: torch threads are set per call
     upstream = chat_upstream.rstrip("/").removesuffix("/v1") if chat_upstream else None
 
-    def error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-        return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
-
-    def embed(texts: list[str]) -> tuple[np.ndarray, int]:
-        with lock:
-            tok = embedder.tokenizer
-            if hasattr(tok, "encode_batch"):  # a `tokenizers.Tokenizer` (the numpy embedder)
-                tokens = sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=True))
-            else:  # a transformers tokenizer (the sentence-transformers embedder)
-                tokens = sum(len(ids) for ids in tok(
-                    texts, add_special_tokens=True, verbose=False)["input_ids"])
-            return embedder.embed(texts, threads=1), tokens
-
-    def upstream_models(base: str) -> list[dict]:
-        try:
-            with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
-                return [m for m in json.loads(r.read()).get("data", []) if isinstance(m, dict)]
-        except (OSError, ValueError, AttributeError):
-            return []  # the chat server is down: list what this server serves itself
-
-    def post_chat(base: str, raw: bytes, auth: str) -> tuple[int, bytes, str]:
-        req = urllib.request.Request(base + "/v1/chat/completions", data=raw, headers={
-            "Content-Type": "application/json", "Authorization": auth})
-        try:
-            with urllib.request.urlopen(req, timeout=chat_timeout_s) as r:
-                return r.status, r.read(), r.headers.get("Content-Type", "application/json")
-        except urllib.error.HTTPError as exc:  # the server's own error: passed on as is
-            return exc.code, exc.read(), exc.headers.get("Content-Type", "application/json")
-
     async def models(request: Request) -> JSONResponse:
         data = [{"id": model_id, "object": "model", "owned_by": "kgloom"}]
         if upstream:
-            data += await run_in_threadpool(upstream_models, upstream)
+            data += await run_in_threadpool(_upstream_models, upstream)
         return JSONResponse({"object": "list", "data": data})
 
     async def embeddings(request: Request) -> JSONResponse:
         try:
             texts, fmt = parse_embedding_request(parse_json_body(await request.body()))
         except (EmbeddingRequestError, JSONBodyError) as exc:
-            return error(400, str(exc))
-        vectors, tokens = await run_in_threadpool(embed, texts)
+            return _error(400, str(exc))
+        vectors, tokens = await run_in_threadpool(_embed_counting_tokens, embedder, lock,
+                                                  texts)
         return JSONResponse(embedding_response(vectors, model_id, fmt, tokens))
-
-    async def chat(request: Request) -> Response:
-        if not upstream:
-            return error(404, "no chat model here: start serve-embeddings with "
-                         "--chat-upstream URL to pass chat completions through", "not_found")
-        try:
-            body = llama_cpp_response_format(parse_json_body(await request.body()))
-        except JSONBodyError as exc:
-            return error(400, str(exc))
-        t0 = time.perf_counter()
-        try:
-            status, out, kind = await run_in_threadpool(
-                post_chat, upstream, json.dumps(body).encode(),
-                request.headers.get("authorization", ""))
-        except OSError as exc:
-            return error(502, f"chat server {upstream} did not answer: {exc}", "upstream_error")
-        app.state.chat_calls.append(_chat_call(status, out, time.perf_counter() - t0, body))
-        return Response(out, status_code=status, media_type=kind)
 
     app = Starlette(routes=[Route("/v1/models", models, methods=["GET"]),
                             Route("/v1/embeddings", embeddings, methods=["POST"]),
-                            Route("/v1/chat/completions", chat, methods=["POST"])])
+                            Route("/v1/chat/completions", _chat_endpoint(upstream,
+                                                                         chat_timeout_s),
+                                  methods=["POST"])])
     app.state.chat_calls = []
     return app
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error"):
+    """An OpenAI-style error response: ``{"error": {"message", "type"}}`` with HTTP
+    ``status``."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+
+
+def _embed_counting_tokens(embedder: Any, lock: threading.Lock, texts: list[str]
+                           ) -> tuple[np.ndarray, int]:
+    """(the (n, dim) float32 vectors of ``texts``, their tokens with special tokens) by
+    ``embedder``, one forward pass at a time (``lock``), on one thread."""
+    with lock:
+        tok = embedder.tokenizer
+        if hasattr(tok, "encode_batch"):  # a `tokenizers.Tokenizer` (the numpy embedder)
+            tokens = sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=True))
+        else:  # a transformers tokenizer (the sentence-transformers embedder)
+            tokens = sum(len(ids) for ids in tok(
+                texts, add_special_tokens=True, verbose=False)["input_ids"])
+        return embedder.embed(texts, threads=1), tokens
+
+
+def _upstream_models(base: str) -> list[dict]:
+    """The models the chat server at ``base`` lists (``GET /v1/models``); [] when it does
+    not answer or answers with no list."""
+    try:
+        with urllib.request.urlopen(base + "/v1/models", timeout=10) as r:
+            return [m for m in json.loads(r.read()).get("data", []) if isinstance(m, dict)]
+    except (OSError, ValueError, AttributeError):
+        return []  # the chat server is down: list what this server serves itself
+
+
+def _post_chat(base: str, raw: bytes, auth: str, timeout_s: float) -> tuple[int, bytes, str]:
+    """POST the JSON body ``raw`` to the chat server's ``/v1/chat/completions`` with the
+    ``Authorization`` header ``auth``.
+
+    Returns:
+        (HTTP status, response body, its content type); the server's own HTTP errors
+        are returned as they are.
+
+    Raises:
+        OSError: the server did not answer (refused, timed out after ``timeout_s``).
+    """
+    req = urllib.request.Request(base + "/v1/chat/completions", data=raw, headers={
+        "Content-Type": "application/json", "Authorization": auth})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            return r.status, r.read(), r.headers.get("Content-Type", "application/json")
+    except urllib.error.HTTPError as exc:  # the server's own error: passed on as is
+        return exc.code, exc.read(), exc.headers.get("Content-Type", "application/json")
+
+
+def _chat_endpoint(upstream: str | None, timeout_s: float):
+    """The ``POST /v1/chat/completions`` endpoint: the request passed through to the
+    chat server at ``upstream`` (404 without one; 400 on a body that is no JSON; 502
+    when the server does not answer), its ``json_schema`` response format rewritten
+    (:func:`llama_cpp_response_format`); each call is logged in the app's
+    ``state.chat_calls`` (:func:`_chat_call`)."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    async def chat(request: Request) -> Response:
+        if not upstream:
+            return _error(404, "no chat model here: start serve-embeddings with "
+                          "--chat-upstream URL to pass chat completions through", "not_found")
+        try:
+            body = llama_cpp_response_format(parse_json_body(await request.body()))
+        except JSONBodyError as exc:
+            return _error(400, str(exc))
+        t0 = time.perf_counter()
+        try:
+            status, out, kind = await run_in_threadpool(
+                _post_chat, upstream, json.dumps(body).encode(),
+                request.headers.get("authorization", ""), timeout_s)
+        except OSError as exc:
+            return _error(502, f"chat server {upstream} did not answer: {exc}",
+                          "upstream_error")
+        request.app.state.chat_calls.append(
+            _chat_call(status, out, time.perf_counter() - t0, body))
+        return Response(out, status_code=status, media_type=kind)
+
+    return chat
 
 
 def _chat_call(status: int, out: bytes, seconds: float, body: dict) -> dict[str, Any]:
