@@ -246,18 +246,8 @@ def import_graph(nodes: pl.DataFrame, edges: pl.DataFrame, output_dir: str | Pat
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write ``nodes`` and ``edges`` as a kgloom index in ``output_dir``.
 
-    Written (the layout of a ``kgloom index`` output, text-free):
-    entities.parquet (ENTITIES_SCHEMA: the node id as entity id, title, type,
-    description, degree, weighted_degree, PageRank by ``kgloom.graph.communities.
-    compute_graph_metrics``), relationships.parquet (RELATIONSHIPS_SCHEMA: id =
-    ``content_id("relationship", a, b)`` of the sorted pair as for extracted ones, kind
-    ``imported``), graph-nodes.parquet (GRAPH_NODES_SCHEMA plus every extra node column,
-    node_key 0..n-1 in order of sorted id) and graph-edges.parquet (``kgloom.publish.tables.
-    build_graph_tables``), empty text_units.parquet, and ``lancedb/`` with the
-    ``entities`` table (id, title, type, description, vector; IVF_PQ cosine index from
-    ``ann_min_rows`` rows, default ``vectors.ANN_INDEX_MIN_ROWS``), an empty
-    ``text_units`` table of the same dimension, and an embedder manifest marking the
-    vectors external. Then ``graph-import.json``, the summary returned here.
+    Written: the layout of a ``kgloom index`` output, text-free (:func:`_write_tables`
+    lists the tables), then ``graph-import.json``, the summary returned here.
 
     Everything is written into a new folder next to ``output_dir`` first, which then
     takes its place; a failure leaves ``output_dir`` as it was.
@@ -289,11 +279,56 @@ def import_graph(nodes: pl.DataFrame, edges: pl.DataFrame, output_dir: str | Pat
     _require(nodes, "nodes", ("id", "vector"))
     _require(edges, "edges", ("source", "target"))
     _check_output(output_dir)
+    entities, relationships, vectors, counts = _checked_graph(nodes, edges, say)
+    graph_nodes, graph_edges, extra = _graph_tables(nodes, entities, relationships)
+
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.import-", dir=output_dir.parent))
+    try:
+        indexed = _write_tables(staging, entities, relationships, graph_nodes, graph_edges,
+                                vectors, ann_min_rows, say)
+        summary = {"nodes": entities.height, "dim": int(vectors.shape[1]), **counts,
+                   "extra_node_columns": extra, "ann_index": indexed,
+                   "vectors": EXTERNAL_VECTORS_KEY, "source": source or {},
+                   "output_dir": str(output_dir),
+                   "seconds": round(time.perf_counter() - start, 3)}
+        storage.write_json(summary, staging / IMPORT_SUMMARY)
+        publish_build(staging)  # readers of the new folder open this build
+        _swap_in(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return summary
+
+
+def _checked_graph(nodes: pl.DataFrame, edges: pl.DataFrame, say: Callable[[str], None]
+                   ) -> tuple[pl.DataFrame, pl.DataFrame, np.ndarray, dict[str, int]]:
+    """(entities, relationships, node vectors (n, dim) float32, the edge counts of
+    :func:`_relationships`) of the checked input tables, degree and PageRank filled in
+    (``kgloom.graph.communities.compute_graph_metrics``).
+
+    Raises:
+        GraphImportError: a null or repeated node id, a bad vector, a bad weight, or an
+            edge naming an unknown node.
+    """
     entities = _entities(nodes)
     vectors = node_vectors(nodes)
     relationships, counts = _relationships(edges, entities)
     say(f"degree and PageRank of {entities.height} nodes, {relationships.height} edges")
     entities, relationships = compute_graph_metrics(entities, relationships)
+    return entities, relationships, vectors, counts
+
+
+def _graph_tables(nodes: pl.DataFrame, entities: pl.DataFrame, relationships: pl.DataFrame
+                  ) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    """(graph-nodes, graph-edges, the extra node columns): the graph tables of the
+    entities and relationships (``kgloom.publish.tables.build_graph_tables``, no
+    communities), graph-nodes joined with every node column beyond
+    :data:`NODE_COLUMNS`, by entity id, in graph-nodes' order.
+
+    Raises:
+        GraphImportError: an extra node column clashes with graph-nodes' own columns.
+    """
     graph_nodes, graph_edges = tables.build_graph_tables(
         entities, relationships, schemas.empty(schemas.COMMUNITIES_SCHEMA))
     extra = [c for c in nodes.columns if c not in NODE_COLUMNS]
@@ -305,37 +340,44 @@ def import_graph(nodes: pl.DataFrame, edges: pl.DataFrame, output_dir: str | Pat
         graph_nodes = graph_nodes.join(
             nodes.select(pl.col("id").cast(pl.String).alias("entity_id"), *extra),
             on="entity_id", how="left", maintain_order="left")
+    return graph_nodes, graph_edges, extra
 
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.import-", dir=output_dir.parent))
-    try:
-        say("writing parquet tables")
-        for df, name in [(entities, schemas.ENTITIES), (relationships, schemas.RELATIONSHIPS),
-                         (graph_nodes, schemas.GRAPH_NODES), (graph_edges, schemas.GRAPH_EDGES),
-                         (schemas.empty(schemas.TEXT_UNITS_SCHEMA), schemas.TEXT_UNITS)]:
-            storage.write_table(df, staging, name)
-        db = staging / LANCEDB_DIR
-        dim = int(vectors.shape[1])
-        limits = {} if ann_min_rows is None else {"ann_min_rows": ann_min_rows}
-        say("writing the LanceDB entities table (and its IVF_PQ index when large)")
-        written = write_lancedb(db, "entities",
-                                entities.select("id", "title", "type", "description"),
-                                vectors, **limits)
-        write_lancedb(db, "text_units", schemas.empty(schemas.TEXT_UNITS_SCHEMA),
-                      np.zeros((0, dim), dtype=np.float32))
-        write_external_manifest(db, dim)
-        summary = {"nodes": entities.height, "dim": dim, **counts,
-                   "extra_node_columns": extra, "ann_index": bool(written["indexed"]),
-                   "vectors": EXTERNAL_VECTORS_KEY, "source": source or {},
-                   "output_dir": str(output_dir),
-                   "seconds": round(time.perf_counter() - start, 3)}
-        storage.write_json(summary, staging / IMPORT_SUMMARY)
-        publish_build(staging)  # readers of the new folder open this build
-        _swap_in(staging, output_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return summary
+
+def _write_tables(staging: Path, entities: pl.DataFrame, relationships: pl.DataFrame,
+                  graph_nodes: pl.DataFrame, graph_edges: pl.DataFrame, vectors: np.ndarray,
+                  ann_min_rows: int | None, say: Callable[[str], None]) -> bool:
+    """Write the index's tables into ``staging``: entities.parquet (ENTITIES_SCHEMA: the
+    node id as entity id, title, type, description, degree, weighted_degree, PageRank by
+    ``kgloom.graph.communities.compute_graph_metrics``), relationships.parquet
+    (RELATIONSHIPS_SCHEMA: id = ``content_id("relationship", a, b)`` of the sorted pair
+    as for extracted ones, kind ``imported``), graph-nodes.parquet (GRAPH_NODES_SCHEMA
+    plus every extra node column, node_key 0..n-1 in order of sorted id) and
+    graph-edges.parquet (``kgloom.publish.tables.build_graph_tables``), empty
+    text_units.parquet, and ``lancedb/`` with the ``entities`` table (id, title, type,
+    description, vector: ``vectors``, (n, dim) float32; IVF_PQ cosine index from
+    ``ann_min_rows`` rows, default ``vectors.ANN_INDEX_MIN_ROWS``), an empty
+    ``text_units`` table of the same dimension, and an embedder manifest marking the
+    vectors external.
+
+    Returns:
+        whether the LanceDB entities table got its ANN index.
+    """
+    say("writing parquet tables")
+    for df, name in [(entities, schemas.ENTITIES), (relationships, schemas.RELATIONSHIPS),
+                     (graph_nodes, schemas.GRAPH_NODES), (graph_edges, schemas.GRAPH_EDGES),
+                     (schemas.empty(schemas.TEXT_UNITS_SCHEMA), schemas.TEXT_UNITS)]:
+        storage.write_table(df, staging, name)
+    db = staging / LANCEDB_DIR
+    dim = int(vectors.shape[1])
+    limits = {} if ann_min_rows is None else {"ann_min_rows": ann_min_rows}
+    say("writing the LanceDB entities table (and its IVF_PQ index when large)")
+    written = write_lancedb(db, "entities",
+                            entities.select("id", "title", "type", "description"),
+                            vectors, **limits)
+    write_lancedb(db, "text_units", schemas.empty(schemas.TEXT_UNITS_SCHEMA),
+                  np.zeros((0, dim), dtype=np.float32))
+    write_external_manifest(db, dim)
+    return bool(written["indexed"])
 
 
 def _swap_in(staging: Path, output_dir: Path) -> None:
