@@ -197,29 +197,50 @@ def graphrag_settings(output_dir: str | Path, root_dir: str | Path,
     b = budgets or fit_budgets()
     inp = Path(input_dir) if input_dir else out.resolve().parent / "input"
 
-    def model(name: str, url: str, call_args: dict | None = None) -> dict[str, Any]:
-        m = {"model_provider": "openai", "model": name, "api_base": url.rstrip("/"),
-             "api_key": API_KEY, "retry": {"type": "exponential_backoff", "max_retries": 3}}
-        return {**m, "call_args": call_args} if call_args else m
-
-    ctx = b.context_tokens
     return {
-        "completion_models": {"default_completion_model": model(
+        "completion_models": {"default_completion_model": _model(
             chat_model, chat_url, {"max_tokens": b.reply_tokens, "temperature": 0})},
-        "embedding_models": {"default_embedding_model": model(EMBEDDING_MODEL,
-                                                              embeddings_url)},
+        "embedding_models": {"default_embedding_model": _model(EMBEDDING_MODEL,
+                                                               embeddings_url)},
         # a local server decodes one request at a time; more in flight only queue there
         "concurrent_requests": 1,
         "input_storage": {"type": "file", "base_dir": _rel(inp, root)},
         "output_storage": {"type": "file", "base_dir": _rel(out, root)},
         "reporting": {"type": "file", "base_dir": "logs"},
         "cache": {"type": "json", "storage": {"type": "file", "base_dir": "cache"}},
-        "vector_store": {
-            "type": "lancedb", "db_uri": _rel(out / LANCEDB_DIR, root), "vector_size": dim,
+        "vector_store": _vector_store(_rel(out / LANCEDB_DIR, root), dim),
+        "embed_text": {"embedding_model_id": "default_embedding_model"},
+        **_search_sections(b),
+    }
+
+
+def _model(name: str, url: str, call_args: dict | None = None) -> dict[str, Any]:
+    """One GraphRAG model entry: an OpenAI-compatible endpoint at ``url`` (trailing
+    ``/`` dropped) serving ``name``, with :data:`API_KEY`, exponential-backoff retries
+    (3) and ``call_args`` when given."""
+    m = {"model_provider": "openai", "model": name, "api_base": url.rstrip("/"),
+         "api_key": API_KEY, "retry": {"type": "exponential_backoff", "max_retries": 3}}
+    return {**m, "call_args": call_args} if call_args else m
+
+
+def _vector_store(db_uri: str, dim: int) -> dict[str, Any]:
+    """GraphRAG's ``vector_store`` section: the LanceDB folder ``db_uri`` with each of
+    GraphRAG's embeddings mapped to its kgloom table (:data:`VECTOR_STORE_TABLES`),
+    vectors of ``dim`` floats in the ``vector`` field, ids in ``id``."""
+    return {"type": "lancedb", "db_uri": db_uri, "vector_size": dim,
             "index_schema": {name: {"index_name": table, "id_field": "id",
                                     "vector_field": "vector", "vector_size": dim}
-                             for name, table in VECTOR_STORE_TABLES.items()}},
-        "embed_text": {"embedding_model_id": "default_embedding_model"},
+                             for name, table in VECTOR_STORE_TABLES.items()}}
+
+
+def _search_sections(b: Budgets) -> dict[str, Any]:
+    """The four search sections (``local_search``, ``global_search``,
+    ``drift_search``, ``basic_search``, in that order), each context within
+    ``b.context_tokens``, replies of ``b.reply_words`` words, DRIFT with
+    ``b.drift_k_followups`` primer folds and follow-ups, one level deep, one at a
+    time."""
+    ctx = b.context_tokens
+    return {
         "local_search": {"max_context_tokens": ctx},
         "global_search": {"max_context_tokens": ctx, "data_max_tokens": ctx,
                           "map_max_length": b.reply_words, "reduce_max_length": b.reply_words},
