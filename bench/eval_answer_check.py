@@ -5,7 +5,7 @@ Usage: python bench/eval_answer_check.py [--before REF] [--passages N]
                                          [--save bench/results/answer_check.json]
 
 The check is the one every search method runs on its answer
-(:func:`kgloom.query.structured_search.search_base.check_answer`; its
+(:func:`kgloom.query.structured_search.answer_check.check_answer`; its
 ``ungrounded_names`` is the flag), called directly on (answer, context) pairs:
 
 - ``book``: ``--passages`` text units of the bundled book (the pipeline's own 600-token
