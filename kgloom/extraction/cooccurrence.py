@@ -146,30 +146,8 @@ def cooccurrence_unit(unit_id: str, text: str, settings: IndexSettings, counts: 
     names = list(dict.fromkeys(" ".join(c.name.split()) for c in cands))
     cues = _unit_cues([c.name for c in cands], shown,
                       {c.name: c.hint for c in cands if c.hint}, settings.entity_types)
-    strength: dict[tuple[str, str], float] = {}
-    evidence: dict[tuple[str, str], str] = {}
-    first_sentence: dict[str, str] = {}
-    mentions: Counter[str] = Counter()
-    for sentence in sentences(shown):
-        found, pairs = sentence_pairs(sentence, names, settings.cooccurrence_window)
-        for name in found:
-            first_sentence.setdefault(name, sentence[:DESCRIPTION_CHARS])
-            mentions[name] += 1
-        for pair, w in pairs.items():
-            strength[pair] = strength.get(pair, 0.0) + w
-            evidence.setdefault(pair, sentence[:EVIDENCE_CHARS])
-    counts["sentence_pairs"] += len(strength)
-    # unit level: the title first, then the most mentioned names
-    order = {n: i for i, n in enumerate(names)}
-    hubs = sorted(names, key=lambda n: (n != title, -mentions[n], order[n]))[:UNIT_HUBS]
-    unit_level = []
-    for h in hubs:
-        for n in names:
-            pair = (h, n) if h < n else (n, h)
-            if n != h and pair not in strength:
-                strength[pair] = UNIT_STRENGTH
-                unit_level.append(pair)
-    counts["unit_pairs"] += len(unit_level)
+    strength, evidence, first_sentence = _pair_strengths(shown, names, title,
+                                                         settings.cooccurrence_window, counts)
     ranked = sorted(strength, key=lambda p: (-strength[p], p))
     kept = ranked[:settings.cooccurrence_max_pairs]
     counts["cooccurrence_pairs_dropped"] += len(ranked) - len(kept)
@@ -191,6 +169,50 @@ def cooccurrence_unit(unit_id: str, text: str, settings: IndexSettings, counts: 
              "strength": round(strength[(min(a, b), max(a, b))], 6), "kind": "co_mention"}
             for a, b in kept]
     return ents, rels
+
+
+def _pair_strengths(shown: str, names: list[str], title: str | None, window: int,
+                    counts: Counter) -> tuple[dict[tuple[str, str], float],
+                                              dict[tuple[str, str], str], dict[str, str]]:
+    """The co-occurrence pairs of one unit's ``shown`` text (title and text) among
+    ``names``.
+
+    Sentence level: :func:`sentence_pairs` of every sentence, their weights summed per
+    pair (``window``: the setting ``cooccurrence_window``). Unit level: each of the
+    :data:`UNIT_HUBS` hubs (the title first, then the most mentioned names) paired with
+    every other name not already paired, at :data:`UNIT_STRENGTH`. Counters:
+    ``sentence_pairs``, ``unit_pairs``.
+
+    Returns:
+        ({(a, b) sorted: strength}, {(a, b): the first sentence naming both, at most
+        :data:`EVIDENCE_CHARS`}, {name: its first sentence, at most
+        :data:`DESCRIPTION_CHARS`}).
+    """
+    strength: dict[tuple[str, str], float] = {}
+    evidence: dict[tuple[str, str], str] = {}
+    first_sentence: dict[str, str] = {}
+    mentions: Counter[str] = Counter()
+    for sentence in sentences(shown):
+        found, pairs = sentence_pairs(sentence, names, window)
+        for name in found:
+            first_sentence.setdefault(name, sentence[:DESCRIPTION_CHARS])
+            mentions[name] += 1
+        for pair, w in pairs.items():
+            strength[pair] = strength.get(pair, 0.0) + w
+            evidence.setdefault(pair, sentence[:EVIDENCE_CHARS])
+    counts["sentence_pairs"] += len(strength)
+    # unit level: the title first, then the most mentioned names
+    order = {n: i for i, n in enumerate(names)}
+    hubs = sorted(names, key=lambda n: (n != title, -mentions[n], order[n]))[:UNIT_HUBS]
+    unit_level = []
+    for h in hubs:
+        for n in names:
+            pair = (h, n) if h < n else (n, h)
+            if n != h and pair not in strength:
+                strength[pair] = UNIT_STRENGTH
+                unit_level.append(pair)
+    counts["unit_pairs"] += len(unit_level)
+    return strength, evidence, first_sentence
 
 
 def cooccurrence_graph(text_units: pl.DataFrame, settings: IndexSettings,

@@ -159,6 +159,19 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
     words = [w.strip(".,") for w in name.split() if w.strip(".,")]
     if not words:
         return ""
+    cue = _name_cue(name, words) or name_type(words) or _context_cue(name, text)
+    if cue:
+        return cue
+    if len(words) == 1 and regex.fullmatch(r"\p{Lu}{2,6}", words[0]):
+        return "ORGANIZATION"
+    return ""
+
+
+def _name_cue(name: str, words: list[str]) -> str:
+    """The type the name's own words cue (``words``: its words without edge periods and
+    commas, not empty): a leading or appositive honorific or rank, a regnal numeral ->
+    PERSON; its head word in the being, event, organization or location word lists; a
+    feast or holiday (:func:`_holiday`) -> EVENT; else ""."""
     low = [w.lower() for w in words]
     if low[0] in _PERSON_TITLES and len(words) > 1:
         return "PERSON"
@@ -182,9 +195,14 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
             return "LOCATION"
     if _holiday(parts):
         return "EVENT"
-    morph = name_type(words)
-    if morph:
-        return morph
+    return ""
+
+
+def _context_cue(name: str, text: str) -> str:
+    """The type the words around the occurrences of ``name`` in ``text``
+    (:func:`bounded_occurrences`) cue: PERSON when any occurrence has a person cue
+    before or after it (or stands as a vocative), else LOCATION when one follows a
+    place preposition or a place noun in an oblique case, else ""."""
     person = location = 0
     for start, end in bounded_occurrences(name, text):
         before, after = text[max(0, start - 30):start], text[end:end + 40]
@@ -201,6 +219,4 @@ def type_cue(name: str, text: str, hint: str = "") -> str:
         return "PERSON"
     if location:
         return "LOCATION"
-    if len(words) == 1 and regex.fullmatch(r"\p{Lu}{2,6}", words[0]):
-        return "ORGANIZATION"
     return ""

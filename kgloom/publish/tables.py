@@ -3,26 +3,58 @@
 Polars in, polars out; no Dagster. The emitted products: graph-nodes / graph-edges
 parquet for DuckDB multi-hop, and 1-hop KG columns on every text unit so any vector
 store can expand a hit with no graph at all. The ``*_exist`` / ``*_valid`` / ``*_match``
-functions at the end are pure checks for the asset checks: each returns ``(passed,
-metadata)``.
+functions (:mod:`.table_checks`) are pure checks for the asset checks: each returns
+``(passed, metadata)``.
+
+The interchange files are written by :mod:`.interchange`, the checks live in
+:mod:`.table_checks` and the community levels in :mod:`.levels`; this module
+re-exports them, so ``kgloom.publish.tables.X`` keeps working.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import re
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-import networkx as nx
-import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from kgloom.core import schemas
-from kgloom.core.storage import write_text
+from kgloom.publish.interchange import (
+    NEO4J_CHILD_OF_HEADER,
+    NEO4J_COMMUNITIES_HEADER,
+    NEO4J_DOCUMENTS_HEADER,
+    NEO4J_IMPORT_SCRIPT,
+    NEO4J_IN_COMMUNITY_HEADER,
+    NEO4J_MENTIONS_HEADER,
+    NEO4J_NODES_HEADER,
+    NEO4J_PART_OF_HEADER,
+    NEO4J_RELATIONSHIP_TYPE,
+    NEO4J_RELATIONSHIPS_HEADER,
+    NEO4J_TEXT_UNITS_HEADER,
+    neo4j_import_command,
+    write_graphml,
+    write_neo4j_import,
+)
+from kgloom.publish.levels import COMMUNITY_LEVEL_PREFIX, _levels, _membership, community_levels
+from kgloom.publish.table_checks import (
+    edges_endpoints_exist,
+    kg_node_ids_exist,
+    row_counts_match,
+    vectors_valid,
+)
+
+# its own public names and those it re-exports from the modules it was split into
+__all__ = [
+    "CHUNK_ROWS", "COMMUNITY_LEVEL_PREFIX", "HUB_MIN_NEIGHBOURS", "NEIGHBOR_ENTITIES_CAP",
+    "NEIGHBOR_TRIPLES_CAP", "NEO4J_CHILD_OF_HEADER", "NEO4J_COMMUNITIES_HEADER",
+    "NEO4J_DOCUMENTS_HEADER", "NEO4J_IMPORT_SCRIPT", "NEO4J_IN_COMMUNITY_HEADER",
+    "NEO4J_MENTIONS_HEADER", "NEO4J_NODES_HEADER", "NEO4J_PART_OF_HEADER",
+    "NEO4J_RELATIONSHIPS_HEADER", "NEO4J_RELATIONSHIP_TYPE", "NEO4J_TEXT_UNITS_HEADER",
+    "RELATION_MAX_CHARS", "build_graph_tables", "community_levels",
+    "denormalize_text_units", "edges_endpoints_exist", "kg_node_ids_exist",
+    "neo4j_import_command", "row_counts_match", "vectors_valid", "write_graphml",
+    "write_neo4j_import",
+]
+
 
 # neighbor_triples per text unit are capped so one hub entity cannot bloat every row it
 # touches; over the cap, relationships between two of the unit's own entities come first,
@@ -42,36 +74,8 @@ HUB_MIN_NEIGHBOURS = 256
 # A triple's relation is the first line of the relationship description, cut to this.
 RELATION_MAX_CHARS = 120
 
-COMMUNITY_LEVEL_PREFIX = "community_level_"
 
 _STR_LIST = pl.List(pl.String)
-
-
-# --- graph-nodes / graph-edges --------------------------------------------------------
-def _membership(communities: pl.DataFrame) -> pl.DataFrame:
-    """(level, community, entity_id) rows, one per entity per level."""
-    return (communities.select("level", "community", pl.col("entity_ids").alias("entity_id"))
-            .explode("entity_id").drop_nulls("entity_id"))
-
-
-def _levels(communities: pl.DataFrame) -> list[int]:
-    return sorted(communities["level"].unique().to_list())
-
-
-def community_levels(communities: pl.DataFrame) -> pl.DataFrame:
-    """Each entity's community per level: ``entity_id`` (String) then one Int64 column
-    ``community_level_<k>`` per level k of ``communities`` (COMMUNITIES_SCHEMA), null
-    where the entity is in no community of that level; one row per entity that is in
-    some community. The one place graph-nodes, GraphML and Neo4j take these from."""
-    membership = _membership(communities)
-    out = membership.select("entity_id").unique().sort("entity_id")
-    for level in _levels(communities):
-        col = f"{COMMUNITY_LEVEL_PREFIX}{level}"
-        at_level = (membership.filter(pl.col("level") == level)
-                    .select("entity_id", pl.col("community").cast(pl.Int64).alias(col))
-                    .unique("entity_id", keep="first"))
-        out = out.join(at_level, on="entity_id", how="left", maintain_order="left")
-    return out
 
 
 def build_graph_tables(entities: pl.DataFrame, relationships: pl.DataFrame,
@@ -389,269 +393,3 @@ def _community_id_column(text_units: pl.DataFrame, communities: pl.DataFrame,
                       on=["unit_id", "level"], how="left")
             .group_by("unit_id")
             .agg(pl.col("community").fill_null(-1).sort_by("level").alias("community_ids")))
-
-
-# --- interchange files ----------------------------------------------------------------
-def write_graphml(entities: pl.DataFrame, relationships: pl.DataFrame,
-                  path: str | Path, communities: pl.DataFrame | None = None) -> Path:
-    """Write the entity graph as GraphML (networkx), atomically; return the path.
-
-    Nodes are entity ids with attributes ``label`` (the title, which Gephi and yEd show
-    as the node's name), title, type, description (strings), degree (int),
-    weighted_degree, pagerank (float) and, when ``communities`` (COMMUNITIES_SCHEMA) is
-    given, ``community_level_<k>`` (int, -1: in no community at level k) per level;
-    edges carry relationship_id, description (string) and weight (float). List columns
-    are left out (GraphML has no list type). The graph is directed
-    (``edgedefault="directed"``): each relationship is one edge from its source to its
-    target, as the text gives it. Source: networkx ``generate_graphml``.
-    """
-    levels = (community_levels(communities) if communities is not None
-              else pl.DataFrame(schema={"entity_id": pl.String}))
-    level_cols = [c for c in levels.columns if c != "entity_id"]
-    rows = (entities.select("id", "title", "type", "description", "degree",
-                            "weighted_degree", "pagerank")
-            .join(levels.rename({"entity_id": "id"}), on="id", how="left",
-                  maintain_order="left")
-            .with_columns(pl.col(c).fill_null(-1) for c in level_cols))
-    g = nx.DiGraph()
-    for row in rows.iter_rows(named=True):
-        g.add_node(row["id"], label=row["title"] or "", title=row["title"] or "",
-                   type=row["type"] or "", description=row["description"] or "",
-                   degree=int(row["degree"] or 0),
-                   weighted_degree=float(row["weighted_degree"] or 0.0),
-                   pagerank=float(row["pagerank"] or 0.0),
-                   **{c: int(row[c]) for c in level_cols})
-    for row in relationships.select("id", "source_id", "target_id", "description",
-                                    "weight").iter_rows(named=True):
-        g.add_edge(row["source_id"], row["target_id"], relationship_id=row["id"],
-                   description=row["description"] or "", weight=float(row["weight"] or 0.0))
-    return write_text("\n".join(nx.generate_graphml(g)) + "\n", path)
-
-
-# Neo4j bulk import (neo4j-admin database import full). Each node kind has its own ID
-# space (``:ID(Entity)``...), so a document and an entity whose ids happen to be equal
-# hashes stay apart; headers follow the Operations Manual's "Import header format".
-NEO4J_NODES_HEADER = ["entityId:ID(Entity)", "title", "type", "description", "degree:long",
-                      "pagerank:double", ":LABEL"]
-NEO4J_RELATIONSHIPS_HEADER = [":START_ID(Entity)", ":END_ID(Entity)", ":TYPE",
-                              "relationshipId", "description", "weight:double"]
-NEO4J_RELATIONSHIP_TYPE = "RELATED"
-NEO4J_TEXT_UNITS_HEADER = ["textUnitId:ID(TextUnit)", "human_readable_id:long", "text",
-                           "n_tokens:long", "chunk_index:long", ":LABEL"]
-NEO4J_DOCUMENTS_HEADER = ["documentId:ID(Document)", "human_readable_id:long", "title",
-                          "source", ":LABEL"]
-NEO4J_COMMUNITIES_HEADER = ["communityId:ID(Community)", "community:long", "level:long",
-                            "title", "size:long", ":LABEL"]
-NEO4J_MENTIONS_HEADER = [":START_ID(TextUnit)", ":END_ID(Entity)", ":TYPE"]
-NEO4J_PART_OF_HEADER = [":START_ID(TextUnit)", ":END_ID(Document)", ":TYPE"]
-NEO4J_IN_COMMUNITY_HEADER = [":START_ID(Entity)", ":END_ID(Community)", ":TYPE", "level:long"]
-NEO4J_CHILD_OF_HEADER = [":START_ID(Community)", ":END_ID(Community)", ":TYPE"]
-NEO4J_IMPORT_SCRIPT = "import.sh"
-
-
-def _csv_text(header: list[str], rows) -> str:
-    buf = io.StringIO()
-    # Fields holding a comma, quote or newline are quoted with inner quotes doubled (""),
-    # which neo4j-admin import reads by default; numbers stay bare for the typed columns.
-    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
-def _neo4j_label(entity_type: str | None) -> str:
-    clean = re.sub(r"[^A-Za-z0-9_]", "_", (entity_type or "").strip())
-    return f"Entity;{clean}" if clean else "Entity"
-
-
-def neo4j_import_command(nodes: list[str], relationships: list[str],
-                         database: str = "neo4j") -> str:
-    """The ``neo4j-admin database import full`` command line (Neo4j 5 / 2025) for the
-    given node and relationship file names: the database name first (from Neo4j 5.19 a
-    name after ``--nodes`` is read as a file), ``--multiline-fields=true`` (text and
-    descriptions hold newlines), ``--overwrite-destination`` (a full import needs an
-    empty database). Source: Neo4j Operations Manual, "Full import" and "Import header
-    format"."""
-    parts = [f"neo4j-admin database import full {database}",
-             *(f"--nodes=\"$DIR/{n}\"" for n in nodes),
-             *(f"--relationships=\"$DIR/{r}\"" for r in relationships),
-             "--multiline-fields=true", "--overwrite-destination=true"]
-    return " \\\n    ".join(parts)
-
-
-def write_neo4j_import(entities: pl.DataFrame, relationships: pl.DataFrame,
-                       folder: str | Path, text_units: pl.DataFrame | None = None,
-                       documents: pl.DataFrame | None = None,
-                       communities: pl.DataFrame | None = None) -> tuple[Path, Path]:
-    """Write CSV files for ``neo4j-admin database import full`` and ``import.sh``, the
-    command that imports them.
-
-    Files (each with its header line; ``(X)`` is the ID space)::
-
-        nodes.csv
-            entityId:ID(Entity),title,type,description,degree:long,pagerank:double,:LABEL
-        relationships.csv
-            :START_ID(Entity),:END_ID(Entity),:TYPE,relationshipId,description,weight:double
-        text_units.csv
-            textUnitId:ID(TextUnit),human_readable_id:long,text,n_tokens:long,chunk_index:long,:LABEL
-        documents.csv
-            documentId:ID(Document),human_readable_id:long,title,source,:LABEL
-        communities.csv
-            communityId:ID(Community),community:long,level:long,title,size:long,:LABEL
-        mentions.csv       :START_ID(TextUnit),:END_ID(Entity),:TYPE            (MENTIONS)
-        part_of.csv        :START_ID(TextUnit),:END_ID(Document),:TYPE          (PART_OF)
-        in_community.csv   :START_ID(Entity),:END_ID(Community),:TYPE,level:long (IN_COMMUNITY)
-        child_of.csv       :START_ID(Community),:END_ID(Community),:TYPE
-            (CHILD_OF: child -> parent)
-
-    ``text_units.csv``, ``mentions.csv`` (from entities' ``text_unit_ids``),
-    ``documents.csv`` / ``part_of.csv`` and ``communities.csv`` / ``in_community.csv`` /
-    ``child_of.csv`` are written when ``text_units`` (TEXT_UNITS_SCHEMA),
-    ``documents`` (DOCUMENTS_SCHEMA) and ``communities`` (COMMUNITIES_SCHEMA) are given;
-    a link whose end is not among the written nodes is left out (e.g. a text unit of a
-    document not given). ``RELATED`` edges run ``source_id -> target_id`` as the
-    relationships table stores them: the direction the text gives (one per entity pair).
-
-    A field holding a comma, quote or newline is quoted with inner quotes doubled (RFC
-    4180, Python's ``csv``); text holds newlines, so ``import.sh`` passes
-    ``--multiline-fields=true``. An empty string or null becomes an empty field, which
-    neo4j-admin skips (no property). Entity labels are ``Entity`` plus the entity type
-    (characters outside ``[A-Za-z0-9_]`` become ``_``). Each file is written atomically.
-
-    Returns:
-        ``(nodes_path, relationships_path)``: the entity files; the others sit beside them.
-    """
-    folder = Path(folder)
-    written_nodes: list[str] = []
-    written_rels: list[str] = []
-
-    def put(name: str, header: list[str], rows, kind: list[str]) -> Path:
-        kind.append(name)
-        return write_text(_csv_text(header, rows), folder / name)
-
-    ents = entities.sort("id")
-    entity_ids = set(ents["id"].to_list())
-    nodes_path = put("nodes.csv", NEO4J_NODES_HEADER, (
-        (r["id"], r["title"], r["type"], r["description"], r["degree"], r["pagerank"],
-         _neo4j_label(r["type"])) for r in ents.iter_rows(named=True)), written_nodes)
-    rels_path = put("relationships.csv", NEO4J_RELATIONSHIPS_HEADER, (
-        (r["source_id"], r["target_id"], NEO4J_RELATIONSHIP_TYPE, r["id"], r["description"],
-         r["weight"]) for r in relationships.sort("id").iter_rows(named=True)), written_rels)
-    unit_ids: set[str] = set()
-    if text_units is not None:
-        units = text_units.sort("id")
-        unit_ids = set(units["id"].to_list())
-        put("text_units.csv", NEO4J_TEXT_UNITS_HEADER, (
-            (r["id"], r.get("human_readable_id"), r["text"], r["n_tokens"], r.get("chunk_index"),
-             "TextUnit") for r in units.iter_rows(named=True)), written_nodes)
-        mentions = (ents.select(pl.col("text_unit_ids").alias("unit"), pl.col("id").alias("e"))
-                    .explode("unit").drop_nulls("unit").unique()
-                    .filter(pl.col("unit").is_in(list(unit_ids))).sort("unit", "e"))
-        put("mentions.csv", NEO4J_MENTIONS_HEADER,
-            ((u, e, "MENTIONS") for u, e in mentions.iter_rows()), written_rels)
-    if documents is not None:
-        docs = documents.sort("id")
-        put("documents.csv", NEO4J_DOCUMENTS_HEADER, (
-            (r["id"], r["human_readable_id"], r["title"], r.get("source"), "Document")
-            for r in docs.iter_rows(named=True)), written_nodes)
-        if text_units is not None:
-            doc_ids = set(docs["id"].to_list())
-            put("part_of.csv", NEO4J_PART_OF_HEADER, (
-                (r["id"], r["document_id"], "PART_OF")
-                for r in text_units.sort("id").iter_rows(named=True)
-                if r["document_id"] in doc_ids), written_rels)
-    if communities is not None:
-        comms = communities.sort("level", "community")
-        put("communities.csv", NEO4J_COMMUNITIES_HEADER, (
-            (r["id"], r["community"], r["level"], r["title"], r["size"], "Community")
-            for r in comms.iter_rows(named=True)), written_nodes)
-        members = (comms.select("id", "level", pl.col("entity_ids").alias("e"))
-                   .explode("e").drop_nulls("e")
-                   .filter(pl.col("e").is_in(list(entity_ids))).sort("level", "id", "e"))
-        put("in_community.csv", NEO4J_IN_COMMUNITY_HEADER, (
-            (e, c, "IN_COMMUNITY", level) for c, level, e in members.iter_rows()),
-            written_rels)
-        id_of = dict(zip(comms["community"].to_list(), comms["id"].to_list()))
-        put("child_of.csv", NEO4J_CHILD_OF_HEADER, (
-            (r["id"], id_of[r["parent"]], "CHILD_OF") for r in comms.iter_rows(named=True)
-            if r["parent"] is not None and r["parent"] in id_of), written_rels)
-    script = ("#!/bin/sh\n# Import this folder into an empty Neo4j database (stop the "
-              "database first; Neo4j 5 / 2025).\n# Usage: sh import.sh  (neo4j-admin on "
-              "PATH, or run it from $NEO4J_HOME/bin)\nset -e\nDIR=\"$(cd \"$(dirname \"$0\")\" "
-              "&& pwd)\"\n" + neo4j_import_command(written_nodes, written_rels) + "\n")
-    write_text(script, folder / NEO4J_IMPORT_SCRIPT)
-    return nodes_path, rels_path
-
-
-# --- pure checks for the asset checks: (passed, metadata) -----------------------------
-def edges_endpoints_exist(nodes: pl.DataFrame, edges: pl.DataFrame) -> tuple[bool, dict]:
-    """Every edge's src_key and dst_key is a node_key of ``nodes``.
-
-    Returns ``(passed, {"edges": int, "dangling_edges": int, "examples": [...]})``.
-    """
-    keys = nodes["node_key"].implode()
-    bad = edges.filter(~pl.col("src_key").is_in(keys) | ~pl.col("dst_key").is_in(keys))
-    return bad.height == 0, {"edges": edges.height, "dangling_edges": bad.height,
-                             "examples": bad["relationship_id"].head(5).to_list()}
-
-
-def kg_node_ids_exist(text_units: pl.DataFrame, entities: pl.DataFrame) -> tuple[bool, dict]:
-    """Every id in text_units.kg_node_ids (and neighbor_entity_ids) is an entity id.
-
-    Returns ``(passed, {"references": int, "unknown": int, "examples": [...]})``.
-    """
-    refs = (pl.concat([text_units.select(pl.col("kg_node_ids").alias("eid")),
-                       text_units.select(pl.col("neighbor_entity_ids").alias("eid"))])
-            .explode("eid").drop_nulls())
-    unknown = refs.join(entities.select(pl.col("id").alias("eid")), on="eid", how="anti")
-    return unknown.height == 0, {"references": refs.height, "unknown": unknown.height,
-                                 "examples": unknown["eid"].unique().sort().head(5).to_list()}
-
-
-def _as_matrix(vectors: Any) -> np.ndarray:
-    if isinstance(vectors, np.ndarray):
-        return vectors
-    arrow = vectors.to_arrow() if hasattr(vectors, "to_arrow") else vectors  # LanceDB table
-    column = arrow.column("vector").combine_chunks()
-    if pa.types.is_fixed_size_list(column.type) and column.null_count == 0:
-        values = column.flatten().to_numpy(zero_copy_only=False)
-        return values.reshape(len(column), column.type.list_size)
-    return np.asarray(column.to_pylist(), dtype=np.float32)  # ragged lists: dims differ
-
-
-def vectors_valid(vectors: Any, expected_dim: int,
-                  expected_rows: int | None = None) -> tuple[bool, dict]:
-    """Vectors have ``expected_dim`` columns, no NaN/inf, no all-zero row (and n rows).
-
-    Args:
-        vectors: a 2-D numpy array (n, dim), or a LanceDB table / pyarrow table with a
-            ``vector`` column.
-        expected_dim: the embedder's dimension (e.g. 384 for all-MiniLM-L6-v2).
-        expected_rows: when given, the row count must equal it.
-
-    Returns ``(passed, {"rows", "dim", "nan_rows", "zero_rows"})``.
-    """
-    try:
-        m = _as_matrix(vectors)
-    except ValueError as exc:  # ragged: rows of different lengths
-        return False, {"expected_dim": expected_dim, "error": str(exc)[:200]}
-    rows = int(m.shape[0])
-    dim = int(m.shape[1]) if m.ndim == 2 else -1
-    nan_rows = int((~np.isfinite(m)).any(axis=1).sum()) if m.ndim == 2 else rows
-    zero_rows = int((np.abs(m).sum(axis=1) == 0).sum()) if m.ndim == 2 and dim > 0 else 0
-    passed = ((dim == expected_dim or rows == 0) and nan_rows == 0 and zero_rows == 0
-              and (expected_rows is None or rows == expected_rows))
-    return passed, {"rows": rows, "dim": dim, "expected_dim": expected_dim,
-                    "nan_rows": nan_rows, "zero_rows": zero_rows}
-
-
-def row_counts_match(expected: Mapping[str, int],
-                     actual: Mapping[str, int]) -> tuple[bool, dict]:
-    """Each name's actual row count equals its expected one (a missing name fails).
-
-    Example: ``row_counts_match({"graph-nodes": len(entities)}, {"graph-nodes": len(nodes)})``.
-    Returns ``(passed, {name: {"expected": int, "actual": int | None}})``.
-    """
-    meta = {k: {"expected": int(v), "actual": None if actual.get(k) is None else int(actual[k])}
-            for k, v in expected.items()}
-    return all(m["expected"] == m["actual"] for m in meta.values()), meta

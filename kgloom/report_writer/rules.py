@@ -1,0 +1,454 @@
+"""Rule reports (no model call): the same fields and bounds as an LLM report, written in
+whole sentences from the community's members and relationships; and the options a
+model chooses among with ``llm_report_form: choices`` (:func:`report_options`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+import regex
+
+from kgloom.names.candidates import STOPWORDS
+from kgloom.names.grounding import words
+from kgloom.report_writer.prompt import (
+    _RATINGS,
+    MAX_FINDING_OPTIONS,
+    MAX_SENTENCE_OPTIONS,
+    MAX_TITLE_OPTIONS,
+    REPORT_TEMPLATE,
+)
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word to at most ``limit`` characters ("…" added)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    head = flat[:limit - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head[limit // 2:] else head) + "…"
+
+
+@dataclass(frozen=True)
+class MemberRows:
+    """What :func:`rule_report` reads of the entities and relationships, by id: built once
+    for a whole reports stage (:meth:`of`), so a rule report is dictionary lookups, not
+    two table filters and sorts (~0.9 ms a community: 12 s of the 2Wiki pool's 13,780
+    rule reports).
+
+    Attributes:
+        entities: id -> (title, description, degree, type, text_unit_ids).
+        relationships: id -> (source, target, description, combined_degree, text_unit_ids).
+    """
+
+    entities: dict[str, tuple[str, str | None, int | None, str | None, list[str] | None]]
+    relationships: dict[str, tuple[str, str, str | None, int | None, list[str] | None]]
+
+    @classmethod
+    def of(cls, entities: pl.DataFrame, relationships: pl.DataFrame) -> MemberRows:
+        """From ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames (degree and
+        combined_degree filled; ``type`` and ``text_unit_ids`` read when present)."""
+        def col(df: pl.DataFrame, name: str) -> list:
+            return df[name].to_list() if name in df.columns else [None] * df.height
+        return cls(
+            dict(zip(entities["id"].to_list(), zip(
+                entities["title"].to_list(), entities["description"].to_list(),
+                entities["degree"].to_list(), col(entities, "type"),
+                col(entities, "text_unit_ids")))),
+            dict(zip(relationships["id"].to_list(), zip(
+                relationships["source"].to_list(), relationships["target"].to_list(),
+                relationships["description"].to_list(),
+                relationships["combined_degree"].to_list(),
+                col(relationships, "text_unit_ids")))))
+
+
+# how a rule report counts members of each type ("4 people and 1 place")
+_TYPE_WORDS = {"PERSON": ("person", "people"), "ORGANIZATION": ("organization", "organizations"),
+               "LOCATION": ("place", "places"), "EVENT": ("event", "events")}
+# relation words between two names in a sentence, for a title ("supplies", "is the clerk of")
+_RELATION_WORDS = regex.compile(r"^[\p{Ll}][\p{L}\p{M}'’-]*(?: [\p{Ll}][\p{L}\p{M}'’-]*){0,3}$")
+_WHOLE_SENTENCE = regex.compile(r"^[\p{Lu}\p{N}'‘\"“(][^\n…]*$")
+_END_MARK = regex.compile(r"[.!?]['’\"”)]?$")
+TITLE_MAX_WORDS = 10  # a report title a reader takes in at a glance
+
+
+def _listed(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c": every item, however many."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _counted(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _head_names(titles: list[str], k: int) -> str:
+    """The first ``k`` titles and how many more: "A, B and 3 others", "A and one other"."""
+    rest = len(titles) - k
+    if rest <= 0:
+        return _listed(titles[:k])
+    more = "one other" if rest == 1 else f"{rest} others"
+    return f"{', '.join(titles[:k])} and {more}"
+
+
+def _quote(descriptions: str | None, limit: int) -> str:
+    """The first of a description's lines (each an evidence sentence of the text) that
+    is one whole sentence of at most ``limit`` characters, else ""."""
+    for line in (descriptions or "").split("\n"):
+        whole = _whole(line, limit)
+        if whole:
+            return whole
+    return ""
+
+
+def _relation_phrase(source: str, target: str, descriptions: str | None) -> str:
+    """The words between ``source`` and ``target`` in the first of a description's lines
+    (evidence sentences) where they read as a relation (1-4 lower-case words, no
+    punctuation, one of them no function word: "supplies", "was the partner of"; not
+    "to the"), else ""."""
+    for sentence in (descriptions or "").split("\n"):
+        a = sentence.find(source)
+        b = sentence.find(target, a + len(source)) if a >= 0 else -1
+        between = sentence[a + len(source):b].strip() if b > a >= 0 else ""
+        # a relation has a word of its own: "supplies", "partner"; not "to the", "and"
+        if _RELATION_WORDS.fullmatch(between) and any(
+                w.lower() not in STOPWORDS for w in between.split()):
+            return between
+    return ""
+
+
+def _whole(sentence: str, limit: int) -> str:
+    """``sentence`` when it is one whole sentence (a capital or digit first, no "…" cut,
+    its brackets opened and closed within it: "28 June 1961 – 3 February 2012) was a
+    film director" is the tail of a sentence split inside its parenthesis) of at most
+    ``limit`` characters, with a full stop added where it has no end mark (a
+    model-written description), else ""."""
+    flat = " ".join(sentence.split())
+    if flat and not _END_MARK.search(flat):
+        flat += "."
+    return flat if len(flat) <= limit and _WHOLE_SENTENCE.fullmatch(flat) \
+        and _balanced(flat) else ""
+
+
+def _balanced(text: str) -> bool:
+    """Does every ")" or "]" of ``text`` close a bracket opened before it, and every one
+    opened close? A sentence split inside its parenthesis ("John III, Count of Ligny( d."
+    at the abbreviation "d.", or its tail "1465) was the second wife") is no whole one."""
+    depth = 0
+    for ch in text:
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _places(unit_ids: list[str], places: dict[str, tuple[str, int]] | None,
+            limit: int = 3) -> str:
+    """Where text units are, for a citation: "a-christmas-carol.txt #12, #14" (document
+    title and the unit's position in it, from ``places``), else the units' short ids."""
+    ids = sorted(set(unit_ids))
+    if not places:
+        return "units " + ", ".join(u[:8] for u in ids[:limit]) + (
+            f" and {len(ids) - limit} more" if len(ids) > limit else "")
+    by_doc: dict[str, list[int]] = {}
+    for u in ids:
+        if u in places:
+            doc, k = places[u]
+            by_doc.setdefault(doc, []).append(k)
+
+    def at(ks: list[int]) -> str:
+        ks = sorted(ks)
+        return ", ".join(f"#{k}" for k in ks) if len(ks) <= limit else f"#{ks[0]} to #{ks[-1]}"
+    docs = sorted(by_doc.items(), key=lambda d: (-len(d[1]), d[0]))
+    parts = [f"{doc} {at(ks)}" for doc, ks in docs[:2]] + (
+        [f"{len(docs) - 2} more documents"] if len(docs) > 2 else [])
+    return "; ".join(parts) or ("units " + ", ".join(u[:8] for u in ids[:limit]))
+
+
+def _members(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
+             rows: MemberRows | None) -> tuple[list[tuple], list[tuple]]:
+    """The community's entity rows, highest degree first, then title, and its internal
+    relationship rows (id first), strongest first (combined degree), then id; a missing
+    degree sorts first, as a descending table sort puts nulls."""
+    if rows is None:
+        rows = MemberRows.of(
+            entities.filter(pl.col("id").is_in(set(community["entity_ids"]))),
+            relationships.filter(pl.col("id").is_in(set(community["relationship_ids"]))))
+    ents = sorted((rows.entities[i] for i in set(community["entity_ids"])
+                   if i in rows.entities),
+                  key=lambda e: (e[2] is not None, -(e[2] or 0), e[0]))
+    rels = sorted(((i, *rows.relationships[i]) for i in set(community["relationship_ids"])
+                   if i in rows.relationships),
+                  key=lambda r: (r[4] is not None, -(r[4] or 0), r[0]))
+    return ents, rels
+
+
+def _title_options(titles: list[str], rels: list[tuple], max_chars: int) -> list[str]:
+    """Titles of at most :data:`TITLE_MAX_WORDS` words and ``max_chars`` characters, the
+    rule report's first: each of the strongest relationships as its sentence states it
+    ("Zephyr Mills supplies Yarrow Textiles"), then the central members ("A, B and 3
+    others")."""
+    out = [f"{src} {phrase} {dst}" for _, src, dst, desc, _, _ in rels[:MAX_FINDING_OPTIONS]
+           if (phrase := _relation_phrase(src, dst, desc))]
+    out += [_head_names(titles, k) for k in range(min(3, len(titles)), 0, -1)]
+    fit = [t for t in dict.fromkeys(out)
+           if len(t.split()) <= TITLE_MAX_WORDS and len(t) <= max_chars]
+    return fit or [_clip(titles[0], max_chars)]
+
+
+def _finding_label(src: str, dst: str) -> str:
+    return f"{src} – {dst}"
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the model may choose among for a community's report (``llm_report_form``
+    ``choices``): titles (:func:`_title_options`), whole evidence sentences of its
+    relationships (or members), and relationships for findings ("A – B"), all taken from
+    the community's own data. :meth:`schema` is the reply's schema (enums only, so the
+    choice decoder of :mod:`kgloom.llm.choices` reads it), :meth:`text` the options as
+    the prompt lists them."""
+
+    titles: list[str]
+    sentences: list[str]
+    findings: list[str]
+
+    def schema(self) -> dict:
+        """{title, sentence, findings (at most 3), rating ("0".."10")}; a list with no
+        option is left out."""
+        props: dict = {"title": {"type": "string", "enum": self.titles}}
+        if self.sentences:
+            props["sentence"] = {"type": "string", "enum": self.sentences}
+        if self.findings:
+            props["findings"] = {"type": "array", "maxItems": 3,
+                                 "items": {"type": "string", "enum": self.findings}}
+        props["rating"] = {"type": "string", "enum": _RATINGS}
+        return {"type": "object", "properties": props, "required": list(props),
+                "additionalProperties": False}
+
+    def text(self) -> str:
+        """The options as the prompt lists them, one numbered block per kind."""
+        blocks = [("Titles", self.titles), ("Sentences", self.sentences),
+                  ("Relationships", self.findings)]
+        return "\n".join(f"{name}:\n" + "\n".join(f"{k}. {o}" for k, o in enumerate(opts, 1))
+                         for name, opts in blocks if opts)
+
+
+def report_options(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
+                   rows: MemberRows | None = None) -> ReportOptions:
+    """The :class:`ReportOptions` of ``community`` (at most :data:`MAX_TITLE_OPTIONS`
+    titles, :data:`MAX_SENTENCE_OPTIONS` sentences that fit a report's summary with room
+    to spare, :data:`MAX_FINDING_OPTIONS` relationships, strongest first)."""
+    ents, rels = _members(community, entities, relationships, rows)
+    props = REPORT_TEMPLATE.schema["properties"]
+    titles = [e[0] for e in ents] or ["(empty community)"]
+    budget = props["summary"]["maxLength"] * 3 // 5
+    lines = [line for r in rels[:MAX_FINDING_OPTIONS] for line in (r[3] or "").split("\n")]
+    if not rels:
+        lines = [line for e in ents for line in (e[1] or "").split("\n")]
+    sentences = list(dict.fromkeys(w for line in lines if (w := _whole(line, budget))))
+    labels = list(dict.fromkeys(_finding_label(r[1], r[2]) for r in rels))
+    return ReportOptions(_title_options(titles, rels, props["title"]["maxLength"])
+                         [:MAX_TITLE_OPTIONS], sentences[:MAX_SENTENCE_OPTIONS],
+                         labels[:MAX_FINDING_OPTIONS])
+
+
+# how many of a community's strongest relationships a rule report weighs for its findings
+FINDING_CANDIDATES = 12
+
+
+def _finding_order(rels: list[tuple], picked: int, limit: int,
+                   places: dict[str, tuple[str, int]] | None) -> list[tuple]:
+    """The relationships a report's findings take, in order: the first ``picked`` (a
+    model's choices) as they are, then, of the next :data:`FINDING_CANDIDATES`, those
+    whose evidence holds a whole sentence that fits a finding of ``limit`` characters
+    with its citation (:func:`_quote`), strongest first, then the others as ranked. A
+    finding that quotes the text says what joins two names; "A and B are named together
+    in 3 text units" says only that something does."""
+    head, rest = rels[:picked], rels[picked:picked + FINDING_CANDIDATES]
+
+    def quotable(r: tuple) -> bool:
+        cite = f" [Sources: {_places(r[5] or [], places)}]" if r[5] else ""
+        return bool(_quote(r[3], limit - len(cite)))
+    ok = [quotable(r) for r in rest]
+    return head + [r for r, q in zip(rest, ok) if q] + [r for r, q in zip(rest, ok) if not q]
+
+
+def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
+                rows: MemberRows | None = None,
+                places: dict[str, tuple[str, int]] | None = None,
+                picks: dict | None = None) -> dict:
+    """A report of a community built by rules, no model: the same fields and bounds as an
+    LLM report (:data:`REPORT_TEMPLATE`'s schema), written in whole sentences.
+
+    - title (at most :data:`TITLE_MAX_WORDS` words): the strongest internal relationship
+      as its sentence states it when the words between the two names read as a relation
+      ("Zephyr Mills supplies Yarrow Textiles"), else the central members, highest degree
+      first ("A, B and 3 others");
+    - summary, two to four whole sentences: who the members are (names and types), how
+      they relate (the central member's ties, the closest pair), where they are in the
+      corpus (text units per document, with positions), and, when it fits, the closest
+      pair's evidence sentence quoted whole; never a sentence cut with "…";
+    - rating: the number of members plus internal relationships, at most 10 (GraphRAG's
+      rating is the community's importance; a rule can only count its size);
+    - findings (at most 3): one per internal relationship, those whose evidence holds a
+      whole sentence that fits first (:func:`_finding_order`), each group strongest
+      first (combined degree), or per member without any; each a whole sentence citing
+      its text units ("[Sources: a-christmas-carol.txt #12, #14]").
+
+    Args:
+        community: a ``COMMUNITIES_SCHEMA`` row as a dict.
+        entities / relationships: the full tables (degree / combined_degree filled).
+        rows: :meth:`MemberRows.of` those tables, when the caller writes many reports;
+            None: the community's rows are taken from the tables.
+        places: text unit id -> (document title, position of the unit in it), for the
+            citations and the summary's "where"; None: units are cited by short id.
+        picks: a model's reply to :meth:`ReportOptions.schema` (``llm_report_form``
+            ``choices``): its title, its sentence as the quoted evidence, its
+            relationships ("A – B") first among the findings and its rating stand
+            instead of the rules' choices; the sentences around them are the same.
+
+    Returns:
+        {title, summary, rating, rating_explanation, findings: [{summary, explanation}]}.
+    """
+    props = REPORT_TEMPLATE.schema["properties"]
+    limit = {k: props[k].get("maxLength", 0) for k in ("title", "summary", "rating_explanation")}
+    item = props["findings"]["items"]["properties"]
+    ents, rels = _members(community, entities, relationships, rows)
+    picks = picks or {}
+    if picks.get("findings"):  # the model's relationships first, in its order
+        rels = _in_picked_order(rels, picks["findings"])
+    titles = [e[0] for e in ents] or ["(empty community)"]
+    n_rel = len(community["relationship_ids"])
+    units = sorted(set(community.get("text_unit_ids") or [])
+                   | {u for r in rels for u in (r[5] or [])})
+
+    # title: the closest pair as the text states it, or the central members
+    title = picks.get("title") or _title_options(titles, rels[:1], limit["title"])[0]
+
+    summary = _rule_summary(ents, rels, titles, units, places, picks, limit["summary"])
+    findings = _rule_findings(ents, rels, title, picks, places, item,
+                              props["findings"]["maxItems"])
+    rating, rated = _rating(len(ents), n_rel, picks)
+    return {"title": title, "summary": summary, "rating": rating,
+            "rating_explanation": _clip(rated, limit["rating_explanation"]),
+            "findings": findings or [{"summary": _clip(titles[0], item["summary"]["maxLength"]),
+                                      "explanation": "No description."}]}
+
+
+def _in_picked_order(rels: list[tuple], labels: list[str]) -> list[tuple]:
+    """``rels`` (member relationship rows of :func:`_members`) with those the model
+    picked (``labels``: :func:`_finding_label` of each, in its order, repeats ignored)
+    first in that order, the rest after them in their own order (a stable sort)."""
+    rank = {label: k for k, label in enumerate(dict.fromkeys(labels))}
+    return sorted(rels, key=lambda r: rank.get(_finding_label(r[1], r[2]), len(rank)))
+
+
+def _rating(n_members: int, n_rel: int, picks: dict) -> tuple[int, str]:
+    """A rule report's (rating, its explanation): the model's picked rating when
+    ``picks`` has one, else the community's size (members plus internal relationships)
+    up to 10."""
+    rated = (f"Rated by the model from {n_members} entities and {n_rel} relationships."
+             if "rating" in picks else
+             f"Built by rules from {n_members} entities and {n_rel} relationships; "
+             "rated by size.")
+    return (int(picks["rating"]) if "rating" in picks else min(10, n_members + n_rel)), rated
+
+
+def _rule_summary(ents: list[tuple], rels: list[tuple], titles: list[str], units: list[str],
+                  places: dict[str, tuple[str, int]] | None, picks: dict,
+                  max_chars: int) -> str:
+    """A rule report's summary: the whole sentences of who the members are, how they
+    relate, where they appear and the quoted evidence that fit in ``max_chars``, by
+    priority (a picked sentence before the rules' "how"), in reading order.
+
+    ``ents`` / ``rels``: the member rows of :func:`_members` (rels strongest first, or
+    in the model's order of ``picks["findings"]``); ``titles``: the members' titles;
+    ``units``: the community's text unit ids, sorted; ``places``: as for
+    :func:`rule_report`; ``picks``: the model's choices ({} for none).
+    """
+    kinds = {}
+    for e in ents:
+        kinds[e[3]] = kinds.get(e[3], 0) + 1
+    typed = [_counted(n, *_TYPE_WORDS[t]) for t, n in sorted(
+        kinds.items(), key=lambda kv: (-kv[1], str(kv[0]))) if t in _TYPE_WORDS]
+    other = sum(n for t, n in kinds.items() if t not in _TYPE_WORDS)
+    typed += [_counted(other, "other name", "other names")] if other else []
+    who_names = _head_names(titles, 3 if len(titles) <= 3 else 2)
+    size = ("is a community of one entity" if len(ents) == 1
+            else f"form a community of {len(ents)} entities")
+    parts: dict[str, str] = {
+        "who": f"{who_names} {size}" + (f": {_listed(typed)}." if typed else ".")}
+    if rels:
+        _, src, dst, _, _, rel_units = rels[0]
+        centre = titles[0]
+        ties = sum(1 for r in rels if centre in (r[1], r[2]))
+        together = _counted(len(set(rel_units or [])), 'text unit', 'text units')
+        parts["how"] = (f"{centre} is tied to {_counted(ties, 'other member', 'other members')}"
+                        f"; the closest pair, {src} and {dst}, is named together in "
+                        f"{together}." if ties and len(ents) > 2 else
+                        f"{src} and {dst} are named together in {together}.")
+    elif len(ents) > 1:
+        parts["how"] = "No relationship joins them inside the community."
+    if units:
+        parts["where"] = (f"They appear in {_counted(len(units), 'text unit', 'text units')} "
+                          f"({_places(units, places)}).")
+    quote = picks.get("sentence") or _quote(rels[0][3] if rels else ents[0][1] if ents else "",
+                                            max_chars)
+    if quote:
+        parts["quote"] = f"The text says: \"{quote}\""
+    # whole sentences only: those that fit, by priority (a chosen sentence before the
+    # rules' "how"), written in reading order
+    priority = ["who", "quote", "where", "how"] if picks.get("sentence") else \
+        ["who", "how", "where", "quote"]
+    if len(parts["who"]) > max_chars:
+        parts["who"] = _clip(f"{_head_names(titles, 1)} form a community of {len(ents)} "
+                             "entities.", max_chars)
+    kept, total = set(), -1
+    for key in priority:
+        if key in parts and total + 1 + len(parts[key]) <= max_chars:
+            kept.add(key)
+            total += 1 + len(parts[key])
+    return " ".join(parts[k] for k in ("who", "how", "quote", "where") if k in kept)
+
+
+def _rule_findings(ents: list[tuple], rels: list[tuple], title: str, picks: dict,
+                   places: dict[str, tuple[str, int]] | None, item: dict,
+                   max_items: int) -> list[dict]:
+    """A rule report's findings, at most ``max_items`` [{summary, explanation}]: one per
+    internal relationship in :func:`_finding_order`, else one per member; each a whole
+    quoted sentence (none quoted twice) citing its text units, clipped to the bounds of
+    ``item`` (the schema's finding properties). ``title``: the report's title (a finding
+    that says the same names its pair instead). Empty when the community has no member
+    and no relationship."""
+    findings: list[dict] = []
+    used: set[str] = set()  # quotes already a finding's: one sentence says one thing once
+    for _, src, dst, desc, _, rel_units in _finding_order(
+            rels, len(picks.get("findings") or []), item["explanation"]["maxLength"],
+            places)[:max_items]:
+        cite = f" [Sources: {_places(rel_units or [], places)}]" if rel_units else ""
+        phrase = _relation_phrase(src, dst, desc)
+        head = f"{src} {phrase} {dst}" if phrase else f"{src} and {dst}"
+        if words(head) == words(title):  # the title already says it: name the pair
+            head = _finding_label(src, dst)
+        head = _clip(head, item["summary"]["maxLength"])
+        quote = _quote(desc, item["explanation"]["maxLength"] - len(cite))
+        quote = "" if quote in used else quote
+        used.add(quote)
+        body = quote or (f"{src} and {dst} are named together in "
+                         f"{_counted(len(set(rel_units or [])), 'text unit', 'text units')}.")
+        findings.append({"summary": head,
+                         "explanation": _clip(body + cite, item["explanation"]["maxLength"])})
+    if not findings:
+        for e in ents[:max_items]:
+            e_units = e[4] or []
+            cite = f" [Sources: {_places(e_units, places)}]" if e_units else ""
+            quote = _quote(e[1], item["explanation"]["maxLength"] - len(cite))
+            quote = "" if quote in used else quote
+            used.add(quote)
+            body = quote or f"{e[0]} is named in " \
+                f"{_counted(len(set(e_units)), 'text unit', 'text units')}."
+            findings.append({"summary": _clip(e[0], item["summary"]["maxLength"]),
+                             "explanation": _clip(body + cite, item["explanation"]["maxLength"])})
+    return findings
