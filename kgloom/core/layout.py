@@ -36,13 +36,26 @@ import polars as pl
 from kgloom.core import schemas
 from kgloom.core.storage import read_table, write_table
 
+# --- every file and folder name under the output folder: defined here, imported elsewhere --
+# (a table is ``<table>.parquet``, its name in :mod:`kgloom.core.schemas`, the suffix in
+# :mod:`kgloom.core.storage`; the writer lock's files are :mod:`kgloom.core.lock`'s)
 STAGES_DIR = "stages"  # the corpus level, under the output folder
 PARTITIONS_DIR = "partitions"  # the partition level, under the corpus level
-STATS_SUFFIX = ".stats.json"
+STATS_SUFFIX = ".stats.json"  # <stage>.stats.json in the stage's folder
+MANIFEST_FILE = "manifest.json"  # <stage>.manifest.json: a partition stage's marker
 SUMMARY_FILE = "index-summary.json"  # the last graph asset's output: gone means rebuild
+MARKER_FILE = "build.json"  # the build marker, written last: readers open what it names
+BUILDS_DIR = "builds"  # <output>/builds/<build id>/: the links of each kept build
 GRAPHML_FILE = "graph.graphml"
-NEO4J_DIR = "neo4j"
+NEO4J_DIR = "neo4j"  # the Neo4j import CSVs and their import script
 LANCEDB_DIR = "lancedb"  # the LanceDB database of the vector tables
+EMBEDDER_MANIFEST = "embedder.json"  # in LANCEDB_DIR: which embedder wrote the vectors
+FLAT_SNAPSHOT_SUFFIX = ".flat.parquet"  # LANCEDB_DIR/<table>.flat.parquet
+LLM_CACHE_FILE = "llm_cache.sqlite"  # the LLM reply cache every LLM stage shares
+EMBEDDING_CACHE_FILE = "embedding_cache.sqlite"  # texts embedded by earlier runs
+QUERY_CACHE_FILE = "query_cache.sqlite"  # the query side's own LLM cache (default path)
+LAZY_REPORTS_FILE = "lazy_reports.sqlite"  # global search's lazily written reports
+IMPORT_SUMMARY_FILE = "graph-import.json"  # `kgloom import-graph`: what was imported
 
 
 class Level(enum.StrEnum):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgloom.core.layout import QUERY_CACHE_FILE as QUERY_CACHE_FILE
 from kgloom.llm import (
     SMOLLM2_SHA256,
     CachedLLM,
@@ -40,7 +41,6 @@ from kgloom.query.context_builder.context import (
 from kgloom.query.query_index import QueryIndex
 from kgloom.settings import SearchConfig  # the one definition, with the settings
 
-QUERY_CACHE_FILE = "query_cache.sqlite"
 SEARCH_STAGES = ("search_route", "search_rate", "search_map", "search_answer")
 
 ANSWER_TEMPLATE = PromptTemplate(
