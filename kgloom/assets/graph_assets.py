@@ -21,7 +21,7 @@ from kgloom.assets.metadata import (
     progress,
 )
 from kgloom.core import schemas
-from kgloom.core.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
+from kgloom.core.layout import COMMUNITIES, ENTITIES, GRAPH_STATS, RESOLUTION, SUMMARIES, Level
 from kgloom.core.plots import bar_chart_png
 from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.embedding.tokenizer import default_tokenizer
@@ -30,6 +30,7 @@ from kgloom.extraction.claims import build_covariates
 from kgloom.extraction.evidence import whole_evidence
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
+from kgloom.graph.graph_stats import community_level_stats
 from kgloom.llm import StageStats
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
@@ -171,3 +172,22 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource):
                               metadata=meta, severity=dg.AssetCheckSeverity.WARN,
                               description=text)
 
+
+@dg.asset(group_name="graph", deps=[communities, "entities", "relationships"],
+          kinds={"igraph", "parquet"})
+def graph_stats(context: dg.AssetExecutionContext,
+                index: IndexConfigResource) -> dg.MaterializeResult:
+    """One row per community level: communities, singletons, sizes, modularity and the
+    share of relationship weight inside communities
+    (:func:`kgloom.graph.graph_stats.community_level_stats`)."""
+    clock = Timer.started()
+    store = index.store
+    table = community_level_stats(store.read(schemas.ENTITIES),
+                                  store.read(schemas.RELATIONSHIPS),
+                                  store.read(schemas.COMMUNITIES))
+    store.write(table, schemas.GRAPH_STATS)
+    store.write_stats(GRAPH_STATS, clock.elapsed, levels=table.height)
+    return dg.MaterializeResult(metadata={
+        GRAPH_INPUTS: graph_inputs_of(context, "communities", "entities", "relationships"),
+        "levels": table.height,
+        "per_level": preview(table, list(schemas.GRAPH_STATS_SCHEMA))})

@@ -76,6 +76,7 @@ ENTITIES = "entities"
 SUMMARIES = "summaries"
 RESOLUTION = "resolution"
 COMMUNITIES = "communities"
+GRAPH_STATS = "graph_stats"
 COMMUNITY_REPORTS = "community_reports"
 GRAPH_FILES = "graph_files"
 VECTOR_INDEX = "vector_index"
@@ -145,6 +146,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage(SUMMARIES, "entity_graph", _C, part_of=ENTITIES, failures=True),
     Stage(RESOLUTION, "entity_graph", _C, part_of=ENTITIES),
     Stage(COMMUNITIES, "communities", _C, ((schemas.COMMUNITIES, _O),)),
+    Stage(GRAPH_STATS, "graph_stats", _C, ((schemas.GRAPH_STATS, _O),)),
     Stage(COMMUNITY_REPORTS, "community_reports", _C, ((schemas.COMMUNITY_REPORTS, _O),),
           failures=True),
     Stage(GRAPH_FILES, "graph_files", _C, (
