@@ -1,5 +1,9 @@
 """The Dagster code location: assets, checks, jobs, schedule, sensor and resources.
 
+The assets are :data:`kgloom.assets.ALL_ASSETS` and the jobs
+:data:`kgloom.pipelines.jobs.JOBS`, both derived from the stage registry
+(:data:`kgloom.core.layout.STAGES`): a new stage needs no edit here.
+
 Load with ``dagster dev -m kgloom.definitions`` or ``dagster definitions validate -m
 kgloom.definitions``. Resource config comes from the ``KGLOOM_*`` environment variables
 (listed in :mod:`kgloom.resources`), so the UI and the CLI agree.
@@ -17,15 +21,7 @@ import os
 import dagster as dg
 
 from kgloom.assets import ALL_ASSETS
-from kgloom.pipelines.jobs import (
-    embed_job,
-    graph_job,
-    index_job,
-    ingest_job,
-    input_folder_sensor,
-    nightly_index_schedule,
-    reports_job,
-)
+from kgloom.pipelines.jobs import JOBS, input_folder_sensor, nightly_index_schedule
 from kgloom.resources import build_resources, code_location_resources
 
 __all__ = ["build_executor", "build_resources", "defs"]
@@ -68,7 +64,7 @@ def build_executor(kind: str | None = None) -> dg.ExecutorDefinition:
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,
-    jobs=[index_job, ingest_job, graph_job, reports_job, embed_job],
+    jobs=list(JOBS),
     schedules=[nightly_index_schedule],
     sensors=[input_folder_sensor],
     resources=code_location_resources(),

@@ -41,13 +41,13 @@ import polars as pl
 from kgloom.core import schemas, storage
 from kgloom.core.builds import publish_build
 from kgloom.core.ids import content_id
+from kgloom.core.layout import IMPORT_SUMMARY_FILE as IMPORT_SUMMARY
 from kgloom.core.layout import LANCEDB_DIR
 from kgloom.embedding.store import EXTERNAL_VECTORS_KEY, write_external_manifest
 from kgloom.graph.communities import compute_graph_metrics
 from kgloom.publish import tables
 from kgloom.publish.vectors import write_lancedb
 
-IMPORT_SUMMARY = "graph-import.json"  # in the output folder: what was imported, and how
 RELATIONSHIP_KIND = "imported"  # relationships.kind of an imported edge
 NODE_COLUMNS = ("id", "vector", "title", "type", "description")
 EDGE_COLUMNS = ("source", "target", "weight", "description")

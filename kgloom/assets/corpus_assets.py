@@ -13,9 +13,7 @@ import polars as pl
 
 from kgloom.assets.extraction_assets import extracted_graph
 from kgloom.assets.metadata import Timer
-from kgloom.core.layout import CORPUS, Level, stored_partitions
-from kgloom.core.stats import write_stage_stats
-from kgloom.corpus.partitions import graph_inputs_fingerprint, refresh_corpus
+from kgloom.core.layout import CORPUS, Level
 from kgloom.pipelines.freshness import GRAPH_INPUTS
 from kgloom.pipelines.input_files import INPUT_FILES, live_partition_keys
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
@@ -31,20 +29,21 @@ def corpus(context: dg.AssetExecutionContext, index: IndexConfigResource, llm: L
     leaves every later table. Records the graph-inputs fingerprint every later graph
     asset inherits (``llm`` and ``embedder`` are asked only for their identity)."""
     clock = Timer.started()
+    store = index.store
     keys = live_partition_keys(context.instance)
-    if not keys and stored_partitions(index.out):
+    if not keys and store.stored_partitions():
         raise dg.Failure(description=(
-            f"this Dagster instance has no '{INPUT_FILES}' partitions, but {index.out} holds "
-            f"{len(stored_partitions(index.out))} built ones: register them first with "
-            "`kgloom partitions` (or `kgloom index`, or the input_folder_sensor); nothing "
-            "was changed"))
-    inputs = graph_inputs_fingerprint(index.out, keys, index.settings(),
-                                      llm.index_model_id(index.settings().method),
-                                      embedder.model_path)
-    tables, removed = refresh_corpus(index.out, keys, index.input_dir)
+            f"this Dagster instance has no '{INPUT_FILES}' partitions, but "
+            f"{store.output_dir} holds {len(store.stored_partitions())} built ones: register "
+            "them first with `kgloom partitions` (or `kgloom index`, or the "
+            "input_folder_sensor); nothing was changed"))
+    inputs = store.graph_inputs(keys, index.settings(),
+                                llm.index_model_id(index.settings().method),
+                                embedder.model_path)
+    tables, removed = store.refresh_corpus(keys, index.input_dir)
     if removed:
         context.log.info(f"removed the contribution of deleted partitions: {removed}")
-    write_stage_stats(index.out, CORPUS, clock.elapsed, partitions=len(keys),
+    store.write_stats(CORPUS, clock.elapsed, partitions=len(keys),
                       documents=tables.documents.height, text_units=tables.text_units.height,
                       duplicate_documents=tables.duplicates)
     by_stage = (dict(tables.failures.group_by("stage").len().iter_rows())
@@ -59,4 +58,4 @@ def corpus(context: dg.AssetExecutionContext, index: IndexConfigResource, llm: L
         "duplicate_documents": tables.duplicates,
         "failures_by_stage": dg.MetadataValue.json(by_stage),
         "units_failed": tables.unit_status.filter(pl.col("status") == "failed").height,
-        "path": dg.MetadataValue.path(str(index.store.folder(Level.CORPUS)))})
+        "path": dg.MetadataValue.path(str(store.folder(Level.CORPUS)))})

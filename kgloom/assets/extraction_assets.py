@@ -7,8 +7,7 @@ from kgloom.assets.ingest_assets import documents, text_units
 from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.core import schemas
 from kgloom.core.layout import CLAIMS, EXTRACTION, Level
-from kgloom.core.stats import write_stage_stats
-from kgloom.corpus.partitions import mark_stage, settings_fingerprint
+from kgloom.corpus.partitions import settings_fingerprint
 from kgloom.extraction.checks import extraction_yield
 from kgloom.extraction.claims import extract_claims
 from kgloom.extraction.cooccurrence import cooccurrence_graph
@@ -37,7 +36,7 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     units = store.read(schemas.TEXT_UNITS, Level.PARTITION, key)
     docs = store.read(schemas.DOCUMENTS, Level.PARTITION, key)
     s = index.settings()
-    cached = llm.open_for(s, index.out, log=context.log)  # None: method=fast, no model
+    cached = llm.open_for(s, store, log=context.log)  # None: method=fast, no model
     with Timer() as t:
         result = (cooccurrence_graph(units, s, progress(context, EXTRACTION), documents=docs)
                   if cached is None else extract_graph(units, cached, s,
@@ -60,18 +59,17 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     if cached is not None:
         cached.release()  # the model, now: the next partition loads its own
     claim_stats = cached.stats.get(CLAIMS) if cached else None
-    write_stage_stats(index.out, CLAIMS, claims_t.seconds,
-                      claim_stats.as_dict() if claim_stats else {}, partition=key,
-                      claims=claims.height)
+    store.write_stats(CLAIMS, claims_t.seconds, claim_stats.as_dict() if claim_stats else {},
+                      partition=key, claims=claims.height)
     llm_stats = cached.stats.get(EXTRACTION) if cached else None
     # the stage's wall time: the whole asset but the claims step (its own stage)
-    stats = write_stage_stats(index.out, EXTRACTION, clock.elapsed - claims_t.seconds,
+    stats = store.write_stats(EXTRACTION, clock.elapsed - claims_t.seconds,
                               llm_stats.as_dict() if llm_stats else {}, partition=key,
                               llm_backend=cached.backend_settings() if cached else {},
                               # counter names ("units_failed" ...), never a parameter's
-                              method=s.method, **result.counts)  # pyright: ignore[reportArgumentType]
-    mark_stage(index.out, key, EXTRACTION,
-               settings=settings_fingerprint(s, cached.model_id if cached else NO_MODEL))
+                              method=s.method, **result.counts)
+    store.mark_stage(key, EXTRACTION,
+                     settings=settings_fingerprint(s, cached.model_id if cached else NO_MODEL))
     failed = result.counts.get("units_failed", 0)
     rate = failed / max(units.height, 1)
     yield dg.MaterializeResult(metadata={

@@ -21,10 +21,8 @@ from kgloom.assets.metadata import (
     progress,
 )
 from kgloom.core import schemas
-from kgloom.core.layout import COMMUNITIES, ENTITIES, RESOLUTION, SUMMARIES, Level
+from kgloom.core.layout import COMMUNITIES, ENTITIES, GRAPH_STATS, RESOLUTION, SUMMARIES, Level
 from kgloom.core.plots import bar_chart_png
-from kgloom.core.stats import write_stage_stats
-from kgloom.embedding.embedding_cache import open_embedding_cache
 from kgloom.embedding.sentence_embedder import release_memory
 from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.embedding.windows import WindowedEmbedder
@@ -32,6 +30,7 @@ from kgloom.extraction.claims import build_covariates
 from kgloom.extraction.evidence import whole_evidence
 from kgloom.graph.communities import community_structure, hierarchical_leiden
 from kgloom.graph.entities import build_entity_tables
+from kgloom.graph.graph_stats import community_level_stats
 from kgloom.llm import StageStats
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
@@ -56,13 +55,13 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     units = store.read(schemas.TEXT_UNITS, Level.CORPUS,
                        columns=["id", "document_id", "chunk_index", "text"])
     fast = not s.uses_model  # no model: see build_entity_tables
-    cached = llm.open_for(s, index.out, log=context.log)
+    cached = llm.open_for(s, store, log=context.log)
     # only resolution's embedding pass embeds here (summaries rank by TF-IDF); fast has
     # no such pass
     use_embedding = em.height > 0 and not fast and "embedding" in s.resolution_methods
     emb = embedder.load() if use_embedding else None
     emb_before = emb.passes() if emb else {}  # the loaded embedder is shared
-    cache = open_embedding_cache(index.out)  # texts embedded by an earlier run: read
+    cache = store.embedding_cache()  # texts embedded by an earlier run: read
     steps: dict[str, float] = {}
     summarized: dict[str, int] = {"items": 0, "texts": 0}
 
@@ -95,8 +94,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     # the LLM's sub-stages (summaries; resolution: the merge check) are parts of the
     # entities stage: their wall time is inside its wall time, their LLM time in its LLM
     # time; the embedder's time is counted once, on the entities stage
-    stats = write_stage_stats(
-        index.out, ENTITIES, clock.elapsed, StageStats.merged(
+    stats = store.write_stats(
+        ENTITIES, clock.elapsed, StageStats.merged(
             (cached.stats if cached else {}).get(k)
             for k in (SUMMARIES, RESOLUTION)).as_dict(),
         **(embedder_time(emb, emb_before) if emb else EmbedderTime()),
@@ -109,8 +108,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
         work: dict[str, Any] = (
             {"summarized_items": summarized["items"], "summary_texts": summarized["texts"]}
             if stage == SUMMARIES else {})
-        write_stage_stats(index.out, stage, steps.get(stage, st.seconds), st.as_dict(),
-                          part_of=ENTITIES, **work)
+        store.write_stats(stage, steps.get(stage, st.seconds), st.as_dict(), part_of=ENTITIES,
+                          **work)
     st = cached.stats.get(SUMMARIES) if cached else None
     merged = aliases.filter(pl.col("method") != "exact").height
     degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
@@ -152,7 +151,7 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource):
                                        period=dt.date.today().isoformat(),
                                        backend=s.community_backend)
     store.write(comms, schemas.COMMUNITIES)
-    write_stage_stats(index.out, COMMUNITIES, clock.elapsed, **stats)
+    store.write_stats(COMMUNITIES, clock.elapsed, **stats)
     sizes = dict(sorted(Counter(comms.filter(pl.col("level") == 0)["size"].to_list()).items()))
     yield dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships"),
@@ -172,3 +171,23 @@ def communities(context: dg.AssetExecutionContext, index: IndexConfigResource):
     yield dg.AssetCheckResult(check_name="communities_group_entities", passed=ok,
                               metadata=meta, severity=dg.AssetCheckSeverity.WARN,
                               description=text)
+
+
+@dg.asset(group_name="graph", deps=[communities, "entities", "relationships"],
+          kinds={"igraph", "parquet"})
+def graph_stats(context: dg.AssetExecutionContext,
+                index: IndexConfigResource) -> dg.MaterializeResult:
+    """One row per community level: communities, singletons, sizes, modularity and the
+    share of relationship weight inside communities
+    (:func:`kgloom.graph.graph_stats.community_level_stats`)."""
+    clock = Timer.started()
+    store = index.store
+    table = community_level_stats(store.read(schemas.ENTITIES),
+                                  store.read(schemas.RELATIONSHIPS),
+                                  store.read(schemas.COMMUNITIES))
+    store.write(table, schemas.GRAPH_STATS)
+    store.write_stats(GRAPH_STATS, clock.elapsed, levels=table.height)
+    return dg.MaterializeResult(metadata={
+        GRAPH_INPUTS: graph_inputs_of(context, "communities", "entities", "relationships"),
+        "levels": table.height,
+        "per_level": preview(table, list(schemas.GRAPH_STATS_SCHEMA))})

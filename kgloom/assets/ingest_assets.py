@@ -7,8 +7,6 @@ import dagster as dg
 from kgloom.assets.metadata import Timer, preview
 from kgloom.core import schemas
 from kgloom.core.layout import DOCUMENTS, TEXT_UNITS, Level
-from kgloom.core.stats import write_stage_stats
-from kgloom.corpus.partitions import mark_stage
 from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.ingest.chunking import split_text_units
 from kgloom.ingest.documents import read_partition_documents
@@ -31,9 +29,9 @@ def documents(context: dg.AssetExecutionContext,
     for row in failures.iter_rows(named=True):
         context.log.warning(f"{row['item_id']}: {row['reason']}")
     cut = int(docs["boilerplate_cut"].is_not_null().sum())
-    write_stage_stats(index.out, DOCUMENTS, clock.elapsed, partition=key,
+    store.write_stats(DOCUMENTS, clock.elapsed, partition=key,
                       documents=docs.height, failures=failures.height, boilerplate_cut=cut)
-    mark_stage(index.out, key, DOCUMENTS, sha256=sha)
+    store.mark_stage(key, DOCUMENTS, sha256=sha)
     return dg.MaterializeResult(metadata={
         "rows": docs.height, "failures": failures.height, "input_file": key,
         "documents_with_boilerplate_cut": cut,
@@ -56,9 +54,8 @@ def text_units(context: dg.AssetExecutionContext,
     units = split_text_units(store.read(schemas.DOCUMENTS, Level.PARTITION, key), tok,
                              s.chunk_size, s.chunk_overlap)
     store.write(units, schemas.TEXT_UNITS, Level.PARTITION, key)
-    write_stage_stats(index.out, TEXT_UNITS, clock.elapsed, partition=key,
-                      text_units=units.height)
-    mark_stage(index.out, key, TEXT_UNITS)
+    store.write_stats(TEXT_UNITS, clock.elapsed, partition=key, text_units=units.height)
+    store.mark_stage(key, TEXT_UNITS)
     return dg.MaterializeResult(metadata={
         "rows": units.height, "tokenizer": tok.name, "chunk_size_tokens": s.chunk_size,
         "chunk_overlap_tokens": s.chunk_overlap,

@@ -6,17 +6,17 @@ import polars as pl
 
 from kgloom.assets.metadata import Timer, cost_metadata, embedder_time, preview, progress
 from kgloom.core import schemas
-from kgloom.core.builds import publish_build
 from kgloom.core.layout import (
     GRAPH_FILES,
     GRAPHML_FILE,
+    LANCEDB_DIR,
     NEO4J_DIR,
-    SUMMARY_FILE,
+    SUMMARY_DEPS,
     VECTOR_INDEX,
     Level,
 )
-from kgloom.core.stats import build_index_summary, cost_markdown, write_stage_stats
-from kgloom.core.storage import disk_full_error, is_disk_full, read_parquet, write_json
+from kgloom.core.stats import cost_markdown
+from kgloom.core.storage import disk_full_error, is_disk_full, read_parquet
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.publish.tables import (
     build_graph_tables,
@@ -56,13 +56,12 @@ def graph_files(context: dg.AssetExecutionContext, index: IndexConfigResource):
     write_graphml(ents, rels, store.file(GRAPHML_FILE), comms)
     write_neo4j_import(ents, rels, store.file(NEO4J_DIR), text_units=units, documents=docs,
                        communities=comms)
-    write_stage_stats(index.out, GRAPH_FILES, clock.elapsed, nodes=nodes.height,
-                      edges=edges.height)
+    store.write_stats(GRAPH_FILES, clock.elapsed, nodes=nodes.height, edges=edges.height)
     yield dg.MaterializeResult(metadata={
         GRAPH_INPUTS: graph_inputs_of(context, "entities", "relationships", "communities"),
         "nodes": nodes.height, "edges": edges.height, "text_units": units.height,
         "units_with_entities": units.filter(pl.col("kg_node_ids").list.len() > 0).height,
-        "path": dg.MetadataValue.path(str(index.out)),
+        "path": dg.MetadataValue.path(str(store.folder(Level.PUBLISHED))),
         "degree_distribution": preview(
             nodes.group_by("degree").len().sort("degree"), ["degree", "len"], n=30)})
     ok, meta = edges_endpoints_exist(nodes, edges)
@@ -86,25 +85,21 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
     no-change run writes nothing)."""
     import lancedb
 
-    from kgloom.core.layout import LANCEDB_DIR
-    from kgloom.publish.vectors import sync_index
-
     clock = Timer.started()
-    out = index.out
+    store = index.store
     emb = embedder.load()
     emb_before = emb.passes()  # the loaded embedder is shared by the stages of a process
-    db_path = index.store.file(LANCEDB_DIR)
+    db_path = store.file(LANCEDB_DIR)
     try:
-        written, expected = sync_index(out, emb,
-                                       progress=lambda t: progress(context, f"vectors {t}"),
-                                       log=context.log.info)
+        written, expected = store.sync_vectors(
+            emb, progress=lambda t: progress(context, f"vectors {t}"), log=context.log.info)
     except Exception as exc:  # LanceDB reports a full disk in its own words
         if is_disk_full(exc):
             raise disk_full_error(db_path, None, exc) from exc
         raise
     finally:
         emb.release()  # its session's memory, until a later stage embeds again
-    stats = write_stage_stats(out, VECTOR_INDEX, clock.elapsed, tables=written, dim=emb.dim,
+    stats = store.write_stats(VECTOR_INDEX, clock.elapsed, tables=written, dim=emb.dim,
                               reused_vectors={k: v["reused"] for k, v in written.items()},
                               **embedder_time(emb, emb_before))
     yield dg.MaterializeResult(metadata={
@@ -126,10 +121,7 @@ def vector_index(context: dg.AssetExecutionContext, index: IndexConfigResource,
                               metadata={"counts": dg.MetadataValue.json(meta)})
 
 
-@dg.asset(group_name="emit",
-          deps=[vector_index, graph_files, "corpus", "entities", "relationships",
-                "entity_aliases", "covariates", "communities", "community_reports"],
-          kinds={"json", "parquet"})
+@dg.asset(group_name="emit", deps=SUMMARY_DEPS, kinds={"json", "parquet"})
 def index_summary(context: dg.AssetExecutionContext,
                   index: IndexConfigResource) -> dg.MaterializeResult:
     """failures.parquet (every stage's failures) and index-summary.json (reads every
@@ -141,9 +133,9 @@ def index_summary(context: dg.AssetExecutionContext,
     failures = (pl.concat([read_parquet(p) for p in parts]) if parts
                 else schemas.empty(schemas.FAILURES_SCHEMA))
     store.write(failures, schemas.FAILURES)
-    summary = build_index_summary(index.out, index.settings().method)
-    write_json(summary, store.file(SUMMARY_FILE))
-    marker = publish_build(index.out)
+    summary = store.index_summary(index.settings().method)
+    store.write_summary(summary)
+    marker = store.publish_build()
     versions = {k: v["version"] for k, v in marker["lancedb"].items()}
     context.log.info(f"published build {marker['build_id']} ({len(marker['tables'])} tables, "
                      f"LanceDB versions {versions})")

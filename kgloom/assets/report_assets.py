@@ -6,7 +6,6 @@ from kgloom.assets.graph_assets import communities
 from kgloom.assets.metadata import Timer, cost_metadata, endpoint_metadata, preview, progress
 from kgloom.core import schemas
 from kgloom.core.layout import COMMUNITY_REPORTS, Level
-from kgloom.core.stats import write_stage_stats
 from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.report_writer import REJECTED, report_settings
@@ -35,7 +34,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
                        columns=["id", "n_tokens", "document_id", "chunk_index"])  # no texts
     docs = store.read(schemas.DOCUMENTS, Level.CORPUS, schema=schemas.DOCUMENTS_SCHEMA,
                       columns=["id", "title"])
-    cached = llm.open_for(s, index.out, log=context.log) if s.llm_reports == "eager" else None
+    cached = llm.open_for(s, store, log=context.log) if s.llm_reports == "eager" else None
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, COMMUNITY_REPORTS),
         previous=previous, claims=claims,
@@ -49,8 +48,7 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     by = dict(reports.group_by("generated_by").len().iter_rows()) if reports.height else {}
     # LLM replies rejected by check_report (published as rule reports)
     rejected = failures.filter(failures["reason"].str.starts_with(REJECTED)).height
-    stats = write_stage_stats(index.out, COMMUNITY_REPORTS, clock.elapsed,
-                              st.as_dict() if st else {},
+    stats = store.write_stats(COMMUNITY_REPORTS, clock.elapsed, st.as_dict() if st else {},
                               reports=reports.height, failures=failures.height,
                               context_methods=methods, llm_reports=by.get("llm", 0),
                               rule_reports=by.get("rules", 0), rejected_reports=rejected,

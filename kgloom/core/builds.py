@@ -56,10 +56,14 @@ from typing import Any
 import polars as pl
 
 from kgloom.core import storage
-from kgloom.core.layout import LANCEDB_DIR, SUMMARY_FILE
+from kgloom.core.layout import (
+    BUILDS_DIR,
+    EMBEDDER_MANIFEST,
+    LANCEDB_DIR,
+    MARKER_FILE,
+    SUMMARY_FILE,
+)
 
-MARKER_FILE = "build.json"  # in the output folder
-BUILDS_DIR = "builds"  # <out>/builds/<build id>/: the links of each kept build
 KEEP_BUILDS = 3  # builds kept in BUILDS_DIR (the newest), so a reader mid-query keeps its own
 # an older build is kept this long after a newer one replaced it: a handle that opened it
 # just before reads its lazily loaded tables (the graph) within that time
@@ -67,7 +71,7 @@ KEEP_SUPERSEDED_SECONDS = 600.0
 MARKER_FORMAT = 1
 # side files linked with each build: path under the output folder -> name in the build
 SIDE_FILES = {SUMMARY_FILE: SUMMARY_FILE,
-              f"{LANCEDB_DIR}/embedder.json": "embedder.json"}
+              f"{LANCEDB_DIR}/{EMBEDDER_MANIFEST}": EMBEDDER_MANIFEST}
 OPEN_RETRIES = 3  # a handle being opened retries this often when the build changes under it
 
 

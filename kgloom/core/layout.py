@@ -36,13 +36,26 @@ import polars as pl
 from kgloom.core import schemas
 from kgloom.core.storage import read_table, write_table
 
+# --- every file and folder name under the output folder: defined here, imported elsewhere --
+# (a table is ``<table>.parquet``, its name in :mod:`kgloom.core.schemas`, the suffix in
+# :mod:`kgloom.core.storage`; the writer lock's files are :mod:`kgloom.core.lock`'s)
 STAGES_DIR = "stages"  # the corpus level, under the output folder
 PARTITIONS_DIR = "partitions"  # the partition level, under the corpus level
-STATS_SUFFIX = ".stats.json"
+STATS_SUFFIX = ".stats.json"  # <stage>.stats.json in the stage's folder
+MANIFEST_FILE = "manifest.json"  # <stage>.manifest.json: a partition stage's marker
 SUMMARY_FILE = "index-summary.json"  # the last graph asset's output: gone means rebuild
+MARKER_FILE = "build.json"  # the build marker, written last: readers open what it names
+BUILDS_DIR = "builds"  # <output>/builds/<build id>/: the links of each kept build
 GRAPHML_FILE = "graph.graphml"
-NEO4J_DIR = "neo4j"
+NEO4J_DIR = "neo4j"  # the Neo4j import CSVs and their import script
 LANCEDB_DIR = "lancedb"  # the LanceDB database of the vector tables
+EMBEDDER_MANIFEST = "embedder.json"  # in LANCEDB_DIR: which embedder wrote the vectors
+FLAT_SNAPSHOT_SUFFIX = ".flat.parquet"  # LANCEDB_DIR/<table>.flat.parquet
+LLM_CACHE_FILE = "llm_cache.sqlite"  # the LLM reply cache every LLM stage shares
+EMBEDDING_CACHE_FILE = "embedding_cache.sqlite"  # texts embedded by earlier runs
+QUERY_CACHE_FILE = "query_cache.sqlite"  # the query side's own LLM cache (default path)
+LAZY_REPORTS_FILE = "lazy_reports.sqlite"  # global search's lazily written reports
+IMPORT_SUMMARY_FILE = "graph-import.json"  # `kgloom import-graph`: what was imported
 
 
 class Level(enum.StrEnum):
@@ -63,23 +76,33 @@ ENTITIES = "entities"
 SUMMARIES = "summaries"
 RESOLUTION = "resolution"
 COMMUNITIES = "communities"
+GRAPH_STATS = "graph_stats"
 COMMUNITY_REPORTS = "community_reports"
 GRAPH_FILES = "graph_files"
 VECTOR_INDEX = "vector_index"
+INDEX_SUMMARY = "index_summary"
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One stage of the pipeline.
+    """One stage of the pipeline: what it writes under the output folder, and the Dagster
+    asset that runs it.
 
     Attributes:
         name: the stage's name (stats file ``<name>.stats.json``, failures table
             ``failures.<name>``).
-        asset: the Dagster asset (or multi-asset) that runs it.
+        asset: the Dagster op that runs it: the asset function's name in
+            ``kgloom/assets/`` (one op may run several stages).
         level: the level of its stats and failures files.
         tables: the tables it writes, as (table name, level) pairs.
         part_of: the stage whose wall time includes this one (``summaries`` is part of
             ``entities``), None for a top-level stage.
+        keys: the asset keys the op materializes when it is a multi-asset, given on the
+            op's first stage; () for one asset named as the op (:data:`ASSET_KEYS`).
+        failures: whether it writes a failures table ``failures.<name>``.
+        stats: whether it writes a stats file ``<name>.stats.json``.
+        files: the side files and folders it writes at the published level (file names
+            of this module: ``graph.graphml``, ``neo4j``, ...).
     """
 
     name: str
@@ -87,42 +110,76 @@ class Stage:
     level: Level
     tables: tuple[tuple[str, Level], ...] = ()
     part_of: str | None = None
+    keys: tuple[str, ...] = ()
+    failures: bool = False
+    stats: bool = True
+    files: tuple[str, ...] = ()
 
 
 _P, _C, _O = Level.PARTITION, Level.CORPUS, Level.PUBLISHED
 
+PARTITION_STAGES: tuple[str, ...] = (DOCUMENTS, TEXT_UNITS, EXTRACTION)
+"""The partitioned stages in order, each with a marker ``<stage>.manifest.json``; a
+partition is complete after the last one."""
+_PARTITION_FAILURES = (DOCUMENTS, EXTRACTION, CLAIMS)  # combined at the corpus level
+
+# The one registry, in pipeline order: the asset lists, the index summary's dependencies,
+# the jobs and the asset tests' table of outputs all derive from it. A new graph-wide
+# stage is one entry here (docs/architecture.md, "Add a graph-wide stage").
 STAGES: dict[str, Stage] = {s.name: s for s in (
-    Stage(DOCUMENTS, "documents", _P, ((schemas.DOCUMENTS, _P),)),
+    Stage(DOCUMENTS, "documents", _P, ((schemas.DOCUMENTS, _P),), failures=True),
     Stage(TEXT_UNITS, "text_units", _P, ((schemas.TEXT_UNITS, _P),)),
     Stage(EXTRACTION, "extracted_graph", _P, (
         (schemas.ENTITY_MENTIONS, _P), (schemas.RELATIONSHIP_MENTIONS, _P),
-        (schemas.UNIT_STATUS, _P))),
-    Stage(CLAIMS, "extracted_graph", _P, ((schemas.CLAIM_MENTIONS, _P),), part_of=None),
+        (schemas.UNIT_STATUS, _P)), failures=True),
+    Stage(CLAIMS, "extracted_graph", _P, ((schemas.CLAIM_MENTIONS, _P),), failures=True),
     Stage(CORPUS, "corpus", _C, (
         (schemas.DOCUMENTS, _C), (schemas.TEXT_UNITS, _C), (schemas.ENTITY_MENTIONS, _C),
         (schemas.RELATIONSHIP_MENTIONS, _C), (schemas.CLAIM_MENTIONS, _C),
-        (schemas.UNIT_STATUS, _C))),
-    Stage(ENTITIES, "entities", _C, (
+        (schemas.UNIT_STATUS, _C),
+        *((f"{schemas.FAILURES}.{s}", _C) for s in _PARTITION_FAILURES))),
+    Stage(ENTITIES, "entity_graph", _C, (
         (schemas.ENTITIES, _O), (schemas.RELATIONSHIPS, _O), (schemas.ENTITY_ALIASES, _O),
-        (schemas.COVARIATES, _O))),
-    Stage(SUMMARIES, "entities", _C, part_of=ENTITIES),
-    Stage(RESOLUTION, "entities", _C, part_of=ENTITIES),
+        (schemas.COVARIATES, _O)),
+        keys=(schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.ENTITY_ALIASES,
+              schemas.COVARIATES)),
+    Stage(SUMMARIES, "entity_graph", _C, part_of=ENTITIES, failures=True),
+    Stage(RESOLUTION, "entity_graph", _C, part_of=ENTITIES),
     Stage(COMMUNITIES, "communities", _C, ((schemas.COMMUNITIES, _O),)),
-    Stage(COMMUNITY_REPORTS, "community_reports", _C, ((schemas.COMMUNITY_REPORTS, _O),)),
+    Stage(GRAPH_STATS, "graph_stats", _C, ((schemas.GRAPH_STATS, _O),)),
+    Stage(COMMUNITY_REPORTS, "community_reports", _C, ((schemas.COMMUNITY_REPORTS, _O),),
+          failures=True),
     Stage(GRAPH_FILES, "graph_files", _C, (
         (schemas.GRAPH_NODES, _O), (schemas.GRAPH_EDGES, _O), (schemas.TEXT_UNITS, _O),
-        (schemas.DOCUMENTS, _O))),
-    Stage(VECTOR_INDEX, "vector_index", _C),
+        (schemas.DOCUMENTS, _O)), files=(GRAPHML_FILE, NEO4J_DIR)),
+    Stage(VECTOR_INDEX, "vector_index", _C, files=(LANCEDB_DIR,)),
+    # the last asset: every stage's failures in one table, the summary, the build marker
+    Stage(INDEX_SUMMARY, "index_summary", _C, ((schemas.FAILURES, _O),), stats=False,
+          files=(SUMMARY_FILE, MARKER_FILE)),
 )}
 
-PARTITION_STAGES: tuple[str, ...] = (DOCUMENTS, TEXT_UNITS, EXTRACTION)
-"""The partitioned stages in order; a partition is complete after the last one."""
 
-# --- the Dagster asset names, in pipeline order (a test checks them against the graph) ---
-PARTITIONED_ASSETS: tuple[str, ...] = ("documents", "text_units", "extracted_graph")
-GRAPH_ASSETS: tuple[str, ...] = (
-    "corpus", "entities", "relationships", "entity_aliases", "covariates", "communities",
-    "community_reports", "graph_files", "vector_index", "index_summary")
+def _ops(partitioned: bool) -> dict[str, tuple[str, ...]]:
+    """{op: its asset keys} of the partitioned (or graph-wide) stages, in pipeline order
+    (an op's keys are those of its first stage)."""
+    ops: dict[str, tuple[str, ...]] = {}
+    for s in STAGES.values():
+        if (s.level is Level.PARTITION) == partitioned:
+            ops.setdefault(s.asset, s.keys or (s.asset,))
+    return ops
+
+
+# --- the Dagster ops and asset names, in pipeline order, derived from STAGES ----------------
+ASSET_KEYS: dict[str, tuple[str, ...]] = {**_ops(True), **_ops(False)}
+"""{op: the asset keys it materializes}, every asset op (the asset functions of
+``kgloom/assets/``) in pipeline order."""
+ASSET_OPS: tuple[str, ...] = tuple(ASSET_KEYS)
+"""Every asset op in pipeline order: ``ALL_ASSETS``' order."""
+PARTITIONED_ASSETS: tuple[str, ...] = tuple(k for ks in _ops(True).values() for k in ks)
+GRAPH_ASSETS: tuple[str, ...] = tuple(k for ks in _ops(False).values() for k in ks)
+"""The graph-wide asset keys; the last, ``index_summary``, depends on all the others."""
+SUMMARY_DEPS: tuple[str, ...] = GRAPH_ASSETS[:-1]
+"""The index summary's dependencies: every graph-wide asset before it."""
 
 
 class PartitionKeyError(ValueError):

@@ -34,6 +34,7 @@ GRAPH_NODES = "graph-nodes"
 GRAPH_EDGES = "graph-edges"
 FAILURES = "failures"
 UNIT_STATUS = "extraction_units"  # table name: extraction status per text unit
+GRAPH_STATS = "graph_stats"  # one row per community level: counts, sizes, modularity
 # status: "extracted" (maybe with no entity), "no_names" (no candidate name: no call), "failed"
 UNIT_STATUS_SCHEMA = {"text_unit_id": pl.String, "status": pl.String,
                       "entities": pl.Int64, "relationships": pl.Int64}
@@ -237,6 +238,18 @@ FAILURES_SCHEMA: TableSchema = {
     "detail": pl.String,  # raw reply excerpt or exception text (<= 500 chars)
 }
 
+GRAPH_STATS_SCHEMA: TableSchema = {
+    "level": pl.Int64,  # the community level (0 = the finest, as in communities)
+    "communities": pl.Int64,  # communities at this level
+    "singletons": pl.Int64,  # of them, those of one entity
+    "min_size": pl.Int64,  # entities in the smallest community
+    "median_size": pl.Float64,
+    "mean_size": pl.Float64,
+    "max_size": pl.Int64,
+    "modularity": pl.Float64,  # weighted Newman-Girvan modularity of the level (0.0: no edge)
+    "coverage": pl.Float64,  # share of relationship weight inside communities (0.0: no edge)
+}
+
 GRAPHRAG_TABLES: dict[str, TableSchema] = {
     DOCUMENTS: DOCUMENTS_SCHEMA,
     TEXT_UNITS: TEXT_UNITS_SCHEMA,
@@ -256,6 +269,7 @@ PUBLISHED_TABLES: dict[str, TableSchema] = {
     ENTITY_ALIASES: ENTITY_ALIASES_SCHEMA,
     GRAPH_NODES: GRAPH_NODES_SCHEMA,
     GRAPH_EDGES: GRAPH_EDGES_SCHEMA,
+    GRAPH_STATS: GRAPH_STATS_SCHEMA,
     FAILURES: FAILURES_SCHEMA,
 }
 

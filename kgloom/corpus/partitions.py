@@ -41,12 +41,10 @@ from kgloom.core.layout import (
     stages_dir,
     stored_partitions,
 )
+from kgloom.core.layout import MANIFEST_FILE as MANIFEST
 from kgloom.core.schemas import UNIT_STATUS, UNIT_STATUS_SCHEMA
 from kgloom.core.storage import failures_frame, read_parquet, write_json, write_table
 from kgloom.settings.indexing import IndexSettings
-
-MANIFEST = "manifest.json"
-
 
 # the partition-level stages in order; each writes its own marker file in the folder
 

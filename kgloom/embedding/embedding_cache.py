@@ -28,9 +28,9 @@ import numpy as np
 
 from kgloom.core.cache_db import open_cache_db
 from kgloom.core.ids import content_id
+from kgloom.core.layout import EMBEDDING_CACHE_FILE
 from kgloom.embedding.windows import WindowedEmbedder
 
-EMBEDDING_CACHE_FILE = "embedding_cache.sqlite"  # in an index's output folder
 # keys per SELECT: under SQLite's default limit of host parameters (32,766 since 3.32)
 LOOKUP_CHUNK = 900
 

@@ -29,7 +29,7 @@ VECTOR_TABLES: dict[str, tuple[str, pl.Expr]] = {
 # 2Wiki pool (fast method) that is 0.62 M tokens for 8,333 distinct reports instead of
 # 1.84 M for full_content (the embedder's cost is linear in tokens).
 
-EMBEDDER_MANIFEST = "embedder.json"  # in LANCEDB_DIR: which embedder wrote the vectors
+from kgloom.core.layout import EMBEDDER_MANIFEST  # noqa: E402
 
 # Query-time IVF_PQ knobs: partitions probed, and rows re-ranked by exact distance per
 # result (LanceDB docs, "Querying an ANN index": nprobes, refine_factor).
@@ -149,7 +149,7 @@ def read_embedder_manifest(db_path: str | Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-FLAT_SNAPSHOT_SUFFIX = ".flat.parquet"  # lancedb/<table>.flat.parquet
+from kgloom.core.layout import FLAT_SNAPSHOT_SUFFIX  # noqa: E402
 
 
 def flat_snapshot_path(db_path: str | Path, table_name: str) -> Path:

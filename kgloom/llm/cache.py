@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
 """
 
 
-CACHE_FILE = "llm_cache.sqlite"  # the cache's file name in an output folder
+from kgloom.core.layout import LLM_CACHE_FILE as CACHE_FILE  # noqa: E402
 
 
 def cache_rows(output_dir: str | Path) -> dict[str, int]:

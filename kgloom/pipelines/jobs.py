@@ -9,6 +9,10 @@
   graph. For many files, "Materialize all" in the UI (an asset backfill runs each
   partition, then the graph-wide assets once) or ``kgloom index`` / ``kgloom backfill``.
 - ``reports_job`` / ``embed_job``: rewrite community reports / re-embed only.
+
+Every selection names its assets from the stage registry (:data:`kgloom.core.layout.STAGES`:
+the partitioned assets, the graph-wide ones, a stage's asset keys); ``JOBS`` is the list
+the code location loads.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import dagster as dg
 
 from kgloom.core.inputs import scan_inputs
+from kgloom.core.layout import ASSET_KEYS, COMMUNITY_REPORTS, INDEX_SUMMARY, STAGES, VECTOR_INDEX
 from kgloom.corpus.partitions import diff_inputs, manifest_hashes
 from kgloom.pipelines.freshness import (
     GRAPH_ASSETS,
@@ -39,11 +44,14 @@ index_job = dg.define_asset_job(
     "index_job", selection=dg.AssetSelection.all(),
     description="Index one input file (the run's partition) and refresh the whole graph.")
 reports_job = dg.define_asset_job(
-    "reports_job", selection=dg.AssetSelection.assets("community_reports").downstream(),
+    "reports_job",
+    selection=dg.AssetSelection.assets(*ASSET_KEYS[STAGES[COMMUNITY_REPORTS].asset]).downstream(),
     description="Rewrite community reports (and what is emitted from them) only.")
 embed_job = dg.define_asset_job(
-    "embed_job", selection=dg.AssetSelection.assets("vector_index", "index_summary"),
+    "embed_job", selection=dg.AssetSelection.assets(*ASSET_KEYS[STAGES[VECTOR_INDEX].asset],
+                                                    *ASSET_KEYS[STAGES[INDEX_SUMMARY].asset]),
     description="Re-embed into LanceDB only.")
+JOBS = (index_job, ingest_job, graph_job, reports_job, embed_job)
 
 @dg.schedule(job=graph_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
              name="nightly_index_schedule", default_status=dg.DefaultScheduleStatus.RUNNING,

@@ -11,9 +11,10 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 from dagster._utils.interrupts import check_captured_interrupt
 
 from kgloom.core.inputs import input_path
-from kgloom.core.layout import Level, PartitionKeyError, TableStore
+from kgloom.core.layout import Level, PartitionKeyError
 from kgloom.core.lock import LockWaitCancelled, writer_lock
 from kgloom.core.processes import COMMAND_TAG, PID_TAG, process_tags
+from kgloom.resources.index_store import IndexStore
 from kgloom.settings.indexing import IndexSettings
 
 
@@ -81,10 +82,12 @@ class IndexConfigResource(dg.ConfigurableResource):
         return p
 
     @property
-    def store(self) -> TableStore:
-        """The output folder's tables by (table, level, partition)
-        (:class:`kgloom.core.layout.TableStore`)."""
-        return TableStore(self.out)
+    def store(self) -> IndexStore:
+        """The whole output folder: its tables by (table, level, partition)
+        (:class:`kgloom.core.layout.TableStore`) and every other file the stages write
+        there (:class:`kgloom.resources.index_store.IndexStore`); the assets reach the
+        folder only through it."""
+        return IndexStore(self.out)
 
     def partition(self, key: str) -> str:
         """Return ``key`` once it is known to name a file inside the input folder, with its

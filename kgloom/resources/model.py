@@ -7,11 +7,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from kgloom.llm import (
-    CACHE_FILE,
-    CachedLLM,
-    default_gguf_path,
-)
+from kgloom.core.layout import LLM_CACHE_FILE as CACHE_FILE
+from kgloom.core.layout import TableStore
+from kgloom.llm import CachedLLM, default_gguf_path
 from kgloom.llm.http import common_model
 from kgloom.llm.model_files import locate_model
 from kgloom.settings import LLMSettings
@@ -80,10 +78,11 @@ class LLMResource(dg.ConfigurableResource, LLMSettings):
         """
         return NO_MODEL if method == "fast" else self.verify()
 
-    def open_for(self, settings, output_dir: str | Path, log=None) -> CachedLLM | None:
-        """:meth:`open`, or None when ``settings`` (IndexSettings) use no model
-        (``settings.uses_model`` False: ``method=fast``), so nothing is loaded."""
-        return self.open(output_dir, log=log) if settings.uses_model else None
+    def open_for(self, settings, store: TableStore, log=None) -> CachedLLM | None:
+        """:meth:`open` with the LLM cache of ``store``'s output folder, or None when
+        ``settings`` (IndexSettings) use no model (``settings.uses_model`` False:
+        ``method=fast``), so nothing is loaded."""
+        return self.open(store.output_dir, log=log) if settings.uses_model else None
 
     def open(self, output_dir: str | Path, log=None) -> CachedLLM:
         """Return the cached LLM whose cache lives in ``<output_dir>/llm_cache.sqlite`` (or

@@ -45,15 +45,9 @@ import polars as pl
 import pytest
 
 from kgloom.assets import ALL_ASSETS
-from kgloom.assets.corpus_assets import corpus
-from kgloom.assets.extraction_assets import extracted_graph
-from kgloom.assets.graph_assets import communities, entity_graph
-from kgloom.assets.ingest_assets import documents, text_units
-from kgloom.assets.publish_assets import graph_files, index_summary, vector_index
-from kgloom.assets.report_assets import community_reports
 from kgloom.cli.runner import index_folder, register_partitions
-from kgloom.core import storage
-from kgloom.core.builds import BUILDS_DIR
+from kgloom.core import layout, schemas, storage
+from kgloom.core.layout import BUILDS_DIR, Level
 from kgloom.core.lock import HOLDER_FILE
 from kgloom.definitions import build_resources
 
@@ -69,94 +63,76 @@ MTIME = 1_700_000_000  # the input files' mtime: documents.creation_date is stab
 KEYS = ["empty.txt", "fezziwig.md", "marley.txt"]  # the partitions (input files)
 
 P = "stages/partitions/{partition}"  # a partition's folder, key percent-quoted
-# asset (op) -> {logical name: path under the output folder}. A path without a suffix
-# under lancedb/ is a LanceDB table (not written through kgloom.core.storage).
-OUTPUTS: dict[str, dict[str, str]] = {
-    "documents": {
-        "documents": f"{P}/documents.parquet",
-        "failures": f"{P}/failures.documents.parquet",
-        "stats": f"{P}/documents.stats.json",
-        "manifest": f"{P}/documents.manifest.json"},
-    "text_units": {
-        "text_units": f"{P}/text_units.parquet",
-        "stats": f"{P}/text_units.stats.json",
-        "manifest": f"{P}/text_units.manifest.json"},
-    "extracted_graph": {
-        "entity_mentions": f"{P}/entity_mentions.parquet",
-        "relationship_mentions": f"{P}/relationship_mentions.parquet",
-        "claim_mentions": f"{P}/claim_mentions.parquet",
-        "unit_status": f"{P}/extraction_units.parquet",
-        "failures_extraction": f"{P}/failures.extraction.parquet",
-        "failures_claims": f"{P}/failures.claims.parquet",
-        "stats_extraction": f"{P}/extraction.stats.json",
-        "stats_claims": f"{P}/claims.stats.json",
-        "manifest": f"{P}/extraction.manifest.json"},
-    "corpus": {
-        "corpus_documents": "stages/documents.parquet",
-        "corpus_text_units": "stages/text_units.parquet",
-        "corpus_entity_mentions": "stages/entity_mentions.parquet",
-        "corpus_relationship_mentions": "stages/relationship_mentions.parquet",
-        "corpus_claim_mentions": "stages/claim_mentions.parquet",
-        "corpus_unit_status": "stages/extraction_units.parquet",
-        "corpus_failures_documents": "stages/failures.documents.parquet",
-        "corpus_failures_extraction": "stages/failures.extraction.parquet",
-        "corpus_failures_claims": "stages/failures.claims.parquet",
-        "stats": "stages/corpus.stats.json"},
-    "entity_graph": {
-        "entities": "entities.parquet",
-        "relationships": "relationships.parquet",
-        "entity_aliases": "entity_aliases.parquet",
-        "covariates": "covariates.parquet",
-        "failures_summaries": "stages/failures.summaries.parquet",
-        "stats_entities": "stages/entities.stats.json",
-        "stats_summaries": "stages/summaries.stats.json",
-        "stats_resolution": "stages/resolution.stats.json"},
-    "communities": {
-        "communities": "communities.parquet",
-        "stats": "stages/communities.stats.json"},
-    "community_reports": {
-        "community_reports": "community_reports.parquet",
-        "failures": "stages/failures.community_reports.parquet",
-        "stats": "stages/community_reports.stats.json"},
-    "graph_files": {
-        "graph_nodes": "graph-nodes.parquet",
-        "graph_edges": "graph-edges.parquet",
-        "text_units": "text_units.parquet",
-        "documents": "documents.parquet",
-        "graphml": "graph.graphml",
-        "neo4j_nodes": "neo4j/nodes.csv",
-        "neo4j_relationships": "neo4j/relationships.csv",
-        "neo4j_text_units": "neo4j/text_units.csv",
-        "neo4j_documents": "neo4j/documents.csv",
-        "neo4j_communities": "neo4j/communities.csv",
-        "neo4j_mentions": "neo4j/mentions.csv",
-        "neo4j_part_of": "neo4j/part_of.csv",
-        "neo4j_in_community": "neo4j/in_community.csv",
-        "neo4j_child_of": "neo4j/child_of.csv",
-        "neo4j_import_script": "neo4j/import.sh",
-        "stats": "stages/graph_files.stats.json"},
-    "vector_index": {
-        "lancedb_text_units": "lancedb/text_units",
-        "lancedb_entities": "lancedb/entities",
-        "lancedb_community_reports": "lancedb/community_reports",
-        "embedder_manifest": "lancedb/embedder.json",
-        "flat_text_units": "lancedb/text_units.flat.parquet",
-        "flat_entities": "lancedb/entities.flat.parquet",
-        "flat_community_reports": "lancedb/community_reports.flat.parquet",
-        "stats": "stages/vector_index.stats.json"},
-    "index_summary": {
-        "failures": "failures.parquet",
-        "summary": "index-summary.json",
-        "build_marker": "build.json"},
+FOLDER = {Level.PARTITION: f"{P}/", Level.CORPUS: f"{layout.STAGES_DIR}/",
+          Level.PUBLISHED: ""}
+LANCEDB = layout.LANCEDB_DIR
+LLM_CACHE = layout.LLM_CACHE_FILE
+EMBEDDING_CACHE = layout.EMBEDDING_CACHE_FILE
+# the side files and folders a stage lists in the registry (Stage.files), as
+# {logical name: path}; a path without a suffix under lancedb/ is a LanceDB table (not
+# written through kgloom.core.storage). The files inside neo4j/ and lancedb/ are named by
+# their writers (kgloom.publish.tables, kgloom.publish.vectors).
+NEO4J_CSV = ("nodes", "relationships", "text_units", "documents", "communities", "mentions",
+             "part_of", "in_community", "child_of")
+VECTOR_TABLES = ("text_units", "entities", "community_reports")
+SIDE_FILES: dict[str, dict[str, str]] = {
+    layout.GRAPHML_FILE: {"graphml": layout.GRAPHML_FILE},
+    layout.NEO4J_DIR: {**{f"neo4j_{n}": f"{layout.NEO4J_DIR}/{n}.csv" for n in NEO4J_CSV},
+                       "neo4j_import_script": f"{layout.NEO4J_DIR}/import.sh"},
+    layout.LANCEDB_DIR: {**{f"lancedb_{t}": f"{LANCEDB}/{t}" for t in VECTOR_TABLES},
+                         "embedder_manifest": f"{LANCEDB}/{layout.EMBEDDER_MANIFEST}",
+                         **{f"flat_{t}": f"{LANCEDB}/{t}{layout.FLAT_SNAPSHOT_SUFFIX}"
+                            for t in VECTOR_TABLES}},
+    layout.SUMMARY_FILE: {"summary": layout.SUMMARY_FILE},
+    layout.MARKER_FILE: {"build_marker": layout.MARKER_FILE},
 }
-ASSETS = {"documents": documents, "text_units": text_units, "extracted_graph": extracted_graph,
-          "corpus": corpus, "entity_graph": entity_graph, "communities": communities,
-          "community_reports": community_reports, "graph_files": graph_files,
-          "vector_index": vector_index, "index_summary": index_summary}
-PARTITIONED = ("documents", "text_units", "extracted_graph")
-LANCEDB = "lancedb"
-LLM_CACHE = "llm_cache.sqlite"
-EMBEDDING_CACHE = "embedding_cache.sqlite"
+# a table's logical name: its constant's in kgloom.core.schemas (extraction_units ->
+# unit_status, graph-nodes -> graph_nodes)
+TABLE_NAMES = {v: k.lower() for k, v in vars(schemas).items()
+               if k.isupper() and isinstance(v, str)}
+
+
+def _table_name(table: str, level: Level) -> str:
+    """``table``'s logical name; ``corpus_`` before a corpus-level table's, and
+    ``failures.<stage>`` as ``failures_<stage>``."""
+    base, _, stage = table.partition(".")
+    name = TABLE_NAMES[base] + (f"_{stage}" if stage else "")
+    return f"corpus_{name}" if level is Level.CORPUS else name
+
+
+def stage_outputs() -> dict[str, dict[str, str]]:
+    """asset (op) -> {logical name: path under the output folder}, from the stage registry
+    (:data:`kgloom.core.layout.STAGES`): each stage's tables, its failures table and stats
+    file (named for the stage when its op runs several), a partition stage's marker and
+    the side files of :data:`SIDE_FILES`. The goldens are keyed by these logical names."""
+    outputs: dict[str, dict[str, str]] = {}
+    for op in layout.ASSET_OPS:
+        stages = [s for s in layout.STAGES.values() if s.asset == op]
+        files: dict[str, str] = {}
+        for s in stages:
+            files |= {_table_name(t, level): f"{FOLDER[level]}{t}.parquet"
+                      for t, level in s.tables}
+        for s in stages:
+            tag = f"_{s.name}" if len(stages) > 1 else ""
+            folder = FOLDER[s.level]
+            if s.failures:
+                files[f"failures{tag}"] = f"{folder}{layout.failures_table(s.name)}.parquet"
+            if s.stats:
+                files[f"stats{tag}"] = f"{folder}{s.name}{layout.STATS_SUFFIX}"
+            if s.name in layout.PARTITION_STAGES:
+                files["manifest"] = f"{folder}{s.name}.{layout.MANIFEST_FILE}"
+            for side in s.files:
+                files |= SIDE_FILES[side]
+        outputs[op] = files
+    return outputs
+
+
+# asset (op) -> {logical name: path under the output folder}
+OUTPUTS: dict[str, dict[str, str]] = stage_outputs()
+ASSETS = {a.op.name: a for a in ALL_ASSETS}
+PARTITIONED = tuple(op for op in layout.ASSET_OPS
+                    if any(s.asset == op and s.level is Level.PARTITION
+                           for s in layout.STAGES.values()))
 
 # --------------------------------------------------------------------------------------
 # recording the writes of kgloom.core.storage
@@ -548,14 +524,15 @@ def test_every_asset_of_the_graph_is_tested_alone():
 def test_golden_tables_have_rows():
     """The goldens hold content worth comparing: the fixture yields rows in every table
     of the graph (an empty golden would let an asset that writes nothing pass)."""
-    expect_rows = {"corpus": ["corpus_documents", "corpus_text_units",
-                              "corpus_entity_mentions", "corpus_relationship_mentions"],
-                   "entity_graph": ["entities", "relationships", "entity_aliases", "covariates"],
-                   "communities": ["communities"], "community_reports": ["community_reports"],
-                   "graph_files": ["graph_nodes", "graph_edges", "text_units", "documents"],
-                   "vector_index": ["lancedb_text_units", "lancedb_entities",
-                                    "lancedb_community_reports"],
-                   "index_summary": ["failures"]}
+    expect_rows: dict[str, list[str]] = {
+        "corpus": ["corpus_documents", "corpus_text_units", "corpus_entity_mentions",
+                   "corpus_relationship_mentions"],
+        "vector_index": ["lancedb_text_units", "lancedb_entities",
+                         "lancedb_community_reports"]}
+    for stage in layout.STAGES.values():  # every published table of the registry
+        for table, level in stage.tables:
+            if level is Level.PUBLISHED:
+                expect_rows.setdefault(stage.asset, []).append(_table_name(table, level))
     for asset, names in expect_rows.items():
         golden = json.loads(golden_path(asset, "").read_text("utf-8"))
         for name in names:
@@ -592,19 +569,19 @@ def test_each_file_is_written_once_per_index_run(built):
     assert not rewritten, "written more than once in one run: " + json.dumps(rewritten)
 
 
-def test_the_stage_registry_names_what_each_asset_writes():
-    """kgloom.core.layout.STAGES (each stage's asset, level and tables) agrees with OUTPUTS, which
-    the test below checks against the files a run writes: every registered table and
-    every stage's stats file is among its asset's outputs, in its level's folder."""
-    from kgloom.core.layout import STAGES, Level
-
-    folder = {Level.PARTITION: f"{P}/", Level.CORPUS: "stages/", Level.PUBLISHED: ""}
-    op = {"entities": "entity_graph"}  # the multi-asset's op writes for all its assets
-    for stage in STAGES.values():
-        declared = set(OUTPUTS[op.get(stage.asset, stage.asset)].values())
-        expected = {f"{folder[level]}{table}.parquet" for table, level in stage.tables}
-        expected.add(f"{folder[stage.level]}{stage.name}.stats.json")
-        assert expected <= declared, (stage.name, sorted(expected - declared))
+def test_the_stage_registry_names_every_asset_and_its_keys():
+    """kgloom.core.layout.STAGES is the graph's one list: its ops are the asset modules'
+    assets in the order ALL_ASSETS loads them, each op's asset keys are the registry's,
+    and the partitioned ops are exactly the partitioned assets. (OUTPUTS, derived from it,
+    is checked against the files a run writes by the tests above and below.)"""
+    assert [a.op.name for a in ALL_ASSETS] == list(layout.ASSET_OPS)
+    keys = {op: tuple(k.to_user_string() for k in ASSETS[op].keys) for op in ASSETS}
+    assert {op: sorted(k) for op, k in keys.items()} == \
+        {op: sorted(k) for op, k in layout.ASSET_KEYS.items()}
+    for stage in layout.STAGES.values():
+        assert bool(ASSETS[stage.asset].partitions_def) == (stage.level is Level.PARTITION)
+    assert [k for op in layout.ASSET_OPS for k in layout.ASSET_KEYS[op]] == \
+        [*layout.PARTITIONED_ASSETS, *layout.GRAPH_ASSETS]
 
 
 def test_every_output_file_is_written_atomically_by_a_declaring_asset(built):
@@ -636,8 +613,8 @@ def test_the_entities_stage_embeds_only_for_the_resolution_embedding_pass(tmp_pa
                                              resolution_methods=methods, **SETTINGS),
                              dg.DagsterInstance.ephemeral(), reports=False)
     assert report.success, report
-    stats = json.loads((out / "stages" / "entities.stats.json").read_text())
-    summaries = json.loads((out / "stages" / "summaries.stats.json").read_text())
+    stats = json.loads((out / layout.STAGES_DIR / "entities.stats.json").read_text())
+    summaries = json.loads((out / layout.STAGES_DIR / "summaries.stats.json").read_text())
     assert summaries["summarized_items"] > 0 and summaries["summary_texts"] > 0
     assert stats["embedding_cache"] == {"hits": 0, "misses": 0}
     assert not stats.get("embedder_seconds") and "embedder_threads" not in stats

@@ -327,11 +327,13 @@ ASSET_GRAPH = {
     "extracted_graph": ["documents", "text_units"], "corpus": ["extracted_graph"],
     "entities": ["corpus"], "relationships": ["corpus"], "entity_aliases": ["corpus"],
     "covariates": ["corpus"], "communities": ["entities", "relationships"],
+    "graph_stats": ["communities", "entities", "relationships"],
     "community_reports": ["communities", "corpus", "covariates", "entities", "relationships"],
     "graph_files": ["communities", "corpus", "covariates", "entities", "relationships"],
     "vector_index": ["community_reports", "entities", "graph_files"],
     "index_summary": ["communities", "community_reports", "corpus", "covariates", "entities",
-                      "entity_aliases", "graph_files", "relationships", "vector_index"],
+                      "entity_aliases", "graph_files", "graph_stats", "relationships",
+                      "vector_index"],
 }
 
 

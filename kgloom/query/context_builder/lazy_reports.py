@@ -65,7 +65,8 @@ if TYPE_CHECKING:
     from kgloom.query.context_builder.community_context import CommunityTree
     from kgloom.query.query_index import QueryIndex
 
-LAZY_REPORTS_FILE = "lazy_reports.sqlite"
+from kgloom.core.layout import LAZY_REPORTS_FILE as LAZY_REPORTS_FILE
+
 LAZY = "lazy"  # generated_by of a rule report awaiting its LLM report
 
 _DDL = """

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kgloom.core.layout import QUERY_CACHE_FILE as QUERY_CACHE_FILE
 from kgloom.llm import CachedLLM, PromptTemplate, structured_call
 from kgloom.query.context_builder.context import Context, TokenCounter
 from kgloom.query.query_index import QueryIndex
@@ -44,7 +45,6 @@ from kgloom.query.structured_search.search_model import (  # noqa: F401 (re-expo
 from kgloom.query.structured_search.search_result import SearchResult
 from kgloom.settings import SearchConfig  # the one definition, with the settings
 
-QUERY_CACHE_FILE = "query_cache.sqlite"
 SEARCH_STAGES = ("search_route", "search_rate", "search_map", "search_answer")
 
 
