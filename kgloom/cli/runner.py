@@ -23,6 +23,7 @@ from kgloom.assets import ALL_ASSETS
 from kgloom.cli.logs import run_config_for_logs
 from kgloom.core.builds import publish_build, read_marker
 from kgloom.core.inputs import scan_inputs
+from kgloom.core.layout import SUMMARY_FILE
 from kgloom.core.processes import process_tags
 from kgloom.corpus.partitions import (
     InputDiff,
@@ -269,7 +270,7 @@ def refresh_graph(resources: dict, instance: dg.DagsterInstance,
     if not stale:
         report.graph_up_to_date = True
         out = resources["index"].out
-        if read_marker(out) is None and (out / "index-summary.json").exists():
+        if read_marker(out) is None and (out / SUMMARY_FILE).exists():
             publish_build(out)  # an index published before build markers: mark it now
         return report
     selection = rerun_selection(stale)

@@ -20,7 +20,7 @@ from kgloom.core.storage import parquet_rows, table_path, write_json
 
 SUMMARY_TABLES = [schemas.DOCUMENTS, schemas.TEXT_UNITS, schemas.ENTITIES, schemas.RELATIONSHIPS,
                   schemas.ENTITY_ALIASES, schemas.COVARIATES, schemas.COMMUNITIES,
-                  schemas.COMMUNITY_REPORTS,
+                  schemas.GRAPH_STATS, schemas.COMMUNITY_REPORTS,
                   schemas.GRAPH_NODES, schemas.GRAPH_EDGES, schemas.FAILURES]
 
 

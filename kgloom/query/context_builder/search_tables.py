@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kgloom.core import schemas
 from kgloom.core.builds import Build
+from kgloom.core.layout import SUMMARY_FILE
 from kgloom.query.context_builder.community_context import CommunityTree
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def missing_tables(build: Build) -> list[str]:
     if not any(build.live_path(n).exists() for n in GRAPH_TABLES):
         return []
     need = [schemas.ENTITIES, schemas.RELATIONSHIPS, schemas.COMMUNITIES]
-    summary = build.read_json("index-summary.json") or {}
+    summary = build.read_json(SUMMARY_FILE) or {}
     if (summary.get("rows") or {}).get(schemas.COMMUNITY_REPORTS):
         need.append(schemas.COMMUNITY_REPORTS)
     return build.missing(need)
