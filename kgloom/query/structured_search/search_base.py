@@ -1,4 +1,4 @@
-"""What every structured search shares: the knobs (:class:`SearchConfig`), the result
+"""What every structured search shares: the knobs (:class:`SearchSettings`), the result
 (:class:`SearchResult`), the model opened on first use (:class:`SearchModel`), the call
 log, and the answer: one structured call whose citations are an enum of the context's
 ids, grounded by :func:`check_answer` (:class:`BaseSearch`).
@@ -38,7 +38,7 @@ from kgloom.query.context_builder.context import (
     token_counter,
 )
 from kgloom.query.query_index import QueryIndex
-from kgloom.settings import SearchConfig  # the one definition, with the settings
+from kgloom.settings.search_settings import SearchSettings  # the settings' search section
 
 QUERY_CACHE_FILE = "query_cache.sqlite"
 SEARCH_STAGES = ("search_route", "search_rate", "search_map", "search_answer")
@@ -362,7 +362,7 @@ class BaseSearch:
     """
 
     index: QueryIndex
-    config: SearchConfig
+    config: SearchSettings
     model: SearchModel
     defer_answer: bool = False
 
