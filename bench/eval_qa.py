@@ -14,7 +14,7 @@ index, so the comparison with ``vector`` is like for like.
 Also measured:
 - the fused retrieve's rerank: mean pairwise Jaccard overlap of the chosen seeds'
   neighbourhoods with and without the rerank, and the loss of summed ANN similarity;
-- ``--sweep``: a small grid over the scoring knobs of kgloom.query.RetrievalConfig, each
+- ``--sweep``: a small grid over the scoring knobs of kgloom.query.RetrievalSettings, each
   choice scored on the even-numbered questions and reported on the odd ones (held out),
   which is how the defaults were chosen;
 - ``--embedder PATH``: the same index re-embedded with another sentence-transformers model
@@ -182,31 +182,28 @@ SWEEP = {  # mode -> {config field: candidate values}
 def sweep(retriever, questions: list[dict], top_k: int = 5) -> dict:
     """Grid over SWEEP per mode: choose on even-numbered questions (by R@5, then R@2),
     report the choice on the odd-numbered ones (held out)."""
-    from kgloom.query.retriever import RetrievalConfig
-
     tune, held = questions[0::2], questions[1::2]
-    base = retriever.config
+    base = retriever.settings  # its graph backend kept by every copy below
     out = {}
     for mode, grid in SWEEP.items():
         rows = []
         for values in itertools.product(*grid.values()):
-            cfg = RetrievalConfig(**dict(zip(grid, values)))
-            retriever.config = cfg
+            retriever.settings = base.model_copy(update=dict(zip(grid, values)))
             params = {"depth": 1} if mode == "multihop" else {}
             a = evaluate(retriever, tune, mode, params, top_k)
             rows.append({"config": dict(zip(grid, values)), "tune_recall@5": a["recall@5"],
                          "tune_recall@2": a["recall@2"]})
         best = max(rows, key=lambda r: (r["tune_recall@5"], r["tune_recall@2"]))
-        retriever.config = RetrievalConfig(**best["config"])
+        retriever.settings = base.model_copy(update=best["config"])
         h = evaluate(retriever, held, mode, {"depth": 1} if mode == "multihop" else {}, top_k)
-        retriever.config = RetrievalConfig()
+        retriever.settings = base
         d = evaluate(retriever, held, mode, {"depth": 1} if mode == "multihop" else {}, top_k)
         out[mode] = {"grid": rows, "chosen": best["config"],
                      "held_out_recall@5_chosen": h["recall@5"],
                      "held_out_recall@5_default": d["recall@5"]}
         print(f"sweep {mode}: chosen {best['config']} (tune R@5 {best['tune_recall@5']}); "
               f"held-out R@5 {h['recall@5']} vs default {d['recall@5']}")
-    retriever.config = base
+    retriever.settings = base
     return out
 
 
@@ -257,7 +254,7 @@ def main() -> None:
     ap.add_argument("--save", type=Path, default=ROOT / "bench" / "results" / "eval_qa.json")
     args = ap.parse_args()
 
-    from kgloom.query.retriever import RetrievalConfig, Retriever
+    from kgloom.query.retriever import RetrievalSettings, Retriever
 
     questions = load_questions()
     index = build_index(args.work, args.fake_llm)
@@ -275,7 +272,7 @@ def main() -> None:
         "benchmark": "2WikiMultihopQA dev slice: 40 questions, 354 passages",
         "metric": "supporting-passage recall@k (HippoRAG, arXiv 2405.14831, Table 2)",
         "fake_llm": args.fake_llm, "top_k": args.top_k, "graph_backend": args.graph_backend,
-        "config": RetrievalConfig().model_dump(),
+        "config": RetrievalSettings().model_dump(),
         "index": json.loads((index / "index-summary.json").read_text())["rows"]
         if (index / "index-summary.json").exists() else {},
         "modes": rows,

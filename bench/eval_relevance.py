@@ -1,4 +1,4 @@
-"""The low-relevance judgement (``RetrievalConfig.low_relevance_similarity``): how close
+"""The low-relevance judgement (``RetrievalSettings.low_relevance_similarity``): how close
 each corpus's own questions and the other corpora's questions come to the nearest text
 unit, and the threshold that tells them apart.
 

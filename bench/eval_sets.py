@@ -25,7 +25,7 @@ and the same per question type in ``by_type``: HotpotQA's bridge and comparison,
 compositional, comparison, bridge_comparison and inference).
 
 ``--sweep KEY=V1,V2,...`` runs ``bridge`` once per value of the retrieval setting KEY
-(``kgloom.settings.RetrievalConfig``) beside the modes at their defaults.
+(``kgloom.settings.RetrievalSettings``) beside the modes at their defaults.
 
 Usage:
     python bench/eval_sets.py --book data/output --slice /tmp/qa/output \\
@@ -121,16 +121,16 @@ def main() -> None:
             continue
         questions = load_questions(qpath)
         retriever = Retriever(index)
-        base = retriever.config
+        base = retriever.settings
         rows = {}
         for mode in args.modes.split(","):
-            retriever.config = base
+            retriever.settings = base
             rows[mode] = run_mode(retriever, questions, mode, name.startswith("book"))
             print(f"{name:7s} {mode:28s} R@2 {rows[mode]['recall@2']:5.1f} "
                   f"R@5 {rows[mode]['recall@5']:5.1f}", flush=True)
         for v in values:
             label = f"bridge {sweep_key}={v:g}"
-            retriever.config = base.model_copy(update={sweep_key: v})
+            retriever.settings = base.model_copy(update={sweep_key: v})
             rows[label] = run_mode(retriever, questions, "bridge", name.startswith("book"))
             print(f"{name:7s} {label:28s} R@2 {rows[label]['recall@2']:5.1f} "
                   f"R@5 {rows[label]['recall@5']:5.1f}", flush=True)

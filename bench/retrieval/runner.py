@@ -39,7 +39,7 @@ import pyarrow as pa
 from bench.retrieval.manifest import Case, query_vectors, read_manifest, sha256_text
 
 # handle name -> graph_backend; ``files_reread``: the files handle with the fused BFS
-# reading every hop from the edge file (RetrievalConfig.fused_first_hop off), as the
+# reading every hop from the edge file (RetrievalSettings.fused_first_hop off), as the
 # two-call baseline's traversal does, so the two methods differ only by the call
 HANDLES = {"memory": "memory", "files": "duckdb", "files_reread": "duckdb"}
 SWEEP_OVERSAMPLE = (2, 5, 10)
@@ -134,11 +134,11 @@ def _open(study: Study, handle: str, bfs_threads: int | None = None,
           seed_diagnostics: bool = True):
     """A Retriever on the study's index; ``seed_diagnostics`` False for timed runs (the
     seed-overlap figures are then computed outside the timed call, :func:`_overlaps`)."""
-    from kgloom.query.retriever import RetrievalConfig, Retriever
+    from kgloom.query.retriever import RetrievalSettings, Retriever
 
     r = Retriever(study.index, graph_backend=HANDLES[handle], bfs_threads=bfs_threads,
-                  config=RetrievalConfig(seed_diagnostics=seed_diagnostics,
-                                         fused_first_hop=handle != "files_reread"))
+                  settings=RetrievalSettings(seed_diagnostics=seed_diagnostics,
+                                             fused_first_hop=handle != "files_reread"))
     r.index.graph  # noqa: B018 - load the graph (and its entity vectors) now, not timed
     return r
 

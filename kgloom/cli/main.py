@@ -28,7 +28,6 @@ from kgloom.query.modes import (
     check_options,
     check_question,
     ignored_options,
-    retrieval_params,
 )
 
 if TYPE_CHECKING:
@@ -607,17 +606,16 @@ def query(ctx: typer.Context,
     for name in ignored_options(mode, _given(ctx)):
         typer.echo(f"warning: {_flag(ctx, name)} is ignored by --mode {mode} (it applies to: "
                    f"{', '.join(OPTION_MODES[name])})", err=True)
+    # a retrieval mode's flags override the settings' retrieval section (search ignores them)
+    flags = {} if mode in SEARCH_MODES else {
+        "retrieval.top_k": top_k, "retrieval.depth": depth, "retrieval.lam": lam,
+        "retrieval.oversample": oversample, "retrieval.damping": damping,
+        "retrieval.graph_backend": graph_backend}
     settings = _load(settings_file, set_, **_folder_flags(output_dir=output_dir),
-                     **_model_flags(model_path, fake_llm, embedder_path=embedder_path))
-    output_dir = settings.paths.output_dir
-    given = {"depth": depth, "lam": lam, "oversample": oversample, "damping": damping,
-             "graph_backend": graph_backend}
-    options = {**settings.retrieval.options(),
-               **{k: v for k, v in given.items() if v is not None}}
-    if mode not in SEARCH_MODES and top_k is not None:
-        options["top_k"] = top_k
+                     **_model_flags(model_path, fake_llm, embedder_path=embedder_path),
+                     **flags)
     try:  # the settings' values, checked as the flags were
-        check_options(mode, options)
+        check_options(mode, settings.retrieval.options())
     except ValueError as exc:
         typer.echo(f"error: {exc} (settings: retrieval section)", err=True)
         raise typer.Exit(2) from exc
@@ -636,14 +634,10 @@ def query(ctx: typer.Context,
                 top_k, cache_path, errors, keep_parent)
         return
     from kgloom.query.render import render_result
-    from kgloom.query.retriever import RetrievalConfig, Retriever
+    from kgloom.query.retriever import Retriever
 
-    params = retrieval_params(mode, options)
-    try:
-        retriever = Retriever(output_dir, settings.embedder.model_path or None,
-                              graph_backend=options["graph_backend"],
-                              config=RetrievalConfig(**settings.retrieval.scoring()))
-        result = retriever.retrieve(question, mode=mode, **params)
+    try:  # the options the flags did not give: the settings' (retrieval section)
+        result = Retriever.from_settings(None, settings).retrieve(question, mode=mode)
     except errors as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -678,8 +672,7 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
     from kgloom.llm.http import LLMServerError
     from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE
     from kgloom.query.render import render_search
-    from kgloom.query.retriever import RetrievalConfig
-    from kgloom.query.searcher import QUERY_CACHE_FILE, SearchConfig, Searcher
+    from kgloom.query.searcher import QUERY_CACHE_FILE, Searcher
 
     bar: list[tqdm] = []
 
@@ -701,15 +694,12 @@ def _search(question: str, settings: Settings, mode: str, dynamic: bool,
             bar[-1].refresh()
 
     output_dir = settings.paths.output_dir
-    config = SearchConfig(**settings.search.config_kwargs())
     given = {"keep_parent": keep_parent or None, "top_k": top_k}
-    config = config.model_copy(update={k: v for k, v in given.items() if v is not None})
+    search = settings.search.model_copy(update={k: v for k, v in given.items() if v is not None})
+    settings = settings.model_copy(update={"search": search})
     cache = Path(cache_path or Path(output_dir) / QUERY_CACHE_FILE)
     try:
-        llm = settings.llm.open_cached(cache)
-        searcher = Searcher(output_dir, llm=llm, config=config,
-                            embedder=settings.embedder.model_path or None,
-                            retrieval_config=RetrievalConfig(**settings.retrieval.scoring()))
+        searcher = Searcher.from_settings(output_dir, settings, cache_path=cache)
         result = searcher.search(question, mode=mode, dynamic=dynamic, level=level,
                                  answer=answer, budget=budget, progress=progress)
     except (*errors, ModelFileError, LLMServerError) as exc:
@@ -893,18 +883,14 @@ def _open_for_serving(settings: Settings, cache_dir: str):
         EmbedderMismatchError,
         IndexFilesMissingError,
         IndexInconsistentError,
-        RetrievalConfig,
     )
-    from kgloom.query.searcher import SearchConfig
     from kgloom.serve.app import open_live_index
 
     cache = _serve_cache_dir(cache_dir, settings.paths.output_dir)
     try:
         llm = settings.llm.open_cached(settings.llm.cache_path or cache / CACHE_FILE)
         live = open_live_index(settings.paths.output_dir, llm,
-                               settings.embedder.model_path or None,
-                               search_config=SearchConfig(**settings.search.config_kwargs()),
-                               retrieval_config=RetrievalConfig(**settings.retrieval.scoring()))
+                               settings.embedder.model_path or None, settings)
     except (ModelFileError, LLMServerError, IndexFilesMissingError, IndexInconsistentError,
             EmbedderMismatchError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)

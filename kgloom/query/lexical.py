@@ -3,7 +3,7 @@
 The bundled embedder (all-MiniLM-L6-v2) misses what a word match finds: on the book's
 30 development questions BM25 alone puts the answer unit in the top 5 for 83 % of them,
 the embedder for 73 %. :class:`LexicalIndex` is the word channel the graph modes add to
-the vector one (``RetrievalConfig.lexical_weight``).
+the vector one (``RetrievalSettings.lexical_weight``).
 """
 
 from __future__ import annotations

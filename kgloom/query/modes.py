@@ -2,8 +2,10 @@
 
 Imports nothing beyond the standard library, so ``kgloom query`` checks a mode and its
 options before it loads numpy, polars, LanceDB or a model (a bad ``--mode`` used to be
-reported after ~35 s of loading). :mod:`kgloom.query.retrieval` (one module per name of
-:data:`RETRIEVAL_MODES`) and :mod:`kgloom.query.searcher` take their mode lists from here.
+reported after ~35 s of loading). :data:`kgloom.query.retrieval.MODES` maps each name of
+:data:`RETRIEVAL_MODES` to its function (one module per mode), and
+:mod:`kgloom.query.searcher` takes its mode list from here. The per-query options'
+defaults are :class:`kgloom.settings.RetrievalSettings`' fields, not written here.
 """
 
 from __future__ import annotations
@@ -113,16 +115,21 @@ def check_options(mode: str, values: Mapping[str, Any]) -> None:
         raise ValueError(one_of("graph_backend", v["graph_backend"], GRAPH_BACKENDS))
 
 
-# the retrieval options' defaults (what `kgloom query` and `kgloom serve` use when not given)
-RETRIEVAL_DEFAULTS: dict[str, Any] = {"top_k": 5, "depth": 1, "lam": 1.0, "oversample": 5,
-                                      "damping": 0.5}
+# the per-query options of a retrieval (besides top_k); their defaults are the fields of the
+# same names of kgloom.settings.RetrievalSettings (written there only)
+RETRIEVAL_OPTIONS: tuple[str, ...] = ("depth", "lam", "oversample", "damping")
+
+
+def mode_options(mode: str) -> tuple[str, ...]:
+    """The per-query options of :data:`RETRIEVAL_OPTIONS` that retrieval mode ``mode``
+    reads (see :data:`OPTION_MODES`), in that order; () for a mode that reads none."""
+    return tuple(k for k in RETRIEVAL_OPTIONS if mode in OPTION_MODES[k])
 
 
 def retrieval_params(mode: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of ``Retriever.retrieve(question, mode, **params)``: the
-    options of :data:`RETRIEVAL_DEFAULTS` that ``mode`` reads (see :data:`OPTION_MODES`),
-    from ``values`` (None or absent: the default). Values are not checked here (see
-    :func:`check_options`)."""
-    v = {k: (values.get(k) if values.get(k) is not None else d)
-         for k, d in RETRIEVAL_DEFAULTS.items()}
-    return {k: x for k, x in v.items() if k == "top_k" or mode in OPTION_MODES[k]}
+    """The keyword arguments of ``Retriever.retrieve(question, mode, **params)`` a request
+    gives: ``top_k`` and the options of :func:`mode_options` that ``values`` holds (None or
+    absent: not given; the Retriever then uses its settings' value). Values are not
+    checked here (see :func:`check_options`)."""
+    return {k: values[k] for k in ("top_k", *mode_options(mode))
+            if values.get(k) is not None}

@@ -1,16 +1,17 @@
 """The retrieval facade: :class:`Retriever` opens a :class:`~kgloom.query.query_index.QueryIndex`
-(or takes an open one) and dispatches each call to its mode's module in
-:mod:`kgloom.query.retrieval`; it holds no logic of its own.
+(or takes an open one) and runs each call through the one door, :meth:`Retriever.retrieve`
+(mode by name, from the registry :data:`kgloom.query.retrieval.MODES`); it holds no logic
+of its own.
 
 This module is what the CLI, the server and the benches import: the facade, the knobs
-(:class:`RetrievalConfig`), the result (:class:`RetrievalResult`) and the errors opening
-or querying an index raises.
+(:class:`RetrievalSettings`, the settings' ``retrieval`` section), the result
+(:class:`RetrievalResult`) and the errors opening or querying an index raises.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,53 +19,44 @@ import numpy as np
 from kgloom.core.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
 from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query.linking import LinkedEntity
-from kgloom.query.modes import RETRIEVAL_MODES
+from kgloom.query.modes import RETRIEVAL_MODES, mode_options
 from kgloom.query.query_index import EmbedderMismatchError, QueryIndex
-from kgloom.query.retrieval import (
-    bridge,
-    fused,
-    hybrid,
-    multihop,
-    one_hop,
-    ppr,
-    retrieve,
-    two_step,
-    vector,
-)
+from kgloom.query.retrieval import fused, mode_function, two_step
 from kgloom.query.retrieval.result import RetrievalResult
-from kgloom.query.retrieval.retrieval_config import (
-    DEFAULT_DAMPING,
-    DEFAULT_DEPTH,
-    DEFAULT_LAMBDA,
-    DEFAULT_OVERSAMPLE,
-    DEFAULT_TOP_K,
-    RetrievalConfig,
-)
-from kgloom.query.retrieval.steps import RetrievalSettings, link_question
+from kgloom.query.retrieval.steps import check_settings, link_question
+from kgloom.settings.retrieval_settings import RetrievalSettings
+
+if TYPE_CHECKING:
+    from kgloom.settings import Settings
 
 # the modes of the one registry (kgloom.query.modes) that take a question alone;
 # retrieve() also runs two_step
 MODES = tuple(m for m in RETRIEVAL_MODES if m != "two_step")
 
 __all__ = ["MODES", "EmbedderMismatchError", "IndexChangedError", "IndexFilesMissingError",
-           "IndexInconsistentError", "RetrievalConfig", "RetrievalResult", "Retriever"]
+           "IndexInconsistentError", "RetrievalResult", "RetrievalSettings", "Retriever"]
 
 
 class Retriever:
     """A read-only query handle on one kgloom output folder: an index and the settings
-    its calls run with.
+    its calls run with. Every mode runs through :meth:`retrieve`; a query vector instead
+    of a question through the ``*_by_vector`` methods.
 
     Args:
         output_dir: the folder ``kgloom index`` wrote, or an open
             :class:`~kgloom.query.query_index.QueryIndex` (shared, e.g. with a Searcher).
         embedder: the index's embedder (see :meth:`QueryIndex.open`); unused with an
             open index.
-        graph_backend: ``duckdb`` or ``memory`` (see :class:`RetrievalSettings`).
-        config: scoring knobs (:class:`RetrievalConfig`); may be replaced between calls.
-        bfs_threads: workers per BFS (see :class:`RetrievalSettings`).
+        settings: the retrieval knobs (:class:`RetrievalSettings`, default its defaults):
+            the per-query options' defaults, the graph backend, BFS threads and the
+            scoring knobs.
+        graph_backend / bfs_threads: when given, replace the settings' value (a
+            convenience of benches and tests).
 
     Attributes:
         index: the :class:`QueryIndex` (text units, entity graph, build, embedder).
+        settings: the :class:`RetrievalSettings` of the next call; may be replaced between
+            calls (``r.settings = r.settings.model_copy(update={...})``).
 
     Raises:
         ValueError: an unknown graph_backend or bfs_threads < 1.
@@ -73,19 +65,31 @@ class Retriever:
     """
 
     def __init__(self, output_dir: str | Path | QueryIndex,
-                 embedder: Embedder | str | Path | None = None, graph_backend: str = "duckdb",
-                 config: RetrievalConfig | None = None, bfs_threads: int | None = None) -> None:
-        RetrievalSettings(graph_backend=graph_backend, bfs_threads=bfs_threads)  # checks
-        self.graph_backend = graph_backend
-        self.config = config or RetrievalConfig()
-        self.bfs_threads = bfs_threads
+                 embedder: Embedder | str | Path | None = None,
+                 settings: RetrievalSettings | None = None, *,
+                 graph_backend: str | None = None, bfs_threads: int | None = None) -> None:
+        settings = settings or RetrievalSettings()
+        given = {"graph_backend": graph_backend, "bfs_threads": bfs_threads}
+        given = {k: v for k, v in given.items() if v is not None}
+        self.settings = check_settings(settings.model_copy(update=given) if given else settings)
         self.index = output_dir if isinstance(output_dir, QueryIndex) else \
             QueryIndex.open(output_dir, embedder)
 
-    @property
-    def settings(self) -> RetrievalSettings:
-        """The settings of the next call (from ``config``, ``graph_backend``, ``bfs_threads``)."""
-        return RetrievalSettings(self.config, self.graph_backend, self.bfs_threads)
+    @classmethod
+    def from_settings(cls, output_dir: str | Path | QueryIndex | None, settings: Settings,
+                      embedder: Embedder | str | Path | None = None) -> Retriever:
+        """The Retriever the settings describe, as ``kgloom query``, ``kgloom serve`` and
+        ``kgloom mcp`` open it: the index ``output_dir`` (None: ``paths.output_dir``),
+        the embedder ``embedder`` (None: ``embedder.model_path``, else the index's) and
+        the ``retrieval`` section.
+
+        Raises:
+            as the constructor.
+        """
+        folder = settings.paths.output_dir if output_dir is None else output_dir
+        if embedder is None:
+            embedder = settings.embedder.model_path or None
+        return cls(folder, embedder, settings.retrieval)
 
     @property
     def output_dir(self) -> Path:
@@ -102,82 +106,61 @@ class Retriever:
         """The query embedder."""
         return self.index.embedder
 
-    def retrieve(self, question: str, mode: str = "vector", **params: Any) -> RetrievalResult:
-        """Run one mode by name (:data:`kgloom.query.modes.RETRIEVAL_MODES`) with its
-        keyword parameters (``top_k`` and the mode's options).
+    def retrieve(self, question: str, mode: str = "vector", **options: Any) -> RetrievalResult:
+        """Run one mode by name (:data:`kgloom.query.retrieval.MODES`) with its keyword
+        options: ``top_k`` and those the mode reads (:func:`kgloom.query.modes.mode_options`:
+        ``depth``, ``lam``, ``oversample``, ``damping``); an option not given takes the
+        settings' value (:attr:`settings`).
+
+        Returns:
+            the ranked text units, with the entities and edges that brought them in.
 
         Raises:
-            ValueError: an unknown mode (every retrieval mode listed), or a bad parameter
-                of the mode.
+            ValueError: an unknown mode (every retrieval mode listed), or a bad option.
+            TypeError: an option the mode does not take.
         """
-        top_k = params.pop("top_k", DEFAULT_TOP_K)
-        return retrieve(self.index, question, mode, top_k, self.settings, **params)
+        function = mode_function(mode)
+        s = self.settings
+        top_k = options.pop("top_k", s.top_k)
+        for name in mode_options(mode):
+            options.setdefault(name, getattr(s, name))
+        return function(self.index, question, top_k, s, **options)
 
     def link(self, question: str, qv: np.ndarray | None = None) -> list[LinkedEntity]:
         """The question's entities (:func:`kgloom.query.retrieval.steps.link_question`)."""
-        return link_question(self.index, self.config, question, qv)
+        return link_question(self.index, self.settings, question, qv)
 
-    # one method per mode, each the mode's ``retrieve``
-    def vector(self, question: str, top_k: int = DEFAULT_TOP_K) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.vector.retrieve`."""
-        return vector.retrieve(self.index, question, top_k, self.settings)
-
-    def one_hop(self, question: str, top_k: int = DEFAULT_TOP_K,
-                oversample: int | None = None) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.one_hop.retrieve`."""
-        return one_hop.retrieve(self.index, question, top_k, self.settings, oversample)
-
-    def multihop(self, question: str, top_k: int = DEFAULT_TOP_K,
-                 depth: int = DEFAULT_DEPTH) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.multihop.retrieve`."""
-        return multihop.retrieve(self.index, question, top_k, self.settings, depth)
-
-    def fused(self, question: str, top_k: int = DEFAULT_TOP_K, depth: int = DEFAULT_DEPTH,
-              lam: float = DEFAULT_LAMBDA, oversample: int = DEFAULT_OVERSAMPLE
-              ) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.fused.retrieve`."""
-        return fused.retrieve(self.index, question, top_k, self.settings, depth, lam,
-                              oversample)
-
-    def fused_by_vector(self, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
-                        depth: int = DEFAULT_DEPTH, lam: float = DEFAULT_LAMBDA,
-                        oversample: int = DEFAULT_OVERSAMPLE) -> RetrievalResult:
+    # a query vector instead of a question (benches, imported graphs); None: the settings'
+    def fused_by_vector(self, vector: np.ndarray, top_k: int | None = None,
+                        depth: int | None = None, lam: float | None = None,
+                        oversample: int | None = None) -> RetrievalResult:
         """:func:`kgloom.query.retrieval.fused.retrieve_by_vector`."""
-        return fused.retrieve_by_vector(self.index, vector, top_k, self.settings, depth, lam,
-                                        oversample)
+        s = self.settings
+        return fused.retrieve_by_vector(
+            self.index, vector, s.top_k if top_k is None else top_k, s,
+            s.depth if depth is None else depth, s.lam if lam is None else lam,
+            s.oversample if oversample is None else oversample)
 
-    def two_step(self, question: str, top_k: int = DEFAULT_TOP_K,
-                 depth: int = DEFAULT_DEPTH) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.two_step.retrieve`."""
-        return two_step.retrieve(self.index, question, top_k, self.settings, depth)
-
-    def two_step_by_vector(self, vector: np.ndarray, top_k: int = DEFAULT_TOP_K,
-                           depth: int = DEFAULT_DEPTH) -> RetrievalResult:
+    def two_step_by_vector(self, vector: np.ndarray, top_k: int | None = None,
+                           depth: int | None = None) -> RetrievalResult:
         """:func:`kgloom.query.retrieval.two_step.retrieve_by_vector`."""
-        return two_step.retrieve_by_vector(self.index, vector, top_k, self.settings, depth)
+        s = self.settings
+        return two_step.retrieve_by_vector(self.index, vector, s.top_k if top_k is None
+                                           else top_k, s, s.depth if depth is None else depth)
 
-    def entities_by_vector(self, vector: np.ndarray, top_k: int = DEFAULT_TOP_K
+    def entities_by_vector(self, vector: np.ndarray, top_k: int | None = None
                            ) -> RetrievalResult:
         """:func:`kgloom.query.retrieval.two_step.entities_by_vector`."""
-        return two_step.entities_by_vector(self.index, vector, top_k, self.settings)
+        s = self.settings
+        return two_step.entities_by_vector(self.index, vector,
+                                           s.top_k if top_k is None else top_k, s)
 
-    def expand_by_vector(self, vector: np.ndarray, seeds: list[str], depth: int = DEFAULT_DEPTH,
-                         top_k: int = DEFAULT_TOP_K, seed_scores: list[float] | None = None,
+    def expand_by_vector(self, vector: np.ndarray, seeds: list[str], depth: int | None = None,
+                         top_k: int | None = None, seed_scores: list[float] | None = None,
                          entity_via: str = "bfs") -> RetrievalResult:
         """:func:`kgloom.query.retrieval.two_step.expand_by_vector`."""
-        return two_step.expand_by_vector(self.index, vector, seeds, top_k, self.settings,
-                                         depth, seed_scores, entity_via)
-
-    def ppr(self, question: str, top_k: int = DEFAULT_TOP_K,
-            damping: float = DEFAULT_DAMPING) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.ppr.retrieve`."""
-        return ppr.retrieve(self.index, question, top_k, self.settings, damping)
-
-    def hybrid(self, question: str, top_k: int = DEFAULT_TOP_K,
-               damping: float = DEFAULT_DAMPING) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.hybrid.retrieve`."""
-        return hybrid.retrieve(self.index, question, top_k, self.settings, damping)
-
-    def bridge(self, question: str, top_k: int = DEFAULT_TOP_K) -> RetrievalResult:
-        """:func:`kgloom.query.retrieval.bridge.retrieve`."""
-        return bridge.retrieve(self.index, question, top_k, self.settings)
+        s = self.settings
+        return two_step.expand_by_vector(self.index, vector, seeds,
+                                         s.top_k if top_k is None else top_k, s,
+                                         s.depth if depth is None else depth, seed_scores,
+                                         entity_via)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,10 +44,8 @@ from kgloom.query.modes import (  # the one registry of modes
     check_question,
 )
 from kgloom.query.query_index import QueryIndex
-from kgloom.query.retrieval import RetrievalSettings
 from kgloom.query.retrieval.relevance import judge_relevance, question_relevance
-from kgloom.query.retrieval.retrieval_config import RetrievalConfig
-from kgloom.query.retrieval.steps import link_question
+from kgloom.query.retrieval.steps import check_settings, link_question
 from kgloom.query.routing import Route, route_question
 from kgloom.query.structured_search.basic_search import BasicSearch
 from kgloom.query.structured_search.global_search import GlobalSearch
@@ -55,13 +53,17 @@ from kgloom.query.structured_search.local_search import LocalSearch
 from kgloom.query.structured_search.search_base import (
     QUERY_CACHE_FILE,
     CallLog,
-    SearchConfig,
     SearchModel,
     SearchResult,
     model_notice,
 )
+from kgloom.settings.retrieval_settings import RetrievalSettings
+from kgloom.settings.search_settings import SearchSettings
 
-__all__ = ["SEARCH_MODES", "SearchConfig", "SearchResult", "Searcher"]
+if TYPE_CHECKING:
+    from kgloom.settings import Settings
+
+__all__ = ["SEARCH_MODES", "SearchResult", "SearchSettings", "Searcher"]
 
 
 class Searcher:
@@ -73,13 +75,14 @@ class Searcher:
         llm: an open :class:`CachedLLM`; None opens one on first need with
             :func:`kgloom.llm.open_llm` (``model_path``, ``fake_llm``, ``n_ctx``,
             ``cache_path``).
-        config: :class:`SearchConfig`; may be replaced between calls.
+        config: the search knobs (:class:`SearchSettings`, the settings' ``search``
+            section); may be replaced between calls.
         embedder: the index's embedder (see :meth:`QueryIndex.open`); unused with an
             open index.
         graph_backend: the retrieval's graph backend (``memory`` keeps the graph in the
-            index handle).
-        retrieval_config: the scoring knobs of the retrieval local search runs (default
-            :class:`RetrievalConfig`'s).
+            index handle); None: ``retrieval``'s.
+        retrieval: the knobs of the retrieval local and direct search run
+            (:class:`RetrievalSettings`; default its defaults, with ``graph_backend``).
         cache_path: the query LLM cache (default: the given ``llm``'s cache file, else
             ``<output_dir>/query_cache.sqlite``); the lazy reports global search writes go
             beside it (``lazy_reports.sqlite``), so a searcher given a model with its own
@@ -88,19 +91,25 @@ class Searcher:
 
     Attributes:
         index: the :class:`QueryIndex`, its search tables loaded.
+        config: the :class:`SearchSettings`.
+        retrieval: the :class:`RetrievalSettings` of local and direct search's retrieval.
 
     Raises:
+        ValueError: an unknown graph_backend.
         IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: as
             :meth:`QueryIndex.open`.
     """
 
     def __init__(self, output_dir: str | Path | QueryIndex, llm: CachedLLM | None = None,
-                 config: SearchConfig | None = None, embedder: Any = None,
-                 graph_backend: str = "memory", cache_path: str | Path | None = None,
+                 config: SearchSettings | None = None, embedder: Any = None,
+                 graph_backend: str | None = "memory", cache_path: str | Path | None = None,
                  model_path: str | None = None, fake_llm: bool = False, n_ctx: int = 4096,
                  n_threads: int | None = None,
-                 retrieval_config: RetrievalConfig | None = None) -> None:
-        self.settings = RetrievalSettings(retrieval_config or RetrievalConfig(), graph_backend)
+                 retrieval: RetrievalSettings | None = None) -> None:
+        retrieval = retrieval or RetrievalSettings()
+        if graph_backend is not None:
+            retrieval = retrieval.model_copy(update={"graph_backend": graph_backend})
+        self.retrieval = check_settings(retrieval)
         if isinstance(output_dir, QueryIndex):
             self.index = output_dir
             self.index.tables  # noqa: B018 - loads them now
@@ -116,7 +125,7 @@ class Searcher:
                     if attempt == OPEN_RETRIES - 1:
                         raise
         self._report_vectors: dict[str, np.ndarray] = {}  # report key -> vector
-        self.config = config or SearchConfig()
+        self.config = config or SearchSettings()
         if cache_path is None and llm is not None:
             cache_path = llm.cache.path  # a given model keeps its answers where it was told
         cache_path = Path(cache_path or self.index.output_dir / QUERY_CACHE_FILE)
@@ -124,6 +133,33 @@ class Searcher:
         self.model = SearchModel(llm, {
             "cache_path": cache_path,
             "model_path": model_path, "fake": fake_llm, "n_ctx": n_ctx, "n_threads": n_threads})
+
+    @classmethod
+    def from_settings(cls, output_dir: str | Path | QueryIndex | None, settings: Settings,
+                      llm: CachedLLM | None = None, cache_path: str | Path | None = None,
+                      embedder: Any = None) -> Searcher:
+        """The Searcher the settings describe, as ``kgloom query``, ``kgloom serve`` and
+        ``kgloom mcp`` open it: the index ``output_dir`` (None: ``paths.output_dir``),
+        the embedder ``embedder`` (None: ``embedder.model_path``, else the index's), the
+        ``search`` section as :attr:`config`, the ``retrieval`` section (its
+        ``graph_backend`` included) for local and direct search's retrieval, and the
+        model ``llm``, else the one the ``llm`` section names
+        (:meth:`kgloom.settings.LLMSettings.open_cached`) behind the cache ``cache_path``
+        (default ``<output_dir>/query_cache.sqlite``), opened here.
+
+        Raises:
+            kgloom.llm.ModelFileError / kgloom.llm.http.LLMServerError / ValueError: as
+                :meth:`kgloom.settings.LLMSettings.open_cached` (when ``llm`` is None).
+            as the constructor.
+        """
+        folder = settings.paths.output_dir if output_dir is None else output_dir
+        if embedder is None:
+            embedder = settings.embedder.model_path or None
+        if llm is None:
+            base = folder.output_dir if isinstance(folder, QueryIndex) else Path(folder)
+            llm = settings.llm.open_cached(cache_path or base / QUERY_CACHE_FILE)
+        return cls(folder, llm=llm, config=settings.search, embedder=embedder,
+                   graph_backend=None, cache_path=cache_path, retrieval=settings.retrieval)
 
     @property
     def llm(self) -> CachedLLM:
@@ -225,13 +261,13 @@ class Searcher:
         method = BasicSearch(self.index, self.config, self.model, defer_answer) \
             if ran == "direct" else local
         result = method.search(question, mode, reason, budget, answer, log, info, failures,
-                               self.settings)
+                               self.retrieval)
         return self._finish(result, start, log)
 
     def _finish(self, result: SearchResult, start: float, log: CallLog | None) -> SearchResult:
         # one judgement for every route: the question against its nearest text unit,
         # taken from the route's retrieval when it ran one (local, direct), else searched
-        threshold = self.settings.config.low_relevance_similarity
+        threshold = self.retrieval.low_relevance_similarity
         best = result.info.get("retrieval", {}).get("best_similarity")
         result.info.update(judge_relevance(best, threshold, result.question)
                            if best is not None else
@@ -248,7 +284,7 @@ class Searcher:
         (:func:`kgloom.query.retrieval.steps.link_question`); [] for an index without an
         entity graph."""
         try:
-            return [x.title for x in link_question(self.index, self.settings.config,
+            return [x.title for x in link_question(self.index, self.retrieval,
                                                    question)]
         except IndexFilesMissingError:
             return []

@@ -355,8 +355,7 @@ def create_app(live: LiveIndex, model_id: str, api_key: str | None = None,
 
 def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
              api_key: str | None = None, cors_origins: tuple[str, ...] = (),
-             limits: Limits = DEFAULT_LIMITS, search_config: Any = None,
-             retrieval_config: Any = None):
+             limits: Limits = DEFAULT_LIMITS, settings: Any = None):
     """Open the index in ``output_dir`` once (the build its marker names) and return the
     application of :func:`create_app` over it; later builds are opened with the same
     embedder and model.
@@ -368,27 +367,26 @@ def open_app(output_dir: str | Path, llm: Any, embedder: Any = None,
         embedder: the index's embedder (a folder, or None: see
             :class:`kgloom.query.retriever.Retriever`).
         api_key / cors_origins / limits: see :func:`create_app`.
-        search_config / retrieval_config: the settings' search and retrieval knobs
-            (``SearchConfig`` / ``RetrievalConfig``; None: their defaults), see
+        settings: the :class:`kgloom.settings.Settings` whose ``retrieval`` and ``search``
+            sections the handles open with (None: the defaults), see
             :meth:`IndexHandle.open`.
 
     Raises:
         IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: the
             index cannot be opened (each names the file or the difference).
     """
-    live = open_live_index(output_dir, llm, embedder, search_config, retrieval_config)
+    live = open_live_index(output_dir, llm, embedder, settings)
     return create_app(live, llm.model_id, api_key, cors_origins, limits)
 
 
 def open_live_index(output_dir: str | Path, llm: Any, embedder: Any = None,
-                    search_config: Any = None, retrieval_config: Any = None) -> LiveIndex:
+                    settings: Any = None) -> LiveIndex:
     """The :class:`LiveIndex` of ``output_dir``, its current build opened now; later
     builds are opened with the same embedder (loaded once) and model. What ``kgloom
     serve`` and ``kgloom mcp`` answer from.
 
     Args:
-        output_dir / llm / embedder / search_config / retrieval_config: see
-            :func:`open_app`.
+        output_dir / llm / embedder / settings: see :func:`open_app`.
 
     Raises:
         IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: the
@@ -397,8 +395,7 @@ def open_live_index(output_dir: str | Path, llm: Any, embedder: Any = None,
     shared = {"embedder": embedder}
 
     def opener() -> IndexHandle:
-        handle = IndexHandle.open(output_dir, llm, shared["embedder"], search_config,
-                                  retrieval_config)
+        handle = IndexHandle.open(output_dir, llm, shared["embedder"], settings)
         shared["embedder"] = handle.retriever.embedder  # loaded once
         return handle
 

@@ -32,9 +32,10 @@ from typing import Any, TypeVar
 
 from kgloom.core.builds import MARKER_FILE, OPEN_RETRIES, IndexChangedError, IndexInconsistentError
 from kgloom.query.query_index import QueryIndex
-from kgloom.query.retriever import IndexFilesMissingError, RetrievalConfig, Retriever
-from kgloom.query.searcher import SearchConfig, Searcher
+from kgloom.query.retriever import IndexFilesMissingError, Retriever
+from kgloom.query.searcher import Searcher, SearchSettings
 from kgloom.serve.graph_view import GraphView
+from kgloom.settings import Settings
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,7 +48,7 @@ class IndexHandle:
 
     Attributes:
         build_id: the build's id (None for a folder without ``build.json``).
-        retriever: the retrieval modes' handle (graph backend ``memory``).
+        retriever: the retrieval modes' handle (the settings' ``retrieval`` section).
         searcher: search's handle (over the same index).
         graph: the graph endpoints' read-only view.
         retrieve_lock / search_lock: one call at a time per handle.
@@ -64,8 +65,7 @@ class IndexHandle:
 
     @classmethod
     def open(cls, output_dir: str | Path, llm: Any, embedder: Any = None,
-             search_config: SearchConfig | None = None,
-             retrieval_config: RetrievalConfig | None = None) -> IndexHandle:
+             settings: Settings | None = None) -> IndexHandle:
         """Open the build ``output_dir``'s marker names now, with its tables loaded.
 
         Args:
@@ -74,21 +74,23 @@ class IndexHandle:
                 every handle; its cache lives outside the index folder).
             embedder: the index's embedder (an instance is shared by every handle; a
                 folder or None: see :class:`Retriever`).
-            search_config: the searcher's :class:`SearchConfig`.
-            retrieval_config: the scoring knobs of both retrievers (the handle's and the
-                searcher's), :class:`RetrievalConfig`.
+            settings: the settings (None: the defaults); their ``retrieval`` section
+                (per-query defaults, graph backend, scoring knobs) and ``search`` section
+                open the Retriever and the Searcher as ``kgloom query`` opens them
+                (:meth:`Retriever.from_settings`, :meth:`Searcher.from_settings`), so
+                the server answers a request as the CLI answers the same question.
 
         Raises:
             IndexFilesMissingError / IndexInconsistentError / EmbedderMismatchError: as
                 :class:`Retriever` and :class:`Searcher`; IndexChangedError when the
                 index was republished during every one of :data:`OPEN_RETRIES` tries.
         """
+        settings = settings or Settings()
         for attempt in range(OPEN_RETRIES):
             try:
                 index = QueryIndex.open(output_dir, embedder)
-                retriever = Retriever(index, graph_backend="memory", config=retrieval_config)
-                searcher = Searcher(index, llm=llm, config=search_config,
-                                    graph_backend="memory", retrieval_config=retrieval_config)
+                retriever = Retriever.from_settings(index, settings)
+                searcher = Searcher.from_settings(index, settings, llm=llm)
                 _load_graph(index)  # now, not in the first graph request
                 return cls(index.build.build_id, retriever, searcher, GraphView(index))
             except IndexChangedError:
@@ -101,7 +103,7 @@ class IndexHandle:
         with self.retrieve_lock:
             return self.retriever.retrieve(question, mode=mode, **params)
 
-    def search(self, question: str, config: SearchConfig | None = None, **params: Any):
+    def search(self, question: str, config: SearchSettings | None = None, **params: Any):
         """:meth:`Searcher.search` on this build, one call at a time, with ``config``
         (default: the handle's own) for this call only."""
         with self.search_lock:

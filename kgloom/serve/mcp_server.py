@@ -183,15 +183,19 @@ def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
     def retrieve(question: Question, mode: RetrievalMode = "bridge",
                  top_k: Annotated[StrictInt | None, Field(
                      description=f"text units to return (1 to {limits.max_top_k}; "
-                     "default 5)")] = None,
+                     "default: the settings' retrieval.top_k, 5)")] = None,
                  depth: Annotated[StrictInt | None, Field(
-                     description="BFS hops (multihop, fused, two_step; default 1)")] = None,
-                 lam: Annotated[Number | None, Field(description="fused: weight of the "
-                                                     "graph score (default 1.0)")] = None,
+                     description="BFS hops (multihop, fused, two_step; default: "
+                     "retrieval.depth, 1)")] = None,
+                 lam: Annotated[Number | None, Field(
+                     description="fused: weight of the graph score (default: "
+                     "retrieval.lam, 1.0)")] = None,
                  oversample: Annotated[StrictInt | None, Field(
-                     description="fused: candidates per result (default 5)")] = None,
+                     description="fused: candidates per result (default: "
+                     "retrieval.oversample, 5)")] = None,
                  damping: Annotated[Number | None, Field(
-                     description="ppr, hybrid: in [0, 1) (default 0.5)")] = None,
+                     description="ppr, hybrid: in [0, 1) (default: retrieval.damping, "
+                     "0.5)")] = None,
                  ) -> Annotated[CallToolResult, res.RetrieveResult]:
         """The text units of the index that answer `question`, ranked (no model call):
         each with its id, T<n> ref, document title, score, the entities that brought it

@@ -174,7 +174,7 @@ def test_the_table_shows_each_text_units_id(small_index):
     res = CliRunner().invoke(app, ["query", "Who is Tiny Tim's father?", "--output-dir",
                                    str(out), "--mode", "vector", "--top-k", "3"])
     assert res.exit_code == 0, res.output
-    ids = Retriever(out, embedder).vector("Who is Tiny Tim's father?", top_k=3) \
+    ids = Retriever(out, embedder).retrieve("Who is Tiny Tim's father?", "vector", top_k=3) \
         .text_units["id"].to_list()
     header = next(line for line in res.output.splitlines() if line.split()[:1] == ["rank"])
     assert "text unit" in header

@@ -91,7 +91,7 @@ def test_import_writes_an_index_the_retriever_opens(imported):
     assert other.entities.drop("score").equals(res.entities.drop("score"))
     assert np.allclose(other.entities["score"], res.entities["score"], atol=1e-6)
     with pytest.raises(ExternalVectorsError, match="query by vector"):
-        files.fused("a question")
+        files.retrieve("a question", "fused")
 
 
 def test_reimport_replaces_and_csv_vectors_parse(imported, tmp_path):

@@ -13,12 +13,12 @@ import polars as pl
 import pytest
 
 from kgloom.query.retriever import Retriever
-from kgloom.query.searcher import SearchConfig
+from kgloom.query.searcher import SearchSettings
 from tests.conftest import index_fake_book
 
 pytestmark = pytest.mark.integration  # the whole book indexed (~55 s)
 
-MODE = SearchConfig().retrieval_mode  # the default mode of local search
+MODE = SearchSettings().retrieval_mode  # the default mode of local search
 TOP_K = 5
 
 

@@ -51,12 +51,12 @@ def test_routing_part_without_an_index_scores_the_rules():
 def test_global_part_counts_fallbacks_kept_reports_and_keep_parent(tmp_path, embedder):
     from test_search import ScriptedBackend, _llm, silent_leaf_reply, write_search_index
 
-    from kgloom.query.searcher import SearchConfig, Searcher
+    from kgloom.query.searcher import Searcher, SearchSettings
 
     index = write_search_index(tmp_path / "index", embedder)
     reply = silent_leaf_reply()
     s = Searcher(index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
-                 config=SearchConfig(rate_shortlist=0))
+                 config=SearchSettings(rate_shortlist=0))
     qs = [{"id": "t1", "question": "What are the main themes?"},
           {"id": "t2", "question": "What kinds of places appear?"}]
     partial: list[dict] = []

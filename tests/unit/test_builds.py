@@ -117,7 +117,7 @@ def _copy(src: Path, dst: Path) -> Path:
 
 def _answer(r: Retriever) -> tuple:
     """What a multihop retrieval returns, comparably: its build, units and their text."""
-    res = r.multihop(QUESTION, top_k=3)
+    res = r.retrieve(QUESTION, "multihop", top_k=3)
     return (res.info["build_id"], tuple(res.text_units["id"]), tuple(res.text_units["text"]),
             tuple(sorted(res.entities["entity_id"])))
 
@@ -199,7 +199,7 @@ def test_a_lancedb_table_swapped_for_another_builds_is_refused(published, embedd
         snap.unlink()  # now the vectors come from LanceDB, which must refuse the swap
     r = Retriever(out, embedder)  # text units are fine; the graph modes read entities
     with pytest.raises(IndexInconsistentError, match=r"entities\.lance.*another build"):
-        r.multihop(QUESTION)
+        r.retrieve(QUESTION, "multihop")
     s = Searcher(out, embedder=embedder, fake_llm=True, cache_path=tmp_path / "q.sqlite")
     with pytest.raises(IndexInconsistentError, match=r"entities\.lance"):
         s.search(QUESTION, mode="local")
@@ -207,7 +207,7 @@ def test_a_lancedb_table_swapped_for_another_builds_is_refused(published, embedd
     (out / builds.MARKER_FILE).unlink()
     with pytest.raises(IndexInconsistentError, match="half-written index: the LanceDB "
                                                      "entities table"):
-        Retriever(out, embedder).multihop(QUESTION)
+        Retriever(out, embedder).retrieve(QUESTION, "multihop")
 
 
 def test_a_parquet_table_swapped_for_another_builds_does_not_reach_the_reader(
@@ -230,7 +230,7 @@ def test_a_pruned_build_gives_a_clear_error_and_a_new_handle_opens_the_new_build
         last = publish_variant(out, embedder, variant)
     assert len(list((out / builds.BUILDS_DIR).iterdir())) == builds.KEEP_BUILDS
     with pytest.raises(IndexChangedError, match=r"republished.*open the index again"):
-        old.multihop(QUESTION)
+        old.retrieve(QUESTION, "multihop")
     assert _answer(Retriever(out, embedder))[0] == last["build_id"]
 
 
@@ -347,10 +347,10 @@ def test_a_truncated_table_is_named(published, embedder, tmp_path):
         data = path.read_bytes()
         path.write_bytes(data[: len(data) // 2])
     with pytest.raises(IndexInconsistentError, match=r"entities\.parquet has \d+ bytes"):
-        Retriever(out, embedder).multihop(QUESTION)
+        Retriever(out, embedder).retrieve(QUESTION, "multihop")
     (out / builds.MARKER_FILE).unlink()  # unmarked: the reader itself names the file
     with pytest.raises(storage.UnreadableTableError, match=r"entities\.parquet.*truncated"):
-        Retriever(out, embedder).multihop(QUESTION)
+        Retriever(out, embedder).retrieve(QUESTION, "multihop")
     with pytest.raises(storage.UnreadableTableError, match=r"entities\.parquet"):
         storage.read_table(out, schemas.ENTITIES)
 

@@ -18,7 +18,7 @@ from kgloom.embedding.tokenizer import default_tokenizer
 from kgloom.llm import CachedLLM, Completion, LLMCache
 from kgloom.llm.fake import FakeBackend
 from kgloom.query.context_builder.lazy_reports import LAZY_REPORTS_FILE, LazyReportStore
-from kgloom.query.searcher import SearchConfig, Searcher
+from kgloom.query.searcher import Searcher, SearchSettings
 from kgloom.report_writer import (
     CHOICES_TEMPLATE,
     REJECTED,
@@ -251,7 +251,7 @@ def test_global_search_without_the_model_reads_the_rule_reports(lazy_index, tmp_
     backend = Recording()
     off = Searcher(lazy_index, llm=_llm(backend, tmp_path / "o.sqlite"), embedder=embedder,
                    cache_path=tmp_path / "o.sqlite",
-                   config=SearchConfig(lazy_reports=False))
+                   config=SearchSettings(lazy_reports=False))
     answered = off.search("What are the main themes?", mode="global", level=1)
     assert answered.route == "global" and backend.report_calls() == []
 
@@ -289,7 +289,7 @@ def test_a_search_writes_at_most_its_share_of_lazy_reports(tmp_path_factory, tmp
     backend = Recording()
     s = Searcher(index, llm=_llm(backend, tmp_path / "q.sqlite"), embedder=embedder,
                  cache_path=tmp_path / "q.sqlite",
-                 config=SearchConfig(lazy_reports_per_search=1))
+                 config=SearchSettings(lazy_reports_per_search=1))
     first = s.search("What are the main themes?", mode="global", level=1)
     info = first.info["lazy_reports"]
     selected = first.info["selection"]["selected"]

@@ -32,7 +32,7 @@ from kgloom.query.retriever import (
     EmbedderMismatchError,
     IndexFilesMissingError,
     IndexInconsistentError,
-    RetrievalConfig,
+    RetrievalSettings,
     Retriever,
 )
 
@@ -316,11 +316,11 @@ def test_linking_finds_entities_by_name_and_embedding(retriever):
     assert by_method["TINY TIM"] == "name"
     assert by_method["FEZZIWIG"] in ("name", "partial_name")
     # an unknown spelling is left to the embedding of the span (recorded as "ann")
-    retriever.config = RetrievalConfig(ann_link_min_similarity=0.3)
+    retriever.settings = RetrievalSettings(ann_link_min_similarity=0.3)
     try:
         links = retriever.link("What did Ebenezar Scroogge say?")
     finally:
-        retriever.config = RetrievalConfig()
+        retriever.settings = RetrievalSettings()
     assert [(x.title, x.method) for x in links] == [("EBENEZER SCROOGE", "ann")]
 
 
@@ -330,7 +330,7 @@ def _titles(result) -> list[str]:
 
 
 def test_vector_mode_is_exact_cosine_ranking(retriever):
-    res = retriever.vector("Tiny Tim rode on his father's shoulder", top_k=3)
+    res = retriever.retrieve("Tiny Tim rode on his father's shoulder", "vector", top_k=3)
     units = res.text_units
     assert units.columns == list(UNIT_RESULT_SCHEMA)
     assert units["rank"].to_list() == [1, 2, 3]
@@ -342,7 +342,7 @@ def test_vector_mode_is_exact_cosine_ranking(retriever):
 
 
 def test_multihop_reaches_units_through_the_graph(retriever):
-    res = retriever.multihop("Who is Tiny Tim's father?", top_k=4, depth=1)
+    res = retriever.retrieve("Who is Tiny Tim's father?", "multihop", top_k=4, depth=1)
     assert res.info["fallback"] is None
     assert res.linked["title"].to_list() == ["TINY TIM"]
     ents = dict(zip(res.entities["title"], res.entities["hop_depth"]))
@@ -355,7 +355,7 @@ def test_multihop_reaches_units_through_the_graph(retriever):
     assert u2["hop_depth"] == 1 and u2["entity_ids"] == [eid("BOB CRATCHIT")]
     assert u2["relationship_ids"] == res.relationships["relationship_id"].to_list()
     # depth 2 reaches Scrooge through Bob Cratchit
-    deeper = retriever.multihop("Who is Tiny Tim's father?", top_k=6, depth=2)
+    deeper = retriever.retrieve("Who is Tiny Tim's father?", "multihop", top_k=6, depth=2)
     assert dict(zip(deeper.entities["title"], deeper.entities["hop_depth"]))[
         "EBENEZER SCROOGE"] == 2
 
@@ -379,8 +379,8 @@ def test_fused_over_files_starts_its_bfs_from_the_reranked_seeds_neighbours(
     for depth, queries in ((0, 0), (1, 0), (2, 1), (3, 1)):
         calls.clear()
         for lam in (0.0, 5.0):
-            files = retriever.fused(q, top_k=3, depth=depth, lam=lam, oversample=3)
-            inmem = mem.fused(q, top_k=3, depth=depth, lam=lam, oversample=3)
+            files = retriever.retrieve(q, "fused", top_k=3, depth=depth, lam=lam, oversample=3)
+            inmem = mem.retrieve(q, "fused", top_k=3, depth=depth, lam=lam, oversample=3)
             # the same seeds, entities, hops and provenance (ANN scores: LanceDB's flat
             # scan vs the memory handle's float32 einsum, equal to 1e-5)
             assert files.info["seeds"] == inmem.info["seeds"]
@@ -390,7 +390,7 @@ def test_fused_over_files_starts_its_bfs_from_the_reranked_seeds_neighbours(
         assert len(calls) == 2 * queries
         assert all(c.get("first_hop") is not None for c in calls)
         calls.clear()
-        retriever.two_step(q, top_k=3, depth=depth)  # its traversal reads every hop
+        retriever.retrieve(q, "two_step", top_k=3, depth=depth)  # its traversal reads every hop
         assert len(calls) == (depth > 0) and all(c.get("first_hop") is None for c in calls)
 
 
@@ -398,8 +398,8 @@ def test_duckdb_and_memory_backends_agree(carol_index, retriever):
     mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
     for q in ["Who is Tiny Tim's father?", "What did Scrooge and Marley trade?"]:
         for depth in (0, 1, 2):
-            a = retriever.multihop(q, top_k=5, depth=depth)
-            b = mem.multihop(q, top_k=5, depth=depth)
+            a = retriever.retrieve(q, "multihop", top_k=5, depth=depth)
+            b = mem.retrieve(q, "multihop", top_k=5, depth=depth)
             assert a.text_units.drop("rank").equals(b.text_units.drop("rank"))
             assert a.entities.equals(b.entities) and a.relationships.equals(b.relationships)
 
@@ -409,25 +409,25 @@ def test_fused_with_lambda_zero_equals_two_step(carol_index, retriever):
     mem = Retriever(carol_index, retriever.embedder, graph_backend="memory")
     for r in (retriever, mem):
         for depth in (0, 1, 2):
-            fused = r.fused(q, top_k=2, depth=depth, lam=0.0)
-            two = r.two_step(q, top_k=2, depth=depth)
+            fused = r.retrieve(q, "fused", top_k=2, depth=depth, lam=0.0)
+            two = r.retrieve(q, "two_step", top_k=2, depth=depth)
             assert fused.info["seeds"] == two.info["seeds"]
             assert fused.entities.equals(two.entities)
             assert fused.relationships.equals(two.relationships)
             assert fused.text_units.equals(two.text_units)
-    penalized = retriever.fused(q, top_k=2, depth=1, lam=10.0)
+    penalized = retriever.retrieve(q, "fused", top_k=2, depth=1, lam=10.0)
     assert penalized.info["seed_overlap"] <= penalized.info["baseline_seed_overlap"]
     assert penalized.info["ann_sum"] <= penalized.info["baseline_ann_sum"] + 1e-9
     assert set(penalized.entities["via"]) == {"fused"}
 
 
 def test_ppr_and_hybrid_rank_units_of_linked_entities(retriever):
-    res = retriever.ppr("Where did Fezziwig hold his ball?", top_k=2)
+    res = retriever.retrieve("Where did Fezziwig hold his ball?", "ppr", top_k=2)
     assert res.linked["title"].to_list() == ["FEZZIWIG"]
     assert res.text_units["id"][0] == uid("u4")
     assert res.entities["title"][0] == "FEZZIWIG"  # the seed keeps most of the mass
     assert res.entities["score"].is_sorted(descending=True)
-    hy = retriever.hybrid("Where did Fezziwig hold his ball?", top_k=3)
+    hy = retriever.retrieve("Where did Fezziwig hold his ball?", "hybrid", top_k=3)
     assert hy.text_units["id"][0] == uid("u4") and hy.info["used_mode"] == "hybrid"
 
 
@@ -436,27 +436,27 @@ def test_one_hop_needs_no_graph_file(carol_index, tmp_path, embedder):
     for name in GRAPH_FILES:
         (only_vectors / name).unlink()
     r = Retriever(only_vectors, embedder)
-    res = r.one_hop("Bob Cratchit the clerk applauded", top_k=4)
+    res = r.retrieve("Bob Cratchit the clerk applauded", "one_hop", top_k=4)
     assert res.text_units.height == 4 and res.info["used_mode"] == "one_hop"
     lifted = res.text_units.filter(pl.col("via") == "one_hop")
     assert lifted.height >= 1 and all(lifted["entity_ids"].list.len() > 0)
     assert set(res.relationships["hop_depth"]) == {1}
     assert all(" | " not in s for s in res.relationships["relation"])
     with pytest.raises(IndexFilesMissingError, match=r"graph-nodes\.parquet"):
-        r.multihop("Bob Cratchit", top_k=2)
+        r.retrieve("Bob Cratchit", "multihop", top_k=2)
 
 
 # --- bad input ----------------------------------------------------------------------------
 @pytest.mark.parametrize("call, match", [
-    (lambda r: r.vector("   "), "question"),
-    (lambda r: r.vector(""), "question"),
-    (lambda r: r.vector("Scrooge", top_k=0), "top_k"),
-    (lambda r: r.multihop("Scrooge", depth=-1), "depth"),
-    (lambda r: r.fused("Scrooge", lam=-1.0), "lambda"),
+    (lambda r: r.retrieve("   ", "vector"), "question"),
+    (lambda r: r.retrieve("", "vector"), "question"),
+    (lambda r: r.retrieve("Scrooge", "vector", top_k=0), "top_k"),
+    (lambda r: r.retrieve("Scrooge", "multihop", depth=-1), "depth"),
+    (lambda r: r.retrieve("Scrooge", "fused", lam=-1.0), "lambda"),
     (lambda r: r.retrieve("Scrooge", mode="telepathy"), "mode"),
-    (lambda r: r.ppr("Scrooge", damping=1.5), "damping"),
-    (lambda r: r.fused("Scrooge", lam=float("inf")), "lambda must be finite"),
-    (lambda r: r.vector("who \udcff is"), "lone surrogate"),  # argv bytes not UTF-8
+    (lambda r: r.retrieve("Scrooge", "ppr", damping=1.5), "damping"),
+    (lambda r: r.retrieve("Scrooge", "fused", lam=float("inf")), "lambda must be finite"),
+    (lambda r: r.retrieve("who \udcff is", "vector"), "lone surrogate"),  # argv bytes not UTF-8
 ])
 def test_bad_arguments_raise_value_errors_naming_them(retriever, call, match):
     with pytest.raises(ValueError, match=match):
@@ -489,25 +489,25 @@ def test_every_mode_says_when_nothing_in_the_index_is_relevant(retriever, mode):
     assert on["low_relevance"] is False and on["notice"] is None
     assert off["low_relevance"] is True
     assert off["notice"].startswith("Nothing in this index looks relevant")
-    assert on["best_similarity"] >= retriever.config.low_relevance_similarity \
+    assert on["best_similarity"] >= retriever.settings.low_relevance_similarity \
         > off["best_similarity"]
     for question, info in ((RELEVANT, on), (OFF_CORPUS, off)):
-        nearest = retriever.vector(question, top_k=1).text_units["similarity"][0]
+        nearest = retriever.retrieve(question, "vector", top_k=1).text_units["similarity"][0]
         assert info["best_similarity"] == pytest.approx(nearest, abs=1e-4)
     # the sentence names the score and the threshold it fell under
     assert f"similarity {off['best_similarity']:.2f}, under " \
-        f"{retriever.config.low_relevance_similarity:.2f}" in off["notice"]
+        f"{retriever.settings.low_relevance_similarity:.2f}" in off["notice"]
 
 
 def test_the_relevance_threshold_is_the_settings_and_a_thematic_question_is_not_judged(
         carol_index):
     r = Retriever(carol_index)
-    best = r.vector(RELEVANT, top_k=1).info["best_similarity"]
-    r.config = r.config.model_copy(update={"low_relevance_similarity": best + 0.01})
-    assert r.vector(RELEVANT).info["low_relevance"] is True
-    r.config = r.config.model_copy(update={"low_relevance_similarity": -1.0})  # off
-    assert r.vector(OFF_CORPUS).info["low_relevance"] is False
-    r.config = r.config.model_copy(update={"low_relevance_similarity": 1.0})  # all under
+    best = r.retrieve(RELEVANT, "vector", top_k=1).info["best_similarity"]
+    r.settings = r.settings.model_copy(update={"low_relevance_similarity": best + 0.01})
+    assert r.retrieve(RELEVANT, "vector").info["low_relevance"] is True
+    r.settings = r.settings.model_copy(update={"low_relevance_similarity": -1.0})  # off
+    assert r.retrieve(OFF_CORPUS, "vector").info["low_relevance"] is False
+    r.settings = r.settings.model_copy(update={"low_relevance_similarity": 1.0})  # all under
     thematic = "What are the main themes of the book?"
     for mode in RETRIEVAL_MODES:
         info = r.retrieve(thematic, mode=mode).info
@@ -521,7 +521,7 @@ def test_relevance_judgement_of_an_index_with_no_text_unit():
     assert judge_relevance(None, 0.5, RELEVANT) == {
         "best_similarity": None, "low_relevance": True, "notice": NO_UNIT_NOTICE}
     with pytest.raises(ValueError, match="low_relevance_similarity"):
-        RetrievalConfig(low_relevance_similarity=1.5)
+        RetrievalSettings(low_relevance_similarity=1.5)
 
 
 def test_question_linking_no_entity_falls_back_to_vector(retriever):
@@ -548,7 +548,7 @@ def test_missing_and_half_written_indexes_are_named(carol_index, tmp_path, embed
     (no_nodes / "graph-nodes.parquet").unlink()
     r = Retriever(no_nodes, embedder)
     with pytest.raises(IndexFilesMissingError, match=r"graph-nodes\.parquet"):
-        r.ppr("Scrooge")
+        r.retrieve("Scrooge", "ppr")
 
 
 def test_other_embedder_or_dimension_is_refused_naming_both(carol_index, tmp_path, embedder):
@@ -596,7 +596,7 @@ def test_ann_index_is_used_and_recorded_above_threshold(tmp_path, carol_index, e
     write_lancedb(big / LANCEDB_DIR, "text_units", grown, vecs, ann_min_rows=256)
     storage.write_table(grown, big, schemas.TEXT_UNITS)
     r = Retriever(big, embedder)
-    res = r.vector("Tiny Tim rode on his father's shoulder", top_k=3)
+    res = r.retrieve("Tiny Tim rode on his father's shoulder", "vector", top_k=3)
     assert res.info["ann"]["text_units"] == "ivf_pq"
     assert res.text_units["id"][0] == uid("u3")
     # oversampled with the baseline's re-rank pool (as fused asks): the first k rows are
@@ -668,7 +668,7 @@ def test_two_step_is_two_public_calls_and_expand_checks_its_seeds(carol_index, r
     with pytest.raises(ValueError, match="depth"):
         retriever.expand_by_vector(qv, ids, -1)
     quiet = Retriever(carol_index, retriever.embedder,
-                      config=RetrievalConfig(seed_diagnostics=False))
+                      settings=RetrievalSettings(seed_diagnostics=False))
     for res in (quiet.fused_by_vector(qv, top_k=3, depth=1), quiet.two_step_by_vector(qv, 3, 1)):
         assert "seed_overlap" not in res.info and "baseline_seed_overlap" not in res.info
         assert res.info["seeds"] and res.info["ann_sum"] > 0
@@ -684,9 +684,9 @@ def test_fused_by_vector_equals_fused_for_the_same_vector(carol_index, retriever
     qv = retriever.embedder.embed([q], threads=QUERY_EMBED_THREADS)[0]
     for r in (retriever, mem):
         for depth in (0, 1, 2):
-            pairs = [(r.fused(q, top_k=3, depth=depth, lam=1.0, oversample=2),
+            pairs = [(r.retrieve(q, "fused", top_k=3, depth=depth, lam=1.0, oversample=2),
                       r.fused_by_vector(qv, top_k=3, depth=depth, lam=1.0, oversample=2)),
-                     (r.two_step(q, top_k=3, depth=depth),
+                     (r.retrieve(q, "two_step", top_k=3, depth=depth),
                       r.two_step_by_vector(qv, top_k=3, depth=depth))]
             for by_text, by_vector in pairs:
                 assert by_vector.text_units.equals(by_text.text_units)
@@ -698,7 +698,7 @@ def test_fused_by_vector_equals_fused_for_the_same_vector(carol_index, retriever
                 assert by_vector.question == "" and by_text.question == q
     # any positive scale of the vector is the same query (cosine)
     scaled = retriever.fused_by_vector(3.0 * qv, top_k=3, depth=1)
-    assert scaled.info["seeds"] == retriever.fused(q, top_k=3, depth=1).info["seeds"]
+    assert scaled.info["seeds"] == retriever.retrieve(q, "fused", top_k=3, depth=1).info["seeds"]
     with pytest.raises(ValueError, match="shape"):
         retriever.fused_by_vector(qv[:10])
     with pytest.raises(ValueError, match="finite"):
@@ -716,7 +716,7 @@ def test_memory_handle_entity_search_matches_lancedb_flat_scan(carol_index, retr
         assert got.info["ann"]["entities"] == "memory"
         assert got.entities["entity_id"].to_list() == ids
         assert np.allclose(got.entities["score"].to_list(), sims, atol=1e-5)
-    res = mem.fused("Marley's ghost", top_k=2, depth=0)
+    res = mem.retrieve("Marley's ghost", "fused", top_k=2, depth=0)
     assert res.info["ann"]["entities"] == "memory"
 
 
@@ -782,7 +782,7 @@ def _adjacent_reference(r: Retriever, first: np.ndarray, weight: float) -> np.nd
     return out
 
 
-def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalConfig
+def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalSettings
                       ) -> list[str]:
     """The bridge ranking recomputed from its definition with plain loops over the
     index's vectors (entity vectors, unit vectors, kg_node_ids)."""
@@ -896,23 +896,23 @@ def _bridge_reference(r: Retriever, question: str, top_k: int, cfg: RetrievalCon
 
 
 @pytest.mark.parametrize("cfg", [
-    RetrievalConfig(), RetrievalConfig(bridge_hits=1, bridge_keep=2, bridge_link_weight=0.0),
-    RetrievalConfig(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0),
-    RetrievalConfig(bridge_specificity_power=0.0),
-    RetrievalConfig(bridge_specificity_power=1.0, bridge_relevance_power=2.0),
-    RetrievalConfig(bridge_vector_weight=0.0), RetrievalConfig(bridge_vector_weight=5.0),
-    RetrievalConfig(lexical_weight=0.0), RetrievalConfig(lexical_weight=2.0),
-    RetrievalConfig(bridge_match_power=0.0), RetrievalConfig(bridge_match_power=3.0),
-    RetrievalConfig(adjacent_unit_weight=0.0), RetrievalConfig(adjacent_unit_weight=0.5)])
+    RetrievalSettings(), RetrievalSettings(bridge_hits=1, bridge_keep=2, bridge_link_weight=0.0),
+    RetrievalSettings(bridge_keep=0, bridge_relevance_power=0.0, bridge_link_weight=2.0),
+    RetrievalSettings(bridge_specificity_power=0.0),
+    RetrievalSettings(bridge_specificity_power=1.0, bridge_relevance_power=2.0),
+    RetrievalSettings(bridge_vector_weight=0.0), RetrievalSettings(bridge_vector_weight=5.0),
+    RetrievalSettings(lexical_weight=0.0), RetrievalSettings(lexical_weight=2.0),
+    RetrievalSettings(bridge_match_power=0.0), RetrievalSettings(bridge_match_power=3.0),
+    RetrievalSettings(adjacent_unit_weight=0.0), RetrievalSettings(adjacent_unit_weight=0.5)])
 def test_bridge_follows_its_definition(carol_index, cfg):
-    r = Retriever(carol_index, config=cfg)
+    r = Retriever(carol_index, settings=cfg)
     for named in ("How is Fezziwig related to Tiny Tim?", "Tell me about Fred and Bob Cratchit",
                   "fog"):
         for k in (1, 2, 3):
-            got = r.bridge(named, top_k=k).text_units["id"].to_list()
+            got = r.retrieve(named, "bridge", top_k=k).text_units["id"].to_list()
             assert got == _bridge_reference(r, named, k, cfg), (named, k)
     question = "Who was the business partner of the old miser Scrooge who hated Christmas?"
-    res = r.bridge(question, top_k=4)
+    res = r.retrieve(question, "bridge", top_k=4)
     assert res.text_units["id"].to_list() == _bridge_reference(r, question, 4, cfg)
     # the first hop: the nearest units, by cosine plus the weighted BM25 share
     first = _adjacent_reference(r, r.index.similarities(r.embedder.embed([question])[0])
@@ -1016,11 +1016,11 @@ def test_bridge_does_not_follow_a_hub_entity_by_default(hub_index):
     units mention it. Weighed by HippoRAG's node specificity, the composer's unit comes
     second."""
     question = "Where was the composer of film Inherent Vice born?"
-    got = Retriever(hub_index).bridge(question, top_k=3)
+    got = Retriever(hub_index).retrieve(question, "bridge", top_k=3)
     assert got.text_units["id"].to_list()[:2] == [uid("film"), uid("composer")]
     assert got.text_units["entity_ids"].to_list()[1] == [eid("PAUL THOMAS ANDERSON")]
-    flat = Retriever(hub_index, config=RetrievalConfig(bridge_specificity_power=0.0))
-    ranked = flat.bridge(question, top_k=3).text_units
+    flat = Retriever(hub_index, settings=RetrievalSettings(bridge_specificity_power=0.0))
+    ranked = flat.retrieve(question, "bridge", top_k=3).text_units
     assert uid("composer") not in ranked["id"].to_list()  # the bug, without specificity
     assert ranked["entity_ids"].to_list()[1] == [eid("AMERICAN")]
 
@@ -1060,12 +1060,12 @@ def test_bridge_keeps_the_nearest_units_when_the_question_names_a_hub(novel_inde
     covers the index."""
     question = "Who was Ada's business partner?"
     r = Retriever(novel_index)
-    nearest = r.vector(question, top_k=2).text_units["id"].to_list()
+    nearest = r.retrieve(question, "vector", top_k=2).text_units["id"].to_list()
     assert set(nearest) == {uid("partner"), uid("firm")}  # the fixture's premise
-    got = r.bridge(question, top_k=3).text_units["id"].to_list()
+    got = r.retrieve(question, "bridge", top_k=3).text_units["id"].to_list()
     assert set(nearest) <= set(got)
-    off = Retriever(novel_index, config=RetrievalConfig(bridge_vector_weight=0.0))
-    assert not set(nearest) <= set(off.bridge(question, top_k=3).text_units["id"])
+    off = Retriever(novel_index, settings=RetrievalSettings(bridge_vector_weight=0.0))
+    assert not set(nearest) <= set(off.retrieve(question, "bridge", top_k=3).text_units["id"])
 
 
 @pytest.mark.parametrize("knob", [{"bridge_hits": 0}, {"bridge_keep": -1},
@@ -1078,7 +1078,8 @@ def test_bridge_keeps_the_nearest_units_when_the_question_names_a_hub(novel_inde
                                   {"bridge_link_weight": float("nan")}])
 def test_bridge_rejects_bad_knobs(carol_index, knob):
     with pytest.raises(ValueError, match=next(iter(knob))):
-        Retriever(carol_index, config=RetrievalConfig(**knob)).bridge("Scrooge", 3)
+        Retriever(carol_index, settings=RetrievalSettings(**knob)).retrieve(
+            "Scrooge", "bridge", top_k=3)
 
 
 def test_a_rule_report_embeds_its_title_and_summary_and_an_llm_report_its_full_content():
@@ -1102,14 +1103,14 @@ def test_bridge_keeps_the_nearest_units_when_the_question_names_no_one(novel_ind
     question = "For how many years did the counting-house trade with the same partner?"
     r = Retriever(novel_index)
     assert not r.link(question)  # the fixture's premise: the question names no one
-    nearest = r.vector(question, top_k=2).text_units["id"].to_list()
+    nearest = r.retrieve(question, "vector", top_k=2).text_units["id"].to_list()
     assert set(nearest) == {uid("partner"), uid("firm")}
-    assert set(nearest) <= set(r.bridge(question, top_k=3).text_units["id"])
+    assert set(nearest) <= set(r.retrieve(question, "bridge", top_k=3).text_units["id"])
     # the bug comes back with neither the coverage rule nor the question fit of units
     # bridged within one document (either alone keeps the nearest units here)
-    off = Retriever(novel_index, config=RetrievalConfig(bridge_vector_weight=0.0,
+    off = Retriever(novel_index, settings=RetrievalSettings(bridge_vector_weight=0.0,
                                                         bridge_match_power=0.0))
-    assert not set(nearest) <= set(off.bridge(question, top_k=3).text_units["id"])
+    assert not set(nearest) <= set(off.retrieve(question, "bridge", top_k=3).text_units["id"])
 
 
 SCENE_UNITS = {  # key -> (text, entities): one story; Maeve named in a sixth of it
@@ -1142,10 +1143,10 @@ def test_bridge_within_a_story_ranks_a_characters_units_by_the_question(tmp_path
     question = "Who lent Maeve a light for her walk back from the harbour?"
     r = Retriever(index)
     assert [x.title for x in r.link(question)] == ["MAEVE"]  # the fixture's premise
-    assert uid("lantern") in r.vector(question, top_k=2).text_units["id"].to_list()
-    assert uid("lantern") in r.bridge(question, top_k=2).text_units["id"].to_list()
-    off = Retriever(index, config=RetrievalConfig(bridge_match_power=0.0))
-    got = off.bridge(question, top_k=2).text_units
+    assert uid("lantern") in r.retrieve(question, "vector", top_k=2).text_units["id"].to_list()
+    assert uid("lantern") in r.retrieve(question, "bridge", top_k=2).text_units["id"].to_list()
+    off = Retriever(index, settings=RetrievalSettings(bridge_match_power=0.0))
+    got = off.retrieve(question, "bridge", top_k=2).text_units
     assert uid("lantern") not in got["id"].to_list()  # the bug: a garden unit instead
     assert got["via"].to_list()[1] == "bridge"
 
@@ -1181,16 +1182,17 @@ def test_bridge_brings_in_the_rest_of_a_scene_from_the_next_unit(tmp_path, embed
                          embedder, "Story")
     question = "What did the tinker finally accept for the copper kettle at the fair?"
     r = Retriever(index)
-    assert r.vector(question, top_k=1).text_units["id"].to_list() == [uid("stall")]
-    off = Retriever(index, config=RetrievalConfig(adjacent_unit_weight=0.0))
-    assert uid("stall-end") not in off.bridge(question, top_k=2).text_units["id"].to_list()
-    assert uid("stall-end") in r.bridge(question, top_k=2).text_units["id"].to_list()
+    assert r.retrieve(question, "vector", top_k=1).text_units["id"].to_list() == [uid("stall")]
+    off = Retriever(index, settings=RetrievalSettings(adjacent_unit_weight=0.0))
+    assert uid("stall-end") not in off.retrieve(question, "bridge",
+                                                top_k=2).text_units["id"].to_list()
+    assert uid("stall-end") in r.retrieve(question, "bridge", top_k=2).text_units["id"].to_list()
     # a unit that is a document of its own (a Wikipedia passage) has no neighbour
     alone = _small_index(tmp_path / "passages", units, {"WREN": ("PERSON", "Wren.")},
                          embedder, "Passages", documents={k: k for k in units})
-    assert Retriever(alone).bridge(question, top_k=3).text_units["id"].to_list() == \
-        Retriever(alone, config=RetrievalConfig(adjacent_unit_weight=0.0)).bridge(
-            question, top_k=3).text_units["id"].to_list()
+    assert Retriever(alone).retrieve(question, "bridge", top_k=3).text_units["id"].to_list() == \
+        Retriever(alone, settings=RetrievalSettings(adjacent_unit_weight=0.0)).retrieve(
+            question, "bridge", top_k=3).text_units["id"].to_list()
 
 
 def test_bridge_first_hop_finds_a_unit_by_a_word_the_embedder_misses(novel_index):
@@ -1201,9 +1203,10 @@ def test_bridge_first_hop_finds_a_unit_by_a_word_the_embedder_misses(novel_index
     r = Retriever(novel_index)
     lexical = r.index.lexical.scores(question)
     assert lexical[r.index.units.row_of[uid("partner")]] == 1.0
-    words_off = Retriever(novel_index, config=RetrievalConfig(lexical_weight=0.0))
-    assert words_off.bridge(question, top_k=1).text_units["id"].to_list() != [uid("partner")]
-    assert r.bridge(question, top_k=1).text_units["id"].to_list() == [uid("partner")]
+    words_off = Retriever(novel_index, settings=RetrievalSettings(lexical_weight=0.0))
+    assert words_off.retrieve(question, "bridge",
+                              top_k=1).text_units["id"].to_list() != [uid("partner")]
+    assert r.retrieve(question, "bridge", top_k=1).text_units["id"].to_list() == [uid("partner")]
 
 
 def test_bridge_puts_the_units_of_the_entities_a_question_names_first(hub_index):
@@ -1212,12 +1215,12 @@ def test_bridge_puts_the_units_of_the_entities_a_question_names_first(hub_index)
     sample a compared entity's unit was often fifth). Without the link weight a named
     entity's unit is in the result only because it is named, so it shows the order."""
     assert HUB_UNITS["bio18"][1][0] == "VICTOR FLEMING"
-    cfg = RetrievalConfig(bridge_link_weight=0.0)
+    cfg = RetrievalSettings(bridge_link_weight=0.0)
     for question, named in [
             ("Who was born first, Jonny Greenwood or Victor Fleming?", ["composer", "bio18"]),
             ("Who was born first, Frank Lloyd, Sam Wood or Henry King?",
              ["bio0", "bio19", "bio8"])]:
-        got = Retriever(hub_index, config=cfg).bridge(question, top_k=5).text_units
+        got = Retriever(hub_index, settings=cfg).retrieve(question, "bridge", top_k=5).text_units
         assert set(got["id"].to_list()[:len(named)]) == {uid(k) for k in named}, question
 
 
@@ -1255,18 +1258,18 @@ def test_bridge_reaches_the_document_titled_with_the_bridging_entity(tmp_path, e
     n = g.node_of[eid("PAUL THOMAS ANDERSON")]
     # the premise: by cosine the other films' passages are more about the director
     assert g.affinity[rows[uid("director")], n] < g.affinity[rows[uid("magnolia")], n]
-    got = r.bridge("Where was the director of Inherent Vice born?", top_k=4).text_units
+    got = r.retrieve("Where was the director of Inherent Vice born?", "bridge", top_k=4).text_units
     ranked = got["id"].to_list()
     assert ranked.index(uid("director")) < ranked.index(uid("magnolia"))
     assert got.row(ranked.index(uid("director")), named=True)["entity_ids"] == \
         [eid("PAUL THOMAS ANDERSON")]
     # a question naming him holds his own passage, not the first passage naming him
-    named = r.bridge("Is Paul Thomas Anderson older than Boogie Nights?", top_k=2)
+    named = r.retrieve("Is Paul Thomas Anderson older than Boogie Nights?", "bridge", top_k=2)
     assert named.text_units["id"].to_list() == [uid("boogie"), uid("director")]
 
 
-@pytest.mark.parametrize("cfg", [RetrievalConfig(), RetrievalConfig(bridge_hits=1),
-                                 RetrievalConfig(bridge_link_weight=0.0, bridge_keep=2)])
+@pytest.mark.parametrize("cfg", [RetrievalSettings(), RetrievalSettings(bridge_hits=1),
+                                 RetrievalSettings(bridge_link_weight=0.0, bridge_keep=2)])
 def test_bridge_follows_its_definition_across_titled_documents(tmp_path, embedder, cfg):
     """The reference ranking on documents titled with their subjects, one of whose
     titles carries a disambiguator, and a unit that writes a title its extraction
@@ -1275,12 +1278,12 @@ def test_bridge_follows_its_definition_across_titled_documents(tmp_path, embedde
     index = _small_index(tmp_path, units, OWN_ENTITIES, embedder, "Films", {
         "film": "Inherent Vice (film)", "director": "Paul Thomas Anderson (director)",
         "boogie": "Boogie Nights", "magnolia": "Magnolia"})
-    r = Retriever(index, config=cfg)
+    r = Retriever(index, settings=cfg)
     for question in ("Where was the director of Inherent Vice born?",
                      "Is Paul Thomas Anderson older than Boogie Nights?",
                      "Which came first, Magnolia or Inherent Vice?"):
         for k in (1, 2, 3):
-            got = r.bridge(question, top_k=k).text_units["id"].to_list()
+            got = r.retrieve(question, "bridge", top_k=k).text_units["id"].to_list()
             assert got == _bridge_reference(r, question, k, cfg), (question, k)
 
 
@@ -1296,16 +1299,16 @@ def test_bridge_follows_a_document_title_its_hit_writes(tmp_path, embedder, monk
     index = _small_index(tmp_path, units, OWN_ENTITIES, embedder, "Films", {
         "film": "Inherent Vice (film)", "director": "Paul Thomas Anderson (director)",
         "boogie": "Boogie Nights", "magnolia": "Magnolia"})
-    r = Retriever(index, config=RetrievalConfig(bridge_hits=1))  # the film's unit alone
+    r = Retriever(index, settings=RetrievalSettings(bridge_hits=1))  # the film's unit alone
     question = "Where was the director of Inherent Vice born?"
     rows = r.index.units.row_of
     assert r.index.titles_written(rows[uid("film")]) == [eid("PAUL THOMAS ANDERSON")]
     assert r.index.titles_written(rows[uid("director")]) == []  # writes no title
-    got = r.bridge(question, top_k=2).text_units
+    got = r.retrieve(question, "bridge", top_k=2).text_units
     assert got["id"].to_list() == [uid("film"), uid("director")]
     assert got["entity_ids"].to_list()[1] == [eid("PAUL THOMAS ANDERSON")]
     monkeypatch.setattr(type(r.index), "titles_written", lambda self, row: [])
-    assert uid("director") not in r.bridge(question, top_k=2).text_units["id"].to_list()
+    assert uid("director") not in r.retrieve(question, "bridge", top_k=2).text_units["id"].to_list()
 
 
 def test_titles_written_need_a_capital_and_whole_words(tmp_path, embedder):

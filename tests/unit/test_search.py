@@ -29,7 +29,7 @@ from kgloom.query.context_builder.context import (
     token_counter,
 )
 from kgloom.query.routing import route_by_rules, route_question
-from kgloom.query.searcher import SEARCH_MODES, SearchConfig, Searcher
+from kgloom.query.searcher import SEARCH_MODES, Searcher, SearchSettings
 from kgloom.query.structured_search import global_search as gs
 from kgloom.query.structured_search.search_base import answer_schema
 
@@ -651,7 +651,7 @@ def test_every_search_says_when_nothing_in_the_index_is_relevant(searcher, mode)
     off = searcher.search("Where was the director of film Billy Elliot born?", mode=mode)
     assert on.info["low_relevance"] is False and on.info["notice"] is None
     assert off.info["low_relevance"] is True and off.info["notice"]
-    threshold = searcher.settings.config.low_relevance_similarity
+    threshold = searcher.retrieval.low_relevance_similarity
     assert on.info["best_similarity"] >= threshold > off.info["best_similarity"]
     assert off.to_dict()["info"]["notice"] == off.info["notice"]
     text = render_search(off)
@@ -696,12 +696,12 @@ def test_dynamic_search_shortlists_by_embedding(search_index, tmp_path, embedder
 
     # a shortlist of 1: one rating per step instead of one per root
     s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path / "a"),
-                 embedder=embedder, config=SearchConfig(rate_shortlist=1))
+                 embedder=embedder, config=SearchSettings(rate_shortlist=1))
     res = s.search("What are the main themes?", mode="global", dynamic=True)
     sel = res.info["selection"]
     assert sel["shortlisted_out"] >= 1
     full = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path / "b"),
-                    embedder=embedder, config=SearchConfig(rate_shortlist=0))
+                    embedder=embedder, config=SearchSettings(rate_shortlist=0))
     every = full.search("What are the main themes?", mode="global", dynamic=True)
     assert every.info["selection"]["shortlisted_out"] == 0
     assert sel["rated"] < every.info["selection"]["rated"]
@@ -742,7 +742,7 @@ def test_dynamic_map_falls_back_to_the_replaced_parents(search_index, tmp_path, 
     reply = silent_leaf_reply(mapped)
 
     # the fixture's hierarchy: roots 0 and 1; 0 -> 2, 3; 1 -> 4 (repeating 1's report)
-    cfg = SearchConfig(rate_shortlist=0, map_fallback=fallback)
+    cfg = SearchSettings(rate_shortlist=0, map_fallback=fallback)
     s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path, f"fb{fallback}"),
                  embedder=embedder, config=cfg)
     events: list[dict] = []
@@ -767,7 +767,7 @@ def test_dynamic_map_does_not_fall_back_when_the_selection_answers(search_index,
                                                                     embedder):
     reply = silent_leaf_reply(leaf_score=5)
     s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
-                 config=SearchConfig(rate_shortlist=0))
+                 config=SearchSettings(rate_shortlist=0))
     res = s.search("What are the main themes?", mode="global", dynamic=True)
     assert "fallback" not in res.info["map"] and res.citations == ["C3"]
     assert res.info["llm"]["search_map"]["calls"] == 1
@@ -790,7 +790,7 @@ def test_global_dynamic_rating_prompts_within_budget_and_a_failed_batch_goes_on(
             return {"points": [{"description": "a point", "score": 7, "reports": refs[:1]}]}
         return {"answer": "x", "citations": props["citations"]["items"]["enum"][:1]}
 
-    cfg = SearchConfig(rate_batch=1, rate_budget=40, rate_shortlist=0)
+    cfg = SearchSettings(rate_batch=1, rate_budget=40, rate_shortlist=0)
     s = Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path), embedder=embedder,
                  config=cfg)
     res = s.search("What are the main themes?", mode="global", dynamic=True)
@@ -805,7 +805,7 @@ def test_global_dynamic_rating_prompts_within_budget_and_a_failed_batch_goes_on(
     assert 0 not in sel["selected"] and sel["selected"]
     with pytest.raises(ValueError, match="rate budget of 3 tokens"):
         Searcher(search_index, llm=_llm(ScriptedBackend(reply), tmp_path, "b"),
-                 embedder=embedder, config=SearchConfig(rate_budget=3)).search(
+                 embedder=embedder, config=SearchSettings(rate_budget=3)).search(
             "What are the main themes?", mode="global", dynamic=True)
 
 

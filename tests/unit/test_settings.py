@@ -18,19 +18,24 @@ from kgloom.settings.indexing import IndexSettings
 
 
 def test_defaults_are_the_libraries_defaults():
-    """The retrieval and search sections keep the query side's names and defaults."""
-    from kgloom.query.modes import RETRIEVAL_DEFAULTS
-    from kgloom.query.retriever import RetrievalConfig
-    from kgloom.query.searcher import SearchConfig
+    """The retrieval and search sections are the query side's own classes (one class per
+    idea), with its defaults; the per-query defaults are written once, in the settings."""
+    from kgloom.query.retrieval import two_step
+    from kgloom.query.retriever import RetrievalSettings, Retriever
+    from kgloom.query.searcher import Searcher, SearchSettings
 
     s = load_settings(env={})
     assert s == Settings() and s.index == IndexSettings()
-    assert s.retrieval.scoring() == RetrievalConfig().model_dump()
-    assert s.search.config_kwargs() == SearchConfig().model_dump()
-    assert SearchConfig(**s.search.config_kwargs()) == SearchConfig()
+    assert type(s.retrieval) is RetrievalSettings and s.retrieval == RetrievalSettings()
+    assert type(s.search) is SearchSettings and s.search == SearchSettings()
+    defaults = {"top_k": 5, "depth": 1, "lam": 1.0, "oversample": 5, "damping": 0.5}
     options = s.retrieval.options()
-    assert {k: options[k] for k in RETRIEVAL_DEFAULTS} == RETRIEVAL_DEFAULTS
+    assert {k: options[k] for k in defaults} == defaults
     assert options["graph_backend"] == "duckdb" and set(options) == set(QUERY_OPTIONS)
+    # the mode functions' defaults are the settings' (no second list)
+    fn = two_step.retrieve.__defaults__
+    assert fn is not None and (fn[0], fn[2]) == (defaults["top_k"], defaults["depth"])
+    assert "from_settings" in vars(Retriever) and "from_settings" in vars(Searcher)
     assert list(SECTIONS) == ["paths", "index", "llm", "embedder", "retrieval", "search"]
 
 
@@ -163,3 +168,44 @@ def test_the_documented_file_holds_every_key_with_its_default(tmp_path):
     assert load_settings(f, env={}) == Settings()
     for var in ENV_VARS:
         assert f"`{var}" in doc, var
+
+
+def test_every_environment_variable_read_is_a_setting_or_a_documented_process_variable():
+    """Each variable the code names when it reads the environment (``os.environ.get``,
+    ``os.getenv``, ``os.environ[...]``, ``setdefault``, Dagster's ``EnvVar``) is a settings
+    variable (:data:`ENV_VARS`) or a process variable (:data:`PROCESS_ENV_VARS`), and
+    docs/configuration.md's table names every process variable."""
+    import re
+    from pathlib import Path
+
+    from kgloom.settings import PROCESS_ENV_VARS
+
+    root = Path(__file__).resolve().parents[2]
+    read = re.compile(r"(?:environ\.get|getenv|environ\.setdefault|environ\[|EnvVar)"
+                      r"""\(?\s*["']([A-Z_][A-Z0-9_]*)["']""")
+    found = {m.group(1) for p in (root / "kgloom").rglob("*.py")
+             for m in read.finditer(p.read_text())}
+    assert {"KGLOOM_EMBEDDER_BACKEND", "DAGSTER_HOME", "KGLOOM_FAKE_LLM_DELAY_S"} <= found
+    unknown = found - set(ENV_VARS) - set(PROCESS_ENV_VARS)
+    assert not unknown, f"read but neither a setting nor a process variable: {unknown}"
+    doc = (root / "docs" / "configuration.md").read_text()
+    table = doc.split("## Process variables", 1)[1].split("\n## ", 1)[0]
+    missing = [v for v in PROCESS_ENV_VARS if f"`{v}`" not in table]
+    assert not missing, f"process variables missing from docs/configuration.md: {missing}"
+
+
+def test_the_mode_registry_is_the_mode_list():
+    """query/retrieval's MODES maps every name of query/modes' RETRIEVAL_MODES, in order,
+    to its module's ``retrieve``; the per-mode options are the settings' field names."""
+    from kgloom.query import retrieval
+    from kgloom.query.modes import RETRIEVAL_MODES, RETRIEVAL_OPTIONS, mode_options
+    from kgloom.settings import RetrievalSettings
+
+    assert tuple(retrieval.MODES) == RETRIEVAL_MODES
+    for name, fn in retrieval.MODES.items():
+        assert fn.__module__ == f"kgloom.query.retrieval.{name}" and fn.__name__ == "retrieve"
+    assert set(RETRIEVAL_OPTIONS) <= set(RetrievalSettings.model_fields)
+    assert mode_options("fused") == ("depth", "lam", "oversample")
+    assert mode_options("bridge") == () and mode_options("ppr") == ("damping",)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        retrieval.mode_function("local")

@@ -304,10 +304,10 @@ class BatchRater:
         counter: the token counter of every budget here (the model's own when a GGUF is
             loaded), as elsewhere in search.
         seed: the sampler's seed.
-        budget: tokens of one batch's report lines (``SearchConfig.rate_budget``).
-        max_reports: reports per call at most (``SearchConfig.rate_batch``).
+        budget: tokens of one batch's report lines (``SearchSettings.rate_budget``).
+        max_reports: reports per call at most (``SearchSettings.rate_batch``).
         report_max_tokens: each ``[C5] title: summary`` line is cut to this many tokens
-            (``SearchConfig.rate_max_tokens``).
+            (``SearchSettings.rate_max_tokens``).
     """
 
     def __init__(self, llm: LLMCaller, question: str, counter: TokenCounter, seed: int,

@@ -1,14 +1,15 @@
-"""Retrieval over a kgloom index: one module per mode, one signature, one result shape.
+"""Retrieval over a kgloom index: one module per mode, one signature, one result shape, and
+:data:`MODES`, the explicit registry of mode name -> function.
 
 Every mode of :data:`kgloom.query.modes.RETRIEVAL_MODES` is a module here with
 
     retrieve(index, question, top_k, settings, **options) -> RetrievalResult
 
-over a :class:`kgloom.query.query_index.QueryIndex`, with :class:`RetrievalSettings` (the
-scoring knobs :class:`RetrievalConfig`, the graph backend, BFS threads) and the mode's
-own keyword options (``depth``, ``lam``, ``oversample``, ``damping``: see
-:data:`kgloom.query.modes.OPTION_MODES`). The steps they share (vector search, linking,
-BFS, graph ranking, the top-up with vector hits, the result frames) are
+over a :class:`kgloom.query.query_index.QueryIndex`, with
+:class:`kgloom.settings.RetrievalSettings` (the scoring knobs, the graph backend, BFS
+threads) and the mode's own keyword options (``depth``, ``lam``, ``oversample``,
+``damping``: see :data:`kgloom.query.modes.OPTION_MODES`). The steps they share (vector
+search, linking, BFS, graph ranking, the top-up with vector hits, the result frames) are
 :mod:`kgloom.query.retrieval.steps`.
 
 - ``vector``: ANN over the LanceDB ``text_units`` table; the baseline.
@@ -20,32 +21,75 @@ BFS, graph ranking, the top-up with vector hits, the result frames) are
 - ``hybrid``: reciprocal-rank fusion of ``vector`` and ``ppr``.
 - ``bridge``: the nearest units, then the units most about the entities they mention.
 
-To add a mode: write ``kgloom/query/retrieval/<mode>.py`` with ``retrieve`` and add its
-name to :data:`kgloom.query.modes.RETRIEVAL_MODES` (and its options to ``OPTION_MODES``).
+The query-vector entry points (a vector instead of a question: benches, imported graphs)
+are the modules' own functions: :func:`fused.retrieve_by_vector`,
+:func:`two_step.retrieve_by_vector`, :func:`two_step.entities_by_vector`,
+:func:`two_step.expand_by_vector` (and the ``*_by_vector`` methods of
+:class:`kgloom.query.retriever.Retriever`).
+
+To add a mode: write ``kgloom/query/retrieval/<mode>.py`` with ``retrieve``, add it to
+:data:`MODES` below, and its name to :data:`kgloom.query.modes.RETRIEVAL_MODES` (and the
+options it reads to ``OPTION_MODES``); a unit test checks the two lists agree.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from typing import Any
 
 from kgloom.query.modes import RETRIEVAL_MODES, check_mode
 from kgloom.query.query_index import QueryIndex
+from kgloom.query.retrieval import (
+    bridge,
+    fused,
+    hybrid,
+    multihop,
+    one_hop,
+    ppr,
+    two_step,
+    vector,
+)
 from kgloom.query.retrieval.result import RetrievalResult
-from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K, RetrievalConfig
-from kgloom.query.retrieval.steps import RetrievalSettings
+from kgloom.settings.retrieval_settings import DEFAULT_RETRIEVAL, DEFAULT_TOP_K, RetrievalSettings
 
-__all__ = ["RetrievalConfig", "RetrievalResult", "RetrievalSettings", "retrieve"]
+__all__ = ["MODES", "RetrievalResult", "RetrievalSettings", "RetrieveFn", "mode_function",
+           "retrieve"]
+
+
+# a mode's ``retrieve``: (index, question, top_k, settings, **options) -> the ranked units
+RetrieveFn = Callable[..., RetrievalResult]
+
+
+# the registry: mode name -> its function, in kgloom.query.modes.RETRIEVAL_MODES' order
+MODES: dict[str, RetrieveFn] = {
+    "bridge": bridge.retrieve,
+    "vector": vector.retrieve,
+    "one_hop": one_hop.retrieve,
+    "multihop": multihop.retrieve,
+    "fused": fused.retrieve,
+    "ppr": ppr.retrieve,
+    "hybrid": hybrid.retrieve,
+    "two_step": two_step.retrieve,
+}
+
+
+def mode_function(mode: str) -> RetrieveFn:
+    """The function of retrieval mode ``mode`` (:data:`MODES`).
+
+    Raises:
+        ValueError: an unknown mode (every retrieval mode listed).
+    """
+    return MODES[check_mode(mode, RETRIEVAL_MODES)]
 
 
 def retrieve(index: QueryIndex, question: str, mode: str, top_k: int = DEFAULT_TOP_K,
              settings: RetrievalSettings | None = None, **options: Any) -> RetrievalResult:
-    """Run retrieval mode ``mode`` (its module ``kgloom.query.retrieval.<mode>``).
+    """Run retrieval mode ``mode`` (its function in :data:`MODES`) with ``options`` (the
+    mode's own keyword options; absent ones take the function's defaults).
 
     Raises:
         ValueError: an unknown mode (every retrieval mode listed), or a bad option.
         TypeError: an option the mode does not take.
     """
-    check_mode(mode, RETRIEVAL_MODES)
-    module = importlib.import_module(f"kgloom.query.retrieval.{mode}")
-    return module.retrieve(index, question, top_k, settings or RetrievalSettings(), **options)
+    return mode_function(mode)(index, question, top_k, settings or DEFAULT_RETRIEVAL,
+                               **options)

@@ -12,7 +12,6 @@ import polars as pl
 from kgloom.query.linking import LinkedEntity
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
-from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import (
     DEFAULT_SETTINGS,
     Call,
@@ -20,6 +19,7 @@ from kgloom.query.retrieval.steps import (
     adjacent_floor,
     check_positive,
 )
+from kgloom.settings.retrieval_settings import DEFAULT_TOP_K
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
@@ -29,15 +29,15 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
 
     A two-hop question ("where was the director of film X born?") has a first
     passage that vector search finds (about X, naming the director D) and a second
-    one about D, which shares few words with the question. The ``config.bridge_hits``
+    one about D, which shares few words with the question. The ``settings.bridge_hits``
     nearest units are the hits; every entity ``e`` a hit ``h`` mentions (its
     ``kg_node_ids``, plus the entities titled as a document whose title ``h`` writes:
     :meth:`QueryIndex.titles_written`, the links of a Wikipedia passage, which the
     extraction may miss: on the HotpotQA sample R@5 93.0 -> 95.0, on the 2Wiki pool
     91.9 -> 93.1) scores each
     other unit ``u`` that mentions it by
-    ``sim(q, h) x max(0, cos(q, e)) ** config.bridge_relevance_power x
-    specificity(e) ** config.bridge_specificity_power x affinity(u, e)`` (affinity:
+    ``sim(q, h) x max(0, cos(q, e)) ** settings.bridge_relevance_power x
+    specificity(e) ** settings.bridge_specificity_power x affinity(u, e)`` (affinity:
     cosine of the entity's vector, "title: description", and the unit's vector, clipped
     at 0 — how much ``u`` is about ``e``; 1 for a unit of the document titled with
     ``e``'s title, with or without a trailing disambiguator ("Richard Wright
@@ -49,17 +49,17 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     them), and, for a unit not titled with ``e``'s title that is in the hit's own
     document (or reached from the question), also by how well it answers the question
     itself, ``match(u)`` (:func:`question_match`: its first-hop score over the best
-    unit's, to ``config.bridge_match_power``). A unit of another document is a hop, which
+    unit's, to ``settings.bridge_match_power``). A unit of another document is a hop, which
     need not share the question's words; one of the same document is the same text going
     on, where every unit that names a minor character was a candidate at the weight of
     how much it is about that character ("How is the plump sister in the lace tucker
     related to Fred's wife?" on the book: rank 2 by first hop, 13 by bridge, 3 now). The
     question's linked
     entities (:func:`kgloom.query.retrieval.steps.link_question`) count as named by a
-    hit of similarity ``config.bridge_link_weight``, so the units about the entities a
+    hit of similarity ``settings.bridge_link_weight``, so the units about the entities a
     question names come in too. A unit keeps its best score. The ranking is the
-    ``config.bridge_keep`` nearest units, then bridged units and further vector hits by
-    score, a vector hit scoring ``sim(q, u) x config.bridge_vector_weight x coverage``
+    ``settings.bridge_keep`` nearest units, then bridged units and further vector hits by
+    score, a vector hit scoring ``sim(q, u) x settings.bridge_vector_weight x coverage``
     (:func:`question_coverage`: the largest share of units that a linked entity, or
     with no linked entity one of the nearest unit's, is in), then the remaining vector
     hits. On a narrative, where the main character is in nearly every unit, bridging
@@ -81,9 +81,9 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
 
     The first hop (the kept units, the hits whose entities are followed, and the
     further vector hits) is ranked by :meth:`Call.first_hop_order`: the question's
-    cosine with a unit plus ``config.lexical_weight`` times its BM25 share, so a unit
+    cosine with a unit plus ``settings.lexical_weight`` times its BM25 share, so a unit
     that shares the question's rare words (a name, "milliner") is a hit even where the
-    embedder does not place it near; then raised to ``config.adjacent_unit_weight`` times
+    embedder does not place it near; then raised to ``settings.adjacent_unit_weight`` times
     the score of the unit just before or after it in its document
     (:func:`kgloom.query.retrieval.steps.adjacent_floor`: a scene runs across units).
 
@@ -99,7 +99,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
         IndexFilesMissingError / IndexInconsistentError: the graph files.
     """
     call = Call.begin(index, settings, question, top_k)
-    cfg = settings.config
+    cfg = settings
     check_positive("bridge_hits", cfg.bridge_hits)
     check_positive("bridge_keep", cfg.bridge_keep, strict=False)
     check_positive("bridge_link_weight", cfg.bridge_link_weight, strict=False)

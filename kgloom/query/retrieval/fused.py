@@ -9,13 +9,13 @@ from kgloom.embedding.store import ANN_REFINE_FACTOR
 from kgloom.query import algorithms as alg
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import RetrievalResult
-from kgloom.query.retrieval.retrieval_config import (
+from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
+from kgloom.settings.retrieval_settings import (
     DEFAULT_DEPTH,
     DEFAULT_LAMBDA,
     DEFAULT_OVERSAMPLE,
     DEFAULT_TOP_K,
 )
-from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
@@ -65,11 +65,11 @@ def _fused(call: Call, top_k: int, depth: int, lam: float, oversample: int
     seeds = [c.node for c in chosen]
     # the rerank read the seeds' neighbourhoods (from the handle's adjacency): over
     # files the BFS starts from them instead of reading those edges again
-    hop1 = (alg.first_hop(g.adj, seeds) if depth and call.config.fused_first_hop
+    hop1 = (alg.first_hop(g.adj, seeds) if depth and call.settings.fused_first_hop
             and call.settings.graph_backend != "memory" else None)
     reached = call.reach(seeds, depth, hop1)
     overlap = {}
-    if call.config.seed_diagnostics:
+    if call.settings.seed_diagnostics:
         overlap = {"seed_overlap": alg.mean_pairwise_jaccard(seeds, g.adj),
                    "baseline_seed_overlap": alg.mean_pairwise_jaccard(
                        [n for n, _ in candidates[:top_k]], g.adj)}

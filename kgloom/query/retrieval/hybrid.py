@@ -9,15 +9,15 @@ from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.multihop import NO_LINK
 from kgloom.query.retrieval.ppr import ppr_scores, ranked_graph_units
 from kgloom.query.retrieval.result import RetrievalResult
-from kgloom.query.retrieval.retrieval_config import DEFAULT_DAMPING, DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings
+from kgloom.settings.retrieval_settings import DEFAULT_DAMPING, DEFAULT_TOP_K
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
              settings: RetrievalSettings = DEFAULT_SETTINGS,
              damping: float = DEFAULT_DAMPING) -> RetrievalResult:
-    """Reciprocal-rank fusion (k = ``config.rrf_k``) of the ``config.hybrid_pool``
-    best units of ``vector`` and of ``ppr``, weighted by ``config.hybrid_weights``
+    """Reciprocal-rank fusion (k = ``settings.rrf_k``) of the ``settings.hybrid_pool``
+    best units of ``vector`` and of ``ppr``, weighted by ``settings.hybrid_weights``
     (vector, ppr). With no linked entity it returns ``vector`` results and says so.
 
     Raises:
@@ -25,7 +25,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
         IndexFilesMissingError / IndexInconsistentError: the graph files.
     """
     call = Call.begin(index, settings, question, top_k)
-    pool, weights = settings.config.hybrid_pool, settings.config.hybrid_weights
+    pool, weights = settings.hybrid_pool, settings.hybrid_weights
     links, pr, unit_scores = ppr_scores(call, damping)
     if pr is None or unit_scores is None:
         return call.vector_result("hybrid", top_k, links, NO_LINK)
@@ -34,7 +34,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     graph_rank = sorted(np.flatnonzero(unit_scores > 0).tolist(),
                         key=lambda r: (-unit_scores[r], -sims[r], r))[:pool]
     fused = alg.reciprocal_rank_fusion([[str(r) for r in vec], [str(r) for r in graph_rank]],
-                                       settings.config.rrf_k, weights)
+                                       settings.rrf_k, weights)
     override = {int(r): s for r, s in fused}
     return ranked_graph_units(call, "hybrid", top_k, links, pr, unit_scores, override,
                               damping=damping, pool=pool, weights=list(weights))

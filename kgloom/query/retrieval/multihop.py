@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import RetrievalResult
-from kgloom.query.retrieval.retrieval_config import DEFAULT_DEPTH, DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings
+from kgloom.settings.retrieval_settings import DEFAULT_DEPTH, DEFAULT_TOP_K
 
 NO_LINK = "no entity of the question was found in the index"
 

@@ -12,8 +12,8 @@ from kgloom.query.retrieval.result import (
     RELATIONSHIP_RESULT_SCHEMA,
     RetrievalResult,
 )
-from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_positive
+from kgloom.settings.retrieval_settings import DEFAULT_TOP_K
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
@@ -22,10 +22,10 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     """Vector hits expanded through the text units' denormalized graph columns only.
 
     The ``oversample x top_k`` nearest units are the hits (``oversample`` None:
-    ``config.one_hop_oversample``). Every entity a hit mentions (``kg_node_ids``) is
+    ``settings.one_hop_oversample``). Every entity a hit mentions (``kg_node_ids``) is
     activated with the hit's similarity, every 1-hop neighbour (``neighbor_entity_ids``)
-    with ``config.neighbor_decay`` times it. A unit then scores ``similarity +
-    config.one_hop_weight x sum over its entities of activation x specificity``,
+    with ``settings.neighbor_decay`` times it. A unit then scores ``similarity +
+    settings.one_hop_weight x sum over its entities of activation x specificity``,
     where an entity's activation comes from the strongest *other* hit and
     specificity is 1 / (units mentioning it) — so a unit is lifted by entities it
     shares with other hits, most by rare ones. Candidates are the hits and every unit
@@ -38,7 +38,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
         ValueError: an empty question, top_k <= 0 or oversample <= 0.
     """
     call = Call.begin(index, settings, question, top_k)
-    cfg, u = settings.config, index.units
+    cfg, u = settings, index.units
     oversample = cfg.one_hop_oversample if oversample is None else oversample
     check_positive("oversample", oversample)
     hits, hit_sims = call.vector_order(oversample * top_k)

@@ -13,8 +13,8 @@ from kgloom.query.linking import LinkedEntity
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.multihop import NO_LINK
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, RetrievalResult
-from kgloom.query.retrieval.retrieval_config import DEFAULT_DAMPING, DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings
+from kgloom.settings.retrieval_settings import DEFAULT_DAMPING, DEFAULT_TOP_K
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,

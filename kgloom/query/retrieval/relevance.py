@@ -4,7 +4,7 @@ and search result carries in ``info`` (``best_similarity``, ``low_relevance``,
 
 A question is judged by its best retrieval score: the cosine of its vector and the
 nearest text unit's (the index's embedder). Below
-:attr:`kgloom.settings.RetrievalConfig.low_relevance_similarity` nothing in the index is
+:attr:`kgloom.settings.RetrievalSettings.low_relevance_similarity` nothing in the index is
 about the question, and the results, which are the nearest units all the same, say so.
 A corpus-wide question (the routing's thematic cue: themes, summarize, what kinds of,
 most common, ...; :func:`kgloom.query.question_cues.thematic_cue`) is not judged: no single
@@ -45,7 +45,7 @@ def judge_relevance(best_similarity: float | None, threshold: float,
     Args:
         best_similarity: the cosine of the question and its nearest text unit, in
             [-1, 1] (:func:`nearest_unit_similarity`); None: the index has no text unit.
-        threshold: ``RetrievalConfig.low_relevance_similarity`` (a cosine; -1 never
+        threshold: ``RetrievalSettings.low_relevance_similarity`` (a cosine; -1 never
             flags).
         question: the question ("" for a query by vector): one with a corpus-wide cue
             is not flagged.

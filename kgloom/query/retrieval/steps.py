@@ -26,7 +26,7 @@ from kgloom.query.retrieval.result import (
     UNIT_RESULT_SCHEMA,
     RetrievalResult,
 )
-from kgloom.query.retrieval.retrieval_config import RetrievalConfig
+from kgloom.settings.retrieval_settings import DEFAULT_RETRIEVAL, RetrievalSettings
 
 
 def adjacent_floor(scores: np.ndarray, before: np.ndarray, after: np.ndarray,
@@ -50,36 +50,21 @@ def adjacent_floor(scores: np.ndarray, before: np.ndarray, after: np.ndarray,
     return np.maximum(scores, weight * near)
 
 
-@dataclass(frozen=True)
-class RetrievalSettings:
-    """How a retrieval runs, besides its per-call options.
+DEFAULT_SETTINGS = DEFAULT_RETRIEVAL  # the default of every mode's ``settings``
 
-    Attributes:
-        config: the scoring knobs (:class:`RetrievalConfig`).
-        graph_backend: ``duckdb`` (BFS by DuckDB's recursive CTE straight over
-            graph-edges.parquet, per call; entity ANN by LanceDB) or ``memory`` (the
-            same BFS over the index's CSR adjacency, and the fused / two_step entity
-            search as an exact scan of the entity vectors it holds).
-        bfs_threads: workers per BFS: memory backend, numpy threads over the frontier
-            (:func:`kgloom.query.algorithms.bfs_levels`; None = 1); duckdb backend,
-            DuckDB's ``threads`` for the query (None = DuckDB's default, one per core).
 
-    Raises (on construction):
-        ValueError: an unknown graph_backend, or bfs_threads < 1.
+def check_settings(settings: RetrievalSettings) -> RetrievalSettings:
+    """Return ``settings`` when a retrieval can run with them: a known ``graph_backend``
+    and ``bfs_threads`` None or >= 1 (a copy made with ``model_copy`` is not validated).
+
+    Raises:
+        ValueError: naming the unknown graph_backend (with the known ones), or bfs_threads.
     """
-
-    config: RetrievalConfig = field(default_factory=RetrievalConfig)
-    graph_backend: str = "duckdb"
-    bfs_threads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.graph_backend not in GRAPH_BACKENDS:
-            raise ValueError(one_of("graph_backend", self.graph_backend, GRAPH_BACKENDS))
-        if self.bfs_threads is not None and self.bfs_threads < 1:
-            raise ValueError(f"bfs_threads must be >= 1, got {self.bfs_threads}")
-
-
-DEFAULT_SETTINGS = RetrievalSettings()  # the default of every mode's ``settings``
+    if settings.graph_backend not in GRAPH_BACKENDS:
+        raise ValueError(one_of("graph_backend", settings.graph_backend, GRAPH_BACKENDS))
+    if settings.bfs_threads is not None and settings.bfs_threads < 1:
+        raise ValueError(f"bfs_threads must be >= 1, got {settings.bfs_threads}")
+    return settings
 
 
 def check_positive(name: str, value: float, strict: bool = True) -> None:
@@ -116,11 +101,6 @@ class Call:
     searched: dict[str, str] = field(default_factory=dict)
     nearest: float | None = None  # the query's cosine with its nearest unit, once searched
 
-    @property
-    def config(self) -> RetrievalConfig:
-        """The scoring knobs."""
-        return self.settings.config
-
     @classmethod
     def begin(cls, index: QueryIndex, settings: RetrievalSettings, question: str, top_k: int,
               depth: int | None = None, lam: float | None = None) -> Call:
@@ -133,6 +113,7 @@ class Call:
         """
         check_question(question)
         check_query_args(top_k, depth, lam)
+        check_settings(settings)
         start = time.perf_counter()
         return cls(index, settings, question, index.embed([question])[0], start)
 
@@ -158,6 +139,7 @@ class Call:
         if not np.isfinite(v).all() or norm == 0.0:
             raise ValueError("the query vector must be finite and not all zeros")
         check_query_args(top_k, depth, lam)
+        check_settings(settings)
         start = time.perf_counter()
         return cls(index, settings, "", v if abs(norm - 1.0) <= 1e-6 else
                    (v / norm).astype(np.float32), start)
@@ -184,13 +166,13 @@ class Call:
         """float64 (units,): every unit's first-hop score, ``cosine + lexical_weight x
         BM25 share`` (the unit's BM25 score over the best unit's,
         :attr:`kgloom.query.query_index.QueryIndex.lexical`), or the cosine alone when
-        ``config.lexical_weight`` is 0 or the question was given as a vector (no words).
+        ``settings.lexical_weight`` is 0 or the question was given as a vector (no words).
 
         Args:
             sims: float64 (units,), the question's cosine with every unit
                 (:meth:`QueryIndex.similarities`).
         """
-        weight = self.config.lexical_weight
+        weight = self.settings.lexical_weight
         if weight <= 0 or not self.question or not self.index.units.count:
             return sims
         return sims + weight * self.index.lexical.scores(self.question)
@@ -199,7 +181,7 @@ class Call:
                         scores: np.ndarray | None = None) -> tuple[list[int], np.ndarray]:
         """The ``k`` text unit rows a graph mode starts from, with their scores: by
         ``scores`` when given (float64 (units,), the caller's first-hop scores), else the
-        nearest by cosine (:meth:`vector_order`) when ``config.lexical_weight`` is 0,
+        nearest by cosine (:meth:`vector_order`) when ``settings.lexical_weight`` is 0,
         else by :meth:`first_hop_scores`.
 
         Args:
@@ -209,7 +191,7 @@ class Call:
             scores: float64 (units,) or None.
         """
         if scores is None:
-            if self.config.lexical_weight <= 0 or not self.question \
+            if self.settings.lexical_weight <= 0 or not self.question \
                     or not self.index.units.count:
                 return self.vector_order(k)
             scores = self.first_hop_scores(sims)
@@ -258,15 +240,15 @@ class Call:
     # --- linking -------------------------------------------------------------------------
     def link(self) -> list[LinkedEntity]:
         """The question's entities (:func:`link_question`)."""
-        return link_question(self.index, self.config, self.question, self.qv, self)
+        return link_question(self.index, self.settings, self.question, self.qv, self)
 
     def linked_seeds(self) -> tuple[list[LinkedEntity], list[int], dict[int, float]]:
         """Seed nodes, strongest first, with their scores: the linked entities (score =
-        link score), then, when ``config.hit_seeds`` > 0, the entities mentioned by that
-        many nearest text units (score = ``config.hit_seed_weight`` x the unit's
+        link score), then, when ``settings.hit_seeds`` > 0, the entities mentioned by that
+        many nearest text units (score = ``settings.hit_seed_weight`` x the unit's
         similarity; recorded in the links as method ``vector_hit``)."""
         links = self.link()
-        g, units, cfg = self.index.graph, self.index.units, self.config
+        g, units, cfg = self.index.graph, self.index.units, self.settings
         if cfg.hit_seeds > 0:
             known = {x.entity_id for x in links}
             rows, sims = self.vector_order(cfg.hit_seeds)
@@ -315,9 +297,9 @@ class Call:
 
     def unit_scores(self, node_values: np.ndarray) -> np.ndarray:
         """Per unit, the sum of ``node_values`` over the entities it mentions, each
-        weighted by entity-unit affinity when ``config.entity_affinity`` (float64 (units,))."""
+        weighted by entity-unit affinity when ``settings.entity_affinity`` (float64 (units,))."""
         g = self.index.graph
-        return (g.affinity if self.config.entity_affinity else g.incidence) @ node_values
+        return (g.affinity if self.settings.entity_affinity else g.incidence) @ node_values
 
     # --- results -----------------------------------------------------------------------
     def top_up(self, order: list[int], via: dict[int, str], top_k: int, pool: int) -> list[int]:
@@ -367,7 +349,7 @@ class Call:
         info.setdefault("used_mode", mode)
         info.setdefault("fallback", None)
         info.update(judge_relevance(self.nearest_similarity(),
-                                    self.config.low_relevance_similarity, self.question))
+                                    self.settings.low_relevance_similarity, self.question))
         info["ann"] = dict(self.searched)
         info["graph_backend"] = self.settings.graph_backend
         info["build_id"] = self.index.build.build_id
@@ -394,8 +376,8 @@ class Call:
         """Rank the units of the reached entities; build the entity/relationship frames.
 
         An entity's activation is its seed's score for a seed, else its parent's times
-        ``config.hop_decay x (0.5 + 0.5 x edge weight / max weight)``. A unit scores
-        ``config.similarity_weight x similarity`` + the sum of activation x specificity
+        ``settings.hop_decay x (0.5 + 0.5 x edge weight / max weight)``. A unit scores
+        ``settings.similarity_weight x similarity`` + the sum of activation x specificity
         over the reached entities it mentions; fewer than top_k such units are topped up
         with vector hits (:meth:`top_up`).
         """
@@ -404,7 +386,7 @@ class Call:
         weighted = activation * g.specificity
         graph_scores = self.unit_scores(weighted)
         sims = self.index.similarities(self.qv)
-        scores = self.config.similarity_weight * sims + graph_scores
+        scores = self.settings.similarity_weight * sims + graph_scores
         candidates = np.flatnonzero(graph_scores > 0)
         order = sorted(candidates.tolist(), key=lambda r: (-scores[r], r))[:top_k]
         via = {r: entity_via for r in order}
@@ -437,7 +419,7 @@ class Call:
                 activation[nodes] = [seed_score.get(v, 0.0) for v in nodes.tolist()]
             else:
                 edge = 0.5 + 0.5 * reached.weight[lo:hi] / g.max_weight
-                activation[nodes] = (activation[reached.parent[lo:hi]] * self.config.hop_decay
+                activation[nodes] = (activation[reached.parent[lo:hi]] * self.settings.hop_decay
                                      * edge)
         return activation
 
@@ -464,12 +446,12 @@ class Call:
         return entities, relationships
 
 
-def link_question(index: QueryIndex, config: RetrievalConfig, question: str,
+def link_question(index: QueryIndex, settings: RetrievalSettings, question: str,
                   qv: np.ndarray | None = None, call: Call | None = None) -> list[LinkedEntity]:
     """The question's entities: by name and alias (:class:`kgloom.query.linking.NameLinker`),
     then the candidate spans left unlinked by ANN over the LanceDB ``entities`` table (top
-    hit at cosine >= ``config.ann_link_min_similarity``), plus, when
-    ``config.ann_link_question_k`` > 0, that many entities nearest to the question.
+    hit at cosine >= ``settings.ann_link_min_similarity``), plus, when
+    ``settings.ann_link_question_k`` > 0, that many entities nearest to the question.
 
     ``call``: the retrieval call whose ``info["ann"]`` records the searches (None: none).
 
@@ -486,15 +468,15 @@ def link_question(index: QueryIndex, config: RetrievalConfig, question: str,
         vecs = index.embed(unlinked)
         for span, v in zip(unlinked, vecs):
             ids, sims = search("entities", v, 1)
-            if ids and sims[0] >= config.ann_link_min_similarity and ids[0] not in known:
+            if ids and sims[0] >= settings.ann_link_min_similarity and ids[0] not in known:
                 known.add(ids[0])
                 links.append(LinkedEntity(ids[0], g.titles[g.node_of[ids[0]]], "ann",
                                           span, float(sims[0])))
-    if config.ann_link_question_k > 0:
+    if settings.ann_link_question_k > 0:
         vec = index.embed([question])[0] if qv is None else qv
-        ids, sims = search("entities", vec, config.ann_link_question_k)
+        ids, sims = search("entities", vec, settings.ann_link_question_k)
         for eid, sim in zip(ids, sims):
-            if eid not in known and sim >= config.ann_link_min_similarity:
+            if eid not in known and sim >= settings.ann_link_min_similarity:
                 known.add(eid)
                 links.append(LinkedEntity(eid, g.titles[g.node_of[eid]], "ann",
                                           "(question)", float(sim)))

@@ -16,8 +16,8 @@ from kgloom.query.modes import check_question
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.relevance import judge_relevance
 from kgloom.query.retrieval.result import ENTITY_RESULT_SCHEMA, UNIT_RESULT_SCHEMA, RetrievalResult
-from kgloom.query.retrieval.retrieval_config import DEFAULT_DEPTH, DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings, check_query_args
+from kgloom.settings.retrieval_settings import DEFAULT_DEPTH, DEFAULT_TOP_K
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
@@ -36,7 +36,7 @@ def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
     res = retrieve_by_vector(index, index.embed([question])[0], top_k, settings, depth)
     res.question = question  # and judged as a question (a corpus-wide one is not flagged)
     res.info.update(judge_relevance(res.info["best_similarity"],
-                                    settings.config.low_relevance_similarity, question))
+                                    settings.low_relevance_similarity, question))
     res.info["seconds"] = round(time.perf_counter() - start, 6)
     return res
 
@@ -125,6 +125,6 @@ def expand_by_vector(index: QueryIndex, vector: np.ndarray, seeds: list[str],
         score.setdefault(g.node_of[e], float(sc))
     keys = list(score)
     overlap = ({"seed_overlap": alg.mean_pairwise_jaccard(keys, g.adj)}
-               if settings.config.seed_diagnostics else {})
+               if settings.seed_diagnostics else {})
     return call.graph_result("expand", top_k, call.reach(keys, depth), score, [], entity_via,
                              depth=depth, seeds=[g.entity_ids[n] for n in keys], **overlap)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval.result import RetrievalResult
-from kgloom.query.retrieval.retrieval_config import DEFAULT_TOP_K
 from kgloom.query.retrieval.steps import DEFAULT_SETTINGS, Call, RetrievalSettings
+from kgloom.settings.retrieval_settings import DEFAULT_TOP_K
 
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,

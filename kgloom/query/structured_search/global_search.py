@@ -14,7 +14,7 @@ then the answer.
 - **Reduce**: points with score > 0, by score (ties: batch, then position in the
   batch), packed into ``reduce_budget`` tokens as the answer's context.
 
-On an index built with ``llm_reports: lazy`` (and ``SearchConfig.lazy_reports`` on), the
+On an index built with ``llm_reports: lazy`` (and ``SearchSettings.lazy_reports`` on), the
 communities a search reaches get their LLM report before their report is read: each
 dynamic step's communities after the shortlist (rated on the LLM report; the shortlist
 itself compares the question with the rule report), the static selection, and the map
@@ -60,9 +60,9 @@ from kgloom.query.query_index import QueryIndex
 from kgloom.query.structured_search.search_base import (
     BaseSearch,
     CallLog,
-    SearchConfig,
     SearchModel,
     SearchResult,
+    SearchSettings,
 )
 
 POINT_SCALE = 10
@@ -161,7 +161,7 @@ class GlobalSearch(BaseSearch):
             reports as published).
     """
 
-    def __init__(self, index: QueryIndex, config: SearchConfig, model: SearchModel,
+    def __init__(self, index: QueryIndex, config: SearchSettings, model: SearchModel,
                  report_vectors: dict[str, np.ndarray],
                  lazy: LazyReports | None = None, defer_answer: bool = False) -> None:
         super().__init__(index, config, model, defer_answer)

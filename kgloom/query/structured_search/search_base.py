@@ -1,4 +1,4 @@
-"""What every structured search shares: the knobs (:class:`SearchConfig`), the result
+"""What every structured search shares: the knobs (:class:`SearchSettings`), the result
 (:class:`SearchResult`), the model opened on first use (:class:`SearchModel`), the call
 log, and the answer: one structured call whose citations are an enum of the context's
 ids, grounded by :func:`check_answer` (:class:`BaseSearch`). The knobs and
@@ -43,7 +43,7 @@ from kgloom.query.structured_search.search_model import (  # noqa: F401 (re-expo
     model_notice,
 )
 from kgloom.query.structured_search.search_result import SearchResult
-from kgloom.settings import SearchConfig  # the one definition, with the settings
+from kgloom.settings.search_settings import SearchSettings  # the settings' search section
 
 SEARCH_STAGES = ("search_route", "search_rate", "search_map", "search_answer")
 
@@ -64,7 +64,7 @@ class BaseSearch:
     """
 
     index: QueryIndex
-    config: SearchConfig
+    config: SearchSettings
     model: SearchModel
     defer_answer: bool = False
 
