@@ -347,7 +347,14 @@ def _community_frame(g: ig.Graph, levels: list[list[list[int]]], ids: list[str],
             dtype=pl.String))
         frames.append(frame)
         owner, number = level_owner, number + k
-    df = pl.concat(frames)
+    return _with_children(pl.concat(frames), period)
+
+
+def _with_children(df: pl.DataFrame, period: str) -> pl.DataFrame:
+    """The communities ``df`` (every level's rows of :func:`_community_frame`) as
+    COMMUNITIES_SCHEMA rows sorted by number: ``children`` (the communities whose
+    ``parent`` is it, sorted; [] for none), null relationship and text unit lists as [],
+    ``human_readable_id`` = ``community``, ``title`` "Community N", ``period``."""
     children = (df.filter(pl.col("parent") >= 0).group_by("parent")
                 .agg(pl.col("community").sort().alias("children"))
                 .rename({"parent": "community"}))
@@ -360,7 +367,7 @@ def _community_frame(g: ig.Graph, levels: list[list[list[int]]], ids: list[str],
                           title=pl.format("Community {}", pl.col("community")),
                           period=pl.lit(period, dtype=pl.String))
             .sort("community").select(list(schemas.COMMUNITIES_SCHEMA))
-            .cast(dict(schemas.COMMUNITIES_SCHEMA)))
+            .cast({k: v for k, v in schemas.COMMUNITIES_SCHEMA.items()}))
 
 
 def _grouped(keys: np.ndarray, values: pl.Series, name: str) -> pl.DataFrame:

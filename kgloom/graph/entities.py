@@ -67,17 +67,8 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
         summary_counts: when given, filled with the summaries' ``items`` and ``texts``
             over entities and relationships (:func:`summarize_descriptions`), and with
             ``evidence_rewritten`` when ``evidence`` ran.
-        units: the corpus's text units (``id``, ``document_id``, ``chunk_index``,
-            ``text``): resolution compares the documents of a short name and its longer
-            candidate, their order in a document, and which words the corpus writes in
-            lower case (:func:`kgloom.graph.resolution.resolve_entities`); None: none of
-            that.
-        evidence: ``evidence(relationships, aliases, unit text by id) -> (relationships,
-            rewritten)``, called after resolution and before the summaries unless
-            ``settings.llm_descriptions`` or ``units`` is None: the relationships'
-            descriptions read again with every alias of their ends (the entity_graph
-            asset passes :func:`kgloom.extraction.evidence.whole_evidence`, which this
-            layer may not import). None: descriptions as extracted.
+        units / evidence: the corpus's text units and the evidence reader of
+            :func:`_resolved_graph`; None: not used.
 
     Returns:
         (entities, relationships, entity_aliases, failures) conforming to
@@ -86,18 +77,9 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
     """
     timings = {} if timings is None else timings
     t0 = time.perf_counter()
-    ids = [] if units is None else units["id"].to_list()
-    ents, rels, aliases = resolve_entities(
-        entity_mentions, relationship_mentions, embed=embed,
-        similarity_threshold=settings.embedding_merge_threshold,
-        unit_documents=None if units is None else dict(zip(ids, units["document_id"])),
-        unit_texts=None if units is None else units["text"],
-        unit_positions=None if units is None else dict(zip(ids, units["chunk_index"])),
-        **resolution_options(settings, llm, tokenizer))
-    if evidence is not None and units is not None and not settings.llm_descriptions:
-        rels, rewritten = evidence(rels, aliases, dict(zip(ids, units["text"])))
-        if summary_counts is not None:
-            summary_counts["evidence_rewritten"] = rewritten
+    ents, rels, aliases = _resolved_graph(entity_mentions, relationship_mentions, llm,
+                                          settings, tokenizer, embed, summary_counts, units,
+                                          evidence)
     t1 = time.perf_counter()
     if llm is not None and settings.summary_method != "llm":
         # the merge check was the stage's last model call: free the weights (about 420 MB
@@ -111,3 +93,45 @@ def build_entity_tables(entity_mentions: pl.DataFrame, relationship_mentions: pl
     ents, rels = compute_graph_metrics(ents, rels)
     timings.update(resolution=t1 - t0, summaries=t2 - t1, graph_metrics=time.perf_counter() - t2)
     return ents, rels, aliases, pl.concat([f1, f2])
+
+
+def _resolved_graph(entity_mentions: pl.DataFrame, relationship_mentions: pl.DataFrame,
+                    llm: CachedLLM | None, settings: IndexSettings, tokenizer: Tokenizer,
+                    embed: Callable[[list[str]], np.ndarray] | None,
+                    summary_counts: dict[str, int] | None, units: pl.DataFrame | None,
+                    evidence: Callable[[pl.DataFrame, pl.DataFrame, Mapping[str, str]],
+                                       tuple[pl.DataFrame, int]] | None,
+                    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(entities, relationships, entity_aliases) of
+    :func:`kgloom.graph.resolution.resolve_entities` (its options:
+    :func:`resolution_options`), the relationships' descriptions then read again by
+    ``evidence``.
+
+    Args:
+        units: the corpus's text units (``id``, ``document_id``, ``chunk_index``,
+            ``text``): resolution compares the documents of a short name and its longer
+            candidate, their order in a document, and which words the corpus writes in
+            lower case (:func:`kgloom.graph.resolution.resolve_entities`); None: none of
+            that.
+        evidence: ``evidence(relationships, aliases, unit text by id) -> (relationships,
+            rewritten)``, called after resolution and before the summaries unless
+            ``settings.llm_descriptions`` or ``units`` is None: the relationships'
+            descriptions read again with every alias of their ends (the entity_graph
+            asset passes :func:`kgloom.extraction.evidence.whole_evidence`, which this
+            layer may not import). None: descriptions as extracted. ``rewritten`` goes
+            to ``summary_counts["evidence_rewritten"]`` when ``summary_counts`` is given.
+        the others: as for :func:`build_entity_tables`.
+    """
+    ids = [] if units is None else units["id"].to_list()
+    ents, rels, aliases = resolve_entities(
+        entity_mentions, relationship_mentions, embed=embed,
+        similarity_threshold=settings.embedding_merge_threshold,
+        unit_documents=None if units is None else dict(zip(ids, units["document_id"])),
+        unit_texts=None if units is None else units["text"],
+        unit_positions=None if units is None else dict(zip(ids, units["chunk_index"])),
+        **resolution_options(settings, llm, tokenizer))
+    if evidence is not None and units is not None and not settings.llm_descriptions:
+        rels, rewritten = evidence(rels, aliases, dict(zip(ids, units["text"])))
+        if summary_counts is not None:
+            summary_counts["evidence_rewritten"] = rewritten
+    return ents, rels, aliases

@@ -62,14 +62,11 @@ __all__ = [
 
 
 def resolve_entities(
-    entity_mentions: pl.DataFrame,
-    relationship_mentions: pl.DataFrame,
-    embed: Callable[[list[str]], np.ndarray] | None = None,
-    similarity_threshold: float = 0.9,
+    entity_mentions: pl.DataFrame, relationship_mentions: pl.DataFrame,
+    embed: Callable[[list[str]], np.ndarray] | None = None, similarity_threshold: float = 0.9,
     methods: frozenset[str] = RESOLUTION_METHODS,
     verify: Callable[[str, str], bool] | None = None,
-    unit_documents: Mapping[str, str] | None = None,
-    unit_texts: Iterable[str] | None = None,
+    unit_documents: Mapping[str, str] | None = None, unit_texts: Iterable[str] | None = None,
     unit_positions: Mapping[str, int] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Merge entity and relationship mentions into entities, relationships and aliases.
@@ -88,78 +85,96 @@ def resolve_entities(
             "normalized" the key is the title as extracted.
         verify: optional yes/no check of each embedding candidate pair, called with the
             two "title: description" texts (see ``summaries.llm_verifier``).
-        unit_documents: text unit id -> document id; with it, a shorter name joins a
-            longer one only when some document names both
-            (:func:`_merge_name_extensions`). None: documents are not compared.
-        unit_texts: the corpus's text-unit texts; with them, a longer name that adds a
-            common word or a number to a shorter one is no candidate of it
-            (:func:`common_words_of`). None: words are not compared.
-        unit_positions: text unit id -> its position in its document (``chunk_index``,
-            0-based); with ``unit_documents``, a shorter name joins a longer one only
-            where the longer one is introduced: written in one of its text units or
-            before its first (:func:`_merge_name_extensions`). None: order is not
-            compared.
+        unit_documents / unit_texts / unit_positions: text unit id -> document id, the
+            corpus's text-unit texts, text unit id -> its ``chunk_index``: the name
+            passes' evidence (:func:`_merge_names`); each None: not compared.
 
     Returns:
         ``(entities, relationships, entity_aliases)`` conforming to ENTITIES_SCHEMA,
         RELATIONSHIPS_SCHEMA and ENTITY_ALIASES_SCHEMA, each sorted by id (aliases by
-        alias). Entity id = ``content_id("entity", canonical key)``; the canonical title
-        is the most frequent surface form among the group's names with the longest core
-        (honorifics not counted), ties alphabetical; type by majority vote, ties
-        alphabetical; description = distinct mention descriptions joined by "\\n" in
-        input order; frequency = distinct text units. degree, weighted_degree, pagerank
-        and combined_degree are 0 here (see :mod:`kgloom.graph.communities`). Relationship id =
-        ``content_id("relationship", a, b)`` of the sorted entity id pair (A->B and B->A
-        are one relationship, every description kept); source and target follow the
-        text: the majority direction of the extracted mentions, ties to the first one,
-        sorted ids for co-mention-only pairs (:func:`_aggregate_relationships`);
-        weight = sum of strengths; kind "extracted" when any mention was extracted,
-        else "co_mention".
+        alias); their columns: :func:`_entity_tables` and :func:`_aggregate_relationships`.
 
     Raises:
         ValueError: unknown method names, or ``embed`` returning a wrongly shaped array.
         KeyError: an input frame lacking a schema column.
     """
-    unknown = set(methods) - RESOLUTION_METHODS
-    if unknown:
-        raise ValueError(f"unknown resolution methods {sorted(unknown)}; "
-                         f"use {sorted(RESOLUTION_METHODS)}")
+    _check_methods(methods)
     ents = schemas.conform(entity_mentions, schemas.ENTITY_MENTIONS_SCHEMA)
     rels = schemas.conform(relationship_mentions, schemas.RELATIONSHIP_MENTIONS_SCHEMA)
 
-    def key_of(title: str) -> str:
-        if "normalized" not in methods:
-            return title
-        return normalize_title(title) or unicodedata.normalize("NFKC", title).casefold().strip()
-
+    key_of = _key_function(methods)
     keys, units_of = _collect_keys(ents, key_of)
     uf = _UnionFind(keys)
     by_context: set[str] = set()
     if "name_extension" in methods:
-        documents_of = None if unit_documents is None else {
-            k: {unit_documents[u] for u in units if u in unit_documents}
-            for k, units in units_of.items()}
-        common, determined = (None, None) if unit_texts is None else common_words_of(
-            unit_texts, {t for k in keys.values() if len(k.core) > 1 for t in k.core},
-            {k.core[0] for k in keys.values() if len(k.core) == 1})
-        places_of = None if unit_documents is None or unit_positions is None else {
-            k: _places(units, unit_documents, unit_positions) for k, units in units_of.items()}
-        by_context = _merge_name_extensions(
-            keys, uf, units_of if "name_context" in methods else None, documents_of, common,
-            places_of, determined)
+        by_context = _merge_names(keys, uf, units_of, "name_context" in methods,
+                                  unit_documents, unit_texts, unit_positions)
     ne_root = {k: uf.find(k) for k in keys}  # groups after the rule-based passes
     emb_score: dict[str, float] = {}
     if embed is not None and "embedding" in methods:
         emb_score = _merge_embeddings(keys, uf, embed, similarity_threshold, verify=verify,
                                       units_of=units_of)
-    groups: dict[str, list[str]] = {}
-    for k in sorted(keys):
-        groups.setdefault(uf.find(k), []).append(k)
     entities, aliases, entity_of_key, title_of = _entity_tables(
-        keys, units_of, groups, ne_root, by_context, emb_score, similarity_threshold)
+        keys, units_of, _groups(keys, uf), ne_root, by_context, emb_score,
+        similarity_threshold)
     relationships = _aggregate_relationships(rels, lambda t: entity_of_key.get(key_of(t)),
                                              title_of)
     return entities, relationships, aliases
+
+
+def _check_methods(methods: frozenset[str]) -> None:
+    """Raises ValueError naming the methods not in :data:`RESOLUTION_METHODS`."""
+    unknown = set(methods) - RESOLUTION_METHODS
+    if unknown:
+        raise ValueError(f"unknown resolution methods {sorted(unknown)}; "
+                         f"use {sorted(RESOLUTION_METHODS)}")
+
+
+def _groups(keys: dict[str, _Key], uf: _UnionFind) -> dict[str, list[str]]:
+    """Group root -> its keys, sorted (roots in the order of their first sorted key)."""
+    groups: dict[str, list[str]] = {}
+    for k in sorted(keys):
+        groups.setdefault(uf.find(k), []).append(k)
+    return groups
+
+
+def _key_function(methods: frozenset[str]) -> Callable[[str], str]:
+    """Title -> its resolution key: :func:`normalize_title` (or, when that is empty, the
+    NFKC casefolded stripped title) with the ``normalized`` pass, else the title as
+    extracted."""
+    def key_of(title: str) -> str:
+        if "normalized" not in methods:
+            return title
+        return normalize_title(title) or unicodedata.normalize("NFKC", title).casefold().strip()
+    return key_of
+
+
+def _merge_names(keys: dict[str, _Key], uf: _UnionFind, units_of: dict[str, set[str]],
+                 by_context: bool, unit_documents: Mapping[str, str] | None,
+                 unit_texts: Iterable[str] | None,
+                 unit_positions: Mapping[str, int] | None) -> set[str]:
+    """Run the ``name_extension`` pass (and ``name_context`` when ``by_context``) on
+    ``uf`` (:func:`_merge_name_extensions`), with the evidence the corpus gives: each
+    key's documents (from ``unit_documents``), the common and determined words (from
+    ``unit_texts``: :func:`common_words_of`) and each key's places (from both mappings:
+    :func:`_places`). Returns the keys merged by name context.
+
+    With documents, a shorter name joins a longer one only when some document names
+    both; with texts, a longer name that adds a common word or a number to a shorter one
+    is no candidate of it; with documents and positions (``chunk_index``, 0-based), a
+    shorter name joins a longer one only where the longer one is introduced: written in
+    one of its text units or before its first (:func:`_merge_name_extensions`)."""
+    documents_of = None if unit_documents is None else {
+        k: {unit_documents[u] for u in units if u in unit_documents}
+        for k, units in units_of.items()}
+    common, determined = (None, None) if unit_texts is None else common_words_of(
+        unit_texts, {t for k in keys.values() if len(k.core) > 1 for t in k.core},
+        {k.core[0] for k in keys.values() if len(k.core) == 1})
+    places_of = None if unit_documents is None or unit_positions is None else {
+        k: _places(units, unit_documents, unit_positions) for k, units in units_of.items()}
+    return _merge_name_extensions(
+        keys, uf, units_of if by_context else None, documents_of, common,
+        places_of, determined)
 
 
 def _places(units: set[str], unit_documents: Mapping[str, str],
@@ -204,7 +219,14 @@ def _entity_tables(keys: dict[str, _Key], units_of: dict[str, set[str]],
     descriptions, text units) and one alias row per surface form, saying which pass
     merged it (``ne_root``: the groups after the rule-based passes; ``by_context``: keys
     merged by name context; ``emb_score``: best cosine of embedding merges). Returns
-    (entities, aliases, key -> entity id, entity id -> title)."""
+    (entities, aliases, key -> entity id, entity id -> title).
+
+    Entity id = ``content_id("entity", canonical key)``; the canonical title is the most
+    frequent surface form among the group's names with the longest core (honorifics not
+    counted), ties alphabetical; type by majority vote, ties alphabetical; description =
+    distinct mention descriptions joined by "\\n" in input order; frequency = distinct
+    text units. degree, weighted_degree, pagerank and combined_degree are 0 here (see
+    :mod:`kgloom.graph.communities`)."""
     entity_rows, alias_rows = [], []
     entity_of_key: dict[str, str] = {}
     title_of: dict[str, str] = {}
@@ -256,6 +278,10 @@ def _aggregate_relationships(rels: pl.DataFrame, resolve: Callable[[str], str | 
     direction the same way (extraction writes each in the order its sentence names the
     two: :func:`kgloom.extraction.evidence.text_direction`). (LightRAG issue #934: sorting
     every pair lost "Yarrow Textiles sells to Alder Retail".)
+
+    Relationship id = ``content_id("relationship", a, b)`` of the sorted entity id pair;
+    weight = sum of strengths (a null strength counts as 1.0); kind "extracted" when any
+    mention was extracted, else "co_mention".
     """
     agg: dict[tuple[str, str], dict] = {}
     for unit, src, dst, desc, strength, kind in rels.select(

@@ -196,21 +196,45 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | 
              table["source"] + " -> " + table["target"]).to_list()
     todo = [i for i, d in enumerate(descs)
             if d and len(d.split("\n")) >= settings.summary_min_descriptions]
-    failures = []
-    out = list(descs)
     if settings.summary_method == "extractive":
-        groups = [spread([x for x in descs[i].split("\n") if x.strip()],
-                         settings.summary_max_candidates) for i in todo]
-        _count(counts, len(todo), sum(len(g) for g in groups))
-        for n, (i, group, scores) in enumerate(zip(todo, groups, centroid_scores(groups)), 1):
-            out[i] = extractive_summary(group, scores, settings.summary_max_sentences,
-                                        settings.summary_max_chars)
-            if progress:
-                progress(n, len(todo))
-        return (table.with_columns(description=pl.Series(out, dtype=pl.String)),
-                failures_frame(failures))
-    if llm is None:
+        out, failures = _extractive_summaries(descs, todo, settings, progress, counts), []
+    elif llm is None:
         raise ValueError("summary_method 'llm' asks the model, but no llm was given")
+    else:
+        out, failures = _llm_summaries(descs, names, todo, llm, settings, tokenizer,
+                                       progress, counts)
+    return table.with_columns(description=pl.Series(out, dtype=pl.String)), failures_frame(failures)
+
+
+def _extractive_summaries(descs: list, todo: list[int], settings: IndexSettings,
+                          progress: Callable[[int, int], None] | None,
+                          counts: dict[str, int] | None) -> list:
+    """``descs`` with each item of ``todo`` (indices) replaced by its
+    :func:`extractive_summary` over at most ``summary_max_candidates`` of its
+    descriptions spread over its list (:func:`spread`), ranked by
+    :func:`centroid_scores`; ``progress(n, len(todo))`` after each."""
+    out = list(descs)
+    groups = [spread([x for x in descs[i].split("\n") if x.strip()],
+                     settings.summary_max_candidates) for i in todo]
+    _count(counts, len(todo), sum(len(g) for g in groups))
+    for n, (i, group, scores) in enumerate(zip(todo, groups, centroid_scores(groups)), 1):
+        out[i] = extractive_summary(group, scores, settings.summary_max_sentences,
+                                    settings.summary_max_chars)
+        if progress:
+            progress(n, len(todo))
+    return out
+
+
+def _llm_summaries(descs: list, names: list[str], todo: list[int],
+                   llm: CachedLLM, settings: IndexSettings, tokenizer: Tokenizer,
+                   progress: Callable[[int, int], None] | None,
+                   counts: dict[str, int] | None) -> tuple[list, list[dict]]:
+    """(``descs`` with each item of ``todo`` replaced by the LLM's summary of its
+    descriptions (bulleted, cut to ``summary_max_input_tokens``), failure rows of the
+    items whose reply failed (their descriptions kept)); the calls go out
+    ``llm.concurrency`` at a time."""
+    out = list(descs)
+    failures = []
     texts = {i: tokenizer.truncate("\n".join(f"- {d}" for d in descs[i].split("\n")),
                                    settings.summary_max_input_tokens) for i in todo}
 
@@ -225,7 +249,7 @@ def summarize_descriptions(table: pl.DataFrame, name_col: str, llm: CachedLLM | 
             failures.append(failure)
         else:
             out[i] = obj["description"].strip()
-    return table.with_columns(description=pl.Series(out, dtype=pl.String)), failures_frame(failures)
+    return out, failures
 
 
 SAME_ENTITY_TEMPLATE = PromptTemplate(

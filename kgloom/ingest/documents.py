@@ -27,7 +27,7 @@ from kgloom.core import layout, schemas
 from kgloom.core.ids import content_id, file_sha256
 from kgloom.core.inputs import input_path, scan_input_files
 from kgloom.core.storage import failures_frame
-from kgloom.ingest.decoding import MIN_CONFIDENCE, decode_bytes
+from kgloom.ingest.decoding import MIN_CONFIDENCE, Decoded, decode_bytes
 
 STAGE = layout.DOCUMENTS
 
@@ -210,25 +210,10 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
     seen: dict[str, str] = {}
     for path in paths:
         source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-        try:
-            decoded = decode_bytes(path.read_bytes())
-            if decoded.text is None or not decoded.confident:
-                failures.append({"stage": STAGE, "item_id": source,
-                                 "reason": _undecodable_reason(decoded), "detail": ""})
-                continue
-            records, bad = _records(path, decoded.text)
-        except (OSError, csv.Error) as exc:
-            failures.append({"stage": STAGE, "item_id": source,
-                             "reason": f"unreadable file: {type(exc).__name__}",
-                             "detail": str(exc)})
+        read = _file_records(path, source, failures)
+        if read is None:
             continue
-        for label, reason in bad:
-            failures.append({"stage": STAGE, "item_id": f"{source}:{label}",
-                             "reason": f"bad record: {reason}", "detail": ""})
-        if not records and not bad:  # empty .jsonl / header-only .csv: never silence
-            failures.append({"stage": STAGE, "item_id": source,
-                             "reason": "empty file: no records", "detail": ""})
-            continue
+        records, decoded = read
         mtime = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.UTC).isoformat()
         for title, text, raw_data in records:
             text = normalize_text(text)
@@ -252,11 +237,47 @@ def read_documents(input_dir: str | Path, files: list[Path] | None = None,
                          "encoding": decoded.encoding,
                          "encoding_confidence": decoded.confidence,
                          "boilerplate_cut": cut})
+    return _documents_frame(docs), failures_frame(failures)
+
+
+def _file_records(path: Path, source: str, failures: list[dict],
+                  ) -> tuple[list[tuple[str, str, str | None]], Decoded] | None:
+    """(records, decoded): the (title, text, raw_data) records of input file ``path``
+    (:func:`_records`) and its decoding (:func:`decode_bytes`), or None when it gives no
+    record. Appends to ``failures`` (item id ``source``, or ``source:label`` for a bad
+    record) a row for a file that cannot be read or decoded with confidence, each bad
+    record, and a file with no records (an empty .jsonl, a header-only .csv)."""
+    try:
+        decoded = decode_bytes(path.read_bytes())
+        if decoded.text is None or not decoded.confident:
+            failures.append({"stage": STAGE, "item_id": source,
+                             "reason": _undecodable_reason(decoded), "detail": ""})
+            return None
+        records, bad = _records(path, decoded.text)
+    except (OSError, csv.Error) as exc:
+        failures.append({"stage": STAGE, "item_id": source,
+                         "reason": f"unreadable file: {type(exc).__name__}",
+                         "detail": str(exc)})
+        return None
+    for label, reason in bad:
+        failures.append({"stage": STAGE, "item_id": f"{source}:{label}",
+                         "reason": f"bad record: {reason}", "detail": ""})
+    if not records and not bad:  # empty .jsonl / header-only .csv: never silence
+        failures.append({"stage": STAGE, "item_id": source,
+                         "reason": "empty file: no records", "detail": ""})
+        return None
+    return records, decoded
+
+
+def _documents_frame(docs: list[dict]) -> pl.DataFrame:
+    """Document rows (every ``DOCUMENTS_SCHEMA`` column but ``human_readable_id``) as a
+    ``DOCUMENTS_SCHEMA`` frame sorted by source and title, numbered 0..n-1 in that
+    order."""
     frame = pl.DataFrame(docs, schema={k: v for k, v in schemas.DOCUMENTS_SCHEMA.items()
                                        if k != "human_readable_id"})
     frame = frame.sort("source", "title").with_row_index("human_readable_id").with_columns(
         pl.col("human_readable_id").cast(pl.Int64))
-    return schemas.conform(frame, schemas.DOCUMENTS_SCHEMA), failures_frame(failures)
+    return schemas.conform(frame, schemas.DOCUMENTS_SCHEMA)
 
 
 def read_partition_documents(input_dir: str | Path, key: str, cut_boilerplate: bool = True

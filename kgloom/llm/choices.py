@@ -384,6 +384,17 @@ def decode_choices(model: ChoiceModel, prompt: list[int], schema: dict[str, Any]
         dec.value(schema, "")
         dec.reply.evaluations = dec.reply.batches
         return _finish(dec, model)
+    return _decode_speculative(model, prompt, schema, lookahead, budget)
+
+
+def _decode_speculative(model: ChoiceModel, prompt: list[int], schema: dict[str, Any],
+                        lookahead: int, budget: int) -> ChoiceReply:
+    """:func:`decode_choices` with ``lookahead`` > 0: decode on drafted guesses
+    (:class:`_Replay`), evaluate each pass's drafts as one batch
+    (``model.logits_many``), keep the drafts up to the first guess the logits refute,
+    rewind the model past the rest (counted in ``speculated_tokens``), and decode again
+    until a pass drafts nothing or all its guesses held; ``evaluations`` counts the
+    batches."""
     known: list[tuple[list[int], Any]] = []
     memo: dict[bytes, list[int]] = {}
     evaluations = wasted = 0

@@ -101,38 +101,15 @@ def _parse_body(src: str) -> Node:
             stack[-1].append([])
             i += 1
         elif c in "?*+{":
-            if c == "{":
-                end = src.index("}", i)
-                lo, comma, hi = src[i + 1:end].partition(",")
-                bounds = ((int(lo), int(hi) if hi.strip() else None) if comma
-                          else (int(lo), int(lo)))
-                i = end + 1
-            else:
-                bounds = {"?": (0, 1), "*": (0, None), "+": (1, None)}[c]
-                i += 1
+            (lo, hi), i = _repeat_bounds(src, i)
             seq = stack[-1][-1]
-            seq[-1] = Node("rep", items=(seq[-1],), lo=bounds[0], hi=bounds[1])
+            seq[-1] = Node("rep", items=(seq[-1],), lo=lo, hi=hi)
         elif c == '"':
-            i += 1
-            chars = []
-            while src[i] != '"':
-                cp, i = _char(src, i)
-                chars.append(chr(cp))
-            stack[-1][-1].append(Node("lit", text="".join(chars)))
-            i += 1
+            node, i = _literal(src, i)
+            stack[-1][-1].append(node)
         elif c == "[":
-            i += 1
-            negated = src[i] == "^"
-            i += negated
-            ranges = []
-            while src[i] != "]":
-                lo_cp, i = _char(src, i)
-                hi_cp = lo_cp
-                if src[i] == "-" and src[i + 1] != "]":
-                    hi_cp, i = _char(src, i + 1)
-                ranges.append((lo_cp, hi_cp))
-            stack[-1][-1].append(Node("class", ranges=tuple(ranges), negated=negated))
-            i += 1
+            node, i = _char_class(src, i)
+            stack[-1][-1].append(node)
         else:
             m = _NAME.match(src, i)
             if not m:
@@ -142,6 +119,45 @@ def _parse_body(src: str) -> Node:
     if len(stack) != 1:
         raise ValueError(f"GBNF: unbalanced parentheses in {src[:60]!r}")
     return close(stack[0])
+
+
+def _repeat_bounds(src: str, i: int) -> tuple[tuple[int, int | None], int]:
+    """((lo, hi), next index) of the repetition operator at ``src[i]``: ``?``, ``*``,
+    ``+``, ``{n}``, ``{n,}`` or ``{n,m}`` (hi None: unbounded)."""
+    c = src[i]
+    if c == "{":
+        end = src.index("}", i)
+        lo, comma, hi = src[i + 1:end].partition(",")
+        bounds = ((int(lo), int(hi) if hi.strip() else None) if comma
+                  else (int(lo), int(lo)))
+        return bounds, end + 1
+    return {"?": (0, 1), "*": (0, None), "+": (1, None)}[c], i + 1
+
+
+def _literal(src: str, i: int) -> tuple[Node, int]:
+    """(a ``lit`` Node, next index) of the quoted GBNF string opening at ``src[i]``."""
+    i += 1
+    chars = []
+    while src[i] != '"':
+        cp, i = _char(src, i)
+        chars.append(chr(cp))
+    return Node("lit", text="".join(chars)), i + 1
+
+
+def _char_class(src: str, i: int) -> tuple[Node, int]:
+    """(a ``class`` Node of code point ranges, next index) of the GBNF character class
+    (``[...]`` or negated ``[^...]``) opening at ``src[i]``."""
+    i += 1
+    negated = src[i] == "^"
+    i += negated
+    ranges = []
+    while src[i] != "]":
+        lo_cp, i = _char(src, i)
+        hi_cp = lo_cp
+        if src[i] == "-" and src[i + 1] != "]":
+            hi_cp, i = _char(src, i + 1)
+        ranges.append((lo_cp, hi_cp))
+    return Node("class", ranges=tuple(ranges), negated=negated), i + 1
 
 
 def parse_gbnf(gbnf: str) -> dict[str, Node]:

@@ -495,9 +495,12 @@ class LlamaCppBackend:
         """One greedy reply by :func:`kgloom.llm.choices.decode_choices` (see the class
         doc), reusing the KV cache of the prompt prefix shared with the previous call as
         ``Llama.generate`` does. ``prompt_seconds`` is the first batch (the prompt's new
-        tokens and the reply's opening); ``generation_seconds`` the rest."""
+        tokens and the reply's opening); ``generation_seconds`` the rest.
+
+        Raises:
+            ValueError: the prompt, or prompt and reply, do not fit ``n_ctx``.
+        """
         import llama_cpp
-        import numpy as np
 
         from kgloom.llm.choices import decode_choices
 
@@ -507,57 +510,81 @@ class LlamaCppBackend:
             if len(prompt) >= self.n_ctx:
                 raise ValueError(f"prompt of {len(prompt)} tokens does not fit n_ctx "
                                  f"{self.n_ctx}")
-            keep = 0
-            if self.reuse_prefix:
-                for a, b in zip(llm.input_ids[:llm.n_tokens], prompt):
-                    if a != b:
-                        break
-                    keep += 1
-                keep = min(keep, len(prompt) - 1)  # one token left to give fresh logits
+            keep = self._kept_prefix(prompt)
             llm.n_tokens = keep  # Llama.eval drops the KV cache from n_tokens on
             threads = self._threads.pick()
             llama_cpp.llama_set_n_threads(llm._ctx.ctx, threads, threads)
-            n_vocab = llm.n_vocab()
-            timing: list[float] = []
-
-            class _Model:
-                @staticmethod
-                def tokenize(text: bytes) -> list[int]:
-                    return llm.tokenize(text, add_bos=False, special=False)
-
-                @staticmethod
-                def detokenize(tokens: list[int]) -> bytes:
-                    return llm.detokenize(tokens, special=False)
-
-                @staticmethod
-                def logits_after(tokens: list[int]):
-                    if llm.n_tokens + len(tokens) > self.n_ctx:
-                        raise ValueError(f"reply does not fit n_ctx {self.n_ctx}")
-                    t = time.perf_counter()
-                    llm.eval(tokens)
-                    timing.append(time.perf_counter() - t)
-                    return np.ctypeslib.as_array(
-                        llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
-
-                @staticmethod
-                def logits_many(tokens: list[int], at: list[int]) -> list[Any]:
-                    if llm.n_tokens + len(tokens) > self.n_ctx:
-                        raise ValueError(f"reply does not fit n_ctx {self.n_ctx}")
-                    t = time.perf_counter()
-                    out = _eval_with_logits(llm, tokens, at)
-                    timing.append(time.perf_counter() - t)
-                    return out
-
-                @staticmethod
-                def rewind(n: int) -> None:
-                    llm.n_tokens -= n  # the next evaluation drops their KV cache entries
-
+            model = _LlamaChoiceModel(llm, self.n_ctx)
             t0 = time.perf_counter()
-            reply = decode_choices(_Model(), prompt[keep:], schema, lookahead=self.lookahead,
+            reply = decode_choices(model, prompt[keep:], schema, lookahead=self.lookahead,
                                    budget=self.lookahead_tokens)
             seconds = time.perf_counter() - t0
+        timing = model.timing
         return Completion(text=reply.text, prompt_tokens=len(prompt),
                           completion_tokens=reply.tokens, seconds=seconds,
                           prompt_eval_tokens=len(prompt) - keep,
                           prompt_seconds=timing[0] if timing else 0.0,
                           generation_seconds=sum(timing[1:]), threads=threads)
+
+    def _kept_prefix(self, prompt: list[int]) -> int:
+        """How many leading tokens of ``prompt`` the context already holds (its
+        ``input_ids`` up to ``n_tokens``), at most all but one (one token is left to
+        give fresh logits); 0 without ``reuse_prefix``."""
+        llm = self._llm
+        keep = 0
+        if self.reuse_prefix:
+            for a, b in zip(llm.input_ids[:llm.n_tokens], prompt):
+                if a != b:
+                    break
+                keep += 1
+            keep = min(keep, len(prompt) - 1)  # one token left to give fresh logits
+        return keep
+
+
+class _LlamaChoiceModel:
+    """A ``llama_cpp.Llama`` as :func:`kgloom.llm.choices.decode_choices`' model
+    (:class:`kgloom.llm.choices.ChoiceModel`, with the speculative ``logits_many`` and
+    ``rewind``): evaluations go on from the context's ``n_tokens``, each timed into
+    ``timing`` (seconds, one entry per evaluated batch, in order).
+
+    Raises (on evaluation): ValueError when the tokens would pass ``n_ctx``.
+    """
+
+    def __init__(self, llm, n_ctx: int) -> None:
+        self.llm, self.n_ctx = llm, n_ctx
+        self.n_vocab = llm.n_vocab()
+        self.timing: list[float] = []
+
+    def tokenize(self, text: bytes) -> list[int]:
+        return self.llm.tokenize(text, add_bos=False, special=False)
+
+    def detokenize(self, tokens: list[int]) -> bytes:
+        return self.llm.detokenize(tokens, special=False)
+
+    def logits_after(self, tokens: list[int]):
+        """The (n_vocab,) float32 logits after evaluating ``tokens``."""
+        import llama_cpp
+        import numpy as np
+
+        llm = self.llm
+        if llm.n_tokens + len(tokens) > self.n_ctx:
+            raise ValueError(f"reply does not fit n_ctx {self.n_ctx}")
+        t = time.perf_counter()
+        llm.eval(tokens)
+        self.timing.append(time.perf_counter() - t)
+        return np.ctypeslib.as_array(
+            llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(self.n_vocab,))
+
+    def logits_many(self, tokens: list[int], at: list[int]) -> list[Any]:
+        """The logits at each position ``at`` of ``tokens``, evaluated as one batch
+        (:func:`_eval_with_logits`)."""
+        if self.llm.n_tokens + len(tokens) > self.n_ctx:
+            raise ValueError(f"reply does not fit n_ctx {self.n_ctx}")
+        t = time.perf_counter()
+        out = _eval_with_logits(self.llm, tokens, at)
+        self.timing.append(time.perf_counter() - t)
+        return out
+
+    def rewind(self, n: int) -> None:
+        """Forget the last ``n`` evaluated tokens."""
+        self.llm.n_tokens -= n  # the next evaluation drops their KV cache entries

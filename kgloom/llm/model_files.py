@@ -158,11 +158,24 @@ def converted_gguf(path: str | Path, digest: str, weights: str,
     out = out_dir / f"{digest[:16]}-{weights}.gguf"
     if out.is_file():
         return out
-    import ctypes
+    params = _quantize_params(weights)  # llama_cpp imported before anything is written
+    tmp = _temporary_file(out_dir, out)
+    try:
+        _quantize(path, tmp, weights, params)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
 
-    import llama_cpp
-    from llama_cpp._utils import suppress_stdout_stderr
 
+def _temporary_file(out_dir: Path, out: Path) -> str:
+    """A new empty file (mode 0644) beside ``out`` in ``out_dir`` (created if needed),
+    named ``.<out stem>-*.tmp``; its path.
+
+    Raises:
+        ModelFileError: the folder cannot be written.
+    """
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{out.stem}-", suffix=".tmp")
@@ -172,22 +185,40 @@ def converted_gguf(path: str | Path, digest: str, weights: str,
         raise ModelFileError(f"cannot write the converted model into {out_dir} ({exc}): set "
                              "KGLOOM_MODEL_CACHE to a writable folder, or llm.weights to "
                              "'file'") from exc
+    return tmp
+
+
+def _quantize_params(weights: str):
+    """``llama_model_quantize``'s parameters for ``weights`` (a key of
+    :data:`WEIGHT_TYPES`): requantizing allowed, one thread per CPU."""
+    import llama_cpp
+
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, WEIGHT_TYPES[weights])
     params.allow_requantize = True
     params.nthread = os.cpu_count() or 1
-    try:
-        with suppress_stdout_stderr(disable=False):
-            rc = llama_cpp.llama_model_quantize(str(path).encode(), tmp.encode(),
-                                                ctypes.pointer(params))
-        if rc != 0:
-            raise ModelFileError(f"llama.cpp could not convert {path} to {weights} (code {rc}); "
-                                 "set llm.weights to 'file' to load it as it is")
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+    return params
+
+
+def _quantize(path: str | Path, tmp: str, weights: str, params) -> None:
+    """Write GGUF ``path`` with its weights as ``weights`` to ``tmp`` by
+    ``llama_model_quantize`` with ``params`` (:func:`_quantize_params`), llama.cpp's
+    output not suppressed.
+
+    Raises:
+        ModelFileError: llama.cpp returns a non-zero code.
+    """
+    import ctypes
+
+    import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with suppress_stdout_stderr(disable=False):
+        rc = llama_cpp.llama_model_quantize(str(path).encode(), tmp.encode(),
+                                            ctypes.pointer(params))
+    if rc != 0:
+        raise ModelFileError(f"llama.cpp could not convert {path} to {weights} (code {rc}); "
+                             "set llm.weights to 'file' to load it as it is")
 
 
 def locate_model(model_path: str | Path | None, weights: str = "auto",

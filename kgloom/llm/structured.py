@@ -110,20 +110,11 @@ def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_i
             problem, raw = f"LLM call failed: {type(exc).__name__}", str(exc)
             continue
         raw = reply.text
-        try:
-            # strict=False: grammar strings may hold raw newlines, which are harmless here
-            obj = json.loads(raw, strict=False)
-            _validate(obj, check_schema or schema)
+        ok, obj, problem = _parsed_reply(raw, check_schema or schema, max_tokens, stop_on_loop)
+        if ok:
             return obj, None
-        except json.JSONDecodeError as exc:
-            problem = f"reply is not JSON ({exc.msg}; max_tokens {max_tokens} reached?)"
-            loop = find_reply_loop(raw)[0] if stop_on_loop else None
-            if loop is not None:
-                problem = (f"{LOOP_STOPPED}: \"{loop.phrase}\" {loop.count} times "
-                           "(decoding stopped)")
-                break
-        except jsonschema.ValidationError as exc:
-            problem = f"reply breaks the schema: {exc.message[:200]}"
+        if problem.startswith(LOOP_STOPPED):  # a greedy retry loops again
+            break
         if attempt == 0:
             with llm.lock:
                 st.retries += 1
@@ -131,3 +122,25 @@ def structured_call(llm: LLMCaller, template: PromptTemplate, stage: str, item_i
         with llm.lock:
             st.failures += 1
     return None, {"stage": stage, "item_id": item_id, "reason": problem, "detail": raw[:500]}
+
+
+def _parsed_reply(raw: str, schema: dict[str, Any], max_tokens: int, stop_on_loop: bool,
+                  ) -> tuple[bool, Any, str]:
+    """(True, the JSON value, "") when reply text ``raw`` parses (``strict=False``) and
+    validates against ``schema``; else (False, None, the problem): not JSON (starting
+    with :data:`LOOP_STOPPED` when ``stop_on_loop`` and a string of it repeats itself:
+    :func:`kgloom.names.grounding.find_reply_loop`), or breaking the schema."""
+    try:
+        # strict=False: grammar strings may hold raw newlines, which are harmless here
+        obj = json.loads(raw, strict=False)
+        _validate(obj, schema)
+        return True, obj, ""
+    except json.JSONDecodeError as exc:
+        problem = f"reply is not JSON ({exc.msg}; max_tokens {max_tokens} reached?)"
+        loop = find_reply_loop(raw)[0] if stop_on_loop else None
+        if loop is not None:
+            problem = (f"{LOOP_STOPPED}: \"{loop.phrase}\" {loop.count} times "
+                       "(decoding stopped)")
+        return False, None, problem
+    except jsonschema.ValidationError as exc:
+        return False, None, f"reply breaks the schema: {exc.message[:200]}"

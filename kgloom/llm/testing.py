@@ -132,112 +132,140 @@ class FakeChatServer(HTTPService):
 
     def start(self) -> FakeChatServer:
         """Serve on a free port in a daemon thread; return self."""
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep test output quiet
-                pass
-
-            def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, json.dumps({"object": "list", "data": [
-                        {"id": server.model_id, "object": "model", "owned_by": "kgloom"}]
-                    }).encode())
-                else:
-                    self._send(404, b'{"error": "not found"}')
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server._lock:
-                    server.requests += 1
-                    server._in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
-                try:
-                    self._answer(body)
-                finally:
-                    with server._lock:
-                        server._in_flight -= 1
-
-            def _answer(self, body: dict) -> None:
-                fmt = body.get("response_format") or {}
-                server.formats.append(fmt.get("type", ""))
-                server.max_tokens.append(body.get("max_tokens", 0))
-                if fmt.get("type") == "json_schema" and server.json_object_only:
-                    # what llama-cpp-python 0.3's server answers (a 500, not a 422)
-                    return self._send(500, b'{"error": {"message": "1 validation error: '
-                                           b'body.response_format.type: Input should be '
-                                           b'\'text\' or \'json_object\'"}}')
-                schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
-                          "json_schema" else fmt.get("schema")) or {"type": "object"}
-                plain = server.plain_text and (not fmt or fmt.get("type") == "text")
-                if plain:
-                    schema = {"type": "string"}  # a plain-text chat answer
-                if server.count_tokens is not None:
-                    n = sum(server.count_tokens(c if isinstance(c, str) else json.dumps(c))
-                            for c in (m.get("content") or "" for m in body["messages"]))
-                    server.prompt_tokens.append(n)
-                    if 0 < server.window <= n:  # llama-cpp-python server's answer
-                        server.overflows += 1
-                        if body.get("stream"):  # 0.3.36 streams nothing, with status 200
-                            return self._send(200, b"", "text/event-stream")
-                        return self._send(400, json.dumps({"error": {
-                            "message": f"This model's maximum context length is "
-                                       f"{server.window} tokens. However, you requested "
-                                       f"{n} tokens ({n} in the messages, "
-                                       f"{body.get('max_tokens')} in the completion). Please "
-                                       "reduce the length of the messages or completion.",
-                            "type": "invalid_request_error", "param": "messages",
-                            "code": "context_length_exceeded"}}).encode())
-                wanted = body.get("max_tokens", 0)
-                if 0 < server.context_tokens < wanted:  # vLLM's answer
-                    return self._send(400, json.dumps({"object": "error", "message": (
-                        f"This model's maximum context length is {server.context_tokens} "
-                        f"tokens. However, you requested {wanted} tokens in the "
-                        "completion."), "type": "BadRequestError", "code": 400}).encode())
-                fault = server.fault
-                if fault == "slow":
-                    time.sleep(server.delay_s)
-                if fault == "http_500":
-                    return self._send(500, b'{"error": "model crashed"}')
-                if fault == "not_a_completion":
-                    return self._send(200, b"<html>502 bad gateway</html>", "text/html")
-                reply = server.backend.complete(body["messages"], schema,
-                                                body.get("max_tokens", 0), body.get("seed", 0))
-                text = {"not_json": "Sure! Here is the JSON you asked for:",
-                        "breaks_schema": json.dumps({"unexpected": True})}.get(fault, reply.text)
-                if plain and fault == "none":
-                    text = json.loads(text)  # plain text, not a JSON string
-                if body.get("stream"):  # OpenAI's server-sent events: one chunk, then DONE
-                    chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
-                             "created": 0, "model": server.model_id}
-                    events = [{**chunk, "choices": [{"index": 0, "finish_reason": None,
-                                                     "delta": {"role": "assistant",
-                                                               "content": text}}]},
-                              {**chunk, "choices": [{"index": 0, "finish_reason": "stop",
-                                                     "delta": {}}]}]
-                    return self._send(200, "".join(f"data: {json.dumps(e)}\n\n"
-                                                   for e in events).encode()
-                                      + b"data: [DONE]\n\n", "text/event-stream")
-                self._send(200, json.dumps({
-                    "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
-                    "model": server.model_id,
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": reply.prompt_tokens,
-                              "completion_tokens": reply.completion_tokens,
-                              "total_tokens": reply.prompt_tokens + reply.completion_tokens},
-                }).encode())
-
-        self._serve(Handler)
+        self._serve(type("Handler", (_FakeChatHandler,), {"fake": self}))
         return self
 
+
+class _FakeChatHandler(BaseHTTPRequestHandler):
+    """The request handler of :class:`FakeChatServer`: ``fake`` is the server whose
+    settings it reads and whose counters it fills (set on a subclass per server by
+    :meth:`FakeChatServer.start`)."""
+
+    fake: FakeChatServer
+
+    def log_message(self, *args) -> None:  # keep test output quiet
+        pass
+
+    def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, json.dumps({"object": "list", "data": [
+                {"id": self.fake.model_id, "object": "model", "owned_by": "kgloom"}]
+            }).encode())
+        else:
+            self._send(404, b'{"error": "not found"}')
+
+    def do_POST(self) -> None:
+        server = self.fake
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with server._lock:
+            server.requests += 1
+            server._in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server._in_flight)
+        try:
+            self._answer(body)
+        finally:
+            with server._lock:
+                server._in_flight -= 1
+
+    def _answer(self, body: dict) -> None:
+        """Answer one chat completion request ``body`` (the parsed JSON): a refusal
+        (:meth:`_refusal`), a fault, or FakeBackend's reply (:meth:`_completion`)."""
+        server = self.fake
+        fmt = body.get("response_format") or {}
+        server.formats.append(fmt.get("type", ""))
+        server.max_tokens.append(body.get("max_tokens", 0))
+        schema = (fmt.get("json_schema", {}).get("schema") if fmt.get("type") ==
+                  "json_schema" else fmt.get("schema")) or {"type": "object"}
+        plain = server.plain_text and (not fmt or fmt.get("type") == "text")
+        if plain:
+            schema = {"type": "string"}  # a plain-text chat answer
+        refusal = self._refusal(body, fmt)
+        if refusal is not None:
+            return self._send(*refusal)
+        fault = server.fault
+        if fault == "slow":
+            time.sleep(server.delay_s)
+        if fault == "http_500":
+            return self._send(500, b'{"error": "model crashed"}')
+        if fault == "not_a_completion":
+            return self._send(200, b"<html>502 bad gateway</html>", "text/html")
+        reply = server.backend.complete(body["messages"], schema,
+                                        body.get("max_tokens", 0), body.get("seed", 0))
+        text = {"not_json": "Sure! Here is the JSON you asked for:",
+                "breaks_schema": json.dumps({"unexpected": True})}.get(fault, reply.text)
+        if plain and fault == "none":
+            text = json.loads(text)  # plain text, not a JSON string
+        self._send(*self._completion(text, reply, bool(body.get("stream"))))
+
+    def _refusal(self, body: dict, fmt: dict) -> tuple[int, bytes, str] | None:
+        """(status, body, content type) of the error a real server answers ``body``
+        with, or None: llama-cpp-python 0.3's 500 for a ``json_schema`` format
+        (``json_object_only``), llama-cpp-python 0.3.36's for messages filling the
+        ``window`` (their tokens are recorded in ``prompt_tokens``, a refusal counted in
+        ``overflows``), vLLM's for ``max_tokens`` over ``context_tokens``."""
+        server = self.fake
+        if fmt.get("type") == "json_schema" and server.json_object_only:
+            # what llama-cpp-python 0.3's server answers (a 500, not a 422)
+            return (500, b'{"error": {"message": "1 validation error: '
+                         b'body.response_format.type: Input should be '
+                         b'\'text\' or \'json_object\'"}}', "application/json")
+        if server.count_tokens is not None:
+            n = sum(server.count_tokens(c if isinstance(c, str) else json.dumps(c))
+                    for c in (m.get("content") or "" for m in body["messages"]))
+            server.prompt_tokens.append(n)
+            if 0 < server.window <= n:  # llama-cpp-python server's answer
+                server.overflows += 1
+                if body.get("stream"):  # 0.3.36 streams nothing, with status 200
+                    return 200, b"", "text/event-stream"
+                return 400, json.dumps({"error": {
+                    "message": f"This model's maximum context length is "
+                               f"{server.window} tokens. However, you requested "
+                               f"{n} tokens ({n} in the messages, "
+                               f"{body.get('max_tokens')} in the completion). Please "
+                               "reduce the length of the messages or completion.",
+                    "type": "invalid_request_error", "param": "messages",
+                    "code": "context_length_exceeded"}}).encode(), "application/json"
+        wanted = body.get("max_tokens", 0)
+        if 0 < server.context_tokens < wanted:  # vLLM's answer
+            return 400, json.dumps({"object": "error", "message": (
+                f"This model's maximum context length is {server.context_tokens} "
+                f"tokens. However, you requested {wanted} tokens in the "
+                "completion."), "type": "BadRequestError", "code": 400}).encode(), \
+                "application/json"
+        return None
+
+    def _completion(self, text: str, reply, stream: bool) -> tuple[int, bytes, str]:
+        """(status, body, content type) of a chat completion whose message is ``text``
+        (``reply``: the FakeBackend reply, for its token counts): one JSON object, or
+        with ``stream`` OpenAI's server-sent events (one chunk, then ``[DONE]``)."""
+        model_id = self.fake.model_id
+        if stream:
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                     "created": 0, "model": model_id}
+            events = [{**chunk, "choices": [{"index": 0, "finish_reason": None,
+                                             "delta": {"role": "assistant",
+                                                       "content": text}}]},
+                      {**chunk, "choices": [{"index": 0, "finish_reason": "stop",
+                                             "delta": {}}]}]
+            return 200, "".join(f"data: {json.dumps(e)}\n\n"
+                                for e in events).encode() + b"data: [DONE]\n\n", \
+                "text/event-stream"
+        return 200, json.dumps({
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
+            "model": model_id,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": reply.prompt_tokens,
+                      "completion_tokens": reply.completion_tokens,
+                      "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+        }).encode(), "application/json"
 
 
 class ASGIService(_Service):

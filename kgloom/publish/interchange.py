@@ -135,73 +135,114 @@ def write_neo4j_import(entities: pl.DataFrame, relationships: pl.DataFrame,
     a link whose end is not among the written nodes is left out (e.g. a text unit of a
     document not given). ``RELATED`` edges run ``source_id -> target_id`` as the
     relationships table stores them: the direction the text gives (one per entity pair).
-
-    A field holding a comma, quote or newline is quoted with inner quotes doubled (RFC
-    4180, Python's ``csv``); text holds newlines, so ``import.sh`` passes
-    ``--multiline-fields=true``. An empty string or null becomes an empty field, which
-    neo4j-admin skips (no property). Entity labels are ``Entity`` plus the entity type
-    (characters outside ``[A-Za-z0-9_]`` become ``_``). Each file is written atomically.
+    How fields are written: :meth:`_Neo4jFiles.put`. Each file is written atomically.
 
     Returns:
         ``(nodes_path, relationships_path)``: the entity files; the others sit beside them.
     """
-    folder = Path(folder)
-    written_nodes: list[str] = []
-    written_rels: list[str] = []
-
-    def put(name: str, header: list[str], rows, kind: list[str]) -> Path:
-        kind.append(name)
-        return write_text(_csv_text(header, rows), folder / name)
-
+    files = _Neo4jFiles(Path(folder))
     ents = entities.sort("id")
-    entity_ids = set(ents["id"].to_list())
-    nodes_path = put("nodes.csv", NEO4J_NODES_HEADER, (
-        (r["id"], r["title"], r["type"], r["description"], r["degree"], r["pagerank"],
-         _neo4j_label(r["type"])) for r in ents.iter_rows(named=True)), written_nodes)
-    rels_path = put("relationships.csv", NEO4J_RELATIONSHIPS_HEADER, (
-        (r["source_id"], r["target_id"], NEO4J_RELATIONSHIP_TYPE, r["id"], r["description"],
-         r["weight"]) for r in relationships.sort("id").iter_rows(named=True)), written_rels)
-    unit_ids: set[str] = set()
+    nodes_path, rels_path = _put_entity_files(files, ents, relationships)
     if text_units is not None:
-        units = text_units.sort("id")
-        unit_ids = set(units["id"].to_list())
-        put("text_units.csv", NEO4J_TEXT_UNITS_HEADER, (
-            (r["id"], r.get("human_readable_id"), r["text"], r["n_tokens"], r.get("chunk_index"),
-             "TextUnit") for r in units.iter_rows(named=True)), written_nodes)
-        mentions = (ents.select(pl.col("text_unit_ids").alias("unit"), pl.col("id").alias("e"))
-                    .explode("unit").drop_nulls("unit").unique()
-                    .filter(pl.col("unit").is_in(list(unit_ids))).sort("unit", "e"))
-        put("mentions.csv", NEO4J_MENTIONS_HEADER,
-            ((u, e, "MENTIONS") for u, e in mentions.iter_rows()), written_rels)
+        _put_text_unit_files(files, ents, text_units)
     if documents is not None:
-        docs = documents.sort("id")
-        put("documents.csv", NEO4J_DOCUMENTS_HEADER, (
-            (r["id"], r["human_readable_id"], r["title"], r.get("source"), "Document")
-            for r in docs.iter_rows(named=True)), written_nodes)
-        if text_units is not None:
-            doc_ids = set(docs["id"].to_list())
-            put("part_of.csv", NEO4J_PART_OF_HEADER, (
-                (r["id"], r["document_id"], "PART_OF")
-                for r in text_units.sort("id").iter_rows(named=True)
-                if r["document_id"] in doc_ids), written_rels)
+        _put_document_files(files, documents, text_units)
     if communities is not None:
-        comms = communities.sort("level", "community")
-        put("communities.csv", NEO4J_COMMUNITIES_HEADER, (
-            (r["id"], r["community"], r["level"], r["title"], r["size"], "Community")
-            for r in comms.iter_rows(named=True)), written_nodes)
-        members = (comms.select("id", "level", pl.col("entity_ids").alias("e"))
-                   .explode("e").drop_nulls("e")
-                   .filter(pl.col("e").is_in(list(entity_ids))).sort("level", "id", "e"))
-        put("in_community.csv", NEO4J_IN_COMMUNITY_HEADER, (
-            (e, c, "IN_COMMUNITY", level) for c, level, e in members.iter_rows()),
-            written_rels)
-        id_of = dict(zip(comms["community"].to_list(), comms["id"].to_list()))
-        put("child_of.csv", NEO4J_CHILD_OF_HEADER, (
-            (r["id"], id_of[r["parent"]], "CHILD_OF") for r in comms.iter_rows(named=True)
-            if r["parent"] is not None and r["parent"] in id_of), written_rels)
+        _put_community_files(files, communities, set(ents["id"].to_list()))
     script = ("#!/bin/sh\n# Import this folder into an empty Neo4j database (stop the "
               "database first; Neo4j 5 / 2025).\n# Usage: sh import.sh  (neo4j-admin on "
               "PATH, or run it from $NEO4J_HOME/bin)\nset -e\nDIR=\"$(cd \"$(dirname \"$0\")\" "
-              "&& pwd)\"\n" + neo4j_import_command(written_nodes, written_rels) + "\n")
-    write_text(script, folder / NEO4J_IMPORT_SCRIPT)
+              "&& pwd)\"\n" + neo4j_import_command(files.nodes, files.relationships) + "\n")
+    write_text(script, files.folder / NEO4J_IMPORT_SCRIPT)
     return nodes_path, rels_path
+
+
+class _Neo4jFiles:
+    """The CSV files of one :func:`write_neo4j_import` under ``folder``, and the names of
+    the node files (``nodes``) and relationship files (``relationships``) written so
+    far, in order, for ``import.sh``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.nodes: list[str] = []
+        self.relationships: list[str] = []
+
+    def put(self, name: str, header: list[str], rows, kind: list[str]) -> Path:
+        """Write ``rows`` (tuples of fields) under ``header`` to ``folder/name``
+        atomically, list ``name`` in ``kind`` (``nodes`` or ``relationships``) and
+        return the path.
+
+        A field holding a comma, quote or newline is quoted with inner quotes doubled
+        (RFC 4180, Python's ``csv``); text holds newlines, so ``import.sh`` passes
+        ``--multiline-fields=true``. An empty string or null becomes an empty field,
+        which neo4j-admin skips (no property)."""
+        kind.append(name)
+        return write_text(_csv_text(header, rows), self.folder / name)
+
+
+def _put_entity_files(files: _Neo4jFiles, ents: pl.DataFrame,
+                      relationships: pl.DataFrame) -> tuple[Path, Path]:
+    """``nodes.csv`` (entities ``ents``, sorted by id; labels ``Entity`` plus the entity
+    type with characters outside ``[A-Za-z0-9_]`` as ``_``: :func:`_neo4j_label`) and
+    ``relationships.csv`` (``RELATED`` edges by relationship id); their paths."""
+    nodes_path = files.put("nodes.csv", NEO4J_NODES_HEADER, (
+        (r["id"], r["title"], r["type"], r["description"], r["degree"], r["pagerank"],
+         _neo4j_label(r["type"])) for r in ents.iter_rows(named=True)), files.nodes)
+    rels_path = files.put("relationships.csv", NEO4J_RELATIONSHIPS_HEADER, (
+        (r["source_id"], r["target_id"], NEO4J_RELATIONSHIP_TYPE, r["id"], r["description"],
+         r["weight"]) for r in relationships.sort("id").iter_rows(named=True)),
+        files.relationships)
+    return nodes_path, rels_path
+
+
+def _put_text_unit_files(files: _Neo4jFiles, ents: pl.DataFrame,
+                         text_units: pl.DataFrame) -> None:
+    """``text_units.csv`` (by id) and ``mentions.csv`` (text unit -> entity of ``ents``,
+    from their ``text_unit_ids``, units among ``text_units`` only, by unit then entity)."""
+    units = text_units.sort("id")
+    unit_ids = set(units["id"].to_list())
+    files.put("text_units.csv", NEO4J_TEXT_UNITS_HEADER, (
+        (r["id"], r.get("human_readable_id"), r["text"], r["n_tokens"], r.get("chunk_index"),
+         "TextUnit") for r in units.iter_rows(named=True)), files.nodes)
+    mentions = (ents.select(pl.col("text_unit_ids").alias("unit"), pl.col("id").alias("e"))
+                .explode("unit").drop_nulls("unit").unique()
+                .filter(pl.col("unit").is_in(list(unit_ids))).sort("unit", "e"))
+    files.put("mentions.csv", NEO4J_MENTIONS_HEADER,
+              ((u, e, "MENTIONS") for u, e in mentions.iter_rows()), files.relationships)
+
+
+def _put_document_files(files: _Neo4jFiles, documents: pl.DataFrame,
+                        text_units: pl.DataFrame | None) -> None:
+    """``documents.csv`` (by id) and, with ``text_units``, ``part_of.csv`` (text unit ->
+    its document, by unit id, documents among ``documents`` only)."""
+    docs = documents.sort("id")
+    files.put("documents.csv", NEO4J_DOCUMENTS_HEADER, (
+        (r["id"], r["human_readable_id"], r["title"], r.get("source"), "Document")
+        for r in docs.iter_rows(named=True)), files.nodes)
+    if text_units is not None:
+        doc_ids = set(docs["id"].to_list())
+        files.put("part_of.csv", NEO4J_PART_OF_HEADER, (
+            (r["id"], r["document_id"], "PART_OF")
+            for r in text_units.sort("id").iter_rows(named=True)
+            if r["document_id"] in doc_ids), files.relationships)
+
+
+def _put_community_files(files: _Neo4jFiles, communities: pl.DataFrame,
+                         entity_ids: set[str]) -> None:
+    """``communities.csv`` (by level, community), ``in_community.csv`` (entity ->
+    community with its level, entities among ``entity_ids`` only, by level, community id,
+    entity) and ``child_of.csv`` (community -> its parent, when the parent is listed)."""
+    comms = communities.sort("level", "community")
+    files.put("communities.csv", NEO4J_COMMUNITIES_HEADER, (
+        (r["id"], r["community"], r["level"], r["title"], r["size"], "Community")
+        for r in comms.iter_rows(named=True)), files.nodes)
+    members = (comms.select("id", "level", pl.col("entity_ids").alias("e"))
+               .explode("e").drop_nulls("e")
+               .filter(pl.col("e").is_in(list(entity_ids))).sort("level", "id", "e"))
+    files.put("in_community.csv", NEO4J_IN_COMMUNITY_HEADER, (
+        (e, c, "IN_COMMUNITY", level) for c, level, e in members.iter_rows()),
+        files.relationships)
+    id_of = dict(zip(comms["community"].to_list(), comms["id"].to_list()))
+    files.put("child_of.csv", NEO4J_CHILD_OF_HEADER, (
+        (r["id"], id_of[r["parent"]], "CHILD_OF") for r in comms.iter_rows(named=True)
+        if r["parent"] is not None and r["parent"] in id_of), files.relationships)

@@ -13,6 +13,7 @@ re-exports them, so ``kgloom.publish.tables.X`` keeps working.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import polars as pl
@@ -173,9 +174,7 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
                                  pl.col("text_unit_ids").alias("unit_id"))
                  .explode("unit_id").drop_nulls("unit_id").unique())
     kg = unit_ents.group_by("unit_id").agg(pl.col("entity_id").sort().alias("kg_node_ids"))
-    rel_ids = (relationships.select(pl.col("text_unit_ids").alias("unit_id"), "id")
-               .explode("unit_id").drop_nulls("unit_id").unique()
-               .group_by("unit_id").agg(pl.col("id").sort().alias("relationship_ids")))
+    rel_ids = _unit_relationship_ids(relationships)
     neighbors, triples = _neighbourhood_columns(text_units, entities, relationships, unit_ents)
     levels = _levels(communities)
     community_ids = _community_id_column(text_units, communities, unit_ents, levels)
@@ -195,12 +194,26 @@ def denormalize_text_units(text_units: pl.DataFrame, entities: pl.DataFrame,
         pl.col("community_ids").fill_null(pl.lit([-1] * len(levels), dtype=pl.List(pl.Int64))),
         pl.col("centrality").fill_null(0.0),
     )
-    cov = (covariates if covariates is not None else schemas.empty(schemas.COVARIATES_SCHEMA)
-           ).group_by("text_unit_id").agg(pl.col("id").sort().alias("cov"))
-    out = out.join(cov.rename({"text_unit_id": "id"}), on="id", how="left",
+    out = out.join(_unit_covariate_ids(covariates), on="id", how="left",
                    maintain_order="left").with_columns(
         covariate_ids=pl.col("cov").fill_null(empty_list)).drop("cov")
     return schemas.conform(out, schemas.TEXT_UNITS_SCHEMA).select(list(schemas.TEXT_UNITS_SCHEMA))
+
+
+def _unit_relationship_ids(relationships: pl.DataFrame) -> pl.DataFrame:
+    """Per text unit id (``unit_id``): the sorted ids of the relationships whose
+    ``text_unit_ids`` hold it (``relationship_ids``, list of String)."""
+    return (relationships.select(pl.col("text_unit_ids").alias("unit_id"), "id")
+            .explode("unit_id").drop_nulls("unit_id").unique()
+            .group_by("unit_id").agg(pl.col("id").sort().alias("relationship_ids")))
+
+
+def _unit_covariate_ids(covariates: pl.DataFrame | None) -> pl.DataFrame:
+    """Per text unit id (``id``): the sorted ids of its covariates (claims) (``cov``,
+    list of String); no rows when ``covariates`` is None."""
+    cov = (covariates if covariates is not None else schemas.empty(schemas.COVARIATES_SCHEMA)
+           ).group_by("text_unit_id").agg(pl.col("id").sort().alias("cov"))
+    return cov.rename({"text_unit_id": "id"})
 
 
 def _neighbourhood_columns(text_units: pl.DataFrame, entities: pl.DataFrame,
@@ -287,40 +300,9 @@ def _neighbor_ids(ue: pl.DataFrame, ends: pl.DataFrame, weights: pl.DataFrame,
     if links.is_empty():
         return pl.DataFrame(schema={"u": pl.UInt32, "neighbor_entity_ids": _STR_LIST})
     degree = links.group_by("e").len("d")
-    # a negative weight breaks the head's bound (s >= s_H): then no entity is a hub
-    hubs = (degree.clear() if (links["w"] < 0).any()
-            else degree.filter(pl.col("d") > HUB_MIN_NEIGHBOURS))
-    hub_ue = ue.join(hubs.select("e"), on="e", how="semi")
-    light_ue = ue.join(hubs.select("e"), on="e", how="anti")
-    # each unit's hub set, numbered, with the most entities a unit of that set has
-    unit_hubs = (hub_ue.group_by("u").agg(pl.col("e").sort().alias("hubs"))
-                 .join(ue.group_by("u").len("own"), on="u"))
-    sets = (unit_hubs.group_by("hubs").agg(pl.col("own").max())
-            .with_row_index("hs"))
-    unit_set = unit_hubs.join(sets.select("hubs", "hs"), on="hubs").select("u", "hs")
-
-    def rank(own: pl.DataFrame) -> pl.DataFrame:
-        mine = own.select("u").unique().join(unit_set, on="u", how="left")
-        # s_H of this chunk's hub sets; a set's head: its first cap + own entities
-        s_h = (sets.join(mine.select("hs").drop_nulls().unique(), on="hs")
-               .select("hs", "own", e=pl.col("hubs")).explode("e").join(links, on="e")
-               .group_by("hs", "nb").agg(pl.col("w").sum(), pl.col("own").first())
-               .sort("hs", "w", "nb", descending=[False, True, False])
-               .with_columns(rank=pl.int_range(pl.len()).over("hs")))
-        heads = s_h.filter(pl.col("rank") < cap + pl.col("own")).select("hs", "nb")
-        light = (own.join(light_ue, on=["u", "e"], how="semi").join(links, on="e")
-                 .group_by("u", "nb").agg(pl.col("w").sum().alias("w_l")))
-        from_hubs = mine.drop_nulls("hs").join(heads, on="hs")
-        return (pl.concat([light.select("u", "nb"), from_hubs.select("u", "nb")]).unique()
-                .join(own.rename({"e": "nb"}), on=["u", "nb"], how="anti")
-                .join(mine, on="u", how="left")
-                .join(light, on=["u", "nb"], how="left")
-                .join(s_h.select("hs", "nb", "w"), on=["hs", "nb"], how="left")
-                .select("u", "nb", w=pl.col("w_l").fill_null(0.0) + pl.col("w").fill_null(0.0))
-                .sort("u", "w", "nb", descending=[False, True, False])
-                .group_by("u", maintain_order=True).head(cap)
-                .join(ecode.rename({"e": "nb"}), on="nb")
-                .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids")))
+    light_ue, sets, unit_set = _hub_sets(ue, links, degree)
+    rank = functools.partial(_ranked_neighbor_ids, links=links, light_ue=light_ue, sets=sets,
+                             unit_set=unit_set, ecode=ecode, cap=cap)
     # rank's rows for a unit: its light entities' neighbours, the head of its hub set and
     # (at most, once per set in a chunk) its hubs' neighbours
     cost = pl.concat([
@@ -330,6 +312,57 @@ def _neighbor_ids(ue: pl.DataFrame, ends: pl.DataFrame, weights: pl.DataFrame,
     ).group_by("u").agg(pl.col("c").sum().alias("cost"))
     return _per_unit_chunk(ue, rank, {"u": pl.UInt32, "neighbor_entity_ids": _STR_LIST},
                            cost)
+
+
+def _hub_sets(ue: pl.DataFrame, links: pl.DataFrame, degree: pl.DataFrame,
+              ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(light_ue, sets, unit_set) of :func:`_neighbor_ids`: the (u, e) rows of ``ue``
+    whose entity is no hub (HUB_MIN_NEIGHBOURS neighbours or fewer in ``degree``: e, d;
+    no entity is a hub when a weight of ``links`` is negative, which breaks the head's
+    bound s >= s_H); the distinct hub sets of units (``hubs``: sorted entity codes),
+    numbered ``hs``, with ``own``, the most entities a unit of that set has; and each
+    unit's set (u, hs)."""
+    hubs = (degree.clear() if (links["w"] < 0).any()
+            else degree.filter(pl.col("d") > HUB_MIN_NEIGHBOURS))
+    hub_ue = ue.join(hubs.select("e"), on="e", how="semi")
+    light_ue = ue.join(hubs.select("e"), on="e", how="anti")
+    unit_hubs = (hub_ue.group_by("u").agg(pl.col("e").sort().alias("hubs"))
+                 .join(ue.group_by("u").len("own"), on="u"))
+    sets = (unit_hubs.group_by("hubs").agg(pl.col("own").max())
+            .with_row_index("hs"))
+    unit_set = unit_hubs.join(sets.select("hubs", "hs"), on="hubs").select("u", "hs")
+    return light_ue, sets, unit_set
+
+
+def _ranked_neighbor_ids(own: pl.DataFrame, *, links: pl.DataFrame, light_ue: pl.DataFrame,
+                         sets: pl.DataFrame, unit_set: pl.DataFrame, ecode: pl.DataFrame,
+                         cap: int) -> pl.DataFrame:
+    """``neighbor_entity_ids`` (sorted, at most ``cap``) per unit code ``u`` of one chunk
+    ``own`` (its (u, e) rows): each neighbour scored ``s_H + s_L`` (the unit's hub set's
+    sum over the head of that set: its first ``cap + own`` neighbours, plus its light
+    entities' sum; :func:`_neighbor_ids`), the unit's own entities left out, best first
+    (score descending, then id)."""
+    mine = own.select("u").unique().join(unit_set, on="u", how="left")
+    # s_H of this chunk's hub sets; a set's head: its first cap + own entities
+    s_h = (sets.join(mine.select("hs").drop_nulls().unique(), on="hs")
+           .select("hs", "own", e=pl.col("hubs")).explode("e").join(links, on="e")
+           .group_by("hs", "nb").agg(pl.col("w").sum(), pl.col("own").first())
+           .sort("hs", "w", "nb", descending=[False, True, False])
+           .with_columns(rank=pl.int_range(pl.len()).over("hs")))
+    heads = s_h.filter(pl.col("rank") < cap + pl.col("own")).select("hs", "nb")
+    light = (own.join(light_ue, on=["u", "e"], how="semi").join(links, on="e")
+             .group_by("u", "nb").agg(pl.col("w").sum().alias("w_l")))
+    from_hubs = mine.drop_nulls("hs").join(heads, on="hs")
+    return (pl.concat([light.select("u", "nb"), from_hubs.select("u", "nb")]).unique()
+            .join(own.rename({"e": "nb"}), on=["u", "nb"], how="anti")
+            .join(mine, on="u", how="left")
+            .join(light, on=["u", "nb"], how="left")
+            .join(s_h.select("hs", "nb", "w"), on=["hs", "nb"], how="left")
+            .select("u", "nb", w=pl.col("w_l").fill_null(0.0) + pl.col("w").fill_null(0.0))
+            .sort("u", "w", "nb", descending=[False, True, False])
+            .group_by("u", maintain_order=True).head(cap)
+            .join(ecode.rename({"e": "nb"}), on="nb")
+            .group_by("u").agg(pl.col("entity_id").sort().alias("neighbor_entity_ids")))
 
 
 def _neighbor_triples(relationships: pl.DataFrame, rel: pl.DataFrame, ends: pl.DataFrame,

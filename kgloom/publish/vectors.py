@@ -6,6 +6,7 @@ side, are :mod:`kgloom.embedding.store`. No Dagster here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -119,15 +120,14 @@ def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
     batch at a time: once for the ids and row hashes, once for the rows to write.
     ``prepare`` adds columns to a batch (e.g. ``embedding_key``); ``vectors_for(rows,
     stored)`` returns the (len(rows), dim) vectors of a batch; ``stored`` is the table's
-    (embedding_key, vector) arrow table when it has one, for reuse."""
+    (embedding_key, vector) arrow table when it has one, for reuse.
+
+    Returns :func:`_finish`'s counters. Raises ValueError when ids repeat or
+    ``vectors_for`` returns another shape."""
     import lancedb
 
     slices = _slices(source, batch_rows)
-    index = pl.concat([b.select("id").with_columns(_row_hashes(b))
-                       for b in map(prepare, slices())] or
-                      [pl.DataFrame(schema={"id": pl.String, ROW_HASH: pl.String})])
-    if index["id"].n_unique() != index.height:
-        raise ValueError(f"{table_name}: ids are not unique; an upsert by id would be ambiguous")
+    index = _row_index(slices, prepare, table_name)
     empty = prepare(_empty_frame(source)).with_columns(pl.lit(None, pl.String).alias(ROW_HASH))
     schema = _to_arrow(empty, np.zeros((0, dim), dtype=np.float32)).schema
     db = lancedb.connect(str(db_path))
@@ -137,59 +137,21 @@ def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
         table = None
     # the stored table when its schema is this one (rows kept), else None (rewritten)
     kept = table if table is not None and table.schema == schema else None
-    if kept is None:
-        todo, stale = index, []
-    else:
-        stored = _frame(kept.search().select(["id", ROW_HASH]).limit(None).to_arrow())
-        todo = index.join(stored, on=["id", ROW_HASH], how="anti")
-        stale = sorted(set(stored["id"].to_list()) - set(index["id"].to_list()))
+    todo, stale = _rows_to_write(kept, index)
     stored_keys = None
     if table is not None and EMBEDDING_KEY in table.schema.names and todo.height:
         stored_keys = table.search().select([EMBEDDING_KEY, "vector"]).limit(None).to_arrow()
     counts = {"written": todo.height, "deleted": len(stale), "embedded": 0}
     if kept is not None and not todo.height and not stale:  # nothing changed: no new version
         return _finish(kept, dim, ann_min_rows, counts, changed=False)
-    wanted = todo.select("id", ROW_HASH)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        done = 0
-        for part in map(prepare, slices()):
-            part = part.join(wanted, on="id", how="inner", maintain_order="left")
-            if not part.height:
-                continue
-            vectors = vectors_for(part, stored_keys)
-            if vectors.shape != (part.height, dim):
-                raise ValueError(f"need vectors of shape ({part.height}, {dim}), "
-                                 f"got {vectors.shape}")
-            yield from _to_arrow(part, vectors).cast(schema).to_batches()
-            done += part.height
-            del part, vectors
-            if progress:
-                progress(done, todo.height)
-
-    def chunks() -> Iterator[list[pa.RecordBatch]]:
-        # Vectors are computed here, in the calling thread, WRITE_ROWS rows at a time, and
-        # each finished chunk is handed to Lance. Handing Lance a reader that embeds as it
-        # is pulled ran the embedder on Lance's reader thread while the calling thread
-        # stayed busy too: 2,000 pool entities took 24.4 s against 17.7 s embedded alone.
-        pending, rows = [], 0
-        for batch in batches():
-            pending.append(batch)
-            rows += batch.num_rows
-            if rows >= WRITE_ROWS:
-                yield pending
-                pending, rows = [], 0
-                release_memory()  # per chunk, not per batch: a full collection of a big
-                # process's heap is slow (the pool's vector stage spent 166 s outside the
-                # embedder with one per 256 rows)
-        if pending:
-            yield pending
+    batches = functools.partial(_arrow_batches, slices, prepare, todo, dim, schema,
+                                lambda part: vectors_for(part, stored_keys), progress)
 
     def reader(part: list[pa.RecordBatch]) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(schema, iter(part))
 
     if kept is None:
-        parts = chunks()
+        parts = _write_chunks(batches())
         written = db.create_table(table_name, data=reader(next(parts, [])), schema=schema,
                                   mode="overwrite" if table is not None else "create")
         for part in parts:
@@ -197,12 +159,91 @@ def _sync_table(db_path: str | Path, table_name: str, source: Source, dim: int,
     else:
         written = kept
         if todo.height:
-            for part in chunks():
+            for part in _write_chunks(batches()):
                 (written.merge_insert("id").when_matched_update_all()
                  .when_not_matched_insert_all().execute(reader(part)))
         for i in range(0, len(stale), 1000):  # keep each SQL predicate small
             written.delete(f"id IN ({_sql_in(stale[i:i + 1000])})")
     return _finish(written, dim, ann_min_rows, counts, changed=True)
+
+
+def _row_index(slices: Callable[[], Iterator[pl.DataFrame]],
+               prepare: Callable[[pl.DataFrame], pl.DataFrame], table_name: str,
+               ) -> pl.DataFrame:
+    """``id`` and ``row_hash`` (String) of every prepared row of ``slices()``, in order.
+
+    Raises:
+        ValueError: when ids repeat (an upsert by id would be ambiguous).
+    """
+    index = pl.concat([b.select("id").with_columns(_row_hashes(b))
+                       for b in map(prepare, slices())] or
+                      [pl.DataFrame(schema={"id": pl.String, ROW_HASH: pl.String})])
+    if index["id"].n_unique() != index.height:
+        raise ValueError(f"{table_name}: ids are not unique; an upsert by id would be ambiguous")
+    return index
+
+
+def _rows_to_write(kept, index: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """(todo, stale): the rows of ``index`` (id, row_hash) that the stored table ``kept``
+    lacks with that hash (all of them when ``kept`` is None: the table is rewritten), and
+    the sorted stored ids no longer in ``index``."""
+    if kept is None:
+        return index, []
+    stored = _frame(kept.search().select(["id", ROW_HASH]).limit(None).to_arrow())
+    todo = index.join(stored, on=["id", ROW_HASH], how="anti")
+    stale = sorted(set(stored["id"].to_list()) - set(index["id"].to_list()))
+    return todo, stale
+
+
+def _arrow_batches(slices: Callable[[], Iterator[pl.DataFrame]],
+                   prepare: Callable[[pl.DataFrame], pl.DataFrame], todo: pl.DataFrame,
+                   dim: int, schema: pa.Schema,
+                   vectors_for: Callable[[pl.DataFrame], np.ndarray],
+                   progress: Callable[[int, int], None] | None) -> Iterator[pa.RecordBatch]:
+    """The record batches (``schema``) of the prepared rows of ``slices()`` listed in
+    ``todo`` (id, row_hash), in source order, each with its (rows, ``dim``) vectors;
+    ``progress(done, todo.height)`` after each source batch that had such rows.
+
+    Raises:
+        ValueError: ``vectors_for`` returned another shape.
+    """
+    wanted = todo.select("id", ROW_HASH)
+    done = 0
+    for part in map(prepare, slices()):
+        part = part.join(wanted, on="id", how="inner", maintain_order="left")
+        if not part.height:
+            continue
+        vectors = vectors_for(part)
+        if vectors.shape != (part.height, dim):
+            raise ValueError(f"need vectors of shape ({part.height}, {dim}), "
+                             f"got {vectors.shape}")
+        yield from _to_arrow(part, vectors).cast(schema).to_batches()
+        done += part.height
+        del part, vectors
+        if progress:
+            progress(done, todo.height)
+
+
+def _write_chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[list[pa.RecordBatch]]:
+    """``batches`` grouped into lists of at least :data:`WRITE_ROWS` rows (the last one
+    fewer), one Lance write each.
+
+    Vectors are computed here, in the calling thread, WRITE_ROWS rows at a time, and each
+    finished chunk is handed to Lance. Handing Lance a reader that embeds as it is
+    pulled ran the embedder on Lance's reader thread while the calling thread stayed
+    busy too: 2,000 pool entities took 24.4 s against 17.7 s embedded alone."""
+    pending, rows = [], 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= WRITE_ROWS:
+            yield pending
+            pending, rows = [], 0
+            release_memory()  # per chunk, not per batch: a full collection of a big
+            # process's heap is slow (the pool's vector stage spent 166 s outside the
+            # embedder with one per 256 rows)
+    if pending:
+        yield pending
 
 
 def _finish(table, dim: int, ann_min_rows: int, counts: dict, changed: bool) -> dict:
@@ -255,13 +296,10 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
       ``merge_insert("id").when_matched_update_all().when_not_matched_insert_all()``)
       and stored ids no longer in ``source`` are deleted. Nothing changed: nothing is
       written and the table gains no version.
-    - A row to write reuses the stored vector of its ``embedding_key`` when there is one,
-      else the vector ``cache`` holds for its text (another stage embedded the same
-      text, :mod:`kgloom.embedding.embedding_cache`); otherwise its text is embedded.
-      ``batch_rows`` rows at a time are embedded (in the calling thread) and
-      ``progress(done, total)`` is called after each batch; every :data:`WRITE_ROWS`
-      embedded rows go to Lance through a ``pyarrow.RecordBatchReader`` (one table
-      version per write).
+    - A row to write gets its vector from :class:`_RowVectors` (stored, cached or
+      embedded, ``batch_rows`` rows at a time, ``progress(done, total)`` after each
+      batch); every :data:`WRITE_ROWS` rows go to Lance through a
+      ``pyarrow.RecordBatchReader`` (one table version per write).
     - A table whose schema differs (older layout, another dimension) is rewritten as a
       new version. Earlier versions stay readable with ``table.checkout(version)`` until
       ``cleanup_old_versions`` runs.
@@ -290,59 +328,90 @@ def sync_lancedb(db_path: str | Path, table_name: str, source: Source, text: pl.
     Raises:
         ValueError: when ids repeat.
     """
-    def keyed(rows: pl.DataFrame) -> pl.DataFrame:
-        texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
+    vectors = _RowVectors(text, embedder, cache)
+    result = _sync_table(db_path, table_name, source, embedder.dim, vectors.keyed,
+                         vectors.vectors, batch_rows, ann_min_rows, progress)
+    result["embedded"], result["cached"] = vectors.counts["embedded"], vectors.counts["cached"]
+    result["reused"] = result["written"] - vectors.counts["embedded"]
+    return result
+
+
+class _RowVectors:
+    """The vectors of one :func:`sync_lancedb` call's rows, each text embedded once.
+
+    A row to write reuses the stored vector of its ``embedding_key`` when there is one,
+    else one embedded earlier in this call, else the vector ``cache`` holds for its text
+    (another stage embedded the same text, :mod:`kgloom.embedding.embedding_cache`);
+    otherwise its text is embedded (in the calling thread). ``counts``: ``embedded``
+    (distinct texts embedded) and ``cached`` (distinct texts read from ``cache``).
+    """
+
+    def __init__(self, text: pl.Expr, embedder: WindowedEmbedder,
+                 cache: EmbeddingCache | None) -> None:
+        self.text, self.embedder, self.cache = text, embedder, cache
+        self.counts = {"embedded": 0, "cached": 0}
+        # the stored vectors as a matrix, and embedding key -> its row: read at the first
+        # batch
+        self.reuse_index: dict[str, int] | None = None
+        self.reuse_matrix = np.zeros((0, embedder.dim), dtype=np.float32)
+        self.fresh: dict[str, np.ndarray] = {}  # embedding key -> vector embedded this sync
+
+    def keyed(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """``rows`` with ``embedding_key`` (String): the content id of the embedder's key
+        and the row's text."""
+        texts = rows.select(self.text.fill_null("").alias("t"))["t"].to_list()
         return rows.with_columns(pl.Series(EMBEDDING_KEY, [
-            content_id("embedding", embedder.key, t) for t in texts], dtype=pl.String))
+            content_id("embedding", self.embedder.key, t) for t in texts], dtype=pl.String))
 
-    counts = {"embedded": 0, "cached": 0}
-    # the stored vectors as a matrix, and embedding key -> its row: read at the first batch
-    reuse_index: dict[str, int] | None = None
-    reuse_matrix = np.zeros((0, embedder.dim), dtype=np.float32)
-    fresh: dict[str, np.ndarray] = {}  # embedding key -> vector embedded this sync
+    def _read_stored(self, stored: pa.Table | None) -> dict[str, int]:
+        """Embedding key -> row of ``reuse_matrix`` (set from ``stored``'s vectors when
+        they are non-null fixed-size lists of the embedder's dimension; else empty)."""
+        dim = self.embedder.dim
+        column = stored["vector"].combine_chunks() if stored is not None else None
+        if (stored is not None and column is not None
+                and pa.types.is_fixed_size_list(column.type)
+                and column.type.list_size == dim and column.null_count == 0):
+            self.reuse_matrix = (column.flatten().to_numpy(zero_copy_only=False)
+                                 .reshape(len(column), dim))
+            return {k: i for i, k in enumerate(stored[EMBEDDING_KEY].to_pylist())}
+        return {}
 
-    def embed(rows: pl.DataFrame, stored: pa.Table | None) -> np.ndarray:
-        nonlocal reuse_index, reuse_matrix
-        if reuse_index is None:
-            column = stored["vector"].combine_chunks() if stored is not None else None
-            if (stored is not None and column is not None
-                    and pa.types.is_fixed_size_list(column.type)
-                    and column.type.list_size == embedder.dim and column.null_count == 0):
-                reuse_matrix = (column.flatten().to_numpy(zero_copy_only=False)
-                                .reshape(len(column), embedder.dim))
-                reuse_index = {k: i for i, k in enumerate(stored[EMBEDDING_KEY].to_pylist())}
-            else:
-                reuse_index = {}
-        out = np.zeros((rows.height, embedder.dim), dtype=np.float32)
+    def vectors(self, rows: pl.DataFrame, stored: pa.Table | None) -> np.ndarray:
+        """(rows.height, dim) float32 vectors of keyed ``rows``; ``stored``: the table's
+        (embedding_key, vector) arrow table or None, read at the first call."""
+        if self.reuse_index is None:
+            self.reuse_index = self._read_stored(stored)
+        reuse_index = self.reuse_index
+        out = np.zeros((rows.height, self.embedder.dim), dtype=np.float32)
         todo: dict[str, list[int]] = {}  # key -> its rows, each distinct text embedded once
         for row, key in enumerate(rows[EMBEDDING_KEY].to_list()):
             if key in reuse_index:
-                out[row] = reuse_matrix[reuse_index[key]]
-            elif key in fresh:
-                out[row] = fresh[key]
+                out[row] = self.reuse_matrix[reuse_index[key]]
+            elif key in self.fresh:
+                out[row] = self.fresh[key]
             else:
                 todo.setdefault(key, []).append(row)
         if todo:
-            texts = rows.select(text.fill_null("").alias("t"))["t"].to_list()
-            distinct = [texts[rs[0]] for rs in todo.values()]
-            if cache is None:
-                vectors = embedder.embed(distinct)
-                counts["embedded"] += len(todo)
-            else:
-                misses = cache.misses
-                vectors = cache.embed(embedder, distinct)
-                counts["embedded"] += cache.misses - misses
-                counts["cached"] += len(todo) - (cache.misses - misses)
+            texts = rows.select(self.text.fill_null("").alias("t"))["t"].to_list()
+            vectors = self._embed([texts[rs[0]] for rs in todo.values()])
             for (key, rs), vector in zip(todo.items(), vectors):
                 out[rs] = vector
-                fresh[key] = vector
+                self.fresh[key] = vector
         return out
 
-    result = _sync_table(db_path, table_name, source, embedder.dim, keyed, embed, batch_rows,
-                         ann_min_rows, progress)
-    result["embedded"], result["cached"] = counts["embedded"], counts["cached"]
-    result["reused"] = result["written"] - counts["embedded"]
-    return result
+    def _embed(self, distinct: list[str]):
+        """The vectors of ``distinct`` texts, through ``cache`` when there is one;
+        ``counts`` updated."""
+        cache = self.cache
+        if cache is None:
+            vectors = self.embedder.embed(distinct)
+            self.counts["embedded"] += len(distinct)
+        else:
+            misses = cache.misses
+            vectors = cache.embed(self.embedder, distinct)
+            self.counts["embedded"] += cache.misses - misses
+            self.counts["cached"] += len(distinct) - (cache.misses - misses)
+        return vectors
 
 
 def write_flat_snapshot(db_path: str | Path, table_name: str) -> Path | None:
@@ -401,25 +470,13 @@ def sync_index(output_dir: str | Path, embedder: WindowedEmbedder,
         FileNotFoundError: when ``text_units.parquet`` or ``entities.parquet`` is missing.
         sqlite3.DatabaseError: ``embedding_cache.sqlite`` is not a SQLite database.
     """
-    from kgloom.core.storage import parquet_rows, table_path
-
     out = Path(output_dir)
     db_path = out / LANCEDB_DIR
     cache = open_embedding_cache(out)
     written, expected = {}, {}
     try:
         for table, (parquet, text_expr) in VECTOR_TABLES.items():
-            path = table_path(out, parquet)
-            if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
-                if log:
-                    log("no community_reports.parquet: its LanceDB table is empty")
-                source: Source = schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA)
-                expected[table] = 0
-            elif not path.exists():
-                raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
-            else:  # read a batch at a time: a big index's text units never sit in memory
-                source = path
-                expected[table] = parquet_rows(path)
+            source, expected[table] = _vector_source(out, parquet, log)
             written[table] = w = sync_lancedb(db_path, table, source, text_expr, embedder,
                                               progress=progress(table) if progress else None,
                                               cache=cache)
@@ -434,3 +491,25 @@ def sync_index(output_dir: str | Path, embedder: WindowedEmbedder,
     if read_embedder_manifest(db_path) != embedder_manifest(embedder):
         write_embedder_manifest(db_path, embedder)
     return written, expected
+
+
+def _vector_source(out: Path, parquet: str, log: Callable[[str], None] | None,
+                   ) -> tuple[Source, int]:
+    """(source, rows) of published table ``parquet`` under ``out``: its path (read a
+    batch at a time: a big index's text units never sit in memory) and row count, or an
+    empty community reports frame and 0 when ``community_reports.parquet`` is missing
+    (said through ``log``).
+
+    Raises:
+        FileNotFoundError: any other table is missing.
+    """
+    from kgloom.core.storage import parquet_rows, table_path
+
+    path = table_path(out, parquet)
+    if parquet == schemas.COMMUNITY_REPORTS and not path.exists():
+        if log:
+            log("no community_reports.parquet: its LanceDB table is empty")
+        return schemas.empty(schemas.COMMUNITY_REPORTS_SCHEMA), 0
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: materialize its asset first")
+    return path, parquet_rows(path)

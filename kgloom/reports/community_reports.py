@@ -171,31 +171,19 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Build a report for every community, deepest level first (the caller writes them).
 
-    Incremental indexing: a community whose :func:`~kgloom.report_writer.report_key`
-    (members, internal relationships, template, model, settings) equals that of a report
-    in ``previous`` keeps
-    that report (its title, summary, rating and findings) with no LLM call, even if the
-    community's number changed; so after adding or deleting a document only communities
-    whose membership or internal relationships changed are rewritten (GraphRAG's
-    incremental update likewise keeps the reports of unchanged communities). Edits to
-    member descriptions alone do not rewrite a kept report; pass ``previous=None`` to
-    rewrite every report (the prompt cache still saves unchanged prompts).
+    A level's communities are disjoint and need only deeper levels' reports: one level's
+    calls go out together (``llm.concurrency`` at a time). A community whose
+    :func:`~kgloom.report_writer.report_key` matches a report of ``previous`` or one
+    written in this call keeps it (:meth:`_ReportsBuild.reuse`: incremental indexing).
 
     Args:
         communities: a ``COMMUNITIES_SCHEMA`` frame.
         entities / relationships: ``ENTITIES_SCHEMA`` / ``RELATIONSHIPS_SCHEMA`` frames.
         llm: the cached LLM (stage ``community_reports``); at most one call per community
             large enough for it (:func:`needs_llm_report`); the others get
-            :func:`~kgloom.report_writer.rule_report`. The calls of one level go out
-            ``llm.concurrency`` at a time. None with ``method=fast`` or ``llm_reports:
-            lazy``: no call. A reply that :func:`~kgloom.report_writer.check_report`
-            rejects (it names what its context lacks, repeats the prompt's example or
-            repeats itself) is replaced by the community's rule report, with a failures
-            row saying why (reason starting with :data:`kgloom.report_writer.REJECTED`,
-            detail the reply; :func:`kgloom.report_writer.write_llm_report`). After
-            ``report_llm_give_up_after`` rejected replies in a row no more calls are
-            made: the communities left are published ``lazy``
-            (``context_methods["lazy_after_rejections"]`` counts them).
+            :func:`~kgloom.report_writer.rule_report`. None with ``method=fast`` or
+            ``llm_reports: lazy``: no call. Rejected replies and giving up:
+            :meth:`_ReportsBuild.reply_answers`.
         settings: ``report_max_input_tokens``, ``seed``, ``report_llm_min_members``,
             ``report_llm_min_relationships``, ``report_llm_min_source_tokens``,
             ``report_brief_max_members`` and ``llm_reports`` (``lazy``: every community
@@ -216,102 +204,191 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
         (reports, failures, context_methods): reports conform to
         ``COMMUNITY_REPORTS_SCHEMA``, one row per community whose reply parsed or was
         rejected (``generated_by``: ``llm``, ``rules`` or ``lazy``); every other community,
-        and every rejected reply, has a failures row;
-        context_methods counts how contexts were built, with ``rules`` for rule-based
-        reports, ``lazy`` for rule reports awaiting their LLM report, ``reused`` for
-        reports kept from ``previous`` and ``carried_down`` for a community repeated
-        unchanged on a higher level, which gets its deeper copy's report (so
-        one LLM call per distinct :func:`report_key`).
+        and every rejected reply, has a failures row; context_methods counts how contexts
+        were built (:class:`_ReportsBuild`).
+
+    Raises:
+        ValueError: a community needs an LLM report and ``llm`` is None.
     """
-    done: dict[int, dict] = {}
-    failures: list[dict] = []
-    methods: dict[str, int] = {}
-    written: dict[str, dict] = {}  # report_key -> report written in this call
-    kept = ({} if previous is None or "report_key" not in previous.columns else
-            {r["report_key"]: r for r in previous.iter_rows(named=True)})
+    build = _ReportsBuild(communities, entities, relationships, llm, settings, tokenizer,
+                          progress, previous, claims, unit_tokens, unit_places)
     order = communities.sort(["level", "community"], descending=[True, False])
-    units = dict(zip(relationships["id"].to_list(), relationships["text_unit_ids"].to_list()))
-    title_of = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
-    member_rows = MemberRows.of(entities, relationships)  # for the rule reports
-    total, finished = order.height, 0
-
-    def reuse(c: dict, key: str) -> None:
-        # "reused": from the previous run; "carried_down": the same community one level
-        # deeper (communities at or below max_cluster_size repeat per level)
-        how = "reused" if key in kept else "carried_down"
-        methods[how] = methods.get(how, 0) + 1
-        done[c["community"]] = {**(kept.get(key) or written[key]), **_placement(c),
-                                "report_key": key}
-
-    def tick(n: int, _level_total: int) -> None:  # n of this level's calls are done
-        if progress:
-            progress(finished + n, total)
-
-    eager = eager_llm_reports(communities, settings, units, unit_tokens)
-    rejected_run = [0]  # LLM replies rejected in a row (report_llm_give_up_after)
-    claim_ids_of: dict[int, list[str] | None] = {}
-
-    # a level's communities are disjoint and need only deeper levels' reports: one
-    # level's calls go out together (llm.concurrency at a time), deepest level first
     for _, level in order.group_by("level", maintain_order=True):
-        jobs: list[tuple[dict, str, str]] = []  # (community, report key, context)
-        answers: list[tuple[dict, str, str, dict | None, dict | None]] = []
+        jobs, answers = build.plan_level(level)
+        replies = build.write_jobs(jobs)
+        answers += build.reply_answers(jobs, replies)
+        build.record(answers)
+        build.finished += len(jobs)
+    return build.tables()
+
+
+# (community, report key, context) of one LLM report to write
+_Job = tuple[dict, str, str]
+# (community, report key, generated_by, report object or None, failure row or None)
+_Answer = tuple[dict, str, str, dict | None, dict | None]
+
+
+class _ReportsBuild:
+    """The state of one :func:`build_community_reports` call: the reports done so far
+    (``done``: community number -> report row; ``written``: report key -> report row
+    written in this call; ``kept``: report key -> ``previous`` row), the failure rows,
+    and ``methods``, which counts how contexts were built (a
+    :func:`~kgloom.report_writer.build_report_context` method), with ``rules`` for
+    rule-based reports, ``lazy`` for rule reports awaiting their LLM report,
+    ``lazy_after_rejections`` for communities left lazy after the stage gave up,
+    ``reused`` for reports kept from ``previous`` and ``carried_down`` for a community
+    repeated unchanged on a higher level, which gets its deeper copy's report (so one
+    LLM call per distinct :func:`report_key`)."""
+
+    def __init__(self, communities: pl.DataFrame, entities: pl.DataFrame,
+                 relationships: pl.DataFrame, llm: CachedLLM | None,
+                 settings: IndexSettings, tokenizer: Tokenizer,
+                 progress: Callable[[int, int], None] | None,
+                 previous: pl.DataFrame | None, claims: pl.DataFrame | None,
+                 unit_tokens: dict[str, int] | None,
+                 unit_places: dict[str, tuple[str, int]] | None) -> None:
+        self.entities, self.relationships, self.llm = entities, relationships, llm
+        self.settings, self.tokenizer, self.progress = settings, tokenizer, progress
+        self.claims, self.unit_tokens, self.unit_places = claims, unit_tokens, unit_places
+        self.done: dict[int, dict] = {}
+        self.failures: list[dict] = []
+        self.methods: dict[str, int] = {}
+        self.written: dict[str, dict] = {}
+        self.kept = ({} if previous is None or "report_key" not in previous.columns else
+                     {r["report_key"]: r for r in previous.iter_rows(named=True)})
+        self.units = dict(zip(relationships["id"].to_list(),
+                              relationships["text_unit_ids"].to_list()))
+        self.title_of = dict(zip(entities["id"].to_list(), entities["title"].to_list()))
+        self.member_rows = MemberRows.of(entities, relationships)  # for the rule reports
+        self.total, self.finished = communities.height, 0
+        self.eager = eager_llm_reports(communities, settings, self.units, unit_tokens)
+        self.rejected_run = [0]  # LLM replies rejected in a row (report_llm_give_up_after)
+        self.claim_ids_of: dict[int, list[str] | None] = {}
+
+    def tick(self, n: int, _level_total: int) -> None:
+        """Progress: ``n`` of this level's calls are done."""
+        if self.progress:
+            self.progress(self.finished + n, self.total)
+
+    def reuse(self, c: dict, key: str) -> None:
+        """Give community ``c`` the report of ``key`` kept from ``previous`` ("reused")
+        or written in this call for the same community one level deeper
+        ("carried_down": communities at or below max_cluster_size repeat per level).
+
+        Incremental indexing: a community whose :func:`report_key` (members, internal
+        relationships, template, model, settings) equals that of a report in
+        ``previous`` keeps that report (its title, summary, rating and findings) with no
+        LLM call, even if the community's number changed; so after adding or deleting a
+        document only communities whose membership or internal relationships changed
+        are rewritten (GraphRAG's incremental update likewise keeps the reports of
+        unchanged communities). Edits to member descriptions alone do not rewrite a
+        kept report; pass ``previous=None`` to rewrite every report (the prompt cache
+        still saves unchanged prompts)."""
+        how = "reused" if key in self.kept else "carried_down"
+        self.methods[how] = self.methods.get(how, 0) + 1
+        self.done[c["community"]] = {**(self.kept.get(key) or self.written[key]),
+                                     **_placement(c), "report_key": key}
+
+    def rule_answer(self, c: dict, key: str, by: str) -> _Answer:
+        """Community ``c``'s rule report as an answer generated ``by`` (rules or lazy)."""
+        return (c, key, by, rule_report(c, self.entities, self.relationships,
+                                        self.member_rows, self.unit_places), None)
+
+    def plan_level(self, level: pl.DataFrame) -> tuple[list[_Job], list[_Answer]]:
+        """(jobs, answers) of one level's communities, in order: an LLM job (with its
+        context) for each eager community needing an LLM report, a rule report for the
+        others; communities with a known report key are reused, not listed."""
+        jobs: list[_Job] = []
+        answers: list[_Answer] = []
+        settings = self.settings
         for c in level.iter_rows(named=True):
-            own_claims = member_claims(c, entities, claims)
-            by = ("rules" if not needs_llm_report(c, settings, units, unit_tokens)
-                  else "llm" if c["community"] in eager else "lazy")
+            own_claims = member_claims(c, self.entities, self.claims)
+            by = ("rules" if not needs_llm_report(c, settings, self.units, self.unit_tokens)
+                  else "llm" if c["community"] in self.eager else "lazy")
             claim_ids = own_claims["id"].to_list() if own_claims is not None else None
-            claim_ids_of[c["community"]] = claim_ids
-            key = report_key(c, llm.model_id if llm and by == "llm" else "", settings,
-                             claim_ids, by)
-            if key in kept or key in written:
-                reuse(c, key)
-                finished += 1
-                tick(0, total)
+            self.claim_ids_of[c["community"]] = claim_ids
+            key = report_key(c, self.llm.model_id if self.llm and by == "llm" else "",
+                             settings, claim_ids, by)
+            if key in self.kept or key in self.written:
+                self.reuse(c, key)
+                self.finished += 1
+                self.tick(0, self.total)
                 continue
             if by != "llm":  # rules, or rules awaiting the LLM report (lazy)
-                methods[by] = methods.get(by, 0) + 1
-                answers.append((c, key, by,
-                                rule_report(c, entities, relationships, member_rows,
-                                            unit_places), None))
-                finished += 1
-                tick(0, total)
+                self.methods[by] = self.methods.get(by, 0) + 1
+                answers.append(self.rule_answer(c, key, by))
+                self.finished += 1
+                self.tick(0, self.total)
                 continue
-            children = [done[k] for k in c["children"] if k in done]
-            context, method = build_report_context(c, entities, relationships, children,
-                                                   settings.report_max_input_tokens,
-                                                   tokenizer, own_claims)
-            methods[method] = methods.get(method, 0) + 1
+            children = [self.done[k] for k in c["children"] if k in self.done]
+            context, method = build_report_context(c, self.entities, self.relationships,
+                                                   children, settings.report_max_input_tokens,
+                                                   self.tokenizer, own_claims)
+            self.methods[method] = self.methods.get(method, 0) + 1
             jobs.append((c, key, context))
-        replies: list[WrittenReport | None] = []
-        if jobs:
-            if llm is None:
-                raise ValueError("LLM reports asked for with no model (llm=None)")
-            write = functools.partial(_write_unless_given_up, llm, settings, entities,
-                                      relationships, title_of, rejected_run, unit_places)
-            replies = llm.map(write, jobs, tick)
+        return jobs, answers
+
+    def write_jobs(self, jobs: list[_Job]) -> list[WrittenReport | None]:
+        """One reply per job (None: not asked, the stage gave up), ``llm.concurrency``
+        at a time (:func:`_write_unless_given_up`).
+
+        Raises:
+            ValueError: ``jobs`` is not empty and there is no model (``llm`` None).
+        """
+        if not jobs:
+            return []
+        if self.llm is None:
+            raise ValueError("LLM reports asked for with no model (llm=None)")
+        write = functools.partial(_write_unless_given_up, self.llm, self.settings,
+                                  self.entities, self.relationships, self.title_of,
+                                  self.rejected_run, self.unit_places)
+        return self.llm.map(write, jobs, self.tick)
+
+    def reply_answers(self, jobs: list[_Job], replies: list[WrittenReport | None],
+                      ) -> list[_Answer]:
+        """The answers of ``jobs``' replies, in order.
+
+        A reply that :func:`~kgloom.report_writer.check_report` rejects (it names what
+        its context lacks, repeats the prompt's example or repeats itself) is replaced
+        by the community's rule report, with a failures row saying why (reason starting
+        with :data:`kgloom.report_writer.REJECTED`, detail the reply;
+        :func:`kgloom.report_writer.write_llm_report`). After
+        ``report_llm_give_up_after`` rejected replies in a row no more calls are made:
+        the communities left are published ``lazy``, as global search would
+        (``methods["lazy_after_rejections"]`` counts them)."""
+        answers: list[_Answer] = []
         for (c, key, _), reply in zip(jobs, replies):
-            if reply is None:  # the stage gave up on LLM reports: lazy, as global search
-                lazy_key = report_key(c, "", settings, claim_ids_of[c["community"]], "lazy")
-                methods["lazy_after_rejections"] = methods.get("lazy_after_rejections", 0) + 1
-                answers.append((c, lazy_key, "lazy",
-                                rule_report(c, entities, relationships, member_rows,
-                                            unit_places), None))
+            if reply is None:
+                lazy_key = report_key(c, "", self.settings, self.claim_ids_of[c["community"]],
+                                      "lazy")
+                self.methods["lazy_after_rejections"] = \
+                    self.methods.get("lazy_after_rejections", 0) + 1
+                answers.append(self.rule_answer(c, lazy_key, "lazy"))
                 continue
             if reply.rejected:  # published as the rule report, the reply kept in the row
-                failures.append(reply.rejected)
+                self.failures.append(reply.rejected)
             answers.append((c, key, reply.generated_by, reply.report, reply.failure))
+        return answers
+
+    def record(self, answers: list[_Answer]) -> None:
+        """File each answer: its report row under ``done`` and ``written``, or (no
+        report) its failure row."""
         for c, key, by, obj, failure in answers:
             if obj is None:
-                failures += [failure] if failure else []
+                self.failures += [failure] if failure else []
             else:
-                done[c["community"]] = {**_placement(c), **report_columns(obj),
-                                        "report_key": key, "generated_by": by}
-                written[key] = done[c["community"]]
-        finished += len(jobs)
-    schema = {k: v for k, v in schemas.COMMUNITY_REPORTS_SCHEMA.items() if k != "human_readable_id"}
-    rows = [{k: r[k] for k in schema} for r in sorted(done.values(), key=lambda r: r["community"])]
-    frame = pl.DataFrame(rows, schema=schema).with_row_index("human_readable_id").with_columns(
-        pl.col("human_readable_id").cast(pl.Int64))
-    return (schemas.conform(frame, schemas.COMMUNITY_REPORTS_SCHEMA), failures_frame(failures),
-            methods)
+                self.done[c["community"]] = {**_placement(c), **report_columns(obj),
+                                             "report_key": key, "generated_by": by}
+                self.written[key] = self.done[c["community"]]
+
+    def tables(self) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
+        """(reports conformed to ``COMMUNITY_REPORTS_SCHEMA`` in community order, the
+        failures frame, the context-method counts)."""
+        schema = {k: v for k, v in schemas.COMMUNITY_REPORTS_SCHEMA.items()
+                  if k != "human_readable_id"}
+        rows = [{k: r[k] for k in schema}
+                for r in sorted(self.done.values(), key=lambda r: r["community"])]
+        frame = pl.DataFrame(rows, schema=schema).with_row_index("human_readable_id") \
+            .with_columns(pl.col("human_readable_id").cast(pl.Int64))
+        return (schemas.conform(frame, schemas.COMMUNITY_REPORTS_SCHEMA),
+                failures_frame(self.failures), self.methods)
