@@ -144,23 +144,24 @@ class IndexSettings(BaseModel):
             (32 on the bundled book, 155 on the 354-passage 2Wiki slice, 469 on 600 pool
             passages), and with the default model a report cost 8.4 s on 2 cores and was
             rejected by the grounding check (published as the rule report) in 96 of 100
-            cases on those 600 passages (``bench/results/eval_pool_standard.json``), so
+            cases on those 600 passages (``bench/results/eval_pool_standard.json``, in git
+            history at 2e25abc), so
             the cap bounds the stage at about 3.5 minutes at any corpus size (on the
             book: 25 communities eager, 18 distinct calls, 7 lazy).
         report_llm_give_up_after: with ``eager``, once this many LLM report replies in a
-            row were rejected by the grounding check (``check_report``), the reports
-            stage writes no more: the remaining eager communities are published as
-            ``lazy`` (global search writes them when it reaches them, under the same
-            check). 0: never give up. Why: with the default 135M model every one of the
-            25 replies on 600 pool passages (2026-12-03, 226 s) and 15 of 16 on the book
-            were rejected, so the stage spent its minutes on rule reports; a model whose
-            reports pass keeps writing them. 3, not 5: on 2026-12-04 the five replies
-            before giving up were again all rejected (a phrase repeated tens of times):
-            51 of the 312 s of 600 pool passages and 21 of the 2,621 s of the
-            whole pool (``bench/results/eval_pool_s13_600_2000.json``,
-            ``eval_pool_full_s13.json``); each call saved is 4-10 s on 2 cores. Counted
-            in call order, so with ``llm_concurrency`` > 1 the calls already in flight
-            still finish.
+            row were rejected by the grounding check (``check_report``), the reports stage
+            writes no more: the remaining eager communities are published as ``lazy``
+            (global search writes them when it reaches them, under the same check). 0: never
+            give up. Why: with the default 135M model every one of the 25 replies on 600
+            pool passages (2026-12-03, 226 s) and 15 of 16 on the book were rejected, so the
+            stage spent its minutes on rule reports; a model whose reports pass keeps
+            writing them. 3, not 5: on 2026-12-04 the five replies before giving up were
+            again all rejected (a phrase repeated tens of times): 51 of the 312 s of 600
+            pool passages and 21 of the 2,621 s of the whole pool
+            (``bench/results/eval_pool_s13_600_2000.json`` at c75a7f1,
+            ``eval_pool_full_s13.json`` at de05eb2, in git history); each call saved is 4-10
+            s on 2 cores. Counted in call order, so with ``llm_concurrency`` > 1 the calls
+            already in flight still finish.
         cut_boilerplate: cut Project Gutenberg licence headers and footers in the
             documents stage (recorded in the ``boilerplate_cut`` column).
         candidate_source: where the names the model types come from
