@@ -444,8 +444,9 @@ def score_retrieval(index: Path, questions: list[dict], wanted: set[str], top_k:
             if not wanted or label(m, p) in wanted or m in wanted]
     if runs:
         from kgloom.query.retriever import Retriever
+        from kgloom.settings import load_settings
 
-        retriever = Retriever(index)
+        retriever = Retriever.from_settings(index, load_settings())
         for mode, params in runs:
             row = evaluate(retriever, questions, mode, params, top_k)
             row.pop("per_question")

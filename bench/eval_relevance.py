@@ -102,10 +102,11 @@ def scores(indexes: dict[str, Path], qs: dict[str, list[str]]) -> dict[str, dict
     ``info["best_similarity"]`` on that index (vector retrieval, top 1)."""
     from kgloom.query.question_cues import thematic_cue
     from kgloom.query.retriever import Retriever
+    from kgloom.settings import load_settings
 
     out = {}
     for corpus, folder in indexes.items():
-        retriever = Retriever(folder)
+        retriever = Retriever.from_settings(folder, load_settings())
         for asked, items in qs.items():
             best = [retriever.retrieve(q, mode="vector", top_k=1).info["best_similarity"]
                     for q in items]

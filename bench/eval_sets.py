@@ -107,6 +107,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from kgloom.query.retriever import Retriever
+    from kgloom.settings import load_settings
+
+    settings = load_settings()  # kgloom.yaml and KGLOOM_* as `kgloom query` reads them
 
     sweep_key, values = "", []
     if args.sweep:
@@ -120,7 +123,7 @@ def main() -> None:
         if index is None:
             continue
         questions = load_questions(qpath)
-        retriever = Retriever(index)
+        retriever = Retriever.from_settings(index, settings)
         base = retriever.settings
         rows = {}
         for mode in args.modes.split(","):
