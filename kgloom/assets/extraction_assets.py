@@ -9,9 +9,12 @@ from kgloom.core import schemas
 from kgloom.core.layout import CLAIMS, EXTRACTION, Level
 from kgloom.corpus.partitions import settings_fingerprint
 from kgloom.extraction.checks import extraction_yield
-from kgloom.extraction.claims import extract_claims
-from kgloom.extraction.cooccurrence import cooccurrence_graph
-from kgloom.extraction.extract import extract_graph
+from kgloom.extraction.extract import ExtractionResult
+from kgloom.extraction.partition_graph import (
+    extract_partition_claims,
+    extract_partition_graph,
+    failed_units_rate,
+)
 from kgloom.pipelines.input_files import input_files_partitions
 from kgloom.resources import IndexConfigResource, LLMResource
 from kgloom.resources.model import NO_MODEL
@@ -38,10 +41,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     s = index.settings()
     cached = llm.open_for(s, store, log=context.log)  # None: method=fast, no model
     with Timer() as t:
-        result = (cooccurrence_graph(units, s, progress(context, EXTRACTION), documents=docs)
-                  if cached is None else extract_graph(units, cached, s,
-                                                       progress(context, EXTRACTION),
-                                                       documents=docs))
+        result = extract_partition_graph(units, cached, s, progress(context, EXTRACTION),
+                                         documents=docs)
     store.write(result.entity_mentions, schemas.ENTITY_MENTIONS, Level.PARTITION, key)
     store.write(result.relationship_mentions, schemas.RELATIONSHIP_MENTIONS, Level.PARTITION,
                 key)
@@ -49,11 +50,8 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
     store.write(result.units, schemas.UNIT_STATUS, Level.PARTITION, key)
     # claims (optional): always written, so turning them off leaves no stale rows
     with Timer() as claims_t:
-        claims, claim_failures = (
-            extract_claims(units, result.entity_mentions, cached, s,
-                           progress(context, CLAIMS))
-            if s.extract_claims and cached is not None else  # fast refuses extract_claims
-            (schemas.empty(schemas.CLAIM_MENTIONS_SCHEMA), schemas.empty(schemas.FAILURES_SCHEMA)))
+        claims, claim_failures = extract_partition_claims(
+            units, result.entity_mentions, cached, s, progress(context, CLAIMS))
         store.write(claims, schemas.CLAIM_MENTIONS, Level.PARTITION, key)
         store.write_failures(claim_failures, CLAIMS, key)
     if cached is not None:
@@ -70,8 +68,6 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
                               method=s.method, **result.counts)
     store.mark_stage(key, EXTRACTION,
                      settings=settings_fingerprint(s, cached.model_id if cached else NO_MODEL))
-    failed = result.counts.get("units_failed", 0)
-    rate = failed / max(units.height, 1)
     yield dg.MaterializeResult(metadata={
         "method": s.method,
         "entity_mentions": result.entity_mentions.height,
@@ -82,12 +78,22 @@ def extracted_graph(context: dg.AssetExecutionContext, index: IndexConfigResourc
         "units_per_minute": round(units.height / t.seconds * 60, 1) if t.seconds else 0.0,
         **(endpoint_metadata(cached) if cached else {}),
         "preview": preview(result.entity_mentions, ["title", "type", "description"])})
+    yield from _extraction_checks(context, result, units.height, s.method)
+
+
+def _extraction_checks(context: dg.AssetExecutionContext, result: ExtractionResult,
+                       units: int, method: str):
+    """The asset's two checks on one partition's :class:`ExtractionResult` over its
+    ``units`` text units: ``failed_units_rate`` (at most ``FAILED_UNITS_MAX_RATE`` of
+    the units failed, :func:`failed_units_rate`) and ``entities_found`` (WARN, logged:
+    :func:`extraction_yield`)."""
+    failed, rate = failed_units_rate(result.counts, units)
     yield dg.AssetCheckResult(
         check_name="failed_units_rate", passed=rate <= FAILED_UNITS_MAX_RATE,
-        metadata={"failed_units": failed, "units": units.height, "rate": round(rate, 4),
+        metadata={"failed_units": failed, "units": units, "rate": round(rate, 4),
                   "max_rate": FAILED_UNITS_MAX_RATE})
-    ok, meta, text = extraction_yield(units.height, result.counts.get("units_without_names", 0),
-                                      result.entity_mentions.height, s.method)
+    ok, meta, text = extraction_yield(units, result.counts.get("units_without_names", 0),
+                                      result.entity_mentions.height, method)
     if not ok:
         context.log.warning(f"{context.partition_key}: {text}")
     yield dg.AssetCheckResult(check_name="entities_found", passed=ok, metadata=meta,

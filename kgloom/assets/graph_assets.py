@@ -29,11 +29,17 @@ from kgloom.embedding.windows import WindowedEmbedder
 from kgloom.extraction.claims import build_covariates
 from kgloom.extraction.evidence import whole_evidence
 from kgloom.graph.communities import community_structure, hierarchical_leiden
-from kgloom.graph.entities import build_entity_tables
+from kgloom.graph.entities import (
+    build_entity_tables,
+    entity_table_counts,
+    uses_embedding_pass,
+)
 from kgloom.graph.graph_stats import community_level_stats
-from kgloom.llm import StageStats
+from kgloom.llm import CachedLLM, StageStats
 from kgloom.pipelines.freshness import GRAPH_INPUTS, graph_inputs_of
 from kgloom.resources import EmbedderResource, IndexConfigResource, LLMResource
+from kgloom.resources.index_store import IndexStore
+from kgloom.settings.indexing import IndexSettings
 
 
 @dg.multi_asset(
@@ -54,12 +60,8 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     rm = store.read(schemas.RELATIONSHIP_MENTIONS, Level.CORPUS)
     units = store.read(schemas.TEXT_UNITS, Level.CORPUS,
                        columns=["id", "document_id", "chunk_index", "text"])
-    fast = not s.uses_model  # no model: see build_entity_tables
-    cached = llm.open_for(s, store, log=context.log)
-    # only resolution's embedding pass embeds here (summaries rank by TF-IDF); fast has
-    # no such pass
-    use_embedding = em.height > 0 and not fast and "embedding" in s.resolution_methods
-    emb = embedder.load() if use_embedding else None
+    cached = llm.open_for(s, store, log=context.log)  # None: method=fast
+    emb = embedder.load() if uses_embedding_pass(em, s) else None
     emb_before = emb.passes() if emb else {}  # the loaded embedder is shared
     cache = store.embedding_cache()  # texts embedded by an earlier run: read
     steps: dict[str, float] = {}
@@ -91,40 +93,64 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
     covariates = build_covariates(store.read(schemas.CLAIM_MENTIONS, Level.CORPUS), aliases, ents)
     store.write(covariates, schemas.COVARIATES)
     store.write_failures(failures, SUMMARIES)
-    # the LLM's sub-stages (summaries; resolution: the merge check) are parts of the
-    # entities stage: their wall time is inside its wall time, their LLM time in its LLM
-    # time; the embedder's time is counted once, on the entities stage
+    stats = _write_entity_stats(
+        store, clock.elapsed, cached,
+        embedder_time(emb, emb_before) if emb else EmbedderTime(), s, ents.height,
+        rels.height, {"hits": cache.hits, "misses": cache.misses}, steps, summarized)
+    yield from _entity_graph_results(inputs, s, cached, stats, summarized, ents, rels,
+                                     aliases, covariates)
+
+
+def _write_entity_stats(store: IndexStore, seconds: float, cached: CachedLLM | None,
+                        embedder_seconds: EmbedderTime, s: IndexSettings, entities: int,
+                        relationships: int, embedding_cache: dict[str, int],
+                        steps: dict[str, float], summarized: dict[str, int]) -> dict:
+    """Write the entities stage's stats and those of its LLM sub-stages (summaries;
+    resolution: the merge check), always (no stale file survives); returns the entities
+    stage's stats as written.
+
+    The sub-stages are parts of the entities stage: their wall time is inside its wall
+    time, their LLM time in its LLM time; the embedder's time is counted once, on the
+    entities stage."""
+    llm_stats = cached.stats if cached else {}
     stats = store.write_stats(
-        ENTITIES, clock.elapsed, StageStats.merged(
-            (cached.stats if cached else {}).get(k)
-            for k in (SUMMARIES, RESOLUTION)).as_dict(),
-        **(embedder_time(emb, emb_before) if emb else EmbedderTime()),
-        entities=ents.height, relationships=rels.height, summary_method=s.summary_method,
+        ENTITIES, seconds, StageStats.merged(
+            llm_stats.get(k) for k in (SUMMARIES, RESOLUTION)).as_dict(),
+        **embedder_seconds,
+        entities=entities, relationships=relationships, summary_method=s.summary_method,
         llm_backend=cached.backend_settings() if cached else {}, method=s.method,
-        embedding_cache={"hits": cache.hits, "misses": cache.misses},
+        embedding_cache=embedding_cache,
         steps_seconds={k: round(v, 2) for k, v in steps.items()})
-    for stage in (SUMMARIES, RESOLUTION):  # always written: no stale file survives
-        st = (cached.stats if cached else {}).get(stage, StageStats())
+    for stage in (SUMMARIES, RESOLUTION):
+        st = llm_stats.get(stage, StageStats())
         work: dict[str, Any] = (
             {"summarized_items": summarized["items"], "summary_texts": summarized["texts"]}
             if stage == SUMMARIES else {})
         store.write_stats(stage, steps.get(stage, st.seconds), st.as_dict(), part_of=ENTITIES,
                           **work)
+    return stats
+
+
+def _entity_graph_results(inputs: Any, s: IndexSettings, cached: CachedLLM | None,
+                          stats: dict, summarized: dict[str, int], ents: pl.DataFrame,
+                          rels: pl.DataFrame, aliases: pl.DataFrame,
+                          covariates: pl.DataFrame):
+    """The four assets' materializations, with their metadata (the tables' figures from
+    :func:`entity_table_counts`)."""
+    counts = entity_table_counts(ents, rels, aliases)
     st = cached.stats.get(SUMMARIES) if cached else None
-    merged = aliases.filter(pl.col("method") != "exact").height
-    degrees = dict(sorted(Counter(ents["degree"].to_list()).items()))
     yield dg.MaterializeResult(asset_key="entities", metadata={
-        GRAPH_INPUTS: inputs, "rows": ents.height, "alias_merges": merged,
+        GRAPH_INPUTS: inputs, "rows": ents.height, "alias_merges": counts["alias_merges"],
         "degree_distribution": png_md(bar_chart_png(
-            degrees, "Degree distribution", "degree", "entities", log_y=True), "degrees"),
+            counts["degrees"], "Degree distribution", "degree", "entities", log_y=True),
+            "degrees"),
         "summary_calls": st.calls if st else 0, "summarized_items": summarized["items"],
         **cost_metadata(stats),
         **(endpoint_metadata(cached) if cached else {}), "method": s.method,
         "top_by_pagerank": preview(ents.sort("pagerank", descending=True),
                                    ["title", "type", "degree", "pagerank", "frequency"])})
     yield dg.MaterializeResult(asset_key="relationships", metadata={
-        GRAPH_INPUTS: inputs, "rows": rels.height,
-        "co_mention": rels.filter(pl.col("kind") == "co_mention").height,
+        GRAPH_INPUTS: inputs, "rows": rels.height, "co_mention": counts["co_mention"],
         "evidence_rewritten": summarized.get("evidence_rewritten", 0)})
     yield dg.MaterializeResult(asset_key="covariates", metadata={
         GRAPH_INPUTS: inputs, "rows": covariates.height, "extract_claims": s.extract_claims,
@@ -132,8 +158,7 @@ def entity_graph(context: dg.AssetExecutionContext, index: IndexConfigResource,
                                         "description"])})
     yield dg.MaterializeResult(asset_key="entity_aliases", metadata={
         GRAPH_INPUTS: inputs, "rows": aliases.height,
-        "by_method": dg.MetadataValue.json(
-            dict(aliases.group_by("method").len().sort("method").iter_rows()))})
+        "by_method": dg.MetadataValue.json(counts["aliases_by_method"])})
 
 
 @dg.asset(group_name="graph", deps=["entities", "relationships"], kinds={"igraph", "parquet"},

@@ -9,7 +9,9 @@ candidates), description summaries (:mod:`kgloom.graph.summaries`), and graph me
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -135,3 +137,33 @@ def _resolved_graph(entity_mentions: pl.DataFrame, relationship_mentions: pl.Dat
         if summary_counts is not None:
             summary_counts["evidence_rewritten"] = rewritten
     return ents, rels, aliases
+
+
+def uses_embedding_pass(entity_mentions: pl.DataFrame, settings: IndexSettings) -> bool:
+    """Whether building the entity tables embeds text: only resolution's embedding pass
+    does (summaries rank by TF-IDF), and only with mentions to resolve, a model
+    (``method=fast`` has no such pass: see :func:`build_entity_tables`) and
+    ``embedding`` among ``settings.resolution_methods``."""
+    return (entity_mentions.height > 0 and settings.uses_model
+            and "embedding" in settings.resolution_methods)
+
+
+def entity_table_counts(entities: pl.DataFrame, relationships: pl.DataFrame,
+                        aliases: pl.DataFrame) -> dict[str, Any]:
+    """Figures of the built entity tables (the entities stage's metadata).
+
+    Args:
+        entities: ENTITIES frame (``degree`` used); relationships: RELATIONSHIPS frame
+            (``kind`` used); aliases: ENTITY_ALIASES frame (``method`` used).
+
+    Returns:
+        ``alias_merges`` (int: aliases merged by a method other than ``exact``),
+        ``degrees`` (dict degree -> entities, by degree), ``co_mention`` (int:
+        co-mention relationships) and ``aliases_by_method`` (dict method -> aliases, by
+        method).
+    """
+    return {"alias_merges": aliases.filter(pl.col("method") != "exact").height,
+            "degrees": dict(sorted(Counter(entities["degree"].to_list()).items())),
+            "co_mention": relationships.filter(pl.col("kind") == "co_mention").height,
+            "aliases_by_method": dict(
+                aliases.group_by("method").len().sort("method").iter_rows())}

@@ -214,6 +214,32 @@ class Searcher:
         whether anything in the index is relevant to the question
         (:func:`kgloom.query.retrieval.relevance.question_relevance`).
         """
+        budget = self._checked_budget(question, mode, dynamic, answer, budget)
+        local = LocalSearch(self.index, self.config, self.model, defer_answer)
+        if answer:
+            local.check_question_fits(question)
+        start = time.perf_counter()
+        log = CallLog(self.llm) if answer else None
+        failures: list[dict] = []
+        info: dict[str, Any] = {"budget": budget, "fallback": None,
+                                "build_id": self.index.build.build_id}
+        route = self._route(question, mode, log, failures, info)
+        result = self._routed_result(question, mode, route, local, budget, answer, dynamic,
+                                     level, log, info, failures, progress, defer_answer)
+        return self._finish(result, start, log)
+
+    def _checked_budget(self, question: str, mode: str, dynamic: bool, answer: bool,
+                        budget: int | None) -> int:
+        """The checked token budget of a local / direct context (``config.budget`` when
+        None), after checking the request, in this order.
+
+        Raises:
+            ValueError: an empty question or one that is no text, an unknown mode, a
+                budget that is not a positive integer (naming the budget), or
+                ``dynamic`` with ``answer=False``.
+            IndexFilesMissingError: a mode other than direct on an index missing a table
+                it needs, naming each file.
+        """
         check_question(question)
         check_mode(mode, SEARCH_MODES)
         budget = check_budget(self.config.budget if budget is None else budget, "budget")
@@ -226,25 +252,41 @@ class Searcher:
                 f"{mode} search needs {', '.join(tables.missing)}, which this index "
                 f"lacks: it is half-written or damaged (run `kgloom index --output-dir "
                 f"{self.index.output_dir}` again); --mode direct reads only the text units")
-        local = LocalSearch(self.index, self.config, self.model, defer_answer)
-        if answer:
-            local.check_question_fits(question)
-        start = time.perf_counter()
-        log = CallLog(self.llm) if answer else None
-        failures: list[dict] = []
-        info: dict[str, Any] = {"budget": budget, "fallback": None,
-                                "build_id": self.index.build.build_id}
-        if mode == "auto":
-            links = self.link_titles(question)
-            route, failure = route_question(question, links, log, self.config.seed)
-            if failure:
-                failures.append(failure)
-            info["routing"] = {"decided_by": route.decided_by, "rule": route.rule,
-                               "linked": links}
-        else:
-            route = Route(mode, "asked for", "user")
+        return budget
+
+    def _route(self, question: str, mode: str, log: CallLog | None, failures: list[dict],
+               info: dict[str, Any]) -> Route:
+        """The route of ``question``: ``mode`` as asked for, or with ``auto`` the one
+        :func:`kgloom.query.routing.route_question` picks from the question and the
+        titles of its linked entities (:meth:`link_titles`); auto records
+        ``info["routing"]`` (decided_by, rule, linked) and appends a routing call's
+        failure to ``failures``."""
+        if mode != "auto":
+            return Route(mode, "asked for", "user")
+        links = self.link_titles(question)
+        route, failure = route_question(question, links, log, self.config.seed)
+        if failure:
+            failures.append(failure)
+        info["routing"] = {"decided_by": route.decided_by, "rule": route.rule,
+                           "linked": links}
+        return route
+
+    def _routed_result(self, question: str, mode: str, route: Route, local: LocalSearch,
+                       budget: int, answer: bool, dynamic: bool, level: int | None,
+                       log: CallLog | None, info: dict[str, Any], failures: list[dict],
+                       progress: Progress | None, defer_answer: bool) -> SearchResult:
+        """Run ``route``: global search (:class:`GlobalSearch`) when it routes there and
+        the index has community reports, else local search with ``info["fallback"]``
+        saying why; local search too when global search selects no report (its result's
+        route and reason); direct search (:class:`BasicSearch`) or ``local`` otherwise.
+
+        Raises:
+            ValueError: as :meth:`search` (a level the hierarchy lacks, a context too
+                long for the model's window).
+        """
         ran, reason = route.route, route.reason
         if ran == "global":
+            tables = self.index.tables
             if tables.tree is None:
                 info["fallback"] = f"global search impossible: {tables.no_reports_reason}"
                 ran = "local"
@@ -256,13 +298,12 @@ class Searcher:
                     question, mode, reason, dynamic, level, answer, log, info, failures,
                     progress)
                 if result.route == "global":
-                    return self._finish(result, start, log)
+                    return result
                 ran, reason = result.route, result.route_reason
         method = BasicSearch(self.index, self.config, self.model, defer_answer) \
             if ran == "direct" else local
-        result = method.search(question, mode, reason, budget, answer, log, info, failures,
-                               self.retrieval)
-        return self._finish(result, start, log)
+        return method.search(question, mode, reason, budget, answer, log, info, failures,
+                             self.retrieval)
 
     def _finish(self, result: SearchResult, start: float, log: CallLog | None) -> SearchResult:
         # one judgement for every route: the question against its nearest text unit,

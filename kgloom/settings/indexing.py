@@ -247,11 +247,26 @@ class IndexSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> IndexSettings:
-        """Refuse out-of-range or contradictory values before any work.
+        """Refuse out-of-range or contradictory values before any work, concern by
+        concern, in this order: the method, the LLM reports, chunking and extraction,
+        summaries and communities, entity types and resolution, the counts and the merge
+        threshold.
 
         Raises:
             ValueError: naming the setting (pydantic reports it as a ValidationError).
         """
+        self._check_method()
+        self._check_llm_reports()
+        self._check_extraction()
+        self._check_summaries_and_communities()
+        self._check_resolution()
+        self._check_counts()
+        return self
+
+    def _check_method(self) -> None:
+        """Raises ValueError: an unknown ``method``, or ``method=fast`` with a setting that
+        asks the model (candidate_source open, summary_method llm, extract_claims,
+        max_gleanings > 0, llm_descriptions), naming them."""
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.method == "fast":
@@ -266,12 +281,21 @@ class IndexSettings(BaseModel):
             if bad:
                 raise ValueError(f"method=fast uses no model, but {bad} ask(s) for one; "
                                  "use method=standard or reset them")
+
+    def _check_llm_reports(self) -> None:
+        """Raises ValueError: an unknown ``llm_report_form`` or ``llm_reports``."""
         if self.llm_report_form not in LLM_REPORT_FORMS:
             raise ValueError(f"llm_report_form must be one of {LLM_REPORT_FORMS}, "
                              f"got {self.llm_report_form!r}")
         if self.llm_reports not in LLM_REPORTS:
             raise ValueError(f"llm_reports must be one of {LLM_REPORTS}, "
                              f"got {self.llm_reports!r}")
+
+    def _check_extraction(self) -> None:
+        """Raises ValueError: cooccurrence_window or cooccurrence_max_pairs < 1, a bad
+        ``record_edges`` item (:func:`parse_record_edges`), chunk_size <= 0,
+        chunk_overlap outside [0, chunk_size), an unknown ``candidate_source`` or
+        ``extraction_text``."""
         for name in ("cooccurrence_window", "cooccurrence_max_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -293,6 +317,11 @@ class IndexSettings(BaseModel):
         if self.extraction_text not in EXTRACTION_TEXTS:
             raise ValueError(f"extraction_text must be one of {EXTRACTION_TEXTS}, "
                              f"got {self.extraction_text!r}")
+
+    def _check_summaries_and_communities(self) -> None:
+        """Raises ValueError: an unknown ``summary_method``, summary_max_sentences,
+        summary_max_chars or summary_max_candidates < 1, an unknown
+        ``community_backend``, max_cluster_size < 2."""
         if self.summary_method not in SUMMARY_METHODS:
             raise ValueError(f"summary_method must be one of {SUMMARY_METHODS}, "
                              f"got {self.summary_method!r}")
@@ -305,6 +334,10 @@ class IndexSettings(BaseModel):
                              f"got {self.community_backend!r}")
         if self.max_cluster_size < 2:
             raise ValueError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")
+
+    def _check_resolution(self) -> None:
+        """Raises ValueError: no entity type (or a blank one), an unknown
+        ``resolution_methods`` entry (:data:`kgloom.names.normalize.RESOLUTION_METHODS`)."""
         # checked here, before any work, not when the stage that reads them runs
         if not self.entity_types or not all(t.strip() for t in self.entity_types):
             raise ValueError(f"entity_types must name at least one type, got "
@@ -316,6 +349,12 @@ class IndexSettings(BaseModel):
             if unknown:
                 raise ValueError(f"unknown resolution_methods {unknown}; known: "
                                  f"{sorted(RESOLUTION_METHODS)}")
+
+    def _check_counts(self) -> None:
+        """Raises ValueError: a count that must be >= 1 (max_relationships_per_unit,
+        summary_min_descriptions, the input token limits) or >= 0 (max_gleanings, the
+        report thresholds, extraction_pack_tokens) out of range, or an
+        embedding_merge_threshold outside the cosine range [-1, 1]."""
         for name in ("max_relationships_per_unit", "summary_min_descriptions",
                      "summary_max_input_tokens", "report_max_input_tokens"):
             if getattr(self, name) < 1:
@@ -329,7 +368,6 @@ class IndexSettings(BaseModel):
         if not -1.0 <= self.embedding_merge_threshold <= 1.0:
             raise ValueError(f"embedding_merge_threshold is a cosine, in [-1, 1], got "
                              f"{self.embedding_merge_threshold}")
-        return self
 
 
 def settings_fields() -> dict[str, tuple[Any, Any]]:
