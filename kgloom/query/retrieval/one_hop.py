@@ -19,26 +19,27 @@ from kgloom.settings.retrieval_settings import DEFAULT_TOP_K
 
 def retrieve(index: QueryIndex, question: str, top_k: int = DEFAULT_TOP_K,
              settings: RetrievalSettings = DEFAULT_SETTINGS,
-             oversample: int | None = None) -> RetrievalResult:
+             unit_oversample: int | None = None) -> RetrievalResult:
     """Vector hits expanded through the text units' denormalized graph columns only.
 
-    The ``oversample x top_k`` nearest units are the hits (``oversample`` None:
-    ``settings.one_hop_oversample``); the entities they mention and neighbour are
-    activated (:func:`_entity_activations`), and the hits and every unit mentioning an
-    activated entity are scored by their similarity lifted by the entities they share
-    with other hits (:func:`_lifted_units`); the ``top_k`` best, ties by row, are
-    returned. No graph file is read.
+    The ``unit_oversample x top_k`` nearest units are the hits (``unit_oversample`` None:
+    ``settings.one_hop_oversample``; not fused's ``oversample``, a count of entities, so the
+    query option ``oversample`` does not reach it); the entities they mention and neighbour
+    are activated (:func:`_entity_activations`), and the hits and every unit mentioning an
+    activated entity are scored by their similarity lifted by the entities they share with
+    other hits (:func:`_lifted_units`); the ``top_k`` best, ties by row, are returned. No
+    graph file is read.
 
     Returns entities = the activated entities that lifted a returned unit
     (:func:`_lifting_entities`), relationships = the ``neighbor_triples`` of the hits
     (:func:`_hit_triples`, relationship_id null).
 
     Raises:
-        ValueError: an empty question, top_k <= 0 or oversample <= 0.
+        ValueError: an empty question, top_k <= 0 or unit_oversample <= 0.
     """
     call = Call.begin(index, settings, question, top_k)
-    oversample = settings.one_hop_oversample if oversample is None else oversample
-    check_positive("oversample", oversample)
+    oversample = settings.one_hop_oversample if unit_oversample is None else unit_oversample
+    check_positive("unit_oversample", oversample)
     hits, hit_sims = call.vector_order(oversample * top_k)
     sims = index.similarities(call.qv)
     act = _entity_activations(index, settings, hits, hit_sims)

@@ -1,0 +1,47 @@
+"""The retrieval-mode registry: the function registry (kgloom.query.retrieval.MODES) and
+the name list the CLI checks before any heavy import (kgloom.query.modes) agree, and every
+option a mode is said to read is a parameter of its function."""
+
+from __future__ import annotations
+
+import inspect
+
+from kgloom.query import modes
+from kgloom.query.retrieval import MODES, mode_function
+
+# options that are settings of the call, not parameters of a mode's function
+CALL_SETTINGS = {"graph_backend"}
+
+
+def test_registry_and_mode_names_agree_in_order():
+    assert list(MODES) == list(modes.RETRIEVAL_MODES)
+
+
+def test_every_option_of_a_mode_is_a_parameter_of_its_function():
+    missing = []
+    for option, readers in modes.OPTION_MODES.items():
+        if option in CALL_SETTINGS:
+            continue
+        for mode in readers:
+            if mode in MODES and option not in inspect.signature(MODES[mode]).parameters:
+                missing.append(f"{mode}: {option}")
+    assert missing == []
+
+
+def test_a_mode_not_said_to_read_an_option_does_not_take_it():
+    taken = []
+    for mode, fn in MODES.items():
+        params = set(inspect.signature(fn).parameters)
+        for option, readers in modes.OPTION_MODES.items():
+            if option in params and mode not in readers:
+                taken.append(f"{mode}: {option}")
+    assert taken == []
+
+
+def test_an_unknown_mode_names_every_retrieval_mode():
+    try:
+        mode_function("pagerank")
+    except ValueError as exc:
+        assert all(m in str(exc) for m in modes.RETRIEVAL_MODES)
+    else:
+        raise AssertionError("an unknown mode was accepted")
