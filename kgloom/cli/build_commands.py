@@ -78,10 +78,11 @@ def _command_summary(output_dir: str, before: dict[str, int], report,
     and model seconds, model shares)."""
     import time
 
+    from kgloom.core.layout import SUMMARY_FILE
     from kgloom.core.stats import cost_table
     from kgloom.llm import cache_rows, new_rows
 
-    summary_path = Path(output_dir) / "index-summary.json"
+    summary_path = Path(output_dir) / SUMMARY_FILE
     rows = json.loads(summary_path.read_text())["rows"] if summary_path.exists() else {}
     out = {"llm_calls_this_run": new_rows(before, cache_rows(output_dir)), "rows": rows,
            "partition_runs": len(report.partition_runs),
@@ -146,8 +147,10 @@ def _exit_status(output_dir: str, rows: dict, report, input_dir: str) -> None:
         typer.echo("error: a run failed; see the log above and `kgloom status`", err=True)
         raise typer.Exit(1)
     if not rows.get("documents"):
-        failures_path = Path(output_dir) / "failures.parquet"
-        from kgloom.core.storage import read_parquet
+        from kgloom.core import schemas
+        from kgloom.core.storage import read_parquet, table_path
+
+        failures_path = table_path(output_dir, schemas.FAILURES)
 
         failed = (read_parquet(failures_path).filter(pl.col("stage") == "documents")
                   if failures_path.exists() else None)
