@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import typer
 
-from kgloom.cli.main import (
+from kgloom.cli.cli_common import (
     API_KEY_ENV,
     CACHE_DIR,
     FAKE,
@@ -32,9 +32,9 @@ from kgloom.cli.main import (
     _http_url,
     _load,
     _model_flags,
-    _open_for_serving,
     app,
 )
+from kgloom.cli.serve_commands import _open_for_serving
 
 TRANSPORTS = ("stdio", "http")
 

@@ -368,7 +368,7 @@ def test_retrieval_options_come_from_the_settings_unless_given(small_index, tmp_
 def test_ui_passes_host_port_and_folders_through(monkeypatch, tmp_path):
     import dagster as dg
 
-    import kgloom.cli.main as cli
+    import kgloom.cli.serve_commands as cli
     from kgloom.pipelines.input_files import INPUT_FILES
 
     calls = []
