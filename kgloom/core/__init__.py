@@ -3,5 +3,6 @@
 In tiers, each importing only the tiers before it (``tests/unit/test_layout.py``):
 ``ids``, ``schemas``, ``cache_db``, ``plots``, ``processes`` (no kgloom import) <-
 ``storage`` (atomic reads and writes of tables) <- ``layout`` (the output folder:
-stages, tables, :class:`TableStore`), ``lock`` <- ``stats``, ``inputs``, ``builds``.
+stages, tables, every output file name, :class:`TableStore`) <- ``lock``, ``stats``,
+``inputs``, ``builds``.
 """

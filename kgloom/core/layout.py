@@ -38,7 +38,7 @@ from kgloom.core.storage import read_table, write_table
 
 # --- every file and folder name under the output folder: defined here, imported elsewhere --
 # (a table is ``<table>.parquet``, its name in :mod:`kgloom.core.schemas`, the suffix in
-# :mod:`kgloom.core.storage`; the writer lock's files are :mod:`kgloom.core.lock`'s)
+# :mod:`kgloom.core.storage`)
 STAGES_DIR = "stages"  # the corpus level, under the output folder
 PARTITIONS_DIR = "partitions"  # the partition level, under the corpus level
 STATS_SUFFIX = ".stats.json"  # <stage>.stats.json in the stage's folder
@@ -48,6 +48,12 @@ MARKER_FILE = "build.json"  # the build marker, written last: readers open what 
 BUILDS_DIR = "builds"  # <output>/builds/<build id>/: the links of each kept build
 GRAPHML_FILE = "graph.graphml"
 NEO4J_DIR = "neo4j"  # the Neo4j import CSVs and their import script
+# the files of NEO4J_DIR: <name>.csv for each name (neo4j_csv) and the import script
+NEO4J_CSV = ("nodes", "relationships", "text_units", "documents", "communities", "mentions",
+             "part_of", "in_community", "child_of")
+NEO4J_IMPORT_SCRIPT = "import.sh"
+LOCK_FILE = ".kgloom.lock"  # the output folder's writer lock (kgloom.core.lock)
+HOLDER_FILE = ".kgloom.lock.json"  # who holds the lock: pid, host, command, since
 LANCEDB_DIR = "lancedb"  # the LanceDB database of the vector tables
 EMBEDDER_MANIFEST = "embedder.json"  # in LANCEDB_DIR: which embedder wrote the vectors
 FLAT_SNAPSHOT_SUFFIX = ".flat.parquet"  # LANCEDB_DIR/<table>.flat.parquet
@@ -56,6 +62,17 @@ EMBEDDING_CACHE_FILE = "embedding_cache.sqlite"  # texts embedded by earlier run
 QUERY_CACHE_FILE = "query_cache.sqlite"  # the query side's own LLM cache (default path)
 LAZY_REPORTS_FILE = "lazy_reports.sqlite"  # global search's lazily written reports
 IMPORT_SUMMARY_FILE = "graph-import.json"  # `kgloom import-graph`: what was imported
+
+
+def neo4j_csv(name: str) -> str:
+    """The file name of Neo4j import CSV ``name`` in :data:`NEO4J_DIR` (``<name>.csv``).
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`NEO4J_CSV`.
+    """
+    if name not in NEO4J_CSV:
+        raise ValueError(f"no Neo4j import file {name!r}; the files are {', '.join(NEO4J_CSV)}")
+    return f"{name}.csv"
 
 
 class Level(enum.StrEnum):

@@ -24,11 +24,10 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from kgloom.core.layout import HOLDER_FILE, LOCK_FILE
 from kgloom.core.storage import write_json
 
-LOCK_FILE = ".kgloom.lock"
 INSTANCE_LOCK_FILE = ".kgloom-instance.lock"  # in $DAGSTER_HOME
-HOLDER_FILE = ".kgloom.lock.json"  # who holds the lock: pid, host, command, since
 
 _LOCKS: dict[str, FileLock] = {}
 _GUARD = threading.Lock()

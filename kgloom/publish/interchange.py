@@ -12,6 +12,7 @@ from pathlib import Path
 import networkx as nx
 import polars as pl
 
+from kgloom.core.layout import NEO4J_IMPORT_SCRIPT, neo4j_csv
 from kgloom.core.storage import write_text
 from kgloom.publish.levels import community_levels
 
@@ -70,7 +71,6 @@ NEO4J_MENTIONS_HEADER = [":START_ID(TextUnit)", ":END_ID(Entity)", ":TYPE"]
 NEO4J_PART_OF_HEADER = [":START_ID(TextUnit)", ":END_ID(Document)", ":TYPE"]
 NEO4J_IN_COMMUNITY_HEADER = [":START_ID(Entity)", ":END_ID(Community)", ":TYPE", "level:long"]
 NEO4J_CHILD_OF_HEADER = [":START_ID(Community)", ":END_ID(Community)", ":TYPE"]
-NEO4J_IMPORT_SCRIPT = "import.sh"
 
 
 def _csv_text(header: list[str], rows) -> str:
@@ -185,10 +185,10 @@ def _put_entity_files(files: _Neo4jFiles, ents: pl.DataFrame,
     """``nodes.csv`` (entities ``ents``, sorted by id; labels ``Entity`` plus the entity
     type with characters outside ``[A-Za-z0-9_]`` as ``_``: :func:`_neo4j_label`) and
     ``relationships.csv`` (``RELATED`` edges by relationship id); their paths."""
-    nodes_path = files.put("nodes.csv", NEO4J_NODES_HEADER, (
+    nodes_path = files.put(neo4j_csv("nodes"), NEO4J_NODES_HEADER, (
         (r["id"], r["title"], r["type"], r["description"], r["degree"], r["pagerank"],
          _neo4j_label(r["type"])) for r in ents.iter_rows(named=True)), files.nodes)
-    rels_path = files.put("relationships.csv", NEO4J_RELATIONSHIPS_HEADER, (
+    rels_path = files.put(neo4j_csv("relationships"), NEO4J_RELATIONSHIPS_HEADER, (
         (r["source_id"], r["target_id"], NEO4J_RELATIONSHIP_TYPE, r["id"], r["description"],
          r["weight"]) for r in relationships.sort("id").iter_rows(named=True)),
         files.relationships)
@@ -201,13 +201,13 @@ def _put_text_unit_files(files: _Neo4jFiles, ents: pl.DataFrame,
     from their ``text_unit_ids``, units among ``text_units`` only, by unit then entity)."""
     units = text_units.sort("id")
     unit_ids = set(units["id"].to_list())
-    files.put("text_units.csv", NEO4J_TEXT_UNITS_HEADER, (
+    files.put(neo4j_csv("text_units"), NEO4J_TEXT_UNITS_HEADER, (
         (r["id"], r.get("human_readable_id"), r["text"], r["n_tokens"], r.get("chunk_index"),
          "TextUnit") for r in units.iter_rows(named=True)), files.nodes)
     mentions = (ents.select(pl.col("text_unit_ids").alias("unit"), pl.col("id").alias("e"))
                 .explode("unit").drop_nulls("unit").unique()
                 .filter(pl.col("unit").is_in(list(unit_ids))).sort("unit", "e"))
-    files.put("mentions.csv", NEO4J_MENTIONS_HEADER,
+    files.put(neo4j_csv("mentions"), NEO4J_MENTIONS_HEADER,
               ((u, e, "MENTIONS") for u, e in mentions.iter_rows()), files.relationships)
 
 
@@ -216,12 +216,12 @@ def _put_document_files(files: _Neo4jFiles, documents: pl.DataFrame,
     """``documents.csv`` (by id) and, with ``text_units``, ``part_of.csv`` (text unit ->
     its document, by unit id, documents among ``documents`` only)."""
     docs = documents.sort("id")
-    files.put("documents.csv", NEO4J_DOCUMENTS_HEADER, (
+    files.put(neo4j_csv("documents"), NEO4J_DOCUMENTS_HEADER, (
         (r["id"], r["human_readable_id"], r["title"], r.get("source"), "Document")
         for r in docs.iter_rows(named=True)), files.nodes)
     if text_units is not None:
         doc_ids = set(docs["id"].to_list())
-        files.put("part_of.csv", NEO4J_PART_OF_HEADER, (
+        files.put(neo4j_csv("part_of"), NEO4J_PART_OF_HEADER, (
             (r["id"], r["document_id"], "PART_OF")
             for r in text_units.sort("id").iter_rows(named=True)
             if r["document_id"] in doc_ids), files.relationships)
@@ -233,16 +233,16 @@ def _put_community_files(files: _Neo4jFiles, communities: pl.DataFrame,
     community with its level, entities among ``entity_ids`` only, by level, community id,
     entity) and ``child_of.csv`` (community -> its parent, when the parent is listed)."""
     comms = communities.sort("level", "community")
-    files.put("communities.csv", NEO4J_COMMUNITIES_HEADER, (
+    files.put(neo4j_csv("communities"), NEO4J_COMMUNITIES_HEADER, (
         (r["id"], r["community"], r["level"], r["title"], r["size"], "Community")
         for r in comms.iter_rows(named=True)), files.nodes)
     members = (comms.select("id", "level", pl.col("entity_ids").alias("e"))
                .explode("e").drop_nulls("e")
                .filter(pl.col("e").is_in(list(entity_ids))).sort("level", "id", "e"))
-    files.put("in_community.csv", NEO4J_IN_COMMUNITY_HEADER, (
+    files.put(neo4j_csv("in_community"), NEO4J_IN_COMMUNITY_HEADER, (
         (e, c, "IN_COMMUNITY", level) for c, level, e in members.iter_rows()),
         files.relationships)
     id_of = dict(zip(comms["community"].to_list(), comms["id"].to_list()))
-    files.put("child_of.csv", NEO4J_CHILD_OF_HEADER, (
+    files.put(neo4j_csv("child_of"), NEO4J_CHILD_OF_HEADER, (
         (r["id"], id_of[r["parent"]], "CHILD_OF") for r in comms.iter_rows(named=True)
         if r["parent"] is not None and r["parent"] in id_of), files.relationships)

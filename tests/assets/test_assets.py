@@ -72,13 +72,12 @@ EMBEDDING_CACHE = layout.EMBEDDING_CACHE_FILE
 # {logical name: path}; a path without a suffix under lancedb/ is a LanceDB table (not
 # written through kgloom.core.storage). The files inside neo4j/ and lancedb/ are named by
 # their writers (kgloom.publish.tables, kgloom.publish.vectors).
-NEO4J_CSV = ("nodes", "relationships", "text_units", "documents", "communities", "mentions",
-             "part_of", "in_community", "child_of")
+NEO4J_CSV = layout.NEO4J_CSV
 VECTOR_TABLES = ("text_units", "entities", "community_reports")
 SIDE_FILES: dict[str, dict[str, str]] = {
     layout.GRAPHML_FILE: {"graphml": layout.GRAPHML_FILE},
     layout.NEO4J_DIR: {**{f"neo4j_{n}": f"{layout.NEO4J_DIR}/{n}.csv" for n in NEO4J_CSV},
-                       "neo4j_import_script": f"{layout.NEO4J_DIR}/import.sh"},
+                       "neo4j_import_script": f"{layout.NEO4J_DIR}/{layout.NEO4J_IMPORT_SCRIPT}"},
     layout.LANCEDB_DIR: {**{f"lancedb_{t}": f"{LANCEDB}/{t}" for t in VECTOR_TABLES},
                          "embedder_manifest": f"{LANCEDB}/{layout.EMBEDDER_MANIFEST}",
                          **{f"flat_{t}": f"{LANCEDB}/{t}{layout.FLAT_SNAPSHOT_SUFFIX}"

@@ -77,8 +77,8 @@ LAYERS: list[set[str]] = [
 KERNELS_ONLY = STAGES | {"query"}
 # inside core/, tiers of modules (core/__init__.py)
 CORE_TIERS: list[set[str]] = [
-    {"ids", "schemas", "cache_db", "plots", "processes"}, {"storage"}, {"layout", "lock"},
-    {"stats", "inputs", "builds"}]
+    {"ids", "schemas", "cache_db", "plots", "processes"}, {"storage"}, {"layout"},
+    {"lock", "stats", "inputs", "builds"}]
 
 
 def _folder(module: str) -> str:
