@@ -6,6 +6,8 @@
 status), then the text as it is written (from a model server, token by token), then its
 citations and build id. A model server that fails mid-answer ends the stream with an
 error event (OpenAI's error chunk, Ollama's error line); a non-streamed request gets a 502.
+The routes read the model id and the limits from ``request.app.state``
+(:mod:`kgloom.serve.route_kit`).
 """
 
 from __future__ import annotations
@@ -15,50 +17,37 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from kgloom.serve import ollama_api, openai_chat
 from kgloom.serve.answer_stream import AnswerStreamError, ChatAnswer
-from kgloom.serve.guards import BUILD_HEADER, ApiError, Limits, check_question
+from kgloom.serve.guards import BUILD_HEADER, ApiError, check_question
 from kgloom.serve.openai_chat import CHAT_MODELS, ChatRequestError
+from kgloom.serve.route_kit import GUARDED, json_response, limits_of, on_index, read_json
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RouteKit:
-    """What the chat routes share with :func:`kgloom.serve.app.create_app`: the model
-    id, the limits, and its helpers (the body read as bounded JSON, a JSON response
-    with the build header, a call on the current build with the query side's errors
-    as 4xx, the API key dependency)."""
-
-    model_id: str
-    limits: Limits
-    read_json: Callable[[Request], Awaitable[Any]]
-    json_response: Callable[..., Response]
-    on_index: Callable[[Callable[[Any], Any]], Awaitable[Any]]
-    guarded: list
-
-
-async def prepare(kit: RouteKit, turns: list[tuple[str, str]], model: str) -> ChatAnswer:
+async def prepare(request: Request, turns: list[tuple[str, str]], model: str) -> ChatAnswer:
     """The search of a chat request (the last user message within the question limit).
 
     Raises:
-        ApiError: 400 for a question too long, and the 4xx of :meth:`RouteKit.on_index`.
+        ApiError: 400 for a question too long, and the 4xx of
+            :func:`kgloom.serve.route_kit.on_index`.
     """
-    check_question(turns[-1][1], kit.limits, "the last user message")
+    limits = limits_of(request)
+    check_question(turns[-1][1], limits, "the last user message")
     mode, dynamic = CHAT_MODELS[model]
-    return await kit.on_index(lambda h: ChatAnswer.prepare(
-        h, turns, mode, dynamic, kit.limits.max_question_chars))
+    return await on_index(request, lambda h: ChatAnswer.prepare(
+        h, turns, mode, dynamic, limits.max_question_chars))
 
 
-async def parse_and_prepare(kit: RouteKit, parse: Callable[[], tuple[str, Any, bool]]
+async def parse_and_prepare(request: Request, parse: Callable[[], tuple[str, Any, bool]]
                             ) -> tuple[str, bool, ChatAnswer, str | None]:
     """(model, stream, the prepared answer, its build id) of a chat request whose
     ``parse()`` gives (model, turns, stream).
@@ -70,7 +59,7 @@ async def parse_and_prepare(kit: RouteKit, parse: Callable[[], tuple[str, Any, b
         model, turns, stream = parse()
     except ChatRequestError as exc:
         raise _request_error(exc) from exc
-    answer = await prepare(kit, turns, model)
+    answer = await prepare(request, turns, model)
     return model, stream, answer, answer.result.info.get("build_id")
 
 
@@ -113,88 +102,97 @@ def _request_error(exc: ChatRequestError) -> ApiError:
     return ApiError(exc.status, str(exc), exc.kind)
 
 
-def add_openai_routes(app: FastAPI, kit: RouteKit) -> None:
-    """``GET /v1/models`` and ``POST /v1/chat/completions`` (streamed as server-sent
-    events with ``"stream": true``)."""
-
-    @app.get("/v1/models", dependencies=kit.guarded)
-    async def models() -> Response:
-        return kit.json_response(openai_chat.models_list(kit.model_id))
-
-    @app.post("/v1/chat/completions", dependencies=kit.guarded)
-    async def chat(request: Request) -> Response:
-        body = await kit.read_json(request)
-        model, stream, answer, build = await parse_and_prepare(
-            kit, lambda: openai_chat.parse_chat_request(body, kit.limits.max_messages)[:3])
-        if not stream:
-            text, record = await whole_text(answer)
-            return kit.json_response(openai_chat.chat_completion(model, text, record), build)
-        cid = f"chatcmpl-{uuid.uuid4().hex}"
-
-        def sse(obj: dict) -> str:
-            return f"data: {json.dumps(obj, ensure_ascii=False, default=str)}\n\n"
-
-        async def events() -> AsyncIterator[str]:
-            yield sse(openai_chat.chunk(cid, model, {"role": "assistant", "content": ""}))
-            async for piece in pieces_or_error(answer):
-                if isinstance(piece, Exception):
-                    yield sse(openai_chat.error_chunk(cid, model, str(piece)))
-                    break
-                yield sse(openai_chat.chunk(cid, model, {"content": piece}))
-            else:
-                assert answer.record is not None
-                yield sse(openai_chat.closing_chunk(cid, model, answer.record))
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache",
-                                          BUILD_HEADER: str(build)})
+# OpenAI's API: ``GET /v1/models`` and ``POST /v1/chat/completions`` (streamed as
+# server-sent events with ``"stream": true``)
+openai_router = APIRouter(dependencies=GUARDED)
 
 
-def add_ollama_routes(app: FastAPI, kit: RouteKit) -> None:
-    """Ollama's API (:mod:`kgloom.serve.ollama_api`): ``GET /api/version``,
-    ``/api/tags``, ``/api/ps``, ``POST /api/show``, ``/api/chat``, ``/api/generate``
-    (streamed as NDJSON unless ``"stream": false``)."""
-
-    @app.get("/api/version", dependencies=kit.guarded)
-    async def version() -> Response:
-        return kit.json_response({"version": ollama_api.OLLAMA_VERSION})
-
-    @app.get("/api/tags", dependencies=kit.guarded)
-    async def tags() -> Response:
-        return kit.json_response(ollama_api.tags(kit.model_id))
-
-    @app.get("/api/ps", dependencies=kit.guarded)
-    async def running() -> Response:
-        return kit.json_response({"models": []})  # nothing to load or unload
-
-    @app.post("/api/show", dependencies=kit.guarded)
-    async def show(request: Request) -> Response:
-        try:
-            return kit.json_response(ollama_api.show(await kit.read_json(request),
-                                                     kit.model_id))
-        except ChatRequestError as exc:
-            raise _request_error(exc) from exc
-
-    @app.post("/api/chat", dependencies=kit.guarded)
-    async def chat(request: Request) -> Response:
-        return await ollama_answer(kit, await kit.read_json(request), "chat")
-
-    @app.post("/api/generate", dependencies=kit.guarded)
-    async def generate(request: Request) -> Response:
-        return await ollama_answer(kit, await kit.read_json(request), "generate")
+@openai_router.get("/v1/models")
+async def models(request: Request) -> Response:
+    return json_response(openai_chat.models_list(request.app.state.model_id))
 
 
-async def ollama_answer(kit: RouteKit, body: Any, kind: str) -> Response:
-    """The answer to an ``/api/chat`` (``kind`` ``chat``) or ``/api/generate`` body."""
-    started = time.perf_counter()
+@openai_router.post("/v1/chat/completions")
+async def chat(request: Request) -> Response:
+    body = await read_json(request)
+    max_messages = limits_of(request).max_messages
     model, stream, answer, build = await parse_and_prepare(
-        kit, lambda: (ollama_api.parse_chat(body, kit.limits.max_messages)
-                      if kind == "chat" else ollama_api.parse_generate(body)))
+        request, lambda: openai_chat.parse_chat_request(body, max_messages)[:3])
     if not stream:
         text, record = await whole_text(answer)
-        return kit.json_response(ollama_api.done_line(kind, model, record, started, text),
-                                 build)
+        return json_response(openai_chat.chat_completion(model, text, record), build)
+    cid = f"chatcmpl-{uuid.uuid4().hex}"
+
+    def sse(obj: dict) -> str:
+        return f"data: {json.dumps(obj, ensure_ascii=False, default=str)}\n\n"
+
+    async def events() -> AsyncIterator[str]:
+        yield sse(openai_chat.chunk(cid, model, {"role": "assistant", "content": ""}))
+        async for piece in pieces_or_error(answer):
+            if isinstance(piece, Exception):
+                yield sse(openai_chat.error_chunk(cid, model, str(piece)))
+                break
+            yield sse(openai_chat.chunk(cid, model, {"content": piece}))
+        else:
+            assert answer.record is not None
+            yield sse(openai_chat.closing_chunk(cid, model, answer.record))
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache",
+                                      BUILD_HEADER: str(build)})
+
+
+# Ollama's API (:mod:`kgloom.serve.ollama_api`): ``GET /api/version``, ``/api/tags``,
+# ``/api/ps``, ``POST /api/show``, ``/api/chat``, ``/api/generate`` (streamed as NDJSON
+# unless ``"stream": false``)
+ollama_router = APIRouter(dependencies=GUARDED)
+
+
+@ollama_router.get("/api/version")
+async def version() -> Response:
+    return json_response({"version": ollama_api.OLLAMA_VERSION})
+
+
+@ollama_router.get("/api/tags")
+async def tags(request: Request) -> Response:
+    return json_response(ollama_api.tags(request.app.state.model_id))
+
+
+@ollama_router.get("/api/ps")
+async def running() -> Response:
+    return json_response({"models": []})  # nothing to load or unload
+
+
+@ollama_router.post("/api/show")
+async def show(request: Request) -> Response:
+    try:
+        return json_response(ollama_api.show(await read_json(request),
+                                             request.app.state.model_id))
+    except ChatRequestError as exc:
+        raise _request_error(exc) from exc
+
+
+@ollama_router.post("/api/chat", name="chat")
+async def ollama_chat(request: Request) -> Response:
+    return await ollama_answer(request, await read_json(request), "chat")
+
+
+@ollama_router.post("/api/generate")
+async def generate(request: Request) -> Response:
+    return await ollama_answer(request, await read_json(request), "generate")
+
+
+async def ollama_answer(request: Request, body: Any, kind: str) -> Response:
+    """The answer to an ``/api/chat`` (``kind`` ``chat``) or ``/api/generate`` body."""
+    started = time.perf_counter()
+    max_messages = limits_of(request).max_messages
+    model, stream, answer, build = await parse_and_prepare(
+        request, lambda: (ollama_api.parse_chat(body, max_messages)
+                          if kind == "chat" else ollama_api.parse_generate(body)))
+    if not stream:
+        text, record = await whole_text(answer)
+        return json_response(ollama_api.done_line(kind, model, record, started, text), build)
 
     def line(obj: dict) -> str:
         return json.dumps(obj, ensure_ascii=False, default=str) + "\n"

@@ -1,6 +1,6 @@
 """What the tools of ``kgloom mcp`` return (docs/mcp.md): one pydantic model per tool
 (published as the tool's output schema) and the functions that turn the serve layer's
-answers (``kgloom serve``'s JSON: :func:`kgloom.serve.app.run_query` and
+answers (``kgloom serve``'s JSON: :func:`kgloom.serve.query_routes.run_query` and
 :class:`kgloom.serve.graph_view.GraphView`) into that structured content plus the text a
 model reads. Pure functions over dicts; no Dagster, no MCP transport.
 
@@ -229,7 +229,7 @@ def retrieval(graph: GraphView, out: dict[str, Any]) -> tuple[dict[str, Any], st
 
     Args:
         graph: the build's view (for each unit's ``T<n>`` ref).
-        out: :func:`kgloom.serve.app.run_query`'s dict for a retrieval mode.
+        out: :func:`kgloom.serve.query_routes.run_query`'s dict for a retrieval mode.
     """
     info = out["info"]
     units = [{**u, "ref": (_unit(graph, u["id"]) or {}).get("ref")} for u in out["text_units"]]
@@ -261,7 +261,7 @@ def search(graph: GraphView, out: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
     Args:
         graph: the build's view (for the cited units' document titles).
-        out: :func:`kgloom.serve.app.run_query`'s dict for a search mode.
+        out: :func:`kgloom.serve.query_routes.run_query`'s dict for a search mode.
     """
     info = out["info"]
     cited = []

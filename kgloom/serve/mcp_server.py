@@ -2,10 +2,10 @@
 official ``mcp`` SDK (2.x, ``MCPServer``), over stdio or streamable HTTP. No Dagster.
 
 It answers from the same :class:`kgloom.serve.live_index.LiveIndex` as ``kgloom serve``
-and through the same functions its routes call: :func:`kgloom.serve.app.parse_query` and
-:func:`kgloom.serve.app.run_query` for retrieval and search, the
+and through the same functions its routes call: :func:`kgloom.serve.query_routes.parse_query`
+and :func:`kgloom.serve.query_routes.run_query` for retrieval and search, the
 :class:`kgloom.serve.graph_view.GraphView` of the current build for the graph tools, with
-serve's :class:`kgloom.serve.app.Limits`. Every tool call first looks for a newly
+serve's :class:`kgloom.serve.guards.Limits`. Every tool call first looks for a newly
 published build (:meth:`LiveIndex.call`), so a build published during a client's session
 answers its next call; every result names its ``build_id``.
 
@@ -38,11 +38,13 @@ from kgloom.query.modes import RETRIEVAL_MODES, SEARCH_MODES
 from kgloom.query.retriever import IndexFilesMissingError
 from kgloom.serve import mcp_results as res
 from kgloom.serve.answer_stream import AnswerStreamError, ChatAnswer, streams_answers
-from kgloom.serve.app import KEY_REQUIRED, ApiError, Limits, _finite, api_key_accepted
-from kgloom.serve.app import parse_query as parse_serve_query
-from kgloom.serve.app import run_query as run_serve_query
 from kgloom.serve.graph_view import UnknownItemError
+from kgloom.serve.guards import ApiError, Limits
 from kgloom.serve.live_index import IndexHandle, LiveIndex
+from kgloom.serve.query_routes import parse_query as parse_serve_query
+from kgloom.serve.query_routes import run_query as run_serve_query
+from kgloom.serve.route_kit import KEY_REQUIRED, api_key_accepted
+from kgloom.serve.route_kit import finite as _finite
 
 MCP_PATH = "/mcp"  # the streamable HTTP endpoint
 INSTRUCTIONS = (
@@ -69,12 +71,12 @@ Id = Annotated[str, Field(min_length=1, max_length=200)]
 def answer_search(handle: IndexHandle, q: dict[str, Any],
                   on_piece: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The ``search`` tool's answer on ``handle`` for the parsed query ``q``
-    (:func:`kgloom.serve.app.parse_query`): exactly what ``POST /api/query`` answers.
+    (:func:`kgloom.serve.query_routes.parse_query`): exactly what ``POST /api/query`` answers.
 
     With a model server as the answering model (``--llm-url``), the answer is the one the
     chat surfaces stream (:class:`kgloom.serve.answer_stream.ChatAnswer`): its text is
     handed to ``on_piece`` piece by piece as the server writes it, the sources block
-    last; with the in-process model it is :func:`kgloom.serve.app.run_query`'s.
+    last; with the in-process model it is :func:`kgloom.serve.query_routes.run_query`'s.
 
     Raises:
         ValueError / IndexFilesMissingError / ModelFileError: as :func:`run_query`.
@@ -127,7 +129,7 @@ def _result(data_text: tuple[dict[str, Any], str]) -> CallToolResult:
 
 def _parse(body: dict[str, Any], limits: Limits) -> dict[str, Any]:
     """``body`` (the given arguments, None: not given) checked as ``kgloom serve`` checks
-    a query (:func:`kgloom.serve.app.parse_query`: question length, options' ranges,
+    a query (:func:`kgloom.serve.query_routes.parse_query`: question length, options' ranges,
     ``limits``).
 
     Raises:
@@ -179,6 +181,11 @@ def _version() -> str:
 
 def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
     """The ``retrieve`` and ``search`` tools."""
+    return [_retrieve_tool(live, limits), _search_tool(live, limits)]
+
+
+def _retrieve_tool(live: LiveIndex, limits: Limits) -> Callable[..., Any]:
+    """The ``retrieve`` tool (its ``top_k`` description names ``limits``)."""
 
     def retrieve(question: Question, mode: RetrievalMode = "bridge",
                  top_k: Annotated[StrictInt | None, Field(
@@ -207,6 +214,12 @@ def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
                    limits)
         return _result(_on_index(live, lambda h: res.retrieval(
             h.graph, run_serve_query(h, q))))
+
+    return retrieve
+
+
+def _search_tool(live: LiveIndex, limits: Limits) -> Callable[..., Any]:
+    """The ``search`` tool (its ``budget`` description names ``limits``)."""
 
     async def search(question: Question, method: SearchMethod = "auto",
                dynamic: Annotated[StrictBool | None, Field(
@@ -238,7 +251,7 @@ def _query_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
         return _result(await anyio.to_thread.run_sync(lambda: _on_index(
             live, lambda h: res.search(h.graph, answer_search(h, q, on_piece)))))
 
-    return [retrieve, search]
+    return search
 
 
 def _graph_tools(live: LiveIndex, limits: Limits) -> list[Callable[..., Any]]:
