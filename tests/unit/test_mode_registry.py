@@ -1,6 +1,6 @@
-"""The retrieval-mode registry: the function registry (kgloom.query.retrieval.MODES) and
-the name list the CLI checks before any heavy import (kgloom.query.modes) agree, and every
-option a mode is said to read is a parameter of its function."""
+"""The retrieval-mode registry's options: every option kgloom.query.modes says a mode reads
+is a parameter of its function in kgloom.query.retrieval.MODES, and no other mode's
+function takes it (that the two name lists agree: tests/unit/test_settings.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,6 @@ from kgloom.query.retrieval import MODES, mode_function
 
 # options that are settings of the call, not parameters of a mode's function
 CALL_SETTINGS = {"graph_backend"}
-
-
-def test_registry_and_mode_names_agree_in_order():
-    assert list(MODES) == list(modes.RETRIEVAL_MODES)
 
 
 def test_every_option_of_a_mode_is_a_parameter_of_its_function():
