@@ -19,9 +19,9 @@ import numpy as np
 from kgloom.core.builds import IndexChangedError, IndexFilesMissingError, IndexInconsistentError
 from kgloom.embedding.sentence_embedder import Embedder
 from kgloom.query.linking import LinkedEntity
-from kgloom.query.modes import RETRIEVAL_MODES, mode_options
+from kgloom.query.modes import RETRIEVAL_MODES
 from kgloom.query.query_index import EmbedderMismatchError, QueryIndex
-from kgloom.query.retrieval import fused, mode_function, two_step
+from kgloom.query.retrieval import fused, retrieve, two_step
 from kgloom.query.retrieval.result import RetrievalResult
 from kgloom.query.retrieval.steps import check_settings, link_question
 from kgloom.settings.retrieval_settings import RetrievalSettings
@@ -119,12 +119,8 @@ class Retriever:
             ValueError: an unknown mode (every retrieval mode listed), or a bad option.
             TypeError: an option the mode does not take.
         """
-        function = mode_function(mode)
-        s = self.settings
-        top_k = options.pop("top_k", s.top_k)
-        for name in mode_options(mode):
-            options.setdefault(name, getattr(s, name))
-        return function(self.index, question, top_k, s, **options)
+        top_k = options.pop("top_k", None)
+        return retrieve(self.index, question, mode, top_k, self.settings, **options)
 
     def link(self, question: str, qv: np.ndarray | None = None) -> list[LinkedEntity]:
         """The question's entities (:func:`kgloom.query.retrieval.steps.link_question`)."""

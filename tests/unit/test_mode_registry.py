@@ -41,3 +41,24 @@ def test_an_unknown_mode_names_every_retrieval_mode():
         assert all(m in str(exc) for m in modes.RETRIEVAL_MODES)
     else:
         raise AssertionError("an unknown mode was accepted")
+
+
+def test_the_module_door_fills_a_modes_options_from_the_settings(monkeypatch):
+    """kgloom.query.retrieval.retrieve (local search's door) runs a mode as
+    Retriever.retrieve does: top_k and the options the mode reads, when not given, are
+    the settings' (local search's multihop ignored a settings file's depth before)."""
+    from kgloom.query import retrieval
+    from kgloom.settings import RetrievalSettings
+
+    calls = []
+
+    def record(index, question, top_k, settings, **options):
+        calls.append((top_k, options))
+
+    for mode in ("multihop", "bridge"):
+        monkeypatch.setitem(retrieval.MODES, mode, record)
+    settings = RetrievalSettings(top_k=7, depth=3, lam=0.4)
+    retrieval.retrieve(None, "q", "multihop", settings=settings)  # type: ignore[arg-type]
+    retrieval.retrieve(None, "q", "multihop", 2, settings, depth=1)  # type: ignore[arg-type]
+    retrieval.retrieve(None, "q", "bridge", settings=settings)  # type: ignore[arg-type]
+    assert calls == [(7, {"depth": 3}), (2, {"depth": 1}), (7, {})]

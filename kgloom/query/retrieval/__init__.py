@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kgloom.query.modes import RETRIEVAL_MODES, check_mode
+from kgloom.query.modes import RETRIEVAL_MODES, check_mode, mode_options
 from kgloom.query.query_index import QueryIndex
 from kgloom.query.retrieval import (
     bridge,
@@ -50,7 +50,7 @@ from kgloom.query.retrieval import (
     vector,
 )
 from kgloom.query.retrieval.result import RetrievalResult
-from kgloom.settings.retrieval_settings import DEFAULT_RETRIEVAL, DEFAULT_TOP_K, RetrievalSettings
+from kgloom.settings.retrieval_settings import DEFAULT_RETRIEVAL, RetrievalSettings
 
 __all__ = ["MODES", "RetrievalResult", "RetrievalSettings", "RetrieveFn", "mode_function",
            "retrieve"]
@@ -82,14 +82,21 @@ def mode_function(mode: str) -> RetrieveFn:
     return MODES[check_mode(mode, RETRIEVAL_MODES)]
 
 
-def retrieve(index: QueryIndex, question: str, mode: str, top_k: int = DEFAULT_TOP_K,
+def retrieve(index: QueryIndex, question: str, mode: str, top_k: int | None = None,
              settings: RetrievalSettings | None = None, **options: Any) -> RetrievalResult:
     """Run retrieval mode ``mode`` (its function in :data:`MODES`) with ``options`` (the
-    mode's own keyword options; absent ones take the function's defaults).
+    mode's own keyword options); ``top_k`` (None) and every option the mode reads that is
+    not given (:func:`kgloom.query.modes.mode_options`) take ``settings``' value (None:
+    the defaults), so every caller, :class:`kgloom.query.retriever.Retriever` and local
+    search alike, runs a mode the same way under the same settings.
 
     Raises:
         ValueError: an unknown mode (every retrieval mode listed), or a bad option.
         TypeError: an option the mode does not take.
     """
-    return mode_function(mode)(index, question, top_k, settings or DEFAULT_RETRIEVAL,
-                               **options)
+    function = mode_function(mode)
+    settings = settings or DEFAULT_RETRIEVAL
+    for name in mode_options(mode):
+        options.setdefault(name, getattr(settings, name))
+    return function(index, question, settings.top_k if top_k is None else top_k, settings,
+                    **options)
