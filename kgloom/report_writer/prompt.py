@@ -74,7 +74,7 @@ _RATINGS = [str(k) for k in range(11)]
 # generated_by of a published report: by the model, by rules, or by rules awaiting the
 # LLM report global search writes on first use (llm_reports: lazy; kgloom.core.schemas)
 REPORT_METHODS = ("llm", "rules", "lazy")
-RULES_VERSION = "rules-3"  # bump when rule_report's output changes (part of report_key)
+RULES_VERSION = "rules-4"  # bump when rule_report's output changes (part of report_key)
 GROUNDING_VERSION = "grounding-1"  # bump when check_report's rules change (part of report_key)
 REJECTED = "report rejected, rule report published: "  # failures reason of a rejected reply
 # a reply copying one field's text into another (a finding's summary as its explanation)

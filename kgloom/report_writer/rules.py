@@ -5,6 +5,8 @@ model chooses among with ``llm_report_form: choices`` (:func:`report_options`).
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from dataclasses import dataclass
 
 import polars as pl
@@ -19,6 +21,7 @@ from kgloom.report_writer.prompt import (
     MAX_TITLE_OPTIONS,
     REPORT_TEMPLATE,
 )
+from kgloom.report_writer.roles import member_role
 
 
 def _clip(text: str, limit: int) -> str:
@@ -91,14 +94,88 @@ def _head_names(titles: list[str], k: int) -> str:
     return f"{', '.join(titles[:k])} and {more}"
 
 
-def _quote(descriptions: str | None, limit: int) -> str:
-    """The first of a description's lines (each an evidence sentence of the text) that
-    is one whole sentence of at most ``limit`` characters, else ""."""
-    for line in (descriptions or "").split("\n"):
+@functools.lru_cache(maxsize=8192)  # a finding's order and its body ask for the same quote
+def _quote(descriptions: str | None, limit: int, names: tuple[str, ...] = ()) -> str:
+    """A quote from a description's lines (evidence of the text: a sentence naming both
+    ends, or a sentence naming each joined by " … ") of at most ``limit`` characters.
+
+    With ``names``: the first sentence of any line (the parts around " … " read too)
+    that names each of them (:func:`_names_each`), whole, else the first such sentence's
+    longest head that ends at a clause break (:func:`_clause_head`). Otherwise, or when
+    none does: the first line that is one whole sentence. "" when nothing fits."""
+    lines = (descriptions or "").split("\n")
+    if names:
+        naming = [x for line in lines for part in line.split(" … ")
+                  for x in _SENTENCE_SPLIT.split(part.strip()) if _names_each(x, names)]
+        for x in naming:
+            whole = _whole(x, limit)
+            if whole:
+                return whole
+        for x in naming:
+            head = _clause_head(x, limit)
+            if head and _names_each(head, names):
+                return head
+    for line in lines:
         whole = _whole(line, limit)
         if whole:
             return whole
     return ""
+
+
+# between two sentences of one line: an end mark (and closing quotes) and a space; not
+# after an honorific ("Mr. Scrooge"). A part that opens in lower case ("asked Scrooge,
+# looking doubtfully at him.": the text's quote left out) is no whole sentence.
+_SENTENCE_SPLIT = regex.compile(r"(?<!\b(?:Mr|Mrs|Ms|Dr|St))(?<=[.!?]['’\"”)]*)\s+")
+
+
+# where a sentence's clause ends: a comma, semicolon or colon before a space, or a dash
+# between spaces ("--" in Project Gutenberg texts)
+_CLAUSE_BREAK = regex.compile(r"[,;:](?=\s)|\s?(?:--|[–—])\s?")
+_HONORIFICS = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Master", "Miss", "Sir", "Lady",
+                         "Lord"})
+
+
+def _name_words(name: str) -> set[str]:
+    """The words of ``name`` that tell it apart in a sentence: capitalized, no
+    honorific or function word ("Mrs. Cratchit" -> {"Cratchit"})."""
+    out = {w for w in regex.findall(r"\p{Lu}[\p{L}\p{M}'’\-]*", name)
+           if w not in _HONORIFICS and w.lower() not in STOPWORDS}
+    return out or set(name.split())
+
+
+def _names_each(sentence: str, names: tuple[str, ...]) -> bool:
+    """Does ``sentence`` name each of ``names``, each by a word of its own
+    (:func:`_name_words` less the words the others share: "Bob Cratchit" and "Master Peter
+    Cratchit" by "Bob" and "Peter", not by "Cratchit")?"""
+    words = {w.removesuffix("'s").removesuffix("’s")
+             for w in regex.findall(r"[\p{L}\p{M}'’\-]+", sentence)}
+    keys = [_name_words(n) for n in names]
+    for k, own in enumerate(keys):
+        shared = set().union(*(o for j, o in enumerate(keys) if j != k))
+        if not (own - shared or own) & words:
+            return False
+    return True
+
+
+def _clause_head(sentence: str, limit: int) -> str:
+    """The longest head of ``sentence`` that ends at a clause break (:data:`_CLAUSE_BREAK`)
+    and fits ``limit`` characters with the full stop it is given, opening as a whole
+    sentence does, with its brackets closed; else "". A long narrative sentence ("So
+    Martha hid herself, and in came little Bob, the father, with at least three feet of
+    comforter ...") says who did what in its first clauses; cut there it is still the
+    text's own words, never cut mid-clause with "…". The caller checks the head still
+    names what it must (:func:`_names_each`)."""
+    flat = " ".join(sentence.split())
+    if "…" in flat or not _WHOLE_SENTENCE.fullmatch(flat):
+        return ""
+    best = ""
+    for m in _CLAUSE_BREAK.finditer(flat):
+        head = flat[:m.start()].rstrip(" ,;:")
+        if len(head) + 1 > limit:
+            break
+        if _balanced(head):
+            best = head + "."
+    return best
 
 
 def _relation_phrase(source: str, target: str, descriptions: str | None) -> str:
@@ -184,17 +261,42 @@ def _members(community: dict, entities: pl.DataFrame, relationships: pl.DataFram
     return ents, rels
 
 
-def _title_options(titles: list[str], rels: list[tuple], max_chars: int) -> list[str]:
+def _title_options(titles: list[str], rels: list[tuple], max_chars: int,
+                   roles: list[str] | None = None) -> list[str]:
     """Titles of at most :data:`TITLE_MAX_WORDS` words and ``max_chars`` characters, the
     rule report's first: each of the strongest relationships as its sentence states it
-    ("Zephyr Mills supplies Yarrow Textiles"), then the central members ("A, B and 3
+    ("Zephyr Mills supplies Yarrow Textiles"), then the central member with the role the
+    text gives it (``roles``, :func:`kgloom.report_writer.roles.member_role` of each
+    title: "Mrs. Dilber, a laundress, and Joe"), then the central members ("A, B and 3
     others")."""
     out = [f"{src} {phrase} {dst}" for _, src, dst, desc, _, _ in rels[:MAX_FINDING_OPTIONS]
            if (phrase := _relation_phrase(src, dst, desc))]
+    role = (roles or [""])[0]
+    if role:
+        rest = ("" if len(titles) == 1 else f", and {titles[1]}" if len(titles) == 2
+                else f", and {_counted(len(titles) - 1, 'other', 'others')}")
+        bare = role.split(" ", 1)[1] if role.split(" ", 1)[0] in ("a", "an", "the") \
+            and " " in role else role
+        out += [f"{titles[0]}, {r}{rest}" for r in dict.fromkeys((role, bare))]
     out += [_head_names(titles, k) for k in range(min(3, len(titles)), 0, -1)]
     fit = [t for t in dict.fromkeys(out)
            if len(t.split()) <= TITLE_MAX_WORDS and len(t) <= max_chars]
     return fit or [_clip(titles[0], max_chars)]
+
+
+def _must_name(src: str, dst: str, units: list[str] | None,
+               places: dict[str, tuple[str, int]] | None) -> tuple[str, str] | tuple[str]:
+    """The names a quote for the relationship ``src`` - ``dst`` must hold: both, or only
+    the other end when every one of its text ``units`` is in the one document titled as
+    one end (a passage about its subject says "She married Orrin Vale", not her name)."""
+    if not places or not units or any(u not in places for u in units):
+        return (src, dst)
+    docs = {places[u][0] for u in units}
+    if len(docs) == 1:
+        doc = next(iter(docs))
+        if doc in (src, dst) and src != dst:
+            return (dst,) if doc == src else (src,)
+    return (src, dst)
 
 
 def _finding_label(src: str, dst: str) -> str:
@@ -249,7 +351,8 @@ def report_options(community: dict, entities: pl.DataFrame, relationships: pl.Da
         lines = [line for e in ents for line in (e[1] or "").split("\n")]
     sentences = list(dict.fromkeys(w for line in lines if (w := _whole(line, budget))))
     labels = list(dict.fromkeys(_finding_label(r[1], r[2]) for r in rels))
-    return ReportOptions(_title_options(titles, rels, props["title"]["maxLength"])
+    roles = [member_role(e[0], e[1]) for e in ents[:1]]
+    return ReportOptions(_title_options(titles, rels, props["title"]["maxLength"], roles)
                          [:MAX_TITLE_OPTIONS], sentences[:MAX_SENTENCE_OPTIONS],
                          labels[:MAX_FINDING_OPTIONS])
 
@@ -270,7 +373,7 @@ def _finding_order(rels: list[tuple], picked: int, limit: int,
 
     def quotable(r: tuple) -> bool:
         cite = f" [Sources: {_places(r[5] or [], places)}]" if r[5] else ""
-        return bool(_quote(r[3], limit - len(cite)))
+        return bool(_quote(r[3], limit - len(cite), _must_name(r[1], r[2], r[5], places)))
     ok = [quotable(r) for r in rest]
     return head + [r for r, q in zip(rest, ok) if q] + [r for r, q in zip(rest, ok) if not q]
 
@@ -325,9 +428,9 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
                    | {u for r in rels for u in (r[5] or [])})
 
     # title: the closest pair as the text states it, or the central members
-    title = picks.get("title") or _title_options(titles, rels[:1], limit["title"])[0]
-
-    summary = _rule_summary(ents, rels, titles, units, places, picks, limit["summary"])
+    roles = [member_role(e[0], e[1]) for e in ents[:3]]
+    title = picks.get("title") or _title_options(titles, rels[:1], limit["title"], roles)[0]
+    summary = _rule_summary(ents, rels, titles, units, places, picks, limit["summary"], roles)
     findings = _rule_findings(ents, rels, title, picks, places, item,
                               props["findings"]["maxItems"])
     rating, rated = _rating(len(ents), n_rel, picks)
@@ -358,28 +461,32 @@ def _rating(n_members: int, n_rel: int, picks: dict) -> tuple[int, str]:
 
 def _rule_summary(ents: list[tuple], rels: list[tuple], titles: list[str], units: list[str],
                   places: dict[str, tuple[str, int]] | None, picks: dict,
-                  max_chars: int) -> str:
+                  max_chars: int, roles: list[str] | None = None) -> str:
     """A rule report's summary: the whole sentences of who the members are, how they
     relate, where they appear and the quoted evidence that fit in ``max_chars``, by
-    priority (a picked sentence before the rules' "how"), in reading order.
+    priority (the text's own sentence before the rules' "how"), in reading order.
 
     ``ents`` / ``rels``: the member rows of :func:`_members` (rels strongest first, or
     in the model's order of ``picks["findings"]``); ``titles``: the members' titles;
     ``units``: the community's text unit ids, sorted; ``places``: as for
-    :func:`rule_report`; ``picks``: the model's choices ({} for none).
+    :func:`rule_report`; ``picks``: the model's choices ({} for none); ``roles``: the
+    first members' :func:`~kgloom.report_writer.roles.member_role`, named beside them
+    ("Mrs. Dilber (a laundress)") where the sentence stays within half of ``max_chars``.
     """
-    kinds = {}
-    for e in ents:
-        kinds[e[3]] = kinds.get(e[3], 0) + 1
+    kinds = Counter(e[3] for e in ents)
     typed = [_counted(n, *_TYPE_WORDS[t]) for t, n in sorted(
         kinds.items(), key=lambda kv: (-kv[1], str(kv[0]))) if t in _TYPE_WORDS]
     other = sum(n for t, n in kinds.items() if t not in _TYPE_WORDS)
     typed += [_counted(other, "other name", "other names")] if other else []
-    who_names = _head_names(titles, 3 if len(titles) <= 3 else 2)
+    k = 3 if len(titles) <= 3 else 2
     size = ("is a community of one entity" if len(ents) == 1
             else f"form a community of {len(ents)} entities")
-    parts: dict[str, str] = {
-        "who": f"{who_names} {size}" + (f": {_listed(typed)}." if typed else ".")}
+    said = f": {_listed(typed)}." if typed else "."
+    parts: dict[str, str] = {"who": f"{_head_names(titles, k)} {size}{said}"}
+    named = [f"{t} ({r})" if r else t for t, r in zip(titles, (roles or [])[:k])]
+    with_roles = f"{_head_names(named + titles[len(named):], k)} {size}{said}"
+    if named != titles[:k] and len(with_roles) <= max_chars // 2:
+        parts["who"] = with_roles
     if rels:
         _, src, dst, _, _, rel_units = rels[0]
         centre = titles[0]
@@ -394,14 +501,14 @@ def _rule_summary(ents: list[tuple], rels: list[tuple], titles: list[str], units
     if units:
         parts["where"] = (f"They appear in {_counted(len(units), 'text unit', 'text units')} "
                           f"({_places(units, places)}).")
-    quote = picks.get("sentence") or _quote(rels[0][3] if rels else ents[0][1] if ents else "",
-                                            max_chars)
+    quote = picks.get("sentence") or _quote(
+        rels[0][3] if rels else ents[0][1] if ents else "", max_chars,
+        _must_name(rels[0][1], rels[0][2], rels[0][5], places) if rels else ())
     if quote:
         parts["quote"] = f"The text says: \"{quote}\""
-    # whole sentences only: those that fit, by priority (a chosen sentence before the
-    # rules' "how"), written in reading order
-    priority = ["who", "quote", "where", "how"] if picks.get("sentence") else \
-        ["who", "how", "where", "quote"]
+    # whole sentences only: those that fit, by priority (the text's own sentence before
+    # the rules' "how"), written in reading order
+    priority = ["who", "where", "quote", "how"]
     if len(parts["who"]) > max_chars:
         parts["who"] = _clip(f"{_head_names(titles, 1)} form a community of {len(ents)} "
                              "entities.", max_chars)
@@ -424,18 +531,22 @@ def _rule_findings(ents: list[tuple], rels: list[tuple], title: str, picks: dict
     and no relationship."""
     findings: list[dict] = []
     used: set[str] = set()  # quotes already a finding's: one sentence says one thing once
-    for _, src, dst, desc, _, rel_units in _finding_order(
-            rels, len(picks.get("findings") or []), item["explanation"]["maxLength"],
-            places)[:max_items]:
-        cite = f" [Sources: {_places(rel_units or [], places)}]" if rel_units else ""
+    picked = len(picks.get("findings") or [])
+    drafts = []  # (relationship, its citation, its quote): a quote another one took is none
+    for r in _finding_order(rels, picked, item["explanation"]["maxLength"], places):
+        cite = f" [Sources: {_places(r[5] or [], places)}]" if r[5] else ""
+        quote = _quote(r[3], item["explanation"]["maxLength"] - len(cite),
+                       _must_name(r[1], r[2], r[5], places))
+        drafts.append((r, cite, "" if quote in used else quote))
+        used.add(quote)
+    # the model's picks as they are, then those quoting a sentence no other one quotes
+    drafts = drafts[:picked] + sorted(drafts[picked:], key=lambda d: not d[2])
+    for (_, src, dst, desc, _, rel_units), cite, quote in drafts[:max_items]:
         phrase = _relation_phrase(src, dst, desc)
         head = f"{src} {phrase} {dst}" if phrase else f"{src} and {dst}"
         if words(head) == words(title):  # the title already says it: name the pair
             head = _finding_label(src, dst)
         head = _clip(head, item["summary"]["maxLength"])
-        quote = _quote(desc, item["explanation"]["maxLength"] - len(cite))
-        quote = "" if quote in used else quote
-        used.add(quote)
         body = quote or (f"{src} and {dst} are named together in "
                          f"{_counted(len(set(rel_units or [])), 'text unit', 'text units')}.")
         findings.append({"summary": head,
@@ -444,7 +555,7 @@ def _rule_findings(ents: list[tuple], rels: list[tuple], title: str, picks: dict
         for e in ents[:max_items]:
             e_units = e[4] or []
             cite = f" [Sources: {_places(e_units, places)}]" if e_units else ""
-            quote = _quote(e[1], item["explanation"]["maxLength"] - len(cite))
+            quote = _quote(e[1], item["explanation"]["maxLength"] - len(cite), (e[0],))
             quote = "" if quote in used else quote
             used.add(quote)
             body = quote or f"{e[0]} is named in " \

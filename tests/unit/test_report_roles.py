@@ -1,0 +1,113 @@
+"""Reports say who their members are and quote what joins them: the role a sentence gives
+a name (kgloom.report_writer.roles), a long sentence cut at a clause break, a passage's
+sentence about its subject. Invented names throughout, so no list of the book's or the
+pool's words passes these."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from kgloom.report_writer import rule_report
+from kgloom.report_writer.roles import member_role
+
+
+@pytest.mark.parametrize(("title", "description", "role"), [
+    ("Orla Venn", "Orla Venn, a lamplighter.", "a lamplighter"),
+    ("Tamsin", "Tamsin, Orrin's niece.\nTamsin laughed.", "Orrin's niece"),
+    ("Mrs. Quill", "Mrs. Quill, wife of Brisk Quill.", "wife of Brisk Quill"),
+    # a passage's title before its text, a parenthesis of dates, "was" and an article
+    ("Orla Venn", "Orla Venn Orla Venn (1901-1960) was a Vessian glass painter.",
+     "a Vessian glass painter"),
+    # a long role cut before its first conjunction after two words
+    ("Brisk Quill", "Brisk Quill is a Vessian carter and the keeper of the old toll-house "
+     "on the north road to Dunmere.", "a Vessian carter"),
+    # after a sentence's end
+    ("Orrin", "The snow fell. Orrin, the ferryman, waited.", "the ferryman"),
+])
+def test_the_role_a_sentence_gives_a_name_right_after_it(title, description, role):
+    assert member_role(title, description) == role
+
+
+@pytest.mark.parametrize(("title", "description"), [
+    ("Vessel", "Maria of Vessel was the elder daughter."),  # inside a longer name
+    ("Dunmere", "Old Dunmere Hall is a house."),  # a longer name ending elsewhere
+    ("Orla", "Orla, to be sure, was late."),  # no role: an adverbial aside
+    ("Orla", "Orla, a kind-hearted, jovial old soul."),  # a list of adjectives
+    ("Orla", "Orla was a film produced by J. Venn."),  # cut at an initial
+    ("Orla", "Orla, and the rest."),  # a conjunction
+    ("Orla", "Orla, a shrewd--no, a cunning woman."),  # a run-on aside
+    ("Orla", ""),
+])
+def test_no_role_where_the_words_after_a_name_are_no_role(title, description):
+    assert member_role(title, description) == ""
+
+
+def _tables(descriptions: list[str], ent_descriptions: list[str] | None = None):
+    ents = pl.DataFrame({
+        "id": ["o", "t", "b"], "title": ["Orla Venn", "Tamsin Quill", "Brisk"],
+        "description": ent_descriptions or ["Orla Venn, a lamplighter.", "A weaver.",
+                                            "A carter."],
+        "degree": [3, 2, 1], "type": ["PERSON"] * 3,
+        "text_unit_ids": [["u1"], ["u1", "u2"], ["u2"]]})
+    rels = pl.DataFrame({
+        "id": ["r1", "r2"], "source": ["Orla Venn", "Tamsin Quill"],
+        "target": ["Tamsin Quill", "Brisk"], "description": descriptions,
+        "combined_degree": [5, 3], "text_unit_ids": [["u1"], ["u2"]]})
+    community = {"entity_ids": ["o", "t", "b"], "relationship_ids": ["r1", "r2"],
+                 "text_unit_ids": ["u1", "u2"]}
+    return community, ents, rels
+
+
+def test_a_long_sentence_is_quoted_to_the_clause_that_names_both_never_cut_mid_clause():
+    long = ("So Orla Venn lit the lamp, and in came Tamsin Quill, the weaver, with at "
+            "least three bolts of grey wool under her arm, " + "and more and more, " * 20
+            + "until the shop was full.")
+    community, ents, rels = _tables([long, "Brisk drove off. … Tamsin Quill waved."])
+    obj = rule_report(community, ents, rels)
+    first = obj["findings"][0]["explanation"]
+    quote = first.split(" [Sources:")[0]
+    # the text's own words up to a clause break, a full stop put there, within the bound
+    assert quote.startswith("So Orla Venn lit the lamp, and in came Tamsin Quill, the weaver")
+    assert long.startswith(quote[:-1] + ",") and quote.endswith(".")
+    assert "…" not in first and len(first) <= 320
+    # no sentence names both Tamsin Quill and Brisk: a count, not half-sentences
+    assert obj["findings"][1]["explanation"].startswith(
+        "Tamsin Quill and Brisk are named together in 1 text unit.")
+    # the summary names the role the text gives its central member
+    assert obj["summary"].startswith("Orla Venn (a lamplighter), Tamsin Quill and Brisk form")
+
+
+def test_a_passage_about_one_end_is_quoted_where_it_names_the_other():
+    """In the passage on Orla Venn, "She married Tamsin Quill." is about Orla Venn; in a
+    passage on neither, a sentence naming only one end says nothing of the pair."""
+    desc = "Orla Venn was a glass painter. … She married Tamsin Quill in 1930."
+    community, ents, rels = _tables([desc, "Tamsin Quill hired Brisk to carry wool."])
+    on_orla = rule_report(community, ents, rels,
+                          places={"u1": ("Orla Venn", 0), "u2": ("Carters", 0)})
+    assert any(f["explanation"].startswith("She married Tamsin Quill in 1930.")
+               for f in on_orla["findings"])
+    elsewhere = rule_report(community, ents, rels,
+                            places={"u1": ("Glass", 0), "u2": ("Carters", 0)})
+    assert not any("She married" in f["explanation"] for f in elsewhere["findings"])
+
+
+def test_findings_do_not_quote_one_sentence_twice():
+    """Two pairs whose evidence is the same sentence: the second pair's finding would
+    repeat the first; a pair with a sentence of its own is preferred to it."""
+    same = "Orla Venn, Tamsin Quill and Brisk sailed on the Heron."
+    ents = pl.DataFrame({
+        "id": ["o", "t", "b", "h"], "title": ["Orla Venn", "Tamsin Quill", "Brisk", "Heron"],
+        "description": ["-"] * 4, "degree": [3, 2, 2, 1], "type": ["PERSON"] * 4,
+        "text_unit_ids": [["u1"]] * 4})
+    rels = pl.DataFrame({
+        "id": ["r1", "r2", "r3"], "source": ["Orla Venn", "Orla Venn", "Brisk"],
+        "target": ["Tamsin Quill", "Brisk", "Heron"],
+        "description": [same, same, "Brisk had built the Heron himself."],
+        "combined_degree": [9, 8, 1], "text_unit_ids": [["u1"]] * 3})
+    community = {"entity_ids": ["o", "t", "b", "h"], "relationship_ids": ["r1", "r2", "r3"],
+                 "text_unit_ids": ["u1"]}
+    bodies = [f["explanation"] for f in rule_report(community, ents, rels)["findings"]]
+    assert bodies[0].startswith(same)
+    assert bodies[1].startswith("Brisk had built the Heron himself.")
+    assert sum(b.startswith(same) for b in bodies) == 1
