@@ -38,8 +38,9 @@ def run_stage(index: Path, cache: Path, out: Path) -> dict:
     from kgloom.settings import IndexSettings
 
     read = lambda name, **kw: pl.read_parquet(index / f"{name}.parquet", **kw)  # noqa: E731
-    units = read("text_units", columns=["id", "n_tokens", "document_id", "chunk_index"])
-    docs = read("documents", columns=["id", "title"])
+    units = read("text_units", columns=["id", "n_tokens", "document_id", "chunk_index",
+                                        "start_char", "end_char"])
+    docs = read("documents", columns=["id", "title", "text"])  # as the asset reads them
     tables = {n: read(n) for n in ("communities", "entities", "relationships", "covariates")}
     llm = open_llm(cache)
     t0 = time.perf_counter()

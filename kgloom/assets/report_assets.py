@@ -31,9 +31,10 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
                 if s.reuse_reports else None)
     claims = store.read(schemas.COVARIATES, schema=schemas.COVARIATES_SCHEMA)
     units = store.read(schemas.TEXT_UNITS, Level.CORPUS, schema=schemas.TEXT_UNITS_SCHEMA,
-                       columns=["id", "n_tokens", "document_id", "chunk_index"])  # no texts
+                       columns=["id", "n_tokens", "document_id", "chunk_index", "start_char",
+                                "end_char"])  # no unit texts
     docs = store.read(schemas.DOCUMENTS, Level.CORPUS, schema=schemas.DOCUMENTS_SCHEMA,
-                      columns=["id", "title"])
+                      columns=["id", "title", "text"])  # texts: the sections of long ones
     cached = llm.open_for(s, store, log=context.log) if s.llm_reports == "eager" else None
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, COMMUNITY_REPORTS),

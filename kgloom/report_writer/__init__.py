@@ -67,6 +67,7 @@ from kgloom.report_writer.rules import (
     FINDING_CANDIDATES,
     TITLE_MAX_WORDS,
     MemberRows,
+    Places,
     ReportOptions,
     _members,
     _whole,
@@ -80,7 +81,7 @@ __all__ = [
     "BRIEF_REPORT_SCHEMA", "CHOICES_TEMPLATE", "FINDING_CANDIDATES", "GROUNDING_VERSION",
     "MAX_FINDING_OPTIONS", "MAX_SENTENCE_OPTIONS", "MAX_TITLE_OPTIONS", "REJECTED",
     "REPORT_METHODS", "REPORT_SETTINGS", "REPORT_TEMPLATE", "RULES_VERSION",
-    "SAME_FIELD_MIN_WORDS", "STAGE", "TITLE_MAX_WORDS", "MemberRows", "ReportOptions",
+    "SAME_FIELD_MIN_WORDS", "STAGE", "TITLE_MAX_WORDS", "MemberRows", "Places", "ReportOptions",
     "WrittenReport", "_whole", "build_report_context", "check_report", "example_text",
     "is_brief", "member_claims", "report_columns", "report_key", "report_options",
     "report_schema", "report_settings", "report_text", "rule_report", "write_llm_report",
@@ -181,7 +182,7 @@ class WrittenReport:
 def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: IndexSettings,
                      entities: pl.DataFrame, relationships: pl.DataFrame,
                      title_of: dict[str, str],
-                     places: dict[str, tuple[str, int]] | None = None) -> WrittenReport:
+                     places: Places | None = None) -> WrittenReport:
     """Ask ``llm`` for ``community``'s report from ``context`` and check the reply.
 
     With ``settings.llm_report_form`` ``choices`` (the default) the model chooses the
@@ -237,7 +238,7 @@ def write_llm_report(llm: LLMCaller, community: dict, context: str, settings: In
 def _write_choices_report(llm: LLMCaller, community: dict, context: str,
                           settings: IndexSettings, entities: pl.DataFrame,
                           relationships: pl.DataFrame, title_of: dict[str, str],
-                          places: dict[str, tuple[str, int]] | None) -> WrittenReport:
+                          places: Places | None) -> WrittenReport:
     """:func:`write_llm_report` with ``llm_report_form`` ``choices``: one structured call
     (:data:`CHOICES_TEMPLATE`, the community's :func:`report_options` listed under its
     context and as the reply's enums), then :func:`rule_report` with the reply as its
@@ -258,8 +259,10 @@ def _write_choices_report(llm: LLMCaller, community: dict, context: str,
     # the documents of the community's own text units (what its findings cite), not
     # every document of the corpus: on the 2Wiki pool all 6,119 titles went into each
     # report's check
-    cited = "\n".join(sorted({places[u][0] for u in community.get("text_unit_ids") or []
-                               if places and u in places}))
+    # and the sections they fall under (a summary's "where")
+    cited = "\n".join(sorted({part for u in community.get("text_unit_ids") or []
+                               if places and u in places for part in places[u][::2]
+                               if isinstance(part, str) and part}))
     # the rule report quotes its members' own evidence, which the context may have left
     # out for its token budget: that is the community's data too
     ents, rels = _members(community, entities, relationships, None)

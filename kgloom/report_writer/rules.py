@@ -66,6 +66,11 @@ class MemberRows:
                 col(relationships, "text_unit_ids")))))
 
 
+# where each text unit is: text unit id -> (its document's title, its position in the
+# document (``chunk_index``), the section it falls under or "":
+# :func:`kgloom.report_writer.sections.unit_sections`)
+Places = dict[str, tuple[str, int, str]]
+
 # how a rule report counts members of each type ("4 people and 1 place")
 _TYPE_WORDS = {"PERSON": ("person", "people"), "ORGANIZATION": ("organization", "organizations"),
                "LOCATION": ("place", "places"), "EVENT": ("event", "events")}
@@ -123,9 +128,11 @@ def _quote(descriptions: str | None, limit: int, names: tuple[str, ...] = ()) ->
 
 
 # between two sentences of one line: an end mark (and closing quotes) and a space; not
-# after an honorific ("Mr. Scrooge"). A part that opens in lower case ("asked Scrooge,
-# looking doubtfully at him.": the text's quote left out) is no whole sentence.
-_SENTENCE_SPLIT = regex.compile(r"(?<!\b(?:Mr|Mrs|Ms|Dr|St))(?<=[.!?]['’\"”)]*)\s+")
+# after an honorific ("Mr. Scrooge"), an initial ("J. B. Venn") or a short lower-case
+# abbreviation ("married c. 1353", "b. 1901"). A part that opens in lower case ("asked
+# Scrooge, looking doubtfully at him.": the text's quote left out) is no whole sentence.
+_SENTENCE_SPLIT = regex.compile(
+    r"(?<!\b(?:Mr|Mrs|Ms|Dr|St|\p{Lu}|\p{Ll}{1,2})\.)(?<=[.!?]['’\"”)]*)\s+")
 
 
 # where a sentence's clause ends: a comma, semicolon or colon before a space, or a dash
@@ -146,10 +153,12 @@ def _name_words(name: str) -> set[str]:
 def _names_each(sentence: str, names: tuple[str, ...]) -> bool:
     """Does ``sentence`` name each of ``names``, each by a word of its own
     (:func:`_name_words` less the words the others share: "Bob Cratchit" and "Master Peter
-    Cratchit" by "Bob" and "Peter", not by "Cratchit")?"""
+    Cratchit" by "Bob" and "Peter", not by "Cratchit"); one name alone by all its words?"""
     words = {w.removesuffix("'s").removesuffix("’s")
              for w in regex.findall(r"[\p{L}\p{M}'’\-]+", sentence)}
     keys = [_name_words(n) for n in names]
+    if len(keys) == 1:  # one name alone: all of its words ("Limburg" is not "Limburg zu Stirum")
+        return keys[0] <= words
     for k, own in enumerate(keys):
         shared = set().union(*(o for j, o in enumerate(keys) if j != k))
         if not (own - shared or own) & words:
@@ -199,8 +208,11 @@ def _whole(sentence: str, limit: int) -> str:
     its brackets opened and closed within it: "28 June 1961 – 3 February 2012) was a
     film director" is the tail of a sentence split inside its parenthesis) of at most
     ``limit`` characters, with a full stop added where it has no end mark (a
-    model-written description), else ""."""
+    model-written description), else "". One that ends in a colon, semicolon or comma
+    stops before what it introduces ("they had issue:") and is none."""
     flat = " ".join(sentence.split())
+    if flat.endswith((":", ";", ",")):  # a sentence cut before what it introduces
+        return ""
     if flat and not _END_MARK.search(flat):
         flat += "."
     return flat if len(flat) <= limit and _WHOLE_SENTENCE.fullmatch(flat) \
@@ -220,26 +232,41 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-def _places(unit_ids: list[str], places: dict[str, tuple[str, int]] | None,
-            limit: int = 3) -> str:
+def _places(unit_ids: list[str], places: Places | None, limit: int = 3,
+            sections: bool = False) -> str:
     """Where text units are, for a citation: "a-christmas-carol.txt #12, #14" (document
-    title and the unit's position in it, from ``places``), else the units' short ids."""
+    title and the unit's position in it, from ``places``), else the units' short ids;
+    with ``sections``, each document's sections after its positions, at most two, those
+    holding most of the units first ("a-christmas-carol #44 to #71, in Stave Three and
+    Stave Four"; "mostly in" when there are more)."""
     ids = sorted(set(unit_ids))
     if not places:
         return "units " + ", ".join(u[:8] for u in ids[:limit]) + (
             f" and {len(ids) - limit} more" if len(ids) > limit else "")
-    by_doc: dict[str, list[int]] = {}
+    by_doc: dict[str, list[tuple[int, str]]] = {}
     for u in ids:
         if u in places:
-            doc, k = places[u]
-            by_doc.setdefault(doc, []).append(k)
+            place = places[u]
+            by_doc.setdefault(place[0], []).append(
+                (place[1], place[2] if len(place) > 2 else ""))
 
-    def at(ks: list[int]) -> str:
+    def at(ks: list[tuple[int, str]]) -> str:
         ks = sorted(ks)
-        return ", ".join(f"#{k}" for k in ks) if len(ks) <= limit else f"#{ks[0]} to #{ks[-1]}"
+        out = (", ".join(f"#{k}" for k, _ in ks) if len(ks) <= limit
+               else f"#{ks[0][0]} to #{ks[-1][0]}")
+        counts = Counter(s for _, s in ks if s)
+        # the sections holding most of the units first, then in the document's order
+        named = sorted(counts, key=lambda n: (-counts[n], next(k for k, s in ks if s == n)))
+        if len(named) > 1:  # several: their short names ("Stave Three", not its subtitle)
+            named = list(dict.fromkeys(n.split(" – ")[0] for n in named))
+        if sections and named:
+            out += (f", in {named[0]}" if len(named) == 1 else
+                    f", in {named[0]} and {named[1]}" if len(named) == 2 else
+                    f", mostly in {named[0]} and {named[1]}")
+        return out
     docs = sorted(by_doc.items(), key=lambda d: (-len(d[1]), d[0]))
     parts = [f"{doc} {at(ks)}" for doc, ks in docs[:2]] + (
-        [f"{len(docs) - 2} more documents"] if len(docs) > 2 else [])
+        [_counted(len(docs) - 2, "more document", "more documents")] if len(docs) > 2 else [])
     return "; ".join(parts) or ("units " + ", ".join(u[:8] for u in ids[:limit]))
 
 
@@ -285,7 +312,7 @@ def _title_options(titles: list[str], rels: list[tuple], max_chars: int,
 
 
 def _must_name(src: str, dst: str, units: list[str] | None,
-               places: dict[str, tuple[str, int]] | None) -> tuple[str, str] | tuple[str]:
+               places: Places | None) -> tuple[str, str] | tuple[str]:
     """The names a quote for the relationship ``src`` - ``dst`` must hold: both, or only
     the other end when every one of its text ``units`` is in the one document titled as
     one end (a passage about its subject says "She married Orrin Vale", not her name)."""
@@ -362,7 +389,7 @@ FINDING_CANDIDATES = 12
 
 
 def _finding_order(rels: list[tuple], picked: int, limit: int,
-                   places: dict[str, tuple[str, int]] | None) -> list[tuple]:
+                   places: Places | None) -> list[tuple]:
     """The relationships a report's findings take, in order: the first ``picked`` (a
     model's choices) as they are, then, of the next :data:`FINDING_CANDIDATES`, those
     whose evidence holds a whole sentence that fits a finding of ``limit`` characters
@@ -380,7 +407,7 @@ def _finding_order(rels: list[tuple], picked: int, limit: int,
 
 def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataFrame,
                 rows: MemberRows | None = None,
-                places: dict[str, tuple[str, int]] | None = None,
+                places: Places | None = None,
                 picks: dict | None = None) -> dict:
     """A report of a community built by rules, no model: the same fields and bounds as an
     LLM report (:data:`REPORT_TEMPLATE`'s schema), written in whole sentences.
@@ -460,11 +487,11 @@ def _rating(n_members: int, n_rel: int, picks: dict) -> tuple[int, str]:
 
 
 def _rule_summary(ents: list[tuple], rels: list[tuple], titles: list[str], units: list[str],
-                  places: dict[str, tuple[str, int]] | None, picks: dict,
-                  max_chars: int, roles: list[str] | None = None) -> str:
-    """A rule report's summary: the whole sentences of who the members are, how they
-    relate, where they appear and the quoted evidence that fit in ``max_chars``, by
-    priority (the text's own sentence before the rules' "how"), in reading order.
+                  places: Places | None, picks: dict, max_chars: int,
+                  roles: list[str] | None = None) -> str:
+    """A rule report's summary: the whole sentences of who the members are, where they
+    appear, the quoted evidence and how they relate that fit in ``max_chars``, by that
+    priority, in reading order (who, how, quote, where).
 
     ``ents`` / ``rels``: the member rows of :func:`_members` (rels strongest first, or
     in the model's order of ``picks["findings"]``); ``titles``: the members' titles;
@@ -499,21 +526,21 @@ def _rule_summary(ents: list[tuple], rels: list[tuple], titles: list[str], units
     elif len(ents) > 1:
         parts["how"] = "No relationship joins them inside the community."
     if units:
-        parts["where"] = (f"They appear in {_counted(len(units), 'text unit', 'text units')} "
-                          f"({_places(units, places)}).")
+        counted = _counted(len(units), 'text unit', 'text units')
+        parts["where"] = f"They appear in {counted} ({_places(units, places, sections=True)})."
+        if len(parts["where"]) > max_chars // 2:
+            parts["where"] = f"They appear in {counted} ({_places(units, places)})."
     quote = picks.get("sentence") or _quote(
         rels[0][3] if rels else ents[0][1] if ents else "", max_chars,
         _must_name(rels[0][1], rels[0][2], rels[0][5], places) if rels else ())
     if quote:
         parts["quote"] = f"The text says: \"{quote}\""
-    # whole sentences only: those that fit, by priority (the text's own sentence before
-    # the rules' "how"), written in reading order
-    priority = ["who", "where", "quote", "how"]
+    # whole sentences only: those that fit, by priority, written in reading order
     if len(parts["who"]) > max_chars:
         parts["who"] = _clip(f"{_head_names(titles, 1)} form a community of {len(ents)} "
                              "entities.", max_chars)
     kept, total = set(), -1
-    for key in priority:
+    for key in ("who", "where", "quote", "how"):
         if key in parts and total + 1 + len(parts[key]) <= max_chars:
             kept.add(key)
             total += 1 + len(parts[key])
@@ -521,7 +548,7 @@ def _rule_summary(ents: list[tuple], rels: list[tuple], titles: list[str], units
 
 
 def _rule_findings(ents: list[tuple], rels: list[tuple], title: str, picks: dict,
-                   places: dict[str, tuple[str, int]] | None, item: dict,
+                   places: Places | None, item: dict,
                    max_items: int) -> list[dict]:
     """A rule report's findings, at most ``max_items`` [{summary, explanation}]: one per
     internal relationship in :func:`_finding_order`, else one per member; each a whole

@@ -32,6 +32,7 @@ from kgloom.embedding.tokenizer import Tokenizer
 from kgloom.llm import CachedLLM
 from kgloom.report_writer import (
     MemberRows,
+    Places,
     WrittenReport,
     build_report_context,
     member_claims,
@@ -40,6 +41,7 @@ from kgloom.report_writer import (
     rule_report,
     write_llm_report,
 )
+from kgloom.report_writer.sections import unit_sections
 from kgloom.settings.indexing import IndexSettings
 
 
@@ -63,15 +65,27 @@ def source_tokens(community: dict, relationship_units: dict[str, list[str] | Non
     return sum(unit_tokens[u] for u in units) if units else None
 
 
-def unit_places(text_units: pl.DataFrame, documents: pl.DataFrame
-                ) -> dict[str, tuple[str, int]]:
-    """{text unit id: (its document's title, its ``chunk_index``)} from text units (id,
-    document_id, chunk_index) and documents (id, title); units of no listed document are
-    left out."""
+def unit_places(text_units: pl.DataFrame, documents: pl.DataFrame) -> Places:
+    """{text unit id: (its document's title, its ``chunk_index``, its section)} from text
+    units (id, document_id, chunk_index; start_char and end_char for sections) and
+    documents (id, title; ``text`` for sections). The section is the heading the unit
+    falls under in a document of several units
+    (:func:`kgloom.report_writer.sections.unit_sections`), "" for a one-unit document,
+    one without headings or without its text. Units of no listed document are left
+    out."""
     title = dict(zip(documents["id"].to_list(), documents["title"].to_list()))
-    return {u: (title[d], k) for u, d, k in zip(text_units["id"].to_list(),
-                                                 text_units["document_id"].to_list(),
-                                                 text_units["chunk_index"].to_list())
+    section: dict[str, str] = {}
+    if "text" in documents.columns and {"start_char", "end_char"} <= set(text_units.columns):
+        texts = dict(zip(documents["id"].to_list(), documents["text"].to_list()))
+        for (doc,), units in text_units.filter(
+                pl.col("document_id").is_in(list(texts))).group_by("document_id"):
+            if units.height > 1 and texts[doc]:
+                section.update(zip(units["id"].to_list(), unit_sections(
+                    texts[doc], list(zip(units["start_char"].to_list(),
+                                         units["end_char"].to_list())))))
+    return {u: (title[d], k, section.get(u, ""))
+            for u, d, k in zip(text_units["id"].to_list(), text_units["document_id"].to_list(),
+                               text_units["chunk_index"].to_list())
             if d in title}
 
 
@@ -103,7 +117,7 @@ def needs_llm_report(community: dict, settings: IndexSettings,
 def _write(llm: CachedLLM, settings: IndexSettings, entities: pl.DataFrame,
            relationships: pl.DataFrame, title_of: dict[str, str],
            job: tuple[dict, str, str],
-           unit_places: dict[str, tuple[str, int]] | None = None) -> WrittenReport:
+           unit_places: Places | None = None) -> WrittenReport:
     """One job of :func:`build_community_reports` (community, key, context) written by
     :func:`kgloom.report_writer.write_llm_report` (run ``llm.concurrency`` at a time)."""
     return write_llm_report(llm, job[0], job[2], settings, entities, relationships, title_of,
@@ -113,7 +127,7 @@ def _write(llm: CachedLLM, settings: IndexSettings, entities: pl.DataFrame,
 def _write_unless_given_up(llm: CachedLLM, settings: IndexSettings, entities: pl.DataFrame,
                            relationships: pl.DataFrame, title_of: dict[str, str],
                            rejected_run: list[int],
-                           unit_places: dict[str, tuple[str, int]] | None,
+                           unit_places: Places | None,
                            job: tuple[dict, str, str]) -> WrittenReport | None:
     """:func:`_write`, or None without a call once ``settings.report_llm_give_up_after``
     replies in a row were rejected (``rejected_run[0]`` counts them; a kept reply resets
@@ -167,7 +181,7 @@ def build_community_reports(communities: pl.DataFrame, entities: pl.DataFrame,
                             previous: pl.DataFrame | None = None,
                             claims: pl.DataFrame | None = None,
                             unit_tokens: dict[str, int] | None = None,
-                            unit_places: dict[str, tuple[str, int]] | None = None,
+                            unit_places: Places | None = None,
                             ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Build a report for every community, deepest level first (the caller writes them).
 
@@ -246,7 +260,7 @@ class _ReportsBuild:
                  progress: Callable[[int, int], None] | None,
                  previous: pl.DataFrame | None, claims: pl.DataFrame | None,
                  unit_tokens: dict[str, int] | None,
-                 unit_places: dict[str, tuple[str, int]] | None) -> None:
+                 unit_places: Places | None) -> None:
         self.entities, self.relationships, self.llm = entities, relationships, llm
         self.settings, self.tokenizer, self.progress = settings, tokenizer, progress
         self.claims, self.unit_tokens, self.unit_places = claims, unit_tokens, unit_places

@@ -111,3 +111,68 @@ def test_findings_do_not_quote_one_sentence_twice():
     assert bodies[0].startswith(same)
     assert bodies[1].startswith("Brisk had built the Heron himself.")
     assert sum(b.startswith(same) for b in bodies) == 1
+
+
+def test_headings_of_a_long_document_and_the_section_of_each_unit():
+    """Plain upper-case lines standing alone and Markdown headings are headings; a
+    heading split over lines by blank or bracketed lines is one; a line of text set in
+    capitals inside a paragraph, a contents row with its page number and a bracketed
+    note are not."""
+    from kgloom.report_writer.sections import headings, unit_sections
+
+    text = ("THE VESSEL PAPERS\n\nCONTENTS\n\nPART ONE--THE MILL   3\nPART TWO   9\n\n"
+            "PART ONE\n\n[Illustration]\n\nTHE MILL ON THE WEIR\n\n"
+            "Orla Venn kept the mill.\nShe shouted STOP THE WHEEL at noon.\n\n"
+            "## The ferry\n\nTamsin Quill rowed across.\n")
+    found = headings(text)
+    assert [name for _, name in found] == [
+        "The Vessel Papers – Contents", "Part One – The Mill on the Weir", "The ferry"]
+    assert all(text[at:].lstrip("# ").upper().startswith(name.split(" – ")[0].upper())
+               for at, name in found)
+    mill, ferry = text.index("Orla Venn"), text.index("Tamsin")
+    spans = [(0, 10), (mill, mill + 20), (ferry, ferry + 10)]
+    assert unit_sections(text, spans) == [
+        "The Vessel Papers – Contents", "Part One – The Mill on the Weir", "The ferry"]
+    assert unit_sections("no headings here", [(0, 5)]) == [""]
+
+
+def test_a_summary_says_in_which_sections_of_a_long_document_its_members_are():
+    community, ents, rels = _tables(["Orla Venn met Tamsin Quill.",
+                                     "Tamsin Quill hired Brisk."])
+    places = {"u1": ("The Vessel Papers", 4, "Part One – The Mill"),
+              "u2": ("The Vessel Papers", 9, "Part Two – The Ferry")}
+    summary = rule_report(community, ents, rels, places=places)["summary"]
+    assert "(The Vessel Papers #4, #9, in Part One and Part Two)." in summary
+    one = {u: (doc, k, "Part One – The Mill") for u, (doc, k, _) in places.items()}
+    assert "in Part One – The Mill)." in rule_report(community, ents, rels, places=one)["summary"]
+
+
+def test_unit_places_name_the_section_of_each_unit_of_a_long_document_only():
+    from kgloom.reports.community_reports import unit_places
+
+    text = "PART ONE\n\nOrla Venn kept the mill.\n\nPART TWO\n\nTamsin Quill rowed."
+    two = text.index("PART TWO")
+    docs = pl.DataFrame({"id": ["d1", "d2"], "title": ["Vessel", "Heron"],
+                         "text": [text, "HERON\n\nA boat."]})
+    units = pl.DataFrame({"id": ["a", "b", "c"], "document_id": ["d1", "d1", "d2"],
+                          "chunk_index": [0, 1, 0], "start_char": [0, two, 0],
+                          "end_char": [two, len(text), 14]})
+    assert unit_places(units, docs) == {"a": ("Vessel", 0, "Part One"),
+                                        "b": ("Vessel", 1, "Part Two"),
+                                        "c": ("Heron", 0, "")}  # one unit: no section
+    # without the texts (or the spans) there are no sections
+    assert unit_places(units.drop("start_char"), docs)["b"] == ("Vessel", 1, "")
+    assert unit_places(units, docs.drop("text"))["a"] == ("Vessel", 0, "")
+
+
+def test_a_quote_is_never_a_fragment_split_at_an_abbreviation_or_an_initial():
+    """"married c. 1353 Tamsin Quill" is one sentence: split at "c." its tail "1353 Tamsin
+    Quill and they had issue:" was quoted; a line ending in a colon is no whole one."""
+    from kgloom.report_writer.rules import _quote
+
+    desc = ("Orla Venn was a Vessian lord. … Orla Venn married c. 1353 Tamsin Quill, "
+            "daughter of J. B. Quill.")
+    assert _quote(desc, 300, ("Orla Venn", "Tamsin Quill")) == (
+        "Orla Venn married c. 1353 Tamsin Quill, daughter of J. B. Quill.")
+    assert _quote("1353 Tamsin Quill and they had issue:", 300,
+                  ("Tamsin Quill",)) == ""
