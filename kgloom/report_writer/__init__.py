@@ -29,8 +29,9 @@ otherwise the community gets its rule report and a failures row saying why
 
 The package's modules: :mod:`.prompt` (the templates, the reply schemas, the versions and
 bounds), :mod:`.report_context` (a community's context), :mod:`.rules` (rule reports and
-the options a model chooses among), :mod:`.report_checks` (the grounding checks of a
-reply); here: the reuse key, the schema per community, and writing an LLM report. What
+the options a model chooses among), :mod:`.roles` (the role the text gives a member),
+:mod:`.sections` (the headings of a long document and each unit's section),
+:mod:`.report_checks` (the grounding checks of a reply); here: the reuse key, the schema per community, and writing an LLM report. What
 other modules use is re-exported here, so ``kgloom.report_writer.X`` keeps working
 (:data:`CHOICES_TEMPLATE` is read from this module when a report is keyed or written, so
 replacing it here takes effect).
