@@ -12,6 +12,10 @@ Sets (each given by ``--<set> INDEX``; a set without an index is left out):
   (bench/data/book-questions-later.jsonl), written by another reader from the book alone
   after ``bridge_match_power`` and ``adjacent_unit_weight`` were chosen: a check on
   questions no setting was tuned on (``--book-later INDEX``; by default ``--book``'s).
+- ``book-fresh``: the same index and 25 more (bench/data/book-questions-fresh.jsonl),
+  written by a third reader from the book alone when no retrieval setting had changed
+  since ``book-later``; measured, never tuned on (``--book-fresh INDEX``; by default
+  ``--book``'s).
 - ``slice``: bench/data/2wiki-dev (354 passages, 40 questions; ``bench/eval_qa.py --work
   DIR`` builds ``DIR/output``).
 - ``hotpot``: bench/data/hotpotqa-sample (994 passages, 100 questions; ``kgloom index`` of
@@ -51,6 +55,7 @@ from bench.stamp import save_result  # noqa: E402
 DATA = ROOT / "bench" / "data"
 QUESTIONS = {"book": DATA / "book-questions.jsonl",
              "book-later": DATA / "book-questions-later.jsonl",
+             "book-fresh": DATA / "book-questions-fresh.jsonl",
              "slice": DATA / "2wiki-dev" / "questions.jsonl",
              "hotpot": DATA / "hotpotqa-sample" / "questions.jsonl",
              "pool": DATA / "2wiki-dev" / "questions.jsonl"}
@@ -118,7 +123,7 @@ def main() -> None:
     result: dict = {"sets": {}}
     for name, qpath in QUESTIONS.items():
         index = getattr(args, name.replace("-", "_"))
-        if name == "book-later" and index is None:
+        if name in ("book-later", "book-fresh") and index is None:
             index = args.book  # the same book, its later questions
         if index is None:
             continue
