@@ -31,10 +31,10 @@ The package's modules: :mod:`.prompt` (the templates, the reply schemas, the ver
 bounds), :mod:`.report_context` (a community's context), :mod:`.rules` (rule reports and
 the options a model chooses among), :mod:`.roles` (the role the text gives a member),
 :mod:`.sections` (the headings of a long document and each unit's section),
-:mod:`.report_checks` (the grounding checks of a reply); here: the reuse key, the schema per community, and writing an LLM report. What
-other modules use is re-exported here, so ``kgloom.report_writer.X`` keeps working
-(:data:`CHOICES_TEMPLATE` is read from this module when a report is keyed or written, so
-replacing it here takes effect).
+:mod:`.report_checks` (the grounding checks of a reply); here: the reuse key, the schema
+per community, and writing an LLM report. What other modules use is re-exported here, so
+``kgloom.report_writer.X`` keeps working (:data:`CHOICES_TEMPLATE` is read from this
+module when a report is keyed or written, so replacing it here takes effect).
 """
 
 from __future__ import annotations
@@ -269,7 +269,8 @@ def _write_choices_report(llm: LLMCaller, community: dict, context: str,
     ents, rels = _members(community, entities, relationships, None)
     own = "\n".join([e[1] for e in ents if e[1]] + [r[3] for r in rels if r[3]])
     problems = check_report(report, f"{context}\n{options.text()}\n{cited}\n{own}",
-                            [title_of[e] for e in community["entity_ids"] if e in title_of])
+                            [title_of[e] for e in community["entity_ids"] if e in title_of],
+                            composed=True)
     if problems:
         return WrittenReport(rule_report(community, entities, relationships, places=places),
                              "rules", rejected={

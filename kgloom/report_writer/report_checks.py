@@ -32,7 +32,7 @@ def report_text(obj: dict) -> str:
 
 
 def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] = (),
-                 example: str | None = None) -> list[str]:
+                 example: str | None = None, composed: bool = False) -> list[str]:
     """Why an LLM report reply must not be published; [] when it may.
 
     A report may name only what its context holds (the rule of GraphRAG's report prompt,
@@ -61,12 +61,19 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
         example: the prompt's example text (default: :func:`example_text` of
             ``REPORT_TEMPLATE``, "" since it has none); pass an older prompt's to check
             the reports written under it.
+        composed: the report's sentences are kgloom's, around a model's choices among
+            enums (``llm_report_form: choices``): its citation labels ("[Sources:
+            ...]") are not read as names and a name said three times in a field is no
+            loop (a choice cannot loop; the rules name a passage's subject in the who,
+            the quote and the where); two findings alike are still refused.
 
     Returns:
         one reason per failed check, each naming what was found.
     """
     example = example_text() if example is None else example
     text = report_text(obj)
+    if composed:
+        text = _CITATION.sub("", text)
     problems: list[str] = []
     slots = [p for p in dict.fromkeys(_PLACEHOLDER.findall(text)) if p not in context]
     copied = [p for p in slots if p in example]
@@ -85,8 +92,13 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
     others = [n for n in unknown if n not in from_example]
     if others:
         problems.append("names what its context lacks: " + ", ".join(others[:8]))
-    problems += _repeats(_report_fields(obj), obj.get("findings") or [])
+    problems += _repeats(_report_fields(obj), obj.get("findings") or [], loops=not composed)
     return problems
+
+
+# the citation a rule-written finding ends with: "[Sources: a-christmas-carol #44, #45]",
+# or its head where the finding was clipped to its bound
+_CITATION = regex.compile(r"\[Sources: [^\]\n]*(?:\]|$)", regex.MULTILINE)
 
 
 def _report_fields(obj: dict) -> list[tuple[str, str]]:
@@ -101,11 +113,13 @@ def _report_fields(obj: dict) -> list[tuple[str, str]]:
     return fields
 
 
-def _repeats(fields: list[tuple[str, str]], findings: list[dict]) -> list[str]:
+def _repeats(fields: list[tuple[str, str]], findings: list[dict],
+             loops: bool = True) -> list[str]:
     """The "repeats itself" reason of :func:`check_report` ([] or one reason): a loop
-    within a field, the same text (of ``SAME_FIELD_MIN_WORDS`` words or more) in two
-    fields, or two findings with the same summary."""
-    for _, text in fields:
+    within a field (looked for when ``loops``), the same text (of
+    ``SAME_FIELD_MIN_WORDS`` words or more) in two fields, or two findings with the same
+    summary."""
+    for _, text in fields if loops else []:
         rep = find_repetition(text or "")
         if rep is not None:
             return [f"repeats itself: \"{rep.phrase}\" {rep.count} times"]

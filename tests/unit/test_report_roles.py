@@ -176,3 +176,32 @@ def test_a_quote_is_never_a_fragment_split_at_an_abbreviation_or_an_initial():
         "Orla Venn married c. 1353 Tamsin Quill, daughter of J. B. Quill.")
     assert _quote("1353 Tamsin Quill and they had issue:", 300,
                   ("Tamsin Quill",)) == ""
+
+
+def test_a_composed_report_is_not_refused_for_its_own_citations_or_a_subject_named_thrice():
+    """A choices report's sentences are kgloom's: its "[Sources: ...]" label is no name and
+    a passage's subject named in the who, the quote and the where is no loop. A free
+    reply with the same text is still refused for both, and two findings alike are
+    refused either way."""
+    from kgloom.report_writer import check_report
+
+    summary = ('Orla Venn of Vessel (a glass painter) and 2 others form a community of 3 '
+               'entities. The text says: "Orla Venn of Vessel married Tamsin Quill." They '
+               'appear in 1 text unit (Orla Venn of Vessel #0).')
+    report = {"title": "Orla Venn of Vessel and 2 others", "summary": summary, "rating": 3,
+              "rating_explanation": "Rated by the model.",
+              "findings": [{"summary": "Orla Venn of Vessel and Tamsin Quill",
+                            "explanation": "She had issue [Sources: Orla Venn of Vessel #0]"},
+                           {"summary": "Tamsin Quill and Heron",
+                            "explanation": "Tamsin Quill sailed the Heron. [Sources: Orla "
+                                           "Venn of Vessel #0; Heron…"}]}
+    context = ("Orla Venn of Vessel, a glass painter. Orla Venn of Vessel married Tamsin "
+               "Quill. She had issue. Tamsin Quill sailed the Heron.")
+    members = ["Orla Venn of Vessel", "Tamsin Quill", "Heron"]
+    assert check_report(report, context, members, composed=True) == []
+    free = check_report(report, context, members)
+    assert any("Sources" in p for p in free)
+    assert any("repeats itself" in p for p in free)
+    twice = dict(report, findings=report["findings"] * 2)
+    assert any("repeats itself" in p for p in check_report(twice, context, members,
+                                                           composed=True))
