@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 import regex
 
-from kgloom.names.candidates import STOPWORDS
+from kgloom.names.candidates import HONORIFICS, STOPWORDS
 from kgloom.names.grounding import words
 from kgloom.report_writer.prompt import (
     _RATINGS,
@@ -138,15 +138,13 @@ _SENTENCE_SPLIT = regex.compile(
 # where a sentence's clause ends: a comma, semicolon or colon before a space, or a dash
 # between spaces ("--" in Project Gutenberg texts)
 _CLAUSE_BREAK = regex.compile(r"[,;:](?=\s)|\s?(?:--|[–—])\s?")
-_HONORIFICS = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Master", "Miss", "Sir", "Lady",
-                         "Lord"})
 
 
 def _name_words(name: str) -> set[str]:
     """The words of ``name`` that tell it apart in a sentence: capitalized, no
     honorific or function word ("Mrs. Cratchit" -> {"Cratchit"})."""
     out = {w for w in regex.findall(r"\p{Lu}[\p{L}\p{M}'’\-]*", name)
-           if w not in _HONORIFICS and w.lower() not in STOPWORDS}
+           if w not in HONORIFICS and w.lower() not in STOPWORDS}
     return out or set(name.split())
 
 
@@ -414,26 +412,32 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
 
     - title (at most :data:`TITLE_MAX_WORDS` words): the strongest internal relationship
       as its sentence states it when the words between the two names read as a relation
-      ("Zephyr Mills supplies Yarrow Textiles"), else the central members, highest degree
-      first ("A, B and 3 others");
-    - summary, two to four whole sentences: who the members are (names and types), how
-      they relate (the central member's ties, the closest pair), where they are in the
-      corpus (text units per document, with positions), and, when it fits, the closest
-      pair's evidence sentence quoted whole; never a sentence cut with "…";
+      ("Zephyr Mills supplies Yarrow Textiles"), else the central member with the role
+      the text gives it ("Mrs. Dilber, a laundress, and Joe",
+      :func:`kgloom.report_writer.roles.member_role`), else the central members, highest
+      degree first ("A, B and 3 others");
+    - summary, two to four whole sentences, those that fit in this priority: who the
+      members are (names, the first ones' roles, types), where they are in the corpus
+      (text units per document, with positions and, in a long document, the sections
+      holding most of them), the closest pair's evidence quoted (:func:`_quote`), how
+      they relate (the central member's ties, the closest pair); never a sentence cut
+      with "…";
     - rating: the number of members plus internal relationships, at most 10 (GraphRAG's
       rating is the community's importance; a rule can only count its size);
     - findings (at most 3): one per internal relationship, those whose evidence holds a
-      whole sentence that fits first (:func:`_finding_order`), each group strongest
-      first (combined degree), or per member without any; each a whole sentence citing
-      its text units ("[Sources: a-christmas-carol.txt #12, #14]").
+      quote that fits first (:func:`_finding_order`), then those whose quote another
+      finding took, each group strongest first (combined degree), or per member without
+      any; each a whole sentence, or a sentence's head to a clause break, citing its
+      text units ("[Sources: a-christmas-carol.txt #12, #14]").
 
     Args:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
         entities / relationships: the full tables (degree / combined_degree filled).
         rows: :meth:`MemberRows.of` those tables, when the caller writes many reports;
             None: the community's rows are taken from the tables.
-        places: text unit id -> (document title, position of the unit in it), for the
-            citations and the summary's "where"; None: units are cited by short id.
+        places: text unit id -> (document title, position of the unit in it, section),
+            for the citations and the summary's "where"; None: units are cited by short
+            id.
         picks: a model's reply to :meth:`ReportOptions.schema` (``llm_report_form``
             ``choices``): its title, its sentence as the quoted evidence, its
             relationships ("A – B") first among the findings and its rating stand
