@@ -40,10 +40,9 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
     provided", enforced here rather than asked for). Checked, in order:
 
     - it repeats the prompt's worked example (when ``example`` is not empty): a
-      ``<placeholder>`` of the example, a run of
-      :data:`kgloom.names.grounding.EXAMPLE_MIN_WORDS` words it shares with ``example`` but
-      not with ``context`` (:func:`kgloom.names.grounding.shared_phrase`), or a name of the
-      example that the context lacks;
+      ``<placeholder>`` of it, a run of :data:`kgloom.names.grounding.EXAMPLE_MIN_WORDS`
+      words shared with it but not with ``context`` (:func:`~kgloom.names.grounding.
+      shared_phrase`), or a name of it that the context lacks;
     - it writes placeholders: text in angle brackets that the context lacks
       ("<a fact about Scrooge>", a template slot, not a report);
     - it names what its context lacks: a proper name of its text
@@ -61,11 +60,9 @@ def check_report(obj: dict, context: str, members: tuple[str, ...] | list[str] =
         example: the prompt's example text (default: :func:`example_text` of
             ``REPORT_TEMPLATE``, "" since it has none); pass an older prompt's to check
             the reports written under it.
-        composed: the report's sentences are kgloom's, around a model's choices among
-            enums (``llm_report_form: choices``): its citation labels ("[Sources:
-            ...]") are not read as names and a name said three times in a field is no
-            loop (a choice cannot loop; the rules name a passage's subject in the who,
-            the quote and the where); two findings alike are still refused.
+        composed: the sentences are kgloom's around a model's enum choices
+            (``llm_report_form: choices``): "[Sources: ...]" is no name, and no loop is
+            looked for (a choice cannot loop); two findings alike are still refused.
 
     Returns:
         one reason per failed check, each naming what was found.

@@ -410,25 +410,17 @@ def rule_report(community: dict, entities: pl.DataFrame, relationships: pl.DataF
     """A report of a community built by rules, no model: the same fields and bounds as an
     LLM report (:data:`REPORT_TEMPLATE`'s schema), written in whole sentences.
 
-    - title (at most :data:`TITLE_MAX_WORDS` words): the strongest internal relationship
-      as its sentence states it when the words between the two names read as a relation
-      ("Zephyr Mills supplies Yarrow Textiles"), else the central member with the role
-      the text gives it ("Mrs. Dilber, a laundress, and Joe",
-      :func:`kgloom.report_writer.roles.member_role`), else the central members, highest
-      degree first ("A, B and 3 others");
-    - summary, two to four whole sentences, those that fit in this priority: who the
-      members are (names, the first ones' roles, types), where they are in the corpus
-      (text units per document, with positions and, in a long document, the sections
-      holding most of them), the closest pair's evidence quoted (:func:`_quote`), how
-      they relate (the central member's ties, the closest pair); never a sentence cut
-      with "…";
+    - title (at most :data:`TITLE_MAX_WORDS` words): the strongest relationship as its
+      sentence states it ("Zephyr Mills supplies Yarrow Textiles"), else the central
+      member and its role ("Mrs. Dilber, a laundress, and Joe"), else the central members;
+    - summary, two to four whole sentences, those that fit in this priority
+      (:func:`_rule_summary`): who (names, roles, types), where (documents, positions,
+      sections), the closest pair's quote (:func:`_quote`), how they relate; no "…" cut;
     - rating: the number of members plus internal relationships, at most 10 (GraphRAG's
       rating is the community's importance; a rule can only count its size);
-    - findings (at most 3): one per internal relationship, those whose evidence holds a
-      quote that fits first (:func:`_finding_order`), then those whose quote another
-      finding took, each group strongest first (combined degree), or per member without
-      any; each a whole sentence, or a sentence's head to a clause break, citing its
-      text units ("[Sources: a-christmas-carol.txt #12, #14]").
+    - findings (at most 3, :func:`_rule_findings`): one per internal relationship, those
+      with a quote of their own first, strongest first, or per member without any; each
+      a quote or a count, citing its text units ("[Sources: a-christmas-carol.txt #12]").
 
     Args:
         community: a ``COMMUNITIES_SCHEMA`` row as a dict.
