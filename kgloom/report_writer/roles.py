@@ -48,17 +48,22 @@ _COPULA = regex.compile(_PAREN + r"\s+(?:is|was)\s+(?:also\s+)?((?:an?|the)\s+" 
 
 def _starts(title: str, line: str) -> list[int]:
     """Where ``title`` starts a statement in ``line`` (see :data:`_SENTENCE_END_BEFORE`):
-    the offsets just after it, at most the first three."""
-    out, at = [], line.find(title)
-    while at >= 0 and len(out) < 3:
-        before = line[:at]
+    the offsets just after it, at most the first three (looked for among its first
+    :data:`_MAX_OCCURRENCES` occurrences)."""
+    out, at, seen = [], line.find(title), 0
+    while at >= 0 and len(out) < 3 and seen < _MAX_OCCURRENCES:
+        seen += 1
         end = at + len(title)
         whole = end == len(line) or not (line[end].isalnum() or line[end] in "'’-")
-        if whole and (not before or before == title + " "
-                      or _SENTENCE_END_BEFORE.search(before)):
+        if whole and (at == 0 or line[:at] == title + " "
+                      or _SENTENCE_END_BEFORE.search(line[max(0, at - 8):at])):
             out.append(end)
         at = line.find(title, at + 1)
     return out
+
+
+# a name said more often than this in one line of its description is looked for no further
+_MAX_OCCURRENCES = 50
 
 
 def member_role(title: str, description: str | None) -> str:

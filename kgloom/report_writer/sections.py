@@ -13,6 +13,7 @@ import string
 _MARKDOWN = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
 HEADING_MAX_WORDS = 8  # longer upper-case lines are text set in capitals, not headings
 HEADING_MAX_CHARS = 60
+HEADING_MAX_PARTS = 4  # heading lines joined into one at most (a list of capitals is no heading)
 # lines that may stand between two headings of one section: blanks and bracketed notes
 # ("[Illustration]")
 _BETWEEN = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?$")
@@ -54,7 +55,7 @@ def headings(text: str) -> list[tuple[int, str]]:
     accepts standing alone (a blank line or the text's edge before and after it).
     Headings separated only by blank or bracketed lines are one heading, joined by
     " – " ("STAVE ONE", "[Illustration]", "MARLEY'S GHOST" -> "Stave One – Marley's
-    Ghost").
+    Ghost"), at most :data:`HEADING_MAX_PARTS` lines a heading.
     """
     lines = text.splitlines(keepends=True)
     out: list[tuple[int, str]] = []
@@ -66,8 +67,8 @@ def headings(text: str) -> list[tuple[int, str]]:
             i + 1 == len(lines) or not lines[i + 1].strip())
         if md or (alone and _plain_heading(line)):
             name = _shown(md.group(1) if md else line)
-            joined = out and last_end >= 0 and all(
-                _BETWEEN.match(x) for x in lines[last_end:i])
+            joined = out and last_end >= 0 and out[-1][1].count(" – ") < HEADING_MAX_PARTS - 1 \
+                and all(_BETWEEN.match(x) for x in lines[last_end:i])
             if joined:
                 out[-1] = (out[-1][0], f"{out[-1][1]} – {name}")
             else:

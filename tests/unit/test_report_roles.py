@@ -205,3 +205,14 @@ def test_a_composed_report_is_not_refused_for_its_own_citations_or_a_subject_nam
     twice = dict(report, findings=report["findings"] * 2)
     assert any("repeats itself" in p for p in check_report(twice, context, members,
                                                            composed=True))
+
+
+def test_a_run_of_capital_lines_is_at_most_four_headings_joined_and_a_name_said_often_ends():
+    from kgloom.report_writer.sections import HEADING_MAX_PARTS, headings
+
+    found = headings("\n".join(["", "PART"] * 10) + "\n\ntext")
+    assert all(name.count(" – ") <= HEADING_MAX_PARTS - 1 for _, name in found)
+    assert len(found) == 3  # ten lines: four, four and two
+    # a name said again and again with no role: "" (and not one slice per occurrence)
+    assert member_role("Orla", "and Orla " * 5000 + ". Orla, a lamplighter.") == ""
+    assert member_role("Orla", "Orla, a lamplighter. " + "and Orla " * 5000) == "a lamplighter"
