@@ -53,13 +53,14 @@ def headings(text: str) -> list[tuple[int, str]]:
 
     A heading is a Markdown heading line, or a plain line that :func:`_plain_heading`
     accepts standing alone (a blank line or the text's edge before and after it).
-    Headings separated only by blank or bracketed lines are one heading, joined by
+    Plain headings separated only by blank or bracketed lines are one heading, joined by
     " – " ("STAVE ONE", "[Illustration]", "MARLEY'S GHOST" -> "Stave One – Marley's
-    Ghost"), at most :data:`HEADING_MAX_PARTS` lines a heading.
+    Ghost"), at most :data:`HEADING_MAX_PARTS` lines a heading; a Markdown heading is
+    one of its own (its level says what it is under).
     """
     lines = text.splitlines(keepends=True)
     out: list[tuple[int, str]] = []
-    offset, last_end = 0, -1  # last_end: the line index after the last heading line
+    offset, last_end, last_md = 0, -1, False  # last_end: the line after the last heading
     for i, raw in enumerate(lines):
         line = raw.strip()
         md = _MARKDOWN.match(line)
@@ -67,13 +68,14 @@ def headings(text: str) -> list[tuple[int, str]]:
             i + 1 == len(lines) or not lines[i + 1].strip())
         if md or (alone and _plain_heading(line)):
             name = _shown(md.group(1) if md else line)
-            joined = out and last_end >= 0 and out[-1][1].count(" – ") < HEADING_MAX_PARTS - 1 \
-                and all(_BETWEEN.match(x) for x in lines[last_end:i])
+            joined = (not md and not last_md and out and last_end >= 0
+                      and out[-1][1].count(" – ") < HEADING_MAX_PARTS - 1
+                      and all(_BETWEEN.match(x) for x in lines[last_end:i]))
             if joined:
                 out[-1] = (out[-1][0], f"{out[-1][1]} – {name}")
             else:
                 out.append((offset, name))
-            last_end = i + 1
+            last_end, last_md = i + 1, bool(md)
         offset += len(raw)
     return out
 

@@ -216,3 +216,11 @@ def test_a_run_of_capital_lines_is_at_most_four_headings_joined_and_a_name_said_
     # a name said again and again with no role: "" (and not one slice per occurrence)
     assert member_role("Orla", "and Orla " * 5000 + ". Orla, a lamplighter.") == ""
     assert member_role("Orla", "Orla, a lamplighter. " + "and Orla " * 5000) == "a lamplighter"
+
+
+def test_markdown_headings_are_never_joined_across_their_levels():
+    from kgloom.report_writer.sections import headings
+
+    text = "# The Vessel Papers\n\n## The mill\n\nOrla Venn kept it.\n\n## The ferry\n\nrowed."
+    assert [name for _, name in headings(text)] == ["The Vessel Papers", "The mill",
+                                                    "The ferry"]
