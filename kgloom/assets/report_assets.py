@@ -33,14 +33,16 @@ def community_reports(context: dg.AssetExecutionContext, index: IndexConfigResou
     units = store.read(schemas.TEXT_UNITS, Level.CORPUS, schema=schemas.TEXT_UNITS_SCHEMA,
                        columns=["id", "n_tokens", "document_id", "chunk_index", "start_char",
                                 "end_char"])  # no unit texts
-    docs = store.read(schemas.DOCUMENTS, Level.CORPUS, schema=schemas.DOCUMENTS_SCHEMA,
-                      columns=["id", "title", "text"])  # texts: the sections of long ones
+    # the documents' texts serve only the sections of long ones: read, used, let go
+    places = unit_places(units, store.read(schemas.DOCUMENTS, Level.CORPUS,
+                                           schema=schemas.DOCUMENTS_SCHEMA,
+                                           columns=["id", "title", "text"]))
     cached = llm.open_for(s, store, log=context.log) if s.llm_reports == "eager" else None
     reports, failures, methods = build_community_reports(
         comms, ents, rels, cached, s, default_tokenizer(), progress(context, COMMUNITY_REPORTS),
         previous=previous, claims=claims,
         unit_tokens=dict(zip(units["id"].to_list(), units["n_tokens"].to_list())),
-        unit_places=unit_places(units, docs))
+        unit_places=places)
     if cached is not None:
         cached.release()  # the model, now (CachedLLM.release)
     store.write(reports, schemas.COMMUNITY_REPORTS)
