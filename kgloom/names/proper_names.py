@@ -41,6 +41,9 @@ from kgloom.names.morphology import is_adjective, is_form_of, proper_type
 from kgloom.names.normalize import MAX_NAME_CHARS
 from kgloom.names.tokens import _kind, _sentence_start, _shouted, _Tok, _tokens
 
+# a common opener stays when at least this share of the next word's uses follow it
+# ("Los Angeles": 75 of 77 in the 2Wiki pool; two follow "Monterey- Los")
+PAIR_SHARE = 0.9
 MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
 TO_SPAN_MIN_COUNT = 3  # corpus occurrences (overlaps count twice) to keep "X to Y" whole
 
@@ -241,7 +244,9 @@ def _class_noun(word: str, stats: Counter | None) -> bool:
     book that also writes "a ghost")? A name written after "the" is never written in
     lower case ("the Thames", "the Netherlands"), and a character's name is seldom
     written after a determiner ("Scrooge": 7 of 391 in the book). The plural of a class
-    noun is one ("the Spirits"). Evidence from the corpus's own counts
+    noun is one ("the Spirits"). The share is of its uses as a word of its own, not inside a
+    longer name ("the Past, the Present" beside "Ghost of Christmas Present" 10 times).
+    Evidence from the corpus's own counts
     (:func:`word_counts`); without ``stats`` nothing is one."""
     if stats is None:
         return False
@@ -250,7 +255,11 @@ def _class_noun(word: str, stats: Counter | None) -> bool:
     if not stats[word.lower()]:
         return False
     uses = stats[word] + stats[word + "'s"] + stats[word + "’s"]  # "the Spirit's robe"
-    return stats[("det", word)] > CLASS_NOUN_SHARE * uses
+    # its uses as a word of its own: at a sentence's start or mid-sentence with no
+    # capitalized word beside it ("the Present"), not inside a longer name ("Ghost of
+    # Christmas Present", 10 of the book's 12 uses)
+    alone = min(uses, uses - stats[("mid", word)] + stats[("solo", word)])
+    return stats[("det", word)] > CLASS_NOUN_SHARE * alone
 
 
 def _office(word: str, stats: Counter | None) -> bool:
@@ -286,7 +295,9 @@ def _clean(text: str, span: _Span, stats: Counter | None,
     """
     addressed = bool(_ADDRESSED.match(text, span.toks[-1].end))
     defined = bool(_DEFINED.match(text, span.toks[-1].end)) and not addressed
-    toks, initial = _without_common_opener(span, stats, local_lower, defined)
+    headed = bool(_THE_BEFORE.search(text, max(0, span.toks[0].start - 8),
+                                     span.toks[0].start))
+    toks, initial = _without_common_opener(span, stats, local_lower, defined, headed)
     trimmed = _without_shouting(text, toks, initial, stats)
     if trimmed is None:
         return None
@@ -304,11 +315,12 @@ def _clean(text: str, span: _Span, stats: Counter | None,
 
 
 def _without_common_opener(span: _Span, stats: Counter | None, local_lower: set[str],
-                           defined: bool) -> tuple[list[_Tok], bool]:
+                           defined: bool, headed: bool = False) -> tuple[list[_Tok], bool]:
     """The span's tokens without the common words in front of its name and without
     trailing particles and honorifics, and whether the first kept token still opens a
     sentence (``span.initial`` until a token is dropped). ``defined``: the span is the
-    subject of a definition (:data:`_DEFINED`)."""
+    subject of a definition (:data:`_DEFINED`); ``headed``: a lower-case definite
+    article stands right before it (:data:`_THE_BEFORE`)."""
     toks = list(span.toks)
     initial = span.initial
     # the subject of a definition opening a sentence is a title as written: "The Heart
@@ -327,9 +339,16 @@ def _without_common_opener(span: _Span, stats: Counter | None, local_lower: set[
         first, rest = toks[0], toks[1]
         if not _common(first.text, stats, local_lower):
             return False
-        if not initial and first.text.lower() not in STOPWORDS and stats is not None \
-                and stats[rest.text] <= stats[("pair", first.text, rest.text)]:
-            return False  # "in Great Britain": the corpus never writes Britain alone
+        if headed and not initial and len(toks) > 2 and rest.text in _PARTICLES:
+            return False  # "in the City of London", "the Bank of England": a common
+            # word after "the" and before "of" heads the name
+        pair = stats[("pair", first.text, rest.text)] if stats is not None else 0
+        if (first.text in _TITLE_ARTICLES and pair > 1 if initial
+                else first.text.lower() not in STOPWORDS) \
+                and stats is not None and stats[rest.text] * PAIR_SHARE <= pair:
+            return False  # "in Great Britain", "Cities: Los Angeles": the corpus (almost)
+            # never writes Britain or Angeles alone; at a sentence's start one use of
+            # "The X" is no evidence
         return not (initial and defined and first.text.lower() not in STOPWORDS
                     and not (len(toks) == 2 and _named_elsewhere(rest, stats)))
 
@@ -378,8 +397,8 @@ def _names_nothing(toks: list[_Tok], initial: bool, stats: Counter | None,
     """True when the trimmed tokens ``toks`` (not empty) name nothing: a sound drawn out,
     a lone initial or number, a lone common word, interjection, modifier, class noun or
     unknown sentence opener (``evidence``: the span is a definition's subject or an
-    address), a run of modifiers, only function words and honorifics, or an office held
-    in turn ("Earl of Cork")."""
+    address), a run of modifiers, only function words, honorifics and numbers (a date:
+    "1 November"), or an office held in turn ("Earl of Cork")."""
     if any(_DRAWN_OUT.search(t.text) for t in toks):
         return True  # "uncle Scro-o-o-o-oge": a sound drawn out, not the name as written
     if len(toks) == 1:
@@ -402,9 +421,10 @@ def _names_nothing(toks: list[_Tok], initial: bool, stats: Counter | None,
             and any(_attributive(t.text, stats) for t in toks):
         return True  # "a South Korean actor", "an Indian Kannada film"; not "an Academy
         # Award nomination", which has no modifier of its own
-    if all(t.kind == "cap" and (t.text.lower() in STOPWORDS or t.text in HONORIFICS)
+    if all(t.kind == "num" or (t.kind == "cap" and (t.text.lower() in STOPWORDS
+                                                    or t.text in HONORIFICS))
            for t in toks):
-        return True
+        return True  # function words, honorifics, a date ("On 1 November 1956")
     # "Earl of Cork": an office held in turn, named by its holders' names
     return len(toks) > 2 and toks[1].text == "of" and _office(toks[0].text, stats)
 
@@ -500,9 +520,27 @@ def _proper_names(text: str, stats: Counter | None) -> list[tuple[str, int]]:
     quoted = {t for _, _, t in titles}
     index_at = {t.start: i for i, t in enumerate(toks)}
     return [(name, at) for name, at in out
-            if name in quoted or not _epithet(text, toks, index_at, at, titles)]
+            if name in quoted or not (_inside_title(name, at, titles)
+                                      or _epithet(text, toks, index_at, at, titles))]
 
 
+def _inside_title(name: str, at: int, titles: list[tuple[int, int, str]]) -> bool:
+    """Is the candidate ``name`` found at offset ``at`` a part of a quoted title,
+    ``titles`` being the (start, end, title) of each in the text? A run of capitals
+    inside ``"Scenes of a Sexual Nature"``, ``"I Am Weasel"`` or ``"Contes des quatre
+    saisons"`` is a piece of the work's name, not a name of its own ("Sexual Nature",
+    "Weasel", "Contes" were entities); the whole title is the candidate, and so is the
+    title without its leading article ("Addams Family" of "The Addams Family"). The same
+    words written outside the quotes are judged there as anywhere."""
+    return any(a <= at < b and len(name) < len(title)
+               and not (title.endswith(" " + name)
+                        and title[:-len(name)].strip() in _TITLE_ARTICLES)
+               for a, b, title in titles)
+
+
+# a lower-case definite article right before a span: "the City of London"
+_THE_BEFORE = regex.compile(r"(?<![\p{L}\p{M}])(?:the|der|die|das|le|la|les|el|los|las|il|lo)"
+                            r"[ \t]*\n?[ \t]*$")
 # a capitalized word, "the", then the candidate: "Ivan the Terrible", "Nosferatu the Vampyre"
 _BEFORE_THE = regex.compile(r"(\p{Lu}[\p{L}\p{M}'’\-]*)[ \t]+the[ \t]+$")
 
