@@ -107,12 +107,18 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
     one end): an edge from it to every other entity it has no relationship with.
     An entity named to tell who another one is ("He married Margaret, daughter of
     Arnold": :func:`described_by`) gets its edge from that one instead.
-    Otherwise, with no relationship at all: an edge from the most mentioned entity to
-    each of the (at most 4) next ones; with relationships: each entity left without one
-    gets an edge to the most mentioned entity that has one. A passage relates what it
+    Otherwise (no subject), only names that share a sentence are joined: with no
+    relationship at all, each of the (at most 4) next most mentioned entities gets an
+    edge to the most mentioned one it shares a sentence with; with relationships, each
+    entity left without one gets an edge to the most mentioned entity that has one and
+    shares a sentence with it (else to the most mentioned one sharing a sentence), and
+    an entity sharing no sentence with another gets none. A passage relates what it
     names to its subject, not each name to each other: on the 2Wiki pool most edges
     between every pair of the five most mentioned were "linked only through a third
     entity" or "named with no tie stated" by its hand labels (``bench/data/labels/``).
+    In a unit with no subject (a chapter of a book) a name sharing no sentence with the
+    unit's most mentioned name is no more tied to it: all 35 such edges of 100 labelled
+    book relationships (``book-relationships-c``) were "no relation stated".
     Descriptions are the evidence sentence (:func:`evidence_for`); each pair runs in the
     text's direction where a sentence names both (:func:`text_direction`).
     """
@@ -122,15 +128,43 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
     if subject is not None:
         pairs = [(described_by(n, names, text, subject) or subject, n)
                  for n in ranked if n != subject and n not in linked]
-    elif not rels:
-        pairs = [(ranked[0], n) for n in ranked[1:5]]
     else:
-        hub = next(n for n in ranked if n in linked)  # so the unit ends up one component
-        pairs = [(hub, n) for n in ranked if n not in linked]
+        together = sharing_sentences(ranked, text)
+        alone = ranked[1:5] if not rels else [n for n in ranked if n not in linked]
+        pairs = []
+        for n in alone:
+            partners = [m for m in ranked if m != n and m in together[n]]
+            partner = next((m for m in partners if m in linked), None) or next(
+                iter(partners), None)
+            if partner is not None:
+                pairs.append((partner, n))
     pairs = [text_direction(a, b, text) or (a, b) for a, b in pairs]
     return [{"text_unit_id": unit_id, "source": a, "target": b,
              "description": evidence_for(a, b, text), "strength": strength,
              "kind": "co_mention"} for a, b in pairs]
+
+
+def sharing_sentences(names: list[str], text: str, reach: int = 0) -> dict[str, set[str]]:
+    """{name: the other ``names`` found with it in one of :func:`sentences` of ``text``,
+    or at most ``reach`` sentences apart} (Unicode and case normalized). A name is found
+    where it or a shorter one of ``names`` made of its words stands ("Scrooge's" for
+    "Ebenezer Scrooge" when the unit names both), as resolution later joins them."""
+    keys = {n: normalize_for_match(n) for n in names}
+    forms = {n: [keys[m] for m in names if keys[m] and (m == n or _words_of(keys[m], keys[n]))]
+             for n in names}
+    where: dict[str, list[int]] = {n: [] for n in names}
+    for i, sentence in enumerate(sentences(text)):
+        flat = normalize_for_match(sentence)
+        for n in names:
+            if any(f in flat for f in forms[n]):
+                where[n].append(i)
+    return {n: {m for m in names if m != n and any(abs(i - j) <= reach for i in where[n]
+                                                   for j in where[m])} for n in names}
+
+
+def _words_of(short: str, long: str) -> bool:
+    """Is ``short`` a run of whole words of the longer ``long``?"""
+    return len(short) < len(long) and f" {short} " in f" {long} "
 
 
 # "Margaret, daughter of ", "Beatrice, a niece of ": one to three lower-case words and

@@ -241,7 +241,8 @@ def test_co_mention_edges_when_no_relationship_is_extracted(tmp_path):
     for uid, text in zip(units["id"][:2], units["text"][:2]):
         names = result.entity_mentions.filter(pl.col("text_unit_id") == uid)["title"]
         edges = rm.filter(pl.col("text_unit_id") == uid)
-        # from the most mentioned entity to each of the (at most) four next ones
+        # from the most mentioned entity to each of the (at most) four next ones (here each
+        # shares a sentence with it)
         hub = max(sorted(names), key=lambda n: text.count(n))
         assert edges.height == min(names.len(), 5) - 1
         assert all(hub in (a, b) for a, b in edges.select("source", "target").rows())
@@ -264,6 +265,7 @@ def test_extracted_relationships_replace_co_mentions(tmp_path):
     assert rm.select("source", "target", "kind").rows() == [
         ("Mr. Scrooge", "Mr. Marley", "extracted")]
     # every other entity of the unit is joined to its most mentioned one by a co-mention
+    # (each shares a sentence with it here)
     co = result.relationship_mentions.filter(pl.col("kind") == "co_mention")
     linked = set(co["source"]) | set(co["target"]) | {"Mr. Scrooge", "Mr. Marley"}
     assert linked == set(result.entity_mentions["title"])
@@ -467,6 +469,27 @@ def test_a_name_that_tells_who_another_is_is_tied_to_that_one():
     # the subject itself is never "described": its edges stay
     assert described_by("Odo Brannick", names, "Tamsin Orrel, son of Odo Brannick.",
                         "Tamsin Orrel") is None
+
+
+def test_without_a_subject_co_mentions_join_only_names_that_share_a_sentence():
+    """In a unit with no subject (a chapter of a book), a name is tied to the most
+    mentioned name it shares a sentence with, or to none: "Quorl Tesk" shares no sentence
+    with anyone, so no edge ("Scrooge -> Gothic", "Scrooge -> Union" from a unit's hub
+    were all "no relation stated" in 35 of 100 labelled book relationships). With an
+    extracted relationship, a name left out goes to a linked name of its sentence.
+    Made-up names."""
+    text = ("Kell Ambry met Oswin Tarr at the gate. Oswin Tarr spoke to Ilse Varnow. "
+            "Kell Ambry left. Far away, Quorl Tesk slept.")
+    names = ["Kell Ambry", "Oswin Tarr", "Ilse Varnow", "Quorl Tesk"]
+
+    def edges(rels: list[dict]) -> set[frozenset[str]]:
+        return {frozenset((r["source"], r["target"]))
+                for r in _co_mentions("u", names, text, 1.0, rels)}
+
+    assert edges([]) == {frozenset(("Kell Ambry", "Oswin Tarr")),
+                         frozenset(("Oswin Tarr", "Ilse Varnow"))}
+    extracted = [{"source": "Kell Ambry", "target": "Oswin Tarr"}]
+    assert edges(extracted) == {frozenset(("Oswin Tarr", "Ilse Varnow"))}
 
 
 def test_a_records_relationships_have_its_subject_at_one_end(tmp_path):
