@@ -492,6 +492,22 @@ def test_without_a_subject_co_mentions_join_only_names_that_share_a_sentence():
     assert edges(extracted) == {frozenset(("Oswin Tarr", "Ilse Varnow"))}
 
 
+def test_without_a_subject_a_stated_relationship_needs_its_names_near_each_other(tmp_path):
+    """In a chapter (no record subject), a relationship the model states between two names
+    more than STATED_REACH sentences apart is its guess and is dropped; one between names
+    a sentence or two apart (dialogue) stays. Made-up names."""
+    from kgloom.extraction.unit_calls import STATED_REACH
+    filler = " ".join(f"The rain fell for hour {i}." for i in range(STATED_REACH + 1))
+    text = (f"Kell Ambry met Oswin Tarr at the gate. 'Come in,' he said. Oswin Tarr bowed. "
+            f"{filler} Quorl Tesk slept far away.")
+    pairs = [("Kell Ambry", "Oswin Tarr"), ("Kell Ambry", "Quorl Tesk")]
+    result = extract_graph(_units(text), _llm(tmp_path, ScriptedBackend(pairs=pairs)),
+                           SETTINGS)
+    rm = result.relationship_mentions.filter(pl.col("kind") == "extracted")
+    assert rm.select("source", "target").rows() == [("Kell Ambry", "Oswin Tarr")]
+    assert result.counts["relationships_without_a_shared_sentence"] == 1
+
+
 def test_a_records_relationships_have_its_subject_at_one_end(tmp_path):
     # a passage relates what it names to the article's subject ("He married Ilse
     # Varnow"), not each name to each other: the title's entity is the hub of the
