@@ -203,8 +203,8 @@ def extract_unit(llm: CachedLLM, unit_id: str, text: str, settings: IndexSetting
 # a relationship the model states in a unit with no subject stands only where its two
 # names are at most this many sentences apart: dialogue and pronouns carry a relation
 # across sentences (Fan and Scrooge's scene names them 4 sentences apart). On the book
-# (bench/results/relationship_reach.json): 5 keeps every gold pair and drops 7 of its 148
-# relationships; 2 drops 34 and the gold pair Scrooge-Fan
+# (docs/graph-quality.md): 5 keeps every gold pair and drops 7 of its 148 relationships;
+# 2 drops 34 and the gold pair Scrooge-Fan
 STATED_REACH = 5
 PACK_SEPARATOR = "\n\n"  # between the texts of the units of one packed call
 
