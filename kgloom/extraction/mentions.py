@@ -144,6 +144,9 @@ def _co_mentions(unit_id: str, names: list[str], text: str, strength: float,
              "kind": "co_mention"} for a, b in pairs]
 
 
+LIST_NAMES = 4  # a sentence naming more of a unit's names is a list: it ties none of them
+
+
 def sharing_sentences(names: list[str], text: str, reach: int = 0) -> dict[str, set[str]]:
     """{name: the other ``names`` found with it in one of :func:`sentences` of ``text``,
     or at most ``reach`` sentences apart} (Unicode and case normalized). A name is found
@@ -155,9 +158,13 @@ def sharing_sentences(names: list[str], text: str, reach: int = 0) -> dict[str, 
     where: dict[str, list[int]] = {n: [] for n in names}
     for i, sentence in enumerate(sentences(text)):
         flat = normalize_for_match(sentence)
-        for n in names:
-            if any(f in flat for f in forms[n]):
-                where[n].append(i)
+        found = [n for n in names if any(f in flat for f in forms[n])]
+        longest = [n for n in found if not any(_words_of(keys[n], keys[m]) for m in found)]
+        if len(longest) > LIST_NAMES:
+            continue  # a list ("There were Cains and Abels, Pharaoh's daughters, ...");
+            # a name's shorter forms ("Mr. Scrooge", "Scrooge") count once
+        for n in found:
+            where[n].append(i)
     return {n: {m for m in names if m != n and any(abs(i - j) <= reach for i in where[n]
                                                    for j in where[m])} for n in names}
 

@@ -492,6 +492,20 @@ def test_without_a_subject_co_mentions_join_only_names_that_share_a_sentence():
     assert edges(extracted) == {frozenset(("Oswin Tarr", "Ilse Varnow"))}
 
 
+def test_a_sentence_listing_many_names_ties_none_of_them():
+    """"There were Cains and Abels, Pharaoh's daughters, Queens of Sheba ...": the figures
+    on a fireplace's tiles, listed; eight co-mention edges among them were "merely listed"
+    in 100 labelled book relationships. A sentence naming more than LIST_NAMES names ties
+    none; two of them named in a sentence of their own are tied. Made-up names."""
+    from kgloom.extraction.mentions import LIST_NAMES, sharing_sentences
+    names = [f"Vessa {c}" for c in "ABCDEFG"[:LIST_NAMES + 1]] + ["Kell Ambry"]
+    text = ("The tiles showed " + ", ".join(names[:-1]) + " and many more. "
+            f"Kell Ambry met {names[1]} at the gate.")
+    together = sharing_sentences(names, text)
+    assert together[names[0]] == set()
+    assert together[names[1]] == {"Kell Ambry"}
+
+
 def test_without_a_subject_a_stated_relationship_needs_its_names_near_each_other(tmp_path):
     """In a chapter (no record subject), a relationship the model states between two names
     more than STATED_REACH sentences apart is its guess and is dropped; one between names
