@@ -521,3 +521,16 @@ def test_a_common_word_after_the_and_before_of_heads_a_name():
               "He lived in the City of Quell, the city of his birth, near the Bank of Ombel."]
     got = {n for t in corpus for n in names(t, corpus=corpus)}
     assert {"City of Quell", "Bank of Ombel"} <= got, got
+
+
+def test_a_name_written_around_a_quoted_nickname_is_one_name():
+    """Tom "Kid Harpoon" Hull, Margaret Mary "Madge" Bishop: the parts around the quoted
+    nickname are one name as written, not the cut names "Hull" and "Margaret Mary" (a pool
+    and a HotpotQA reject). A quoted title next to one name only stays a title. Invented
+    names."""
+    found = names('The song was written by Oren Vask, Tamsin "Red Fox" Orrel, and Kell '
+                  'Ambry. Ilse Mara "Wren" Tesk is a fictional character. He starred in '
+                  '"Quorl" with Dov Brannick.')
+    assert {'Tamsin "Red Fox" Orrel', 'Ilse Mara "Wren" Tesk', "Quorl",
+            "Dov Brannick", "Oren Vask"} <= set(found), found
+    assert not {"Orrel", "Tamsin", "Ilse Mara", "Tesk", "Red Fox", "Wren"} & set(found), found
