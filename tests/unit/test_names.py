@@ -534,3 +534,14 @@ def test_a_name_written_around_a_quoted_nickname_is_one_name():
     assert {'Tamsin "Red Fox" Orrel', 'Ilse Mara "Wren" Tesk', "Quorl",
             "Dov Brannick", "Oren Vask"} <= set(found), found
     assert not {"Orrel", "Tamsin", "Ilse Mara", "Tesk", "Red Fox", "Wren"} & set(found), found
+
+
+def test_names_joined_by_an_ampersand_are_one_name_and_a_date_leaves_a_name():
+    """"Powell & Pressburger" is one name (a duo, a firm: the cut "Powell" was a HotpotQA
+    reject), and "Vienna 4 February" is Vienna and a date (a pool reject). Invented
+    names."""
+    found = names("The film was made by Orrel & Tesk in 1946 and sold by Vance & Vance. "
+                  "Dov Brannick was born in Quellburg 4 February 1950. Vessa 11 flew.")
+    assert {"Orrel & Tesk", "Vance & Vance", "Quellburg", "Dov Brannick",
+            "Vessa 11"} <= set(found), found
+    assert not {"Orrel", "Tesk", "Vance", "Quellburg 4 February"} & set(found), found
