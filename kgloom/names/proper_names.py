@@ -44,6 +44,10 @@ from kgloom.names.tokens import _kind, _sentence_start, _shouted, _Tok, _tokens
 # a common opener stays when at least this share of the next word's uses follow it
 # ("Los Angeles": 75 of 77 in the 2Wiki pool; two follow "Monterey- Los")
 PAIR_SHARE = 0.9
+# a lower-case definite article right before a span: "the City of London"
+_THE_BEFORE = regex.compile(
+    r"(?<![\p{L}\p{M}])(?:" + "|".join(sorted(
+        a.lower() for a in _TITLE_ARTICLES if a not in ("A", "An"))) + r")[ \t]*\n?[ \t]*$")
 MAX_NAME_WORDS = 6  # "Ghost of Christmas Yet to Come"; longer spans are run-on headings
 TO_SPAN_MIN_COUNT = 3  # corpus occurrences (overlaps count twice) to keep "X to Y" whole
 
@@ -543,22 +547,18 @@ def _join_nicknames(text: str, out: list[tuple[str, int]],
     its closing quote joins the three as written; the parts and the nickname are then no
     candidates at that place."""
     starts = {at: name for name, at in out}
-    drop: set[tuple[str, int]] = set()
-    joined: list[tuple[str, int]] = []
+    links = []
     for a, b, title in titles:
-        if len(title.split()) > _NICKNAME_MAX_WORDS:
-            continue
         close = _CLOSE_GAP.match(text, b)
-        right = starts.get(close.end()) if close else None
-        left = next(((n, at) for n, at in out if at < a
-                     and (gap := _OPEN_GAP.match(text, at + len(n))) and gap.end() == a
-                     and text[at:at + len(n)] == n), None)
-        if right is None or left is None or close is None:
+        if len(title.split()) > _NICKNAME_MAX_WORDS or close is None \
+                or close.end() not in starts:
             continue
-        whole = " ".join(text[left[1]:close.end() + len(right)].split())
-        joined.append((whole, left[1]))
-        drop |= {left, (right, close.end()), (title, a)}
-    return [c for c in out if c not in drop] + joined
+        left = next(((n, at) for n, at in out if at < a and text[at:at + len(n)] == n
+                     and (gap := _OPEN_GAP.match(text, at + len(n))) and gap.end() == a),
+                    None)
+        if left is not None:
+            links.append((left, (starts[close.end()], close.end()), (title, a)))
+    return _joined(text, out, links)
 
 
 _AMPERSAND = regex.compile(r"[ \t]*&[ \t]*")
@@ -570,16 +570,27 @@ def _join_ampersands(text: str, out: list[tuple[str, int]]) -> list[tuple[str, i
     reject). "&" joins a firm, a duo or a work's pair of names, not two separate names as
     "and" may; the parts are then no candidates at that place."""
     starts = {at: name for name, at in out}
-    drop: set[tuple[str, int]] = set()
-    joined: list[tuple[str, int]] = []
+    links = []
     for name, at in out:
         gap = _AMPERSAND.match(text, at + len(name))
-        if text[at:at + len(name)] != name or gap is None or gap.end() not in starts \
-                or (name, at) in drop:
+        if text[at:at + len(name)] == name and gap is not None and gap.end() in starts:
+            links.append(((name, at), (starts[gap.end()], gap.end()), None))
+    return _joined(text, out, links)
+
+
+def _joined(text: str, out: list[tuple[str, int]],
+            links: list[tuple[tuple[str, int], tuple[str, int], tuple[str, int] | None]],
+            ) -> list[tuple[str, int]]:
+    """``out`` (candidates, offsets) with each link's left and right candidates (and its
+    third, if any: a nickname between them) replaced by the text from the left one's start
+    to the right one's end, whitespace collapsed; a candidate joins at most once."""
+    drop: set[tuple[str, int]] = set()
+    joined: list[tuple[str, int]] = []
+    for left, right, between in links:
+        if left in drop or right in drop:
             continue
-        right = starts[gap.end()]
-        joined.append((" ".join(text[at:gap.end() + len(right)].split()), at))
-        drop |= {(name, at), (right, gap.end())}
+        joined.append((" ".join(text[left[1]:right[1] + len(right[0])].split()), left[1]))
+        drop |= {left, right} | ({between} if between else set())
     return [c for c in out if c not in drop] + joined
 
 
@@ -597,9 +608,6 @@ def _inside_title(name: str, at: int, titles: list[tuple[int, int, str]]) -> boo
                for a, b, title in titles)
 
 
-# a lower-case definite article right before a span: "the City of London"
-_THE_BEFORE = regex.compile(r"(?<![\p{L}\p{M}])(?:the|der|die|das|le|la|les|el|los|las|il|lo)"
-                            r"[ \t]*\n?[ \t]*$")
 # a capitalized word, "the", then the candidate: "Ivan the Terrible", "Nosferatu the Vampyre"
 _BEFORE_THE = regex.compile(r"(\p{Lu}[\p{L}\p{M}'’\-]*)[ \t]+the[ \t]+$")
 
