@@ -5,6 +5,8 @@ Usage:
     python bench/eval_labels.py draw --index /tmp/pool/out --kind entities --n 200 \\
         --out bench/data/labels/pool-entities.jsonl
     python bench/eval_labels.py score bench/data/labels/pool-entities.jsonl ...
+    python bench/eval_labels.py recheck bench/data/labels/pool-entities*.jsonl \\
+        --corpus bench/data/2wiki-pool/corpus.jsonl
 
 ``draw`` takes ``n`` rows at random (``--seed``, default 0) from the index's
 ``entities.parquet`` or ``relationships.parquet`` and writes one JSON object a line: the
@@ -20,6 +22,13 @@ named only there), for a reader to label. A reader adds to each line:
 - relationships: ``"supported"``: true when the texts support the relation its
   description states between the two entities; ``"direction_ok"``: true when source ->
   target reads as the texts state it (or the relation is symmetric), false when reversed.
+
+``recheck`` reads each labelled entity's texts again with today's candidate rules
+(:func:`kgloom.names.candidates.find_candidates`, with the counts of a whole corpus given
+by ``--corpus``, a JSONL of records with a ``text``) and says, per file, which titles
+are no longer candidates, accepted ones apart: a check of a name rule on every labelled
+sample without indexing anything again (a title the rules still find may yet be dropped
+later in the index, so this bounds what a rule can gain).
 
 ``score`` reports, per file, the share accepted (entities) or supported and supported in
 the right direction (relationships), with a 95 % Wilson interval, and lists the rejected
@@ -81,6 +90,33 @@ def draw(index: Path, kind: str, n: int, seed: int, units: int) -> list[dict]:
     return out
 
 
+def recheck(lines: list[dict], corpus_texts: list[str]) -> dict:
+    """For labelled entity rows ``lines``: which titles are still candidates of their own
+    texts (:func:`kgloom.names.candidates.find_candidates`, compared after
+    :func:`kgloom.names.normalize.normalize_for_match`) with the statistics of
+    ``corpus_texts``. Returns {"accepted_found", "accepted", "rejected_found", "rejected":
+    counts, "lost": accepted titles no longer found, "gone": rejected titles no longer
+    found}; rows without ``accept`` are left out."""
+    from kgloom.names.candidates import find_candidates, word_counts
+    from kgloom.names.normalize import normalize_for_match
+
+    stats = word_counts(corpus_texts)
+    out: dict = {"accepted_found": 0, "accepted": 0, "rejected_found": 0, "rejected": 0,
+                 "lost": [], "gone": []}
+    for row in lines:
+        if row.get("accept") is None:
+            continue
+        found = normalize_for_match(row["title"]) in {
+            normalize_for_match(c.name) for t in row.get("texts", [])
+            for c in find_candidates(t, stats=stats)}
+        side = "accepted" if row["accept"] else "rejected"
+        out[side] += 1
+        out[side + "_found"] += found
+        if not found:
+            out["lost" if row["accept"] else "gone"].append(row["title"])
+    return out
+
+
 def score(lines: list[dict]) -> dict:
     """Figures of one labelled file (see the module docstring); rows without their label
     are counted as ``unlabelled`` and left out."""
@@ -120,6 +156,10 @@ def main() -> None:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--units", type=int, default=3)
     d.add_argument("--out", required=True)
+    r = sub.add_parser("recheck", help="labelled entities' titles under today's name rules")
+    r.add_argument("files", nargs="+")
+    r.add_argument("--corpus", required=True, help="JSONL of the records the files came from")
+    r.add_argument("--save", default=str(ROOT / "bench" / "results" / "labels-recheck.json"))
     s = sub.add_parser("score", help="score labelled samples")
     s.add_argument("files", nargs="+")
     s.add_argument("--save", default=str(ROOT / "bench" / "results" / "labels.json"))
@@ -131,8 +171,14 @@ def main() -> None:
                                           for r in rows), encoding="utf-8")
         print(f"wrote {len(rows)} rows to {args.out}")
         return
-    result = {Path(f).stem: score([json.loads(x) for x in Path(f).read_text().splitlines()
-                                   if x.strip()]) for f in args.files}
+    loaded = {Path(f).stem: [json.loads(x) for x in Path(f).read_text().splitlines()
+                             if x.strip()] for f in args.files}
+    if args.command == "recheck":
+        texts = [json.loads(x)["text"] for x in Path(args.corpus).read_text(
+            encoding="utf-8").splitlines() if x.strip()]
+        result = {name: recheck(rows, texts) for name, rows in loaded.items()}
+    else:
+        result = {name: score(rows) for name, rows in loaded.items()}
     for name, r in result.items():
         print(name, {k: v for k, v in r.items() if not isinstance(v, list)})
     from bench.stamp import save_result

@@ -28,3 +28,19 @@ def test_wilson_interval_brackets_the_share_and_narrows_with_more_trials():
     lo2, hi2 = wilson(830, 1000)
     assert lo < lo2 < 0.83 < hi2 < hi
     assert wilson(0, 0) == [0.0, 0.0]
+
+
+def test_recheck_says_which_labelled_titles_todays_rules_no_longer_find():
+    """A rejected title cut from a quoted title is no candidate under today's rules; an
+    accepted one still is. Invented names."""
+    from bench.eval_labels import recheck
+
+    text = 'Kell Ambry directed " I Am Quorl" in 1990.'
+    rows = [{"title": "Quorl", "accept": False, "texts": [text]},
+            {"title": "Kell Ambry", "accept": True, "texts": [text]},
+            {"title": "I Am Quorl", "accept": True, "texts": [text]},
+            {"title": "Vessa", "texts": [text]}]  # not labelled
+    got = recheck(rows, [text])
+    assert (got["accepted"], got["accepted_found"], got["rejected"], got["rejected_found"]) \
+        == (2, 2, 1, 0)
+    assert got["gone"] == ["Quorl"] and got["lost"] == []
