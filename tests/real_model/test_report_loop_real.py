@@ -24,6 +24,11 @@ def test_a_looping_report_reply_is_stopped_where_its_loop_shows(tmp_path):
     schema = REPORT_TEMPLATE.schema
     bound = reply_token_bound(schema) or REPORT_TEMPLATE.max_tokens
     whole = backend.complete(messages, schema, bound, 1)  # type: ignore[union-attr]
+    if find_reply_loop(whole.text)[0] is None:
+        # greedy decoding follows the build's float path: a llama.cpp compiled for
+        # another CPU may end this reply after three repeats, too few to be a loop
+        pytest.skip("this llama.cpp build does not loop on this context (reply of "
+                    f"{whole.completion_tokens} tokens, no loop found)")
     stopped = backend.complete(messages, schema, bound, 1,  # type: ignore[union-attr]
                                stop_on_loop=True)
     reply = json.loads(whole.text, strict=False)  # decoded to its end it is valid JSON ...
